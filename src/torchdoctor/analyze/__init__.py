@@ -1,0 +1,1 @@
+"""Stage: analyze (see docs/DESIGN.md)."""

@@ -1,0 +1,120 @@
+"""Entry point: `torchdoctor [--json] [--debug] COMMAND ...`.
+
+Errors from the `TorchDoctorError` hierarchy become one line on stderr and their exit code
+(2 for user errors); `--debug` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+
+import typer
+from rich.markup import escape
+
+from torchdoctor._version import __version__
+from torchdoctor.cli.state import err_console, settings
+from torchdoctor.core.errors import TorchDoctorError
+
+app = typer.Typer(
+    name="torchdoctor",
+    help=(
+        "Find out why a PyTorch job is slow, prove the cure, and hand back the recipe.\n\n"
+        "Start with `torchdoctor demo`, or `torchdoctor env` to see this machine's measured "
+        "ceilings."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+# Subcommand modules, each calling `@app.command()` at import, in the order `--help` lists
+# them. A stage whose module is not installed yet is simply not offered.
+COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
+    "env",
+    "bench",
+    "workloads",
+    "run",
+    "profile",
+    "analyze",
+    "diagnose",
+    "tune",
+    "report",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"torchdoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    json_output: bool = typer.Option(
+        False, "--json", help="Print results as versioned JSON on stdout (progress goes to stderr)."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logging."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    settings.json = json_output
+    settings.debug = debug
+    from torchdoctor.core.log import configure
+
+    configure(debug=debug)
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        module = f"torchdoctor.cli.{name}"
+        if module not in sys.modules and importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+
+
+def _fail(message: str, code: int) -> int:
+    err_console.print(
+        f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True
+    )
+    return code
+
+
+def _is_click_usage_error(exc: Exception) -> bool:
+    return callable(getattr(exc, "show", None)) and getattr(exc, "exit_code", None) == 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (also used by the tests)."""
+    _register_commands()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+    except TorchDoctorError as exc:
+        if settings.debug:
+            traceback.print_exc()
+        return _fail(escape(str(exc)), exc.exit_code)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        return _fail("interrupted", 130)
+    except Exception as exc:
+        # Bad options and arguments: click's own message and usage line, exit 2. Newer typer
+        # releases vendor click, so match the exception by its interface, not its class.
+        if _is_click_usage_error(exc):
+            exc.show()  # type: ignore[attr-defined]
+            return 2
+        raise
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:  # pragma: no cover - console-script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Global CLI settings (`--json`, `--debug`) and the two ways of printing a result."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from torchdoctor.core.records import Record
+
+
+@dataclass
+class Settings:
+    json: bool = False
+    debug: bool = False
+
+
+settings = Settings()
+
+# Human output goes to stdout; progress, warnings and errors go to stderr so that
+# `--json` output on stdout stays machine-readable.
+console = Console()
+err_console = Console(stderr=True)
+
+
+def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> None:
+    """Print `result` as JSON when --json is set, otherwise call `render` for rich output."""
+    if settings.json:
+        data = result.to_json_dict() if isinstance(result, Record) else result
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+        sys.stdout.flush()
+    else:
+        render(console)
+
+
+def progress_enabled() -> bool:
+    """Progress bars only for a person watching a terminal, never inside --json output."""
+    return err_console.is_terminal and not settings.json

@@ -1,0 +1,1 @@
+"""Stage: collect (see docs/DESIGN.md)."""

@@ -1,0 +1,25 @@
+"""Logging: one `torchdoctor` logger tree; the CLI sets the level from --debug."""
+
+from __future__ import annotations
+
+import logging
+
+LOGGER_NAME = "torchdoctor"
+
+
+def get_logger(name: str) -> logging.Logger:
+    """Logger for a module: `get_logger(__name__)`."""
+    if not name.startswith(LOGGER_NAME):
+        name = f"{LOGGER_NAME}.{name}"
+    return logging.getLogger(name)
+
+
+def configure(*, debug: bool) -> None:
+    from rich.logging import RichHandler
+
+    root = logging.getLogger(LOGGER_NAME)
+    root.handlers.clear()
+    handler = RichHandler(show_path=debug, rich_tracebacks=debug, markup=False)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    root.propagate = False

@@ -1,0 +1,1 @@
+"""Stage: diagnose (see docs/DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Stage: engine (see docs/DESIGN.md)."""

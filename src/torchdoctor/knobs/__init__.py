@@ -1,0 +1,1 @@
+"""Stage: knobs (see docs/DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Stage: measure (see docs/DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Stage: report (see docs/DESIGN.md)."""

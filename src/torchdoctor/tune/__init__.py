@@ -1,0 +1,1 @@
+"""Stage: tune (see docs/DESIGN.md)."""

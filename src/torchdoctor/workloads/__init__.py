@@ -1,0 +1,1 @@
+"""Stage: workloads (see docs/DESIGN.md)."""

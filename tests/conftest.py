@@ -1,0 +1,27 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover - torch is a hard dependency
+    _HAS_CUDA = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "requires_cuda" in item.keywords and not _HAS_CUDA:
+            item.add_marker(skip_cuda)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Keep the user cache (measured ceilings) out of the real home folder in tests."""
+    cache = tmp_path_factory.getbasetemp() / "td-cache"
+    monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", str(cache))
+    yield
