@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.core.errors import RecordError
+from torchdoctor.core.rundir import MANIFEST, finish_run_dir, new_run_dir, read_manifest
+
+
+def test_new_run_dir_is_marked_running_until_finished(tmp_path: Path) -> None:
+    run = new_run_dir("tune", "cnn", out=tmp_path / "r1")
+    assert (run / MANIFEST).is_file()
+    assert read_manifest(run).status == "running"
+    done = finish_run_dir(run)
+    assert done.status == "complete" and done.finished is not None
+    assert read_manifest(run).status == "complete"
+
+
+def test_failed_run_keeps_its_reason(tmp_path: Path) -> None:
+    run = new_run_dir("diagnose", "train.py", out=tmp_path / "r2")
+    finish_run_dir(run, error="script exited with code 3")
+    m = read_manifest(run)
+    assert m.status == "failed" and m.error == "script exited with code 3"
+
+
+def test_default_folders_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    a = new_run_dir("run", "mlp")
+    b = new_run_dir("run", "mlp")
+    assert a != b and a.is_dir() and b.is_dir()
+
+
+def test_read_manifest_errors(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="no such run folder"):
+        read_manifest(tmp_path / "missing")
+    with pytest.raises(RecordError, match="not a torchdoctor run folder"):
+        read_manifest(tmp_path)
