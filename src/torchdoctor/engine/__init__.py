@@ -1,1 +1,19 @@
-"""Stage: engine (see docs/DESIGN.md)."""
+"""Stage: engine. Run a workload under a recipe; time each step's phases.
+
+`prepare()` builds a `TrainingSession` whose `run_steps()` the tuner calls in chunks;
+`run_workload()` does warm-up + steady state and returns a `RunResult`.
+"""
+
+from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.engine.result import RunResult
+from torchdoctor.engine.run import mean_phase_fractions, run_workload
+from torchdoctor.engine.session import TrainingSession, prepare
+
+__all__ = [
+    "MemoryStats",
+    "RunResult",
+    "TrainingSession",
+    "mean_phase_fractions",
+    "prepare",
+    "run_workload",
+]

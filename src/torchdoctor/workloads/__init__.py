@@ -1,1 +1,27 @@
-"""Stage: workloads (see docs/DESIGN.md)."""
+"""Stage: workloads. The `Workload` protocol, the built-in workloads and user workload loading.
+
+Built-in: `cnn` (vision), `gpt` (language), `mlp` (tabular), `recsys` (embeddings). A user's
+own workload is `path/to/file.py:factory`, where `factory(**params)` returns a `Workload`.
+"""
+
+from torchdoctor.workloads.base import (
+    WORKLOAD_KINDS,
+    Batch,
+    SyntheticWorkload,
+    Workload,
+    WorkloadKind,
+    move_to_device,
+)
+from torchdoctor.workloads.registry import get_workload, list_workloads, load_user_workload
+
+__all__ = [
+    "WORKLOAD_KINDS",
+    "Batch",
+    "SyntheticWorkload",
+    "Workload",
+    "WorkloadKind",
+    "get_workload",
+    "list_workloads",
+    "load_user_workload",
+    "move_to_device",
+]

@@ -1,0 +1,50 @@
+"""`RunResult`: what one run of a workload under a recipe measured."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from torchdoctor.core.records import Record
+from torchdoctor.core.steps import Phase, StepTiming
+from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.measure import Measurement
+
+RecipeValue = bool | int | str | None
+
+
+class RunResult(Record):
+    """Steady-state throughput, per-step phases, warm-up/compile cost, memory and losses.
+
+    - `steps`: steady-state steps only (after `warmup_steps`).
+    - `first_step_s`: the first step's wall time (torch.compile compiles during it).
+    - `warmup_s`: wall time of all warm-up steps, the first included.
+    - `compile_s`: the warm-up's excess over steady state, sum of (warm-up step - steady
+      median) over warm-up steps: the one-off cost of compilation and first-touch allocation.
+    - `losses`: the loss of every step, warm-up first, in order.
+    """
+
+    schema_name: ClassVar[str] = "run"
+
+    workload: str
+    workload_params: dict[str, RecipeValue | float] = Field(default_factory=dict)
+    recipe: dict[str, RecipeValue] = Field(default_factory=dict)
+    device: str
+    seed: int
+    compiled: bool
+    batch_size: int
+    grad_accum: int
+    samples_per_step: int
+    warmup_steps: int
+    first_step_s: float | None
+    warmup_s: float
+    compile_s: float
+    steps: list[StepTiming]
+    samples_per_s: float
+    tokens_per_s: float | None = None
+    step_time: Measurement
+    phase_fractions: dict[Phase, float] | None = None
+    memory: MemoryStats
+    losses: list[float]
+    threads: int

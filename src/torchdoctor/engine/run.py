@@ -1,0 +1,91 @@
+"""`run_workload`: warm up, run the steady state, and summarize it as a `RunResult`."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from torchdoctor.core.errors import EngineError
+from torchdoctor.core.steps import PHASES, Phase, StepTiming
+from torchdoctor.engine.result import RunResult
+from torchdoctor.engine.session import prepare
+from torchdoctor.knobs import Recipe
+from torchdoctor.measure import summarize
+from torchdoctor.workloads.base import Workload
+
+#: progress(done_steps, total_steps), called after every step (warm-up included).
+Progress = Callable[[int, int], None]
+
+
+def run_workload(
+    workload: Workload,
+    recipe: Recipe,
+    *,
+    steps: int = 30,
+    warmup_steps: int = 5,
+    measure_phases: bool = True,
+    device: str = "cpu",
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run `warmup_steps` then `steps` training steps of `workload` under `recipe`."""
+    if steps < 1:
+        raise EngineError(f"cannot measure {steps} steps", hint="give --steps 1 or more")
+    if warmup_steps < 0:
+        raise EngineError(f"invalid warm-up of {warmup_steps} steps", hint="give 0 or more")
+    total = steps + warmup_steps
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    with prepare(workload, recipe, device=device, seed=seed) as session:
+        warm: list[StepTiming] = []
+        if warmup_steps:
+            # Warm-up never measures phases: the first step holds compilation.
+            warm = session.run_steps(warmup_steps, measure_phases=False, on_step=tick)
+        steady = session.run_steps(steps, measure_phases=measure_phases, on_step=tick)
+        memory = session.read_memory()
+        compiled = session.compiled
+        batch_size, grad_accum, threads = session.batch_size, session.grad_accum, session.threads
+
+    steady_times = [s.total_s for s in steady]
+    median = statistics.median(steady_times)
+    samples = sum(s.samples or 0 for s in steady)
+    wall = sum(steady_times)
+    samples_per_s = samples / wall if wall > 0 else 0.0
+    tokens = workload.tokens_per_sample
+    return RunResult(
+        workload=workload.name,
+        workload_params=dict(getattr(workload, "params", {}) or {}),
+        recipe=recipe.to_dict(),
+        device=device,
+        seed=seed,
+        compiled=compiled,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        samples_per_step=batch_size * grad_accum,
+        warmup_steps=warmup_steps,
+        first_step_s=warm[0].total_s if warm else None,
+        warmup_s=sum(s.total_s for s in warm),
+        compile_s=sum(max(0.0, s.total_s - median) for s in warm),
+        steps=steady,
+        samples_per_s=samples_per_s,
+        tokens_per_s=samples_per_s * tokens if tokens else None,
+        step_time=summarize(steady_times, label=f"{workload.name} step"),
+        phase_fractions=mean_phase_fractions(steady) if measure_phases else None,
+        memory=memory,
+        losses=[s.loss for s in (*warm, *steady) if s.loss is not None],
+        threads=threads,
+    )
+
+
+def mean_phase_fractions(steps: list[StepTiming]) -> dict[Phase, float]:
+    """Each phase's share of the total steady-state time (time-weighted, so sums to 1)."""
+    total = sum(s.total_s for s in steps)
+    if total <= 0:
+        return dict.fromkeys(PHASES, 0.0)
+    return {p: sum(s.phases.get(p, 0.0) for s in steps) / total for p in PHASES}

@@ -1,0 +1,287 @@
+"""A training session: a workload built under a recipe, ready to run steps in chunks.
+
+`prepare()` applies every knob once; `run_steps()` runs steps and times their phases. The
+tuner interleaves trials by calling `run_steps` on several sessions in turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, default_collate
+
+from torchdoctor.core.errors import EngineError
+from torchdoctor.core.log import get_logger
+from torchdoctor.core.steps import PHASES, Phase, StepTiming
+from torchdoctor.engine.loader import EndlessBatches, build_loader
+from torchdoctor.engine.memory import MemoryStats, MemoryTracker
+from torchdoctor.knobs import Recipe
+from torchdoctor.knobs.base import KnobValue
+from torchdoctor.knobs.checkpointing import checkpoint_blocks
+from torchdoctor.knobs.compilation import compile_model
+from torchdoctor.knobs.cuda import apply_cuda_flags, graph_model
+from torchdoctor.knobs.memory_format import inputs_to_channels_last, model_to_channels_last
+from torchdoctor.knobs.precision import autocast_context, make_grad_scaler
+from torchdoctor.knobs.recipe import context_for
+from torchdoctor.knobs.threads import apply_threads
+from torchdoctor.workloads.base import Batch, Workload
+
+log = get_logger(__name__)
+
+Clock = Callable[[], float]
+
+
+class TrainingSession:
+    """A model, optimizer and loader configured by a recipe. Build it with `prepare()`."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        recipe: Recipe,
+        *,
+        device: torch.device,
+        seed: int,
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        self.workload = workload
+        self.recipe = recipe
+        self.device = device
+        self.seed = seed
+        self.clock = clock
+        self.settings: dict[str, KnobValue] = recipe.resolved(device.type)
+        s = self.settings
+        self.batch_size = int(s["batch_size"] or workload.default_batch_size)
+        self.grad_accum = int(s["grad_accum"])  # type: ignore[arg-type]
+        self.precision = str(s["precision"])
+        self.channels_last = bool(s["channels_last"])
+        self.non_blocking = bool(s["non_blocking"])
+        self.set_to_none = bool(s["set_to_none"])
+        self.steps_done = 0
+        self.memory = MemoryTracker(device)
+
+        self._previous_threads = torch.get_num_threads()
+        self.threads = apply_threads(s["threads"])  # type: ignore[arg-type]
+        self._previous_cuda_flags: dict[str, bool] | None = None
+        if device.type == "cuda":
+            self._previous_cuda_flags = apply_cuda_flags(
+                cudnn_benchmark=bool(s["cudnn_benchmark"]), tf32=bool(s["tf32"])
+            )
+
+        # The model's initial weights depend on the seed alone.
+        torch.manual_seed(seed)
+        model = workload.build_model().to(device)
+        if self.channels_last:
+            model = model_to_channels_last(model)
+        self.checkpointed_blocks = 0
+        if s["checkpointing"]:
+            blocks = workload.checkpoint_blocks(model)  # type: ignore[attr-defined]
+            self.checkpointed_blocks = checkpoint_blocks(blocks)
+        self.raw_model = model
+        self.optimizer = workload.build_optimizer(model.parameters(), str(s["optimizer_impl"]))
+        self.scaler = make_grad_scaler(self.precision, device.type)
+
+        self.dataset = workload.build_dataset(seed)
+        self.loader: DataLoader[Any] = build_loader(
+            self.dataset,
+            s,
+            batch_size=self.batch_size,
+            default_workers=workload.default_num_workers,
+            seed=seed,
+        )
+        self.batches = EndlessBatches(self.loader)
+
+        self.compile_mode = str(s["compile"])
+        self.model: nn.Module = compile_model(
+            model, self.compile_mode, dynamic=bool(s["compile_dynamic"])
+        )
+        if s["cuda_graphs"]:
+            self.model = graph_model(model, self._sample_inputs())
+        self.model.train()
+        self.memory.start()
+
+    # one step
+
+    def _sample_inputs(self) -> Any:
+        items = [self.dataset[i] for i in range(self.batch_size)]
+        inputs, _ = self._prepare_batch(default_collate(items))
+        return inputs
+
+    def _prepare_batch(self, batch: Batch) -> Batch:
+        inputs, target = self.workload.to_device(batch, self.device, non_blocking=self.non_blocking)
+        if self.channels_last:
+            inputs = inputs_to_channels_last(inputs)
+        return inputs, target
+
+    def _sync(self) -> None:
+        # Host clocks only mean something once queued device work has finished.
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _forward_loss(self, inputs: Any, target: torch.Tensor) -> torch.Tensor:
+        with autocast_context(self.precision, self.device.type):
+            output = self.model(inputs)
+            loss = self.workload.loss(output, target)
+        return loss / self.grad_accum if self.grad_accum > 1 else loss
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def _optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=self.set_to_none)
+
+    def _step_fast(self, *, sync_at_end: bool) -> tuple[float, torch.Tensor, int]:
+        """Throughput mode: no device syncs, no phase clocks. Returns (wall s, loss, samples)."""
+        start = self.clock()
+        loss_sum: torch.Tensor | None = None
+        samples = 0
+        for _ in range(self.grad_accum):
+            inputs, target = self._prepare_batch(self.batches.next())
+            loss = self._forward_loss(inputs, target)
+            self._backward(loss)
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+            samples += int(target.shape[0])
+        self._optimizer_step()
+        if sync_at_end:
+            # One sync per chunk so the chunk's total time includes its queued device work.
+            self._sync()
+        assert loss_sum is not None  # grad_accum >= 1
+        return self.clock() - start, loss_sum, samples
+
+    def _step_phased(self) -> tuple[float, dict[Phase, float], torch.Tensor, int]:
+        """Phase mode: sync the device at each phase boundary, then read the clock."""
+        phases: dict[Phase, float] = dict.fromkeys(PHASES, 0.0)
+        loss_sum: torch.Tensor | None = None
+        samples = 0
+        self._sync()
+        start = mark = self.clock()
+
+        def lap(phase: Phase) -> None:
+            nonlocal mark
+            self._sync()
+            now = self.clock()
+            phases[phase] += now - mark
+            mark = now
+
+        for _ in range(self.grad_accum):
+            batch = self.batches.next()
+            lap("data_wait")
+            inputs, target = self._prepare_batch(batch)
+            lap("h2d")
+            loss = self._forward_loss(inputs, target)
+            lap("forward")
+            self._backward(loss)
+            lap("backward")
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+            samples += int(target.shape[0])
+        self._optimizer_step()
+        lap("optimizer")
+        total = mark - start
+        assert loss_sum is not None  # grad_accum >= 1
+        # `other` is what the named phases leave of the wall time (loss bookkeeping here).
+        phases["other"] = max(0.0, total - sum(phases[p] for p in PHASES if p != "other"))
+        return total, phases, loss_sum, samples
+
+    # public
+
+    def run_steps(
+        self,
+        n: int,
+        *,
+        measure_phases: bool,
+        on_step: Callable[[], None] | None = None,
+    ) -> list[StepTiming]:
+        """Run `n` training steps; returns their timings (phases empty in throughput mode).
+
+        Losses stay on the device until the chunk ends, so recording them costs one sync per
+        chunk, not one per step.
+        """
+        if n < 0:
+            raise EngineError(f"cannot run {n} steps", hint="give a step count >= 0")
+        rows: list[tuple[float, dict[Phase, float], torch.Tensor, int]] = []
+        for i in range(n):
+            if measure_phases:
+                rows.append(self._step_phased())
+            else:
+                total, loss, samples = self._step_fast(sync_at_end=i == n - 1)
+                rows.append((total, {}, loss, samples))
+            if on_step is not None:
+                on_step()
+        losses = torch.stack([r[2] for r in rows]).float().cpu().tolist() if rows else []
+        timings = [
+            StepTiming(
+                index=self.steps_done + i,
+                total_s=total,
+                phases=phases,
+                loss=loss,
+                samples=samples,
+            )
+            for i, ((total, phases, _, samples), loss) in enumerate(zip(rows, losses, strict=True))
+        ]
+        self.steps_done += n
+        return timings
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile_mode != "off"
+
+    def read_memory(self) -> MemoryStats:
+        return self.memory.read()
+
+    def close(self) -> None:
+        """Stop DataLoader workers and restore process-wide settings this session changed."""
+        self.batches.close()
+        torch.set_num_threads(self._previous_threads)
+        if self._previous_cuda_flags is not None:
+            apply_cuda_flags(
+                cudnn_benchmark=self._previous_cuda_flags["cudnn_benchmark"],
+                tf32=self._previous_cuda_flags["tf32"],
+            )
+
+    def __enter__(self) -> TrainingSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise EngineError(f"unknown device '{device}'", hint="use cpu or cuda[:N]") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EngineError(f"device '{device}' is not available: no CUDA device on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        raise EngineError(f"device '{device}' is not supported", hint="use cpu or cuda[:N]")
+    return dev
+
+
+def prepare(
+    workload: Workload,
+    recipe: Recipe,
+    *,
+    device: str = "cpu",
+    seed: int = 0,
+    clock: Clock = time.perf_counter,
+) -> TrainingSession:
+    """Build a training session of `workload` configured by `recipe` on `device`.
+
+    Raises KnobError when a knob does not apply to this workload or device.
+    """
+    dev = resolve_device(device)
+    ctx = context_for(workload, dev.type)
+    assert ctx is not None
+    recipe.check_applicable(ctx)
+    return TrainingSession(workload, recipe, device=dev, seed=seed, clock=clock)

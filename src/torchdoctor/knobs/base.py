@@ -1,0 +1,204 @@
+"""What a knob is: a named setting with a domain, a default, where it applies and how safe it is.
+
+A knob only *declares*; the engine applies a recipe's values when it builds a training session
+(see `torchdoctor.engine.session`), using the helpers each family module exports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from torchdoctor.core.errors import KnobError
+
+KnobValue = int | bool | str | None
+
+#: `exact`: same math, bit-for-bit or up to reduction order; `close`: numerically close
+#: (precision, compilation); `semantic`: changes training dynamics (batch size, accumulation).
+Safety = Literal["exact", "close", "semantic"]
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+@dataclass(frozen=True)
+class ApplicabilityContext:
+    """Where a recipe is going to run: what applicability checks look at.
+
+    `settings` holds the recipe's resolved values, so a knob can depend on another one
+    (persistent_workers needs num_workers > 0).
+    """
+
+    device: str
+    workload_kind: str | None = None
+    workload_name: str | None = None
+    supports_checkpointing: bool = True
+    torch_version: tuple[int, int] = field(default_factory=lambda: torch_version_tuple())
+    settings: Mapping[str, KnobValue] = field(default_factory=dict)
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":", 1)[0]
+
+
+def torch_version_tuple(version: str | None = None) -> tuple[int, int]:
+    """(major, minor) of the installed torch (`2.13.0+cpu` -> (2, 13))."""
+    text = version if version is not None else torch.__version__
+    parts = text.split("+", 1)[0].split(".")
+    return int(parts[0]), int(parts[1])
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A finite domain of values (booleans and named modes)."""
+
+    values: tuple[KnobValue, ...]
+
+    def parse(self, text: str) -> KnobValue:
+        lowered = text.strip().lower()
+        if all(isinstance(v, bool) for v in self.values):
+            if lowered in _TRUE:
+                return True
+            if lowered in _FALSE:
+                return False
+            return text
+        for value in self.values:
+            if isinstance(value, str) and value.lower() == lowered:
+                return value
+        return text
+
+    def contains(self, value: object) -> bool:
+        return any(type(value) is type(v) and value == v for v in self.values)
+
+    def describe(self) -> str:
+        return "{" + ", ".join(_show(v) for v in self.values) + "}"
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """Integers lo..hi inclusive; `hi` may be computed (threads <= the machine's cores)."""
+
+    lo: int
+    hi: int | Callable[[], int]
+
+    @property
+    def upper(self) -> int:
+        return self.hi() if callable(self.hi) else self.hi
+
+    def parse(self, text: str) -> KnobValue:
+        try:
+            return int(text.strip())
+        except ValueError:
+            return text
+
+    def contains(self, value: object) -> bool:
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and self.lo <= value <= self.upper
+        )
+
+    def describe(self) -> str:
+        return f"integers {self.lo}..{self.upper}"
+
+
+Domain = Choice | IntRange
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def _show(value: KnobValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def always(_: ApplicabilityContext) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One optimization setting.
+
+    `default` is the value that changes nothing about a plain training loop; `None` means
+    "whatever the workload (or torch) picks" for knobs whose natural default depends on them.
+    `not_applicable` returns a reason when the knob cannot be set in a context, else None.
+    """
+
+    name: str
+    family: str
+    description: str
+    code_change: str
+    safety: Safety
+    domain: Domain
+    default: KnobValue
+    not_applicable: Callable[[ApplicabilityContext], str | None] = always
+    device_defaults: Mapping[str, KnobValue] = field(default_factory=dict)
+
+    def default_for(self, device: str) -> KnobValue:
+        return self.device_defaults.get(device.split(":", 1)[0], self.default)
+
+    def parse(self, text: str) -> KnobValue:
+        """Turn a command-line string into a value of this knob's domain, or raise KnobError."""
+        value = self.domain.parse(text)
+        self.check_value(value)
+        return value
+
+    def check_value(self, value: object) -> None:
+        if value is None and self.default is None:
+            return
+        if not self.domain.contains(value):
+            raise KnobError(
+                f"invalid value {value!r} for knob '{self.name}'",
+                hint=f"'{self.name}' takes {self.domain.describe()}",
+            )
+
+    def check_applicable(self, value: KnobValue, ctx: ApplicabilityContext) -> None:
+        """Raise KnobError when setting this knob to `value` makes no sense in `ctx`.
+
+        Setting a knob to its default is always allowed: it changes nothing.
+        """
+        if value == self.default_for(ctx.device):
+            return
+        reason = self.not_applicable(ctx)
+        if reason is not None:
+            raise KnobError(
+                f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
+                hint=f"remove '{self.name}' from the recipe",
+            )
+
+    def show(self, value: KnobValue) -> str:
+        return _show(value)
+
+
+# Applicability helpers shared by the families.
+
+
+def cuda_only(ctx: ApplicabilityContext) -> str | None:
+    if ctx.device_type != "cuda":
+        return f"it only acts on CUDA devices and the device is '{ctx.device}'"
+    return None
+
+
+def needs_workers(ctx: ApplicabilityContext) -> str | None:
+    workers = ctx.settings.get("num_workers")
+    if not isinstance(workers, int) or workers <= 0:
+        return "it needs DataLoader worker processes; set num_workers >= 1 as well"
+    return None
+
+
+def needs_compile(ctx: ApplicabilityContext) -> str | None:
+    if ctx.settings.get("compile", "off") == "off":
+        return "it only matters with torch.compile; set compile=default (or another mode)"
+    return None
+
+
+def is_cuda_available() -> bool:
+    return bool(torch.cuda.is_available())

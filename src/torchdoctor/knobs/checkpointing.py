@@ -1,0 +1,50 @@
+"""Activation checkpointing: recompute each block's activations in backward to save memory."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+
+
+def _needs_blocks(ctx: ApplicabilityContext) -> str | None:
+    if not ctx.supports_checkpointing:
+        return (
+            f"workload '{ctx.workload_name}' declares no blocks to checkpoint "
+            "(it has no checkpoint_blocks(model) method)"
+        )
+    return None
+
+
+CHECKPOINTING = Knob(
+    name="checkpointing",
+    family="checkpointing",
+    description="Recompute block activations during backward instead of storing them.",
+    code_change="x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+    safety="exact",
+    domain=Choice((False, True)),
+    default=False,
+    not_applicable=_needs_blocks,
+)
+
+KNOBS = (CHECKPOINTING,)
+
+
+def checkpoint_blocks(blocks: Sequence[nn.Module]) -> int:
+    """Make each block's forward run under torch.utils.checkpoint; returns how many."""
+    for block in blocks:
+        original = block.forward
+
+        @functools.wraps(original)
+        def forward(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            # use_reentrant=False is the recommended variant: it supports kwargs and inputs
+            # that do not require grad (torch.utils.checkpoint docs).
+            return checkpoint(_original, *args, use_reentrant=False, **kwargs)
+
+        block.forward = forward
+    return len(blocks)

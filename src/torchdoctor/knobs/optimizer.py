@@ -1,0 +1,70 @@
+"""Optimizer implementation (for-loop, foreach, fused) and zero_grad(set_to_none)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+
+#: torch gained fused Adam/AdamW/SGD kernels on CPU in 2.4 (earlier: CUDA only).
+FUSED_CPU_MIN_TORCH = (2, 4)
+
+OPTIMIZER_IMPLS = ("for_loop", "foreach", "fused")
+
+
+def _fused_applies(ctx: ApplicabilityContext) -> str | None:
+    if ctx.settings.get("optimizer_impl") != "fused":
+        return None
+    if ctx.device_type == "cpu" and ctx.torch_version < FUSED_CPU_MIN_TORCH:
+        return "fused optimizers on CPU need torch >= 2.4"
+    return None
+
+
+OPTIMIZER_IMPL = Knob(
+    name="optimizer_impl",
+    family="optimizer",
+    description="How the optimizer updates parameters: per-tensor loop, foreach, or fused.",
+    code_change="torch.optim.AdamW(params, foreach=True) or (params, fused=True)",
+    safety="close",
+    domain=Choice(OPTIMIZER_IMPLS),
+    default="for_loop",
+    not_applicable=_fused_applies,
+    # torch's own default: foreach when every parameter is on CUDA, the for-loop otherwise.
+    device_defaults={"cuda": "foreach"},
+)
+
+SET_TO_NONE = Knob(
+    name="set_to_none",
+    family="optimizer",
+    description="zero_grad drops gradient tensors instead of filling them with zeros.",
+    code_change="optimizer.zero_grad(set_to_none=True)",
+    safety="exact",
+    domain=Choice((False, True)),
+    default=True,
+)
+
+KNOBS = (OPTIMIZER_IMPL, SET_TO_NONE)
+
+
+def impl_kwargs(impl: str) -> dict[str, Any]:
+    """Keyword arguments selecting an implementation in torch.optim constructors."""
+    if impl == "for_loop":
+        return {"foreach": False, "fused": False}
+    if impl == "foreach":
+        return {"foreach": True, "fused": False}
+    if impl == "fused":
+        return {"foreach": False, "fused": True}
+    raise ValueError(f"unknown optimizer implementation {impl!r}; expected {OPTIMIZER_IMPLS}")
+
+
+def make_optimizer(
+    cls: type[torch.optim.Optimizer],
+    params: Iterable[torch.nn.Parameter],
+    impl: str,
+    **hyper: Any,
+) -> torch.optim.Optimizer:
+    """Build `cls(params, **hyper)` with the implementation `impl` selected."""
+    return cls(params, **hyper, **impl_kwargs(impl))

@@ -1,0 +1,41 @@
+"""Mixed precision: bf16 or fp16 autocast; fp16 also scales the loss (GradScaler)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from torchdoctor.knobs.base import Choice, Knob
+
+PRECISION = Knob(
+    name="precision",
+    family="precision",
+    description="Autocast forward/backward in bf16 or fp16 (fp16 adds a GradScaler).",
+    code_change=(
+        "with torch.autocast(device_type, dtype=torch.bfloat16): loss = model(x)  "
+        "(fp16: plus torch.amp.GradScaler around backward/step)"
+    ),
+    safety="close",
+    domain=Choice(("fp32", "bf16", "fp16")),
+    default="fp32",
+)
+
+KNOBS = (PRECISION,)
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_context(precision: str, device_type: str) -> contextlib.AbstractContextManager[Any]:
+    """The context the forward pass runs in: autocast for bf16/fp16, nothing for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=_DTYPES[precision])
+
+
+def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler | None:
+    """fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none."""
+    if precision != "fp16":
+        return None
+    return torch.amp.GradScaler(device_type)

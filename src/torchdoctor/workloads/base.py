@@ -1,0 +1,93 @@
+"""The `Workload` protocol: everything the engine needs to train a model, and what it is.
+
+A batch is a pair `(inputs, target)`; the engine calls `model(inputs)` and then
+`workload.loss(output, target)`. `inputs` may be a tensor or a tuple of tensors.
+
+Optional hooks, looked up with getattr so a user's workload may leave them out:
+
+- `eval_metric(output, target) -> float`: a quality number (accuracy, perplexity, ...);
+- `checkpoint_blocks(model) -> Sequence[nn.Module]`: the blocks activation checkpointing wraps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+WorkloadKind = Literal["vision", "language", "tabular", "recsys"]
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = ("vision", "language", "tabular", "recsys")
+
+Batch = tuple[Any, torch.Tensor]
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A training job: model, data, loss and optimizer factories plus metadata."""
+
+    name: str
+    description: str
+    kind: WorkloadKind
+    #: What one sample is, for people: "a 32x32 RGB image", "a sequence of 64 characters".
+    sample_unit: str
+    #: Tokens in one sample (language workloads), else None: tokens/s = samples/s * this.
+    tokens_per_sample: int | None
+    #: Shape of one sample's inputs (without the batch dimension), by input name.
+    input_shapes: Mapping[str, tuple[int, ...]]
+    default_batch_size: int
+    default_num_workers: int
+
+    def build_model(self) -> nn.Module: ...
+
+    def build_dataset(self, seed: int) -> Dataset[Any]: ...
+
+    def loss(self, output: Any, target: torch.Tensor) -> torch.Tensor: ...
+
+    def build_optimizer(self, params: Iterable[nn.Parameter], impl: str) -> torch.optim.Optimizer:
+        """`impl` is one of "for_loop", "foreach", "fused" (see torchdoctor.knobs.optimizer)."""
+        ...
+
+    def to_device(self, batch: Batch, device: torch.device, *, non_blocking: bool) -> Batch: ...
+
+
+def move_to_device(value: Any, device: torch.device, *, non_blocking: bool) -> Any:
+    """Copy every tensor in a (nested tuple/list/dict) value to `device`."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=non_blocking)
+    if isinstance(value, tuple | list):
+        return type(value)(move_to_device(v, device, non_blocking=non_blocking) for v in value)
+    if isinstance(value, dict):
+        return {k: move_to_device(v, device, non_blocking=non_blocking) for k, v in value.items()}
+    return value
+
+
+class SyntheticWorkload:
+    """Shared behaviour of the built-in workloads (subclasses set the metadata)."""
+
+    name: str
+    description: str
+    kind: WorkloadKind
+    sample_unit: str
+    tokens_per_sample: int | None = None
+    input_shapes: Mapping[str, tuple[int, ...]]
+    default_batch_size: int
+    default_num_workers: int = 0
+
+    def to_device(self, batch: Batch, device: torch.device, *, non_blocking: bool) -> Batch:
+        inputs, target = batch
+        return (
+            move_to_device(inputs, device, non_blocking=non_blocking),
+            target.to(device, non_blocking=non_blocking),
+        )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The workload's parameters (what `get_workload(name, **params)` accepted)."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"

@@ -1,0 +1,104 @@
+"""Find a workload by name (built-in) or by `path/to/file.py:factory` (a user's own)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchdoctor.core.errors import WorkloadError
+from torchdoctor.workloads.base import Workload
+
+#: Built-in workloads: name -> "module:class" under torchdoctor.workloads, imported on use.
+BUILTIN: dict[str, str] = {
+    "cnn": "cnn:CnnWorkload",
+    "gpt": "gpt:GptWorkload",
+    "mlp": "mlp:MlpWorkload",
+    "recsys": "recsys:RecsysWorkload",
+}
+
+
+def _builtin_factories() -> dict[str, Callable[..., Workload]]:
+    factories: dict[str, Callable[..., Workload]] = {}
+    for name, target in BUILTIN.items():
+        module_name, _, class_name = target.partition(":")
+        module_path = f"torchdoctor.workloads.{module_name}"
+        if importlib.util.find_spec(module_path) is None:
+            continue  # not written yet in this checkout
+        factories[name] = getattr(importlib.import_module(module_path), class_name)
+    return factories
+
+
+def list_workloads() -> list[Workload]:
+    """One instance of every built-in workload, with default parameters."""
+    return [factory() for factory in _builtin_factories().values()]
+
+
+def get_workload(name: str, **params: Any) -> Workload:
+    """A built-in workload by name, or a user's via `path/to/file.py:factory`."""
+    if ":" in name or name.endswith(".py"):
+        return load_user_workload(name, **params)
+    factories = _builtin_factories()
+    if name not in factories:
+        raise WorkloadError(
+            f"unknown workload '{name}'",
+            hint=f"built-in workloads: {', '.join(factories)}; or give path/to/file.py:factory",
+        )
+    return _call_factory(factories[name], name, params)
+
+
+def load_user_workload(spec: str, **params: Any) -> Workload:
+    """Import `path/to/file.py` by path and call its `factory(**params)`."""
+    path_text, sep, factory_name = spec.rpartition(":")
+    if not sep or not path_text or not factory_name:
+        raise WorkloadError(
+            f"cannot read workload {spec!r}",
+            hint="write a user workload as path/to/file.py:factory",
+        )
+    path = Path(path_text)
+    if not path.is_file():
+        raise WorkloadError(f"workload file '{path}' does not exist", hint="check the path")
+    module_name = f"torchdoctor_user_workload_{abs(hash(str(path.resolve())))}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise WorkloadError(f"workload file '{path}' cannot be imported as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    # Registered before executing so dataclasses/pickling inside the file can find it.
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise WorkloadError(
+            f"importing workload file '{path}' failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    factory = getattr(module, factory_name, None)
+    if factory is None or not callable(factory):
+        raise WorkloadError(
+            f"workload file '{path}' has no callable '{factory_name}'",
+            hint="name a function in that file that returns a Workload",
+        )
+    return _call_factory(factory, spec, params)
+
+
+def _call_factory(factory: Callable[..., Any], name: str, params: dict[str, Any]) -> Workload:
+    try:
+        workload = factory(**params)
+    except TypeError as exc:
+        raise WorkloadError(f"workload '{name}' rejected its parameters {params}: {exc}") from exc
+    except WorkloadError:
+        raise
+    except Exception as exc:
+        raise WorkloadError(
+            f"workload factory '{name}' raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(workload, Workload):
+        raise WorkloadError(
+            f"workload factory '{name}' returned {type(workload).__name__}, not a Workload",
+            hint="return an object with the attributes and methods of "
+            "torchdoctor.workloads.Workload",
+        )
+    return workload

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from torchdoctor.core.steps import PHASES
+from torchdoctor.engine import RunResult, run_workload
+from torchdoctor.knobs import Recipe
+from torchdoctor.workloads import get_workload
+
+#: The issue's acceptance bound: phase fractions of each step sum to 1 within 2%.
+FRACTION_SUM_TOLERANCE = 0.02
+
+
+def _small_mlp():  # type: ignore[no-untyped-def]
+    return get_workload("mlp", rows=1024, batch_size=64)
+
+
+def test_two_fp32_eager_runs_have_identical_loss_trajectories() -> None:
+    a = run_workload(_small_mlp(), Recipe(), steps=6, warmup_steps=2, seed=3)
+    b = run_workload(_small_mlp(), Recipe(), steps=6, warmup_steps=2, seed=3)
+    assert len(a.losses) == 8
+    assert a.losses == b.losses
+    c = run_workload(_small_mlp(), Recipe(), steps=6, warmup_steps=2, seed=4)
+    assert c.losses != a.losses  # the seed matters
+
+
+def test_phase_fractions_sum_to_one_per_step() -> None:
+    result = run_workload(_small_mlp(), Recipe(), steps=5, warmup_steps=1)
+    for step in result.steps:
+        assert set(step.phases) == set(PHASES)
+        assert all(v >= 0 for v in step.phases.values())
+        assert math.isclose(sum(step.fractions().values()), 1.0, abs_tol=FRACTION_SUM_TOLERANCE)
+        assert step.phases["forward"] > 0 and step.phases["backward"] > 0
+    assert result.phase_fractions is not None
+    assert math.isclose(sum(result.phase_fractions.values()), 1.0, abs_tol=FRACTION_SUM_TOLERANCE)
+
+
+def test_throughput_mode_skips_phases_but_counts_samples() -> None:
+    result = run_workload(_small_mlp(), Recipe(), steps=4, warmup_steps=1, measure_phases=False)
+    assert all(step.phases == {} for step in result.steps)
+    assert result.phase_fractions is None
+    assert result.samples_per_step == 64
+    wall = sum(s.total_s for s in result.steps)
+    assert result.samples_per_s == pytest.approx(4 * 64 / wall)
+    assert result.tokens_per_s is None  # tabular rows have no tokens
+
+
+def test_result_fields_and_json_round_trip() -> None:
+    result = run_workload(_small_mlp(), Recipe.parse(["grad_accum=2"]), steps=3, warmup_steps=2)
+    assert result.workload == "mlp" and result.recipe == {"grad_accum": 2}
+    assert [s.index for s in result.steps] == [2, 3, 4]
+    assert result.first_step_s is not None and result.warmup_s >= result.first_step_s
+    assert result.compile_s >= 0
+    assert result.step_time.n == 3
+    assert result.memory.cpu_peak_rss_bytes > 0
+    assert all(s.samples == 128 for s in result.steps)
+    assert RunResult.from_json_dict(result.to_json_dict()) == result
+
+
+def test_bad_step_counts_are_engine_errors() -> None:
+    from torchdoctor.core.errors import EngineError
+
+    with pytest.raises(EngineError, match="steps"):
+        run_workload(_small_mlp(), Recipe(), steps=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(EngineError, match="cuda"):
+            run_workload(_small_mlp(), Recipe(), device="cuda")
