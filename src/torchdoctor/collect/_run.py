@@ -1,0 +1,184 @@
+"""Running a user's script inside an instrumented process, exactly as `python` would.
+
+Shared by the bootstrap (`python -m torchdoctor.collect._bootstrap`) and by torchrun ranks
+(instrumented from `sitecustomize` at interpreter start). The launch settings travel as a
+small JSON file named by the `TORCHDOCTOR_COLLECT_CONFIG` environment variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+#: Environment variable naming the launch config file; inherited by every child process.
+CONFIG_ENV = "TORCHDOCTOR_COLLECT_CONFIG"
+PROFILE_STEM = "script_profile"
+TRACE_STEM = "trace"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    out_dir: str
+    module: bool = False
+    warmup: int = 5
+    profile_steps: int = 5
+    max_steps: int | None = None
+    cuda_sync_debug: bool = False
+
+    def write(self, path: Path) -> Path:
+        from torchdoctor.core.io import atomic_write_text
+
+        return atomic_write_text(path, json.dumps(self.__dict__))
+
+    @classmethod
+    def read(cls, path: str | Path) -> LaunchConfig:
+        return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def rank_suffix() -> str:
+    """`.rank<N>` for a distributed rank (RANK set by torchrun), empty otherwise."""
+    rank = os.environ.get("RANK")
+    return f".rank{rank}" if rank is not None and rank.isdigit() else ""
+
+
+def profile_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / f"{PROFILE_STEM}{rank_suffix()}.json"
+
+
+def make_instrumentation(cfg: LaunchConfig) -> Any:
+    from torchdoctor.collect.hooks import CollectConfig, Instrumentation
+
+    trace = Path(cfg.out_dir) / f"{TRACE_STEM}{rank_suffix()}.json.gz"
+    return Instrumentation(
+        CollectConfig(
+            warmup=cfg.warmup,
+            profile_steps=cfg.profile_steps,
+            max_steps=cfg.max_steps,
+            trace_path=trace if cfg.profile_steps > 0 else None,
+            cuda_sync_debug=cfg.cuda_sync_debug,
+        )
+    )
+
+
+class Terminated(BaseException):
+    """SIGTERM (a timeout, torchrun stopping its workers): unwind so results get written."""
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise Terminated("terminated by SIGTERM")
+
+
+def exit_code_of(exc: SystemExit) -> int:
+    """The process exit code Python gives `raise SystemExit(code)`."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints the message, exits 1
+    return 1
+
+
+def one_line_error(exc: BaseException) -> str:
+    """`Type: message (file:line in function)` at the innermost frame of user code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if not _is_internal(f.filename)]
+    where = user[-1] if user else (frames[-1] if frames else None)
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if where is not None:
+        text += f" ({where.filename}:{where.lineno} in {where.name})"
+    return text
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith((os.path.dirname(runpy.__file__) + os.sep, _PACKAGE_DIR)) or (
+        os.sep + "torch" + os.sep in filename
+    )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def print_script_traceback(exc: BaseException) -> None:
+    """Print the traceback as Python would, without the launcher's own frames on top."""
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(
+        (os.path.dirname(runpy.__file__) + os.sep + "runpy", _PACKAGE_DIR)
+    ):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+
+
+def run_target(cfg: LaunchConfig, target: list[str]) -> int:
+    """Run `target` (script path or module name, then its args) instrumented; write the record.
+
+    Returns the exit code the script would have had under plain `python`.
+    """
+    from torchdoctor.collect.hooks import StopCollection
+
+    name, args = target[0], target[1:]
+    setup_error = _prepare_sys(cfg, name, args)
+    inst = make_instrumentation(cfg)
+    if setup_error is not None:
+        profile = inst.result(
+            argv=target, module=cfg.module, exit_code=2, ended_by="not_started", error=setup_error
+        )
+        profile.write(profile_path(cfg.out_dir))
+        return 2
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    code, ended_by, error = 0, "completed", None
+    inst.install()
+    try:
+        if cfg.module:
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(name, run_name="__main__")
+    except StopCollection:
+        ended_by = "max_steps"
+    except SystemExit as exc:
+        code, ended_by = exit_code_of(exc), "sys_exit"
+    except (KeyboardInterrupt, Terminated) as exc:
+        code, ended_by, error = (
+            130 if isinstance(exc, KeyboardInterrupt) else 143,
+            "killed",
+            str(exc) or type(exc).__name__,
+        )
+    except BaseException as exc:
+        print_script_traceback(exc)
+        code, ended_by, error = 1, "exception", one_line_error(exc)
+    profile = inst.result(
+        argv=target, module=cfg.module, exit_code=code, ended_by=ended_by, error=error
+    )
+    profile.write(profile_path(cfg.out_dir))
+    return code
+
+
+def _prepare_sys(cfg: LaunchConfig, name: str, args: list[str]) -> str | None:
+    """Set sys.argv and sys.path[0] as `python script.py` / `python -m mod` would."""
+    site_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != site_dir]
+    if cfg.module:
+        import importlib.util
+
+        sys.path[0:1] = [os.getcwd()]
+        sys.argv = [name, *args]  # run_module(alter_sys=True) replaces argv[0] with the file
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError) as exc:
+            return f"cannot import module {name!r}: {exc}"
+        if spec is None:
+            return f"no module named {name!r}"
+        return None
+    if not os.path.isfile(name):
+        return f"script {name!r} not found"
+    sys.path[0:1] = [os.path.dirname(os.path.abspath(name))]
+    sys.argv = [name, *args]
+    return None

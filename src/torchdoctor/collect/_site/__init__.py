@@ -1,0 +1,1 @@
+"""Holds the `sitecustomize` the launcher puts on a child's PYTHONPATH (see launcher.py)."""

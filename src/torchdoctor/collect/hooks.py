@@ -1,0 +1,452 @@
+"""`Instrumentation`: finds steps and phases in a script we did not write, by hooking torch.
+
+Installed once in a process (by the launcher's bootstrap, a torchrun rank's sitecustomize, or
+`watch()`), it hooks:
+- global optimizer step pre/post hooks (optimizer phase and step boundaries), and
+  `Tensor.backward` / `torch.autograd.backward` (backward phase; step boundaries when no
+  torch.optim optimizer exists);
+- `_BaseDataLoaderIter.__next__` (data wait) and `DataLoader.__iter__` (loader settings);
+- `Tensor.to` / `Tensor.cuda` with a device change (host-to-device copies);
+- global module forward pre/post hooks (forward, outermost call only);
+- `Tensor.item/.cpu/.tolist/.numpy`, tensor printing and `torch.cuda.synchronize` (host sync
+  counters), `zero_grad` (set_to_none), and reads the thread settings at the end.
+Each hook is a Python call and a few counter updates; nothing per op runs outside the
+profiled window (`window.py`), and no device sync is added on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.optim.optimizer as optim_mod
+import torch.utils.data.dataloader as dl_mod
+from torch.nn.modules import module as module_mod
+
+from torchdoctor.collect._patching import (
+    Patcher,
+    batch_size_of,
+    non_blocking_flag,
+    target_device,
+    user_site,
+)
+from torchdoctor.collect.script_profile import (
+    DataLoaderInfo,
+    EndedBy,
+    ForwardEvidence,
+    H2DInfo,
+    ScriptProfile,
+    SyncKind,
+    ThreadInfo,
+    ZeroGradEvidence,
+)
+from torchdoctor.collect.steps import Clock, CudaEventClock, HostClock, StepRecorder
+from torchdoctor.collect.window import ProfileWindow
+
+#: Distinct sync call sites kept; a script syncing from more places than this is already
+#: clearly sync-heavy, and the record stays small.
+MAX_SYNC_SITES = 50
+
+
+class StopCollection(BaseException):
+    """Raised at a step boundary once `max_steps` steps are recorded; the launcher catches it.
+
+    A BaseException so that a script's `except Exception` does not swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What to collect: the profiled window, an optional step limit, CUDA options."""
+
+    warmup: int = 5
+    profile_steps: int = 5
+    max_steps: int | None = None
+    trace_path: Path | None = None
+    cuda_events: bool = True
+    cuda_sync_debug: bool = False
+
+
+@dataclass
+class _LoaderStats:
+    info: dict[str, Any]
+    batches: int = 0
+    wait_s: float = 0.0
+
+
+class Instrumentation:
+    """Hooks torch to record per-step phase times and evidence; see the module docstring.
+
+    Use `install()` / `uninstall()` (or as a context manager), then `result(...)`.
+    """
+
+    def __init__(self, config: CollectConfig | None = None, *, clock: Clock | None = None) -> None:
+        self.config = config or CollectConfig()
+        use_events = clock is None and self.config.cuda_events and torch.cuda.is_available()
+        self.clock: Clock = clock or (CudaEventClock() if use_events else HostClock())
+        self.recorder = StepRecorder(self.clock, on_step_end=self._on_step_end)
+        self.window = ProfileWindow(
+            warmup=self.config.warmup,
+            steps=self.config.profile_steps,
+            trace_path=self.config.trace_path,
+        )
+        self.errors: list[str] = []
+        self.sync_counts: list[dict[SyncKind, int]] = []
+        self.sync_sites: Counter[str] = Counter()
+        self._sync_step: Counter[SyncKind] = Counter()
+        self._in_sync = False
+        self._loaders: dict[int, _LoaderStats] = {}
+        self._h2d = {"calls": 0, "non_blocking": 0, "pinned": 0, "bytes": 0, "seconds": 0.0}
+        self._fwd = {"calls": 0, "grad": 0, "eval_grad": 0, "pending": 0, "consumed": 0}
+        self._zero_grad = {"calls": 0, "keep": 0}
+        self.backward_calls = 0
+        self.optimizer_steps = 0
+        self._patcher = Patcher()
+        self._handles: list[Any] = []
+        self._installed = False
+        self._started = 0.0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> Instrumentation:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        self._installed = True
+        self._started = time.perf_counter()
+        # An optimizer built before install (watch() in a notebook) also disables backward
+        # boundaries. issubclass(type(o)) rather than isinstance: isinstance reads __class__,
+        # which lazy module proxies answer with deprecation warnings.
+        self.recorder.optimizer_exists = any(
+            issubclass(type(o), torch.optim.Optimizer) for o in gc.get_objects()
+        )
+        self._hook_optimizer()
+        self._hook_backward()
+        self._hook_dataloader()
+        self._hook_forward()
+        self._hook_copies_and_syncs()
+        self._hook_zero_grad()
+        if self.config.cuda_sync_debug and torch.cuda.is_available():
+            torch.cuda.set_sync_debug_mode("warn")
+        self.window.on_install()
+
+    def uninstall(self) -> None:
+        """Stop the window (writing the trace), close the last step, remove every hook."""
+        if not self._installed:
+            return
+        self._installed = False
+        self.window.stop()
+        self.recorder.finish()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._patcher.restore()
+        self._wall_s = time.perf_counter() - self._started
+
+    # ---- step boundaries -------------------------------------------------------------------
+
+    def _on_step_end(self, closed: int) -> None:
+        self.sync_counts.append(dict(self._sync_step))
+        self._sync_step = Counter()
+        self.window.on_step_end(closed)
+        limit = self.config.max_steps
+        if limit is not None and closed >= limit and self._installed:
+            self.window.stop()
+            raise StopCollection(f"stopped after {closed} steps (max_steps={limit})")
+
+    def _hook_optimizer(self) -> None:
+        recorder = self.recorder
+
+        def pre(_opt: Any, _args: Any, _kwargs: Any) -> None:
+            recorder.begin("optimizer")
+
+        def post(_opt: Any, _args: Any, _kwargs: Any) -> None:
+            recorder.end("optimizer")
+            self.optimizer_steps += 1
+            recorder.optimizer_step_end()
+
+        self._handles.append(optim_mod.register_optimizer_step_pre_hook(pre))
+        self._handles.append(optim_mod.register_optimizer_step_post_hook(post))
+        original_init = optim_mod.Optimizer.__init__
+
+        def init(opt: Any, *args: Any, **kwargs: Any) -> None:
+            recorder.optimizer_exists = True
+            original_init(opt, *args, **kwargs)
+
+        self._patcher.set(optim_mod.Optimizer, "__init__", init)
+
+    def _hook_backward(self) -> None:
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def backward(*args: Any, **kwargs: Any) -> Any:
+                outermost = self.recorder.active_phase is None
+                self.recorder.begin("backward")
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self.recorder.end("backward")
+                    if outermost:
+                        self.backward_calls += 1
+                        self._fwd["consumed"] += self._fwd["pending"]
+                        self._fwd["pending"] = 0
+
+            return backward
+
+        self._patcher.set(torch.Tensor, "backward", wrap(torch.Tensor.backward))
+        self._patcher.set(torch.autograd, "backward", wrap(torch.autograd.backward))
+
+    # ---- data, forward, copies -------------------------------------------------------------
+
+    def _hook_dataloader(self) -> None:
+        loaders = self._loaders
+        original_iter = dl_mod.DataLoader.__iter__
+        original_next = dl_mod._BaseDataLoaderIter.__next__
+
+        def dl_iter(loader: Any) -> Any:
+            it = original_iter(loader)
+            key = id(loader)
+            if key not in loaders:
+                loaders[key] = _LoaderStats(_loader_info(loader))
+            # a custom iterator with __slots__ cannot be tagged: no per-loader stats for it
+            with contextlib.suppress(AttributeError):
+                setattr(it, "_torchdoctor_loader", key)  # noqa: B010 - not a declared attribute
+            return it
+
+        def dl_next(it: Any) -> Any:
+            stats = loaders.get(getattr(it, "_torchdoctor_loader", -1))
+            self.recorder.begin("data_wait")
+            start = time.perf_counter()
+            try:
+                batch = original_next(it)
+            finally:
+                self.recorder.end("data_wait")
+                if stats is not None:
+                    stats.wait_s += time.perf_counter() - start
+            if stats is not None:
+                stats.batches += 1
+            self.recorder.note_samples(batch_size_of(batch))
+            return batch
+
+        self._patcher.set(dl_mod.DataLoader, "__iter__", dl_iter)
+        self._patcher.set(dl_mod._BaseDataLoaderIter, "__next__", dl_next)
+
+    def _hook_forward(self) -> None:
+        recorder, fwd = self.recorder, self._fwd
+
+        def pre(module: torch.nn.Module, _args: Any) -> None:
+            if recorder.active_phase is None:
+                fwd["calls"] += 1
+                if torch.is_grad_enabled():
+                    fwd["grad"] += 1
+                    fwd["pending"] += 1
+                    if not module.training:
+                        fwd["eval_grad"] += 1
+            recorder.begin("forward")
+
+        def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
+            recorder.end("forward")
+
+        self._handles.append(module_mod.register_module_forward_pre_hook(pre))
+        self._handles.append(module_mod.register_module_forward_hook(post, always_call=True))
+
+    def _hook_copies_and_syncs(self) -> None:
+        original_to, original_cuda = torch.Tensor.to, torch.Tensor.cuda
+
+        def copy(original: Callable[..., Any], device: torch.device | None) -> Callable[..., Any]:
+            def wrapper(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                dst = device or target_device(args, kwargs)
+                if dst is None or dst.type == t.device.type:
+                    return original(t, *args, **kwargs)
+                if dst.type == "cpu":  # device -> host: waits for the device
+                    self._count_sync("cpu")
+                    return original(t, *args, **kwargs)
+                return self._timed_h2d(original, t, args, kwargs)
+
+            return wrapper
+
+        self._patcher.set(torch.Tensor, "to", copy(original_to, None))
+        self._patcher.set(torch.Tensor, "cuda", copy(original_cuda, torch.device("cuda")))
+        counted: tuple[tuple[str, SyncKind], ...] = (
+            ("item", "item"),
+            ("cpu", "cpu"),
+            ("tolist", "tolist"),
+            ("numpy", "numpy"),
+            ("__repr__", "print"),
+            ("__format__", "print"),
+        )
+        for name, kind in counted:
+            self._patcher.set(torch.Tensor, name, self._counting(getattr(torch.Tensor, name), kind))
+        self._patcher.set(
+            torch.cuda, "synchronize", self._counting(torch.cuda.synchronize, "cuda_synchronize")
+        )
+
+    def _timed_h2d(
+        self, original: Callable[..., Any], t: torch.Tensor, args: Any, kwargs: Any
+    ) -> Any:
+        h2d = self._h2d
+        h2d["calls"] += 1
+        h2d["bytes"] += t.numel() * t.element_size()
+        if non_blocking_flag(args, kwargs):
+            h2d["non_blocking"] += 1
+        if t.is_pinned():
+            h2d["pinned"] += 1
+        self.recorder.begin("h2d")
+        start = time.perf_counter()
+        try:
+            return original(t, *args, **kwargs)
+        finally:
+            self.recorder.end("h2d")
+            h2d["seconds"] += time.perf_counter() - start
+
+    def _counting(self, original: Callable[..., Any], kind: SyncKind) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self._in_sync:  # printing calls .item() / .tolist() inside: count once
+                return original(*args, **kwargs)
+            self._count_sync(kind)
+            self._in_sync = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._in_sync = False
+
+        return wrapper
+
+    def _count_sync(self, kind: SyncKind) -> None:
+        # torch.optim reads its step counters with .item() and collate builds batches: those
+        # are the library's own, not the script's sync points.
+        if not self.recorder.in_step or self.recorder.active_phase in ("optimizer", "data_wait"):
+            return
+        self._sync_step[kind] += 1
+        site = user_site(3)
+        if site is not None and (site in self.sync_sites or len(self.sync_sites) < MAX_SYNC_SITES):
+            self.sync_sites[site] += 1
+
+    def _hook_zero_grad(self) -> None:
+        counts = self._zero_grad
+
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
+                counts["calls"] += 1
+                set_to_none = kwargs.get("set_to_none", args[0] if args else True)
+                if not set_to_none:
+                    counts["keep"] += 1
+                return original(obj, *args, **kwargs)
+
+            return zero_grad
+
+        self._patcher.set(optim_mod.Optimizer, "zero_grad", wrap(optim_mod.Optimizer.zero_grad))
+        self._patcher.set(torch.nn.Module, "zero_grad", wrap(torch.nn.Module.zero_grad))
+
+    # ---- result ----------------------------------------------------------------------------
+
+    def result(
+        self,
+        *,
+        argv: list[str] | None = None,
+        module: bool = False,
+        exit_code: int | None = None,
+        ended_by: EndedBy = "completed",
+        error: str | None = None,
+    ) -> ScriptProfile:
+        """The record of what was measured (uninstalls first if still installed)."""
+        self.uninstall()
+        steps = self.recorder.steps
+        fwd, h2d = self._fwd, self._h2d
+        return ScriptProfile(
+            argv=list(argv or []),
+            module=module,
+            exit_code=exit_code,
+            ended_by=ended_by,
+            error=error,
+            steps=steps,
+            step_detection=self.recorder.detection if steps else "none",
+            timing_method="host_clock" if isinstance(self.clock, HostClock) else "cuda_events",
+            device="cuda" if torch.cuda.is_available() else "cpu",
+            dataloaders=[_loader_record(s) for s in self._loaders.values()],
+            sync_counts=self.sync_counts[: len(steps)],
+            sync_sites=dict(self.sync_sites.most_common()),
+            h2d=H2DInfo(
+                calls=int(h2d["calls"]),
+                non_blocking_calls=int(h2d["non_blocking"]),
+                pinned_calls=int(h2d["pinned"]),
+                bytes=int(h2d["bytes"]),
+                seconds=float(h2d["seconds"]),
+            ),
+            forward=ForwardEvidence(
+                calls=fwd["calls"],
+                grad_enabled_calls=fwd["grad"],
+                eval_mode_grad_calls=fwd["eval_grad"],
+                grad_forwards_without_backward=fwd["grad"] - fwd["consumed"],
+            ),
+            zero_grad=ZeroGradEvidence(
+                calls=self._zero_grad["calls"], set_to_none_false_calls=self._zero_grad["keep"]
+            ),
+            backward_calls=self.backward_calls,
+            optimizer_steps=self.optimizer_steps,
+            threads=thread_info(),
+            trace_path=str(self.window.written) if self.window.written else None,
+            trace_steps=list(self.window.profiled_steps) if self.window.written else [],
+            rank=_env_int("RANK"),
+            local_rank=_env_int("LOCAL_RANK"),
+            world_size=_env_int("WORLD_SIZE"),
+            pid=os.getpid(),
+            wall_s=getattr(self, "_wall_s", 0.0),
+            errors=[*self.errors, *self.window.errors],
+        )
+
+
+def _loader_info(loader: Any) -> dict[str, Any]:
+    try:
+        dataset_len: int | None = len(loader.dataset)
+    except TypeError:  # an IterableDataset without __len__
+        dataset_len = None
+    context = loader.multiprocessing_context
+    return {
+        "num_workers": int(loader.num_workers),
+        "pin_memory": bool(loader.pin_memory),
+        "batch_size": loader.batch_size,
+        "persistent_workers": bool(loader.persistent_workers),
+        "prefetch_factor": loader.prefetch_factor,
+        "multiprocessing_context": context.get_start_method() if context is not None else None,
+        "dataset_len": dataset_len,
+    }
+
+
+def _loader_record(stats: _LoaderStats) -> DataLoaderInfo:
+    return DataLoaderInfo(**stats.info, batches_fetched=stats.batches, wait_s=stats.wait_s)
+
+
+def thread_info() -> ThreadInfo:
+    try:
+        usable: int | None = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        usable = None
+    return ThreadInfo(
+        torch_num_threads=torch.get_num_threads(),
+        torch_num_interop_threads=torch.get_num_interop_threads(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        mkl_num_threads=os.environ.get("MKL_NUM_THREADS"),
+        cpu_count=os.cpu_count(),
+        usable_cores=usable,
+    )
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,124 @@
+"""What the instrumentation saw in one process of a user's script: the `ScriptProfile` record.
+
+Torch-free on purpose: the launcher's parent process reads these records without importing
+torch, and the diagnosis rules read them as plain data.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from torchdoctor.core.records import Record
+from torchdoctor.core.steps import StepTiming
+
+StepDetection = Literal["optimizer_hook", "backward", "none"]
+EndedBy = Literal["completed", "max_steps", "sys_exit", "exception", "killed", "not_started"]
+TimingMethod = Literal["host_clock", "cuda_events"]
+
+#: Kinds of host synchronization point the sync counters distinguish.
+SyncKind = Literal["item", "cpu", "tolist", "numpy", "print", "cuda_synchronize"]
+
+
+class _Part(BaseModel):
+    """A frozen sub-record (no schema of its own; versioned with its parent)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DataLoaderInfo(_Part):
+    """One torch DataLoader the script iterated, with the settings that shape its speed."""
+
+    num_workers: int
+    pin_memory: bool
+    batch_size: int | None
+    persistent_workers: bool
+    prefetch_factor: int | None
+    multiprocessing_context: str | None
+    dataset_len: int | None
+    batches_fetched: int = 0
+    wait_s: float = 0.0
+
+
+class H2DInfo(_Part):
+    """Host-to-device copies seen through Tensor.to / Tensor.cuda."""
+
+    calls: int = 0
+    non_blocking_calls: int = 0
+    pinned_calls: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+class ForwardEvidence(_Part):
+    """Outermost module calls, for the evaluation-without-no_grad rule.
+
+    `grad_forwards_without_backward`: forwards run with autograd enabled whose graph no
+    backward call ever consumed (evaluation or logging done without no_grad/inference_mode).
+    """
+
+    calls: int = 0
+    grad_enabled_calls: int = 0
+    eval_mode_grad_calls: int = 0
+    grad_forwards_without_backward: int = 0
+
+
+class ZeroGradEvidence(_Part):
+    """zero_grad calls (optimizer and module), split by set_to_none."""
+
+    calls: int = 0
+    set_to_none_false_calls: int = 0
+
+
+class ThreadInfo(_Part):
+    """CPU thread settings at the end of the run and the cores the process may use."""
+
+    torch_num_threads: int
+    torch_num_interop_threads: int
+    omp_num_threads: str | None
+    mkl_num_threads: str | None
+    cpu_count: int | None
+    usable_cores: int | None
+
+
+class ScriptProfile(Record):
+    """One process of an instrumented script: steps, phases and the evidence the rules need."""
+
+    schema_name: ClassVar[str] = "script_profile"
+
+    argv: list[str]
+    module: bool = False
+    exit_code: int | None = None
+    ended_by: EndedBy = "completed"
+    error: str | None = None
+    steps: list[StepTiming] = Field(default_factory=list)
+    step_detection: StepDetection = "none"
+    timing_method: TimingMethod = "host_clock"
+    device: str = "cpu"
+    dataloaders: list[DataLoaderInfo] = Field(default_factory=list)
+    sync_counts: list[dict[SyncKind, int]] = Field(default_factory=list)
+    sync_sites: dict[str, int] = Field(default_factory=dict)
+    h2d: H2DInfo = Field(default_factory=H2DInfo)
+    forward: ForwardEvidence = Field(default_factory=ForwardEvidence)
+    zero_grad: ZeroGradEvidence = Field(default_factory=ZeroGradEvidence)
+    backward_calls: int = 0
+    optimizer_steps: int = 0
+    threads: ThreadInfo | None = None
+    trace_path: str | None = None
+    trace_steps: list[int] = Field(default_factory=list)
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    pid: int | None = None
+    wall_s: float = 0.0
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps)
+
+    @property
+    def trained(self) -> bool:
+        """Whether at least one training step was seen."""
+        return bool(self.steps)

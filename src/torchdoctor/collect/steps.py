@@ -1,0 +1,209 @@
+"""Finding steps and phases from hook events in code we did not write.
+
+`StepRecorder` is pure bookkeeping: the hooks (see `hooks.py`) tell it when a phase begins
+and ends, when an optimizer step finishes and when a backward pass runs; it turns that
+stream into `StepTiming` records. It takes its time from a `Clock`, so tests drive it with a
+fake clock and CUDA runs can use events instead of host time.
+
+Step boundaries:
+- optimizer mode: a step ends when an optimizer step finishes (global post-hook), so gradient
+  accumulation (several backwards per update) still counts one step per update;
+- backward mode (no torch.optim optimizer exists, parameters updated by hand): a step ends
+  when, after a backward pass, the next step begins (a batch fetch or a model forward); the
+  last step ends where its last observed phase ended.
+Only the outermost phase is timed: a copy inside forward belongs to forward, so the named
+phases never overlap and `other = total - sum(named phases)`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from torchdoctor.collect.script_profile import StepDetection
+from torchdoctor.core.steps import PHASES, Phase, StepTiming
+
+
+class Clock(Protocol):
+    """Marks points in time; durations between marks are resolved later (CUDA events)."""
+
+    def mark(self) -> Any: ...
+
+    def seconds(self, start: Any, end: Any) -> float: ...
+
+
+class HostClock:
+    """Host wall clock. On CPU the work happens on the calling thread, so this is exact."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return max(0.0, end - start)
+
+
+class CudaEventClock:
+    """CUDA events on the current stream: phase times as the device saw them, no sync per phase.
+
+    `seconds` waits for the end event only; the recorder resolves a step's intervals one step
+    late, when the device has long finished them, so that wait is normally free.
+    """
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def mark(self) -> Any:
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start: Any, end: Any) -> float:
+        end.synchronize()
+        return max(0.0, float(start.elapsed_time(end)) / 1e3)  # elapsed_time is in ms
+
+
+@dataclass
+class _OpenStep:
+    start: Any
+    intervals: list[tuple[Phase, Any, Any]] = field(default_factory=list)
+    samples: int | None = None
+    backward_seen: bool = False
+    last_end: Any = None
+
+
+@dataclass
+class _ClosedStep:
+    index: int
+    start: Any
+    end: Any
+    intervals: list[tuple[Phase, Any, Any]]
+    samples: int | None
+
+
+class StepRecorder:
+    """Turns begin/end/boundary events into `StepTiming` records (see module docstring)."""
+
+    def __init__(
+        self, clock: Clock | None = None, on_step_end: Callable[[int], None] | None = None
+    ) -> None:
+        self.clock: Clock = clock or HostClock()
+        self.on_step_end = on_step_end
+        self.steps: list[StepTiming] = []
+        self.detection: StepDetection = "none"
+        #: set once any torch.optim optimizer is constructed: backward calls then no longer
+        #: mark steps (they may be accumulation micro-steps), optimizer steps do.
+        self.optimizer_exists = False
+        self.closed_count = 0
+        self._open: _OpenStep | None = None
+        self._active: Phase | None = None
+        self._active_start: Any = None
+        self._depth = 0
+        self._unresolved: list[_ClosedStep] = []
+
+    @property
+    def active_phase(self) -> Phase | None:
+        return self._active
+
+    @property
+    def in_step(self) -> bool:
+        """Whether a step has begun (setup code before the first step is not in one)."""
+        return self._open is not None
+
+    def begin(self, phase: Phase) -> None:
+        if self._active is not None:
+            self._depth += 1  # nested inside an outer phase: the outer one owns the time
+            return
+        self._maybe_backward_boundary(phase)
+        now = self.clock.mark()
+        if self._open is None:
+            self._open = _OpenStep(start=now)
+        self._active = phase
+        self._active_start = now
+
+    def end(self, phase: Phase) -> None:
+        if self._depth > 0:
+            self._depth -= 1
+            return
+        if self._active is None or self._open is None:
+            return  # an end without its begin (hook installed mid-call): ignore
+        now = self.clock.mark()
+        self._open.intervals.append((self._active, self._active_start, now))
+        self._open.last_end = now
+        if self._active == "backward":
+            self._open.backward_seen = True
+        self._active = None
+        self._depth = 0
+
+    def note_samples(self, samples: int | None) -> None:
+        if self._open is not None and samples is not None and self._open.samples is None:
+            self._open.samples = samples
+
+    def optimizer_step_end(self) -> None:
+        """Called by the global optimizer post-hook, after `end("optimizer")`."""
+        self.detection = "optimizer_hook"
+        self._close(self.clock.mark(), reopen=True)
+
+    def finish(self) -> None:
+        """Close the last step if it is a whole one, then resolve every pending interval."""
+        if self._active is not None:
+            self.end(self._active)
+        step = self._open
+        if (
+            step is not None
+            and step.backward_seen
+            and self.detection != "optimizer_hook"
+            and not self.optimizer_exists
+        ):
+            self.detection = "backward"
+            self._close(step.last_end, reopen=False)
+        # In optimizer mode the open tail after the last update (eval, saving) is no step.
+        self._open = None
+        self._resolve(keep_last=False)
+
+    def _maybe_backward_boundary(self, phase: Phase) -> None:
+        step = self._open
+        if (
+            phase in ("data_wait", "forward")
+            and step is not None
+            and step.backward_seen
+            and not self.optimizer_exists
+        ):
+            self.detection = "backward"
+            self._close(self.clock.mark(), reopen=True)
+
+    def _close(self, end: Any, *, reopen: bool) -> None:
+        """End the open step at `end`; with `reopen` the next step starts right there, so the
+        time between an update and the next batch (schedulers, logging) is counted."""
+        step = self._open
+        if step is None:
+            return
+        self._open = _OpenStep(start=end) if reopen else None
+        self._active = None
+        self._depth = 0
+        self._unresolved.append(
+            _ClosedStep(self.closed_count, step.start, end, step.intervals, step.samples)
+        )
+        self.closed_count += 1
+        self._resolve(keep_last=True)
+        if self.on_step_end is not None:
+            self.on_step_end(self.closed_count)
+
+    def _resolve(self, *, keep_last: bool) -> None:
+        """Turn closed steps into records; with CUDA events, one step late (see CudaEventClock)."""
+        keep = 1 if keep_last and not isinstance(self.clock, HostClock) else 0
+        while len(self._unresolved) > keep:
+            done = self._unresolved.pop(0)
+            phases: dict[Phase, float] = {p: 0.0 for p in PHASES}
+            for phase, start, end in done.intervals:
+                phases[phase] += self.clock.seconds(start, end)
+            total = self.clock.seconds(done.start, done.end)
+            named = sum(phases.values())
+            total = max(total, named)
+            phases["other"] = total - named
+            self.steps.append(
+                StepTiming(index=done.index, total_s=total, phases=phases, samples=done.samples)
+            )
