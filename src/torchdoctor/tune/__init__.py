@@ -1,1 +1,30 @@
-"""Stage: tune (see docs/DESIGN.md)."""
+"""Stage: tune. Trials in isolated subprocesses, the ladder, batch-size search, joint search,
+quality parity and persistent, resumable studies (see docs/DESIGN.md).
+
+`tune(workload)` is the entry point; it returns a `TuneResult` whose `ladder` credits each kept
+change with its own measured gain.
+"""
+
+from torchdoctor.tune.api import tune
+from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.parity import TOLERANCES, check_parity
+from torchdoctor.tune.records import Ladder, ParetoPoint, Rejection, Rung, TrialResult, TuneResult
+from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.study import Study
+
+__all__ = [
+    "TOLERANCES",
+    "KnobSpec",
+    "Ladder",
+    "MeasurePlan",
+    "ParetoPoint",
+    "Rejection",
+    "Rung",
+    "Study",
+    "TrialResult",
+    "TuneConfig",
+    "TuneResult",
+    "check_parity",
+    "tune",
+]

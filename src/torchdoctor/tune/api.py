@@ -1,0 +1,243 @@
+"""`tune()`: open (or resume) a study in a run folder, climb the ladder, write the results.
+
+Run folder (see `torchdoctor.core.rundir`)::
+
+    RUN_DIR/
+      run.json             manifest (running / complete / failed)
+      tune_config.json     the study's settings (what --resume continues)
+      study.db             the Optuna storage, unless --storage names another database
+      trials/NNN-kind.json every trial's TrialResult
+      logs/                each worker process's stdout/stderr
+      tune.json            TuneResult
+      best_recipe.json     the best recipe
+      best_recipe.py       the same as a ready-to-paste Python snippet
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
+from torchdoctor.core.io import atomic_write_text
+from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
+from torchdoctor.tune.joint import refine_jointly
+from torchdoctor.tune.ladder import LadderPlan, climb
+from torchdoctor.tune.records import Ladder, TrialResult, TuneResult
+from torchdoctor.tune.sessions import ENGINE_FACTORY, SessionSpec
+from torchdoctor.tune.snippet import recipe_snippet
+from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator
+from torchdoctor.tune.study import Study
+from torchdoctor.tune.tuner import Tuner, TuneSettings
+
+BEST_RECIPE_JSON = "best_recipe.json"
+BEST_RECIPE_PY = "best_recipe.py"
+LOGS = "logs"
+
+TrialCallback = Callable[[TrialResult, Tuner], None]
+
+
+def _default_batch(config: TuneConfig) -> int:
+    if config.factory != ENGINE_FACTORY:
+        return int(config.factory_options.get("base_batch", 32))
+    from torchdoctor.workloads import get_workload
+
+    return int(get_workload(config.workload).default_batch_size)
+
+
+def _check_workload(config: TuneConfig) -> None:
+    if config.factory != ENGINE_FACTORY:
+        return
+    from torchdoctor.workloads import get_workload
+
+    try:
+        get_workload(config.workload)
+    except TorchDoctorError as exc:
+        raise TuneError(f"cannot tune workload {config.workload!r}: {exc}") from None
+
+
+def _space(config: TuneConfig) -> list[KnobSpec]:
+    if config.space is not None:
+        return [m.spec() for m in config.space]
+    specs = catalogue_space(config.device)
+    if config.knobs is not None:
+        specs = [s for s in specs if s.name in config.knobs]
+    return specs
+
+
+def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:
+    try:
+        manifest = read_manifest(run_dir)
+        config = TuneConfig.read(run_dir / CONFIG_FILE)
+    except RecordError as exc:
+        raise TuneError(f"cannot resume from {run_dir}: {exc}") from None
+    if manifest.kind not in ("tune", "demo"):
+        raise TuneError(f"cannot resume from {run_dir}: it is a {manifest.kind} run, not a tune")
+    if workload is not None and workload != config.workload:
+        raise TuneError(
+            f"run folder {run_dir} tunes workload {config.workload!r}, not {workload!r}",
+            hint=f"resume without a workload, or with {config.workload!r}",
+        )
+    return config
+
+
+def _storage_url(config: TuneConfig, run_dir: Path) -> str:
+    return config.storage or f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
+
+
+def tune(
+    workload: str | None = None,
+    *,
+    config: TuneConfig | None = None,
+    out: Path | None = None,
+    resume: Path | None = None,
+    on_trial: TrialCallback | None = None,
+    on_start: Callable[[Tuner, int], None] | None = None,
+) -> TuneResult:
+    """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`."""
+    if resume is not None:
+        config = _open_resume(resume, workload)
+        run_dir = resume
+        study = Study(_storage_url(config, run_dir))
+    else:
+        if config is None:
+            if workload is None:
+                raise TuneError("no workload to tune", hint="name one, e.g. `tune cnn`")
+            config = TuneConfig(workload=workload)
+        _check_workload(config)
+        # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
+        early = Study(config.storage) if config.storage else None
+        run_dir = new_run_dir("tune", config.workload, out=out)
+        config.write(run_dir / CONFIG_FILE)
+        study = early if early is not None else Study(_storage_url(config, run_dir))
+    study.set_attr("workload", config.workload)
+    try:
+        result = _run(config, run_dir, study, on_trial=on_trial, on_start=on_start)
+    except TorchDoctorError as exc:
+        finish_run_dir(run_dir, error=str(exc))
+        raise
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
+        raise
+    finish_run_dir(run_dir)
+    return result
+
+
+def _run(
+    config: TuneConfig,
+    run_dir: Path,
+    study: Study,
+    *,
+    on_trial: TrialCallback | None,
+    on_start: Callable[[Tuner, int], None] | None,
+) -> TuneResult:
+    trials_dir = run_dir / TRIALS
+    (run_dir / LOGS).mkdir(parents=True, exist_ok=True)
+    space = _space(config)
+    validate = recipe_validator(config.workload, config.device) if config.space is None else None
+    plan = LadderPlan(
+        space=space,
+        prescribed=config.prescribed,
+        validate=validate,
+        search_batch=config.search_batch,
+        default_batch=_default_batch(config),
+        max_batch=config.max_batch,
+        hold_effective_batch=config.hold_effective_batch,
+    )
+    settings = TuneSettings(
+        objective=config.objective,
+        min_gain=config.min_gain,
+        plan=config.plan(),
+        isolate=config.isolate,
+        memory_cap_bytes=config.max_memory_bytes,
+        budget_s=config.budget_s,
+        trial_timeout_s=config.trial_timeout_s,
+    )
+    spec = SessionSpec(
+        workload=config.workload,
+        recipe=dict(config.baseline_recipe),
+        device=config.device,
+        seed=config.seed,
+        factory=config.factory,
+        options=dict(config.factory_options),
+    )
+
+    def record(result: TrialResult) -> None:
+        result.write(trials_dir / f"{len(tuner.trials) - 1:03d}-{result.kind}.json")
+        if on_trial is not None:
+            on_trial(result, tuner)
+
+    tuner = Tuner(spec, settings, study, log_dir=run_dir / LOGS, on_trial=record)
+    from torchdoctor.tune.ladder import planned_trials
+
+    if on_start is not None:
+        on_start(tuner, planned_trials(plan) + config.joint_trials)
+    try:
+        outcome = climb(tuner, plan)
+        pareto = []
+        if config.joint_trials and not outcome.budget_exhausted:
+            pareto = refine_jointly(tuner, space, config.joint_trials, plan.validate)
+    finally:
+        tuner.close()
+    return _finish(config, run_dir, tuner, outcome, pareto)
+
+
+def _finish(
+    config: TuneConfig, run_dir: Path, tuner: Tuner, outcome: Any, pareto: Any
+) -> TuneResult:
+    baseline = tuner.baseline
+    assert baseline is not None and baseline.samples_per_s is not None
+    last = tuner.rungs[-1]
+    confirm = outcome.confirmation
+    notes = list(outcome.skipped and [f"skipped (not applicable): {s}" for s in outcome.skipped])
+    if confirm is not None and confirm.ok and confirm.speedup_vs_best is not None:
+        speedup = confirm.speedup_vs_best
+        ci = confirm.speedup_vs_best_ci or (speedup, speedup)
+        best_sps = baseline.samples_per_s * speedup
+        notes.append("speedup from a final interleaved A/B of the best against the baseline")
+    else:
+        speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
+        best_sps = baseline.samples_per_s * speedup
+        if len(tuner.rungs) > 1:
+            notes.append("speedup chained from the ladder's step ratios (no final A/B)")
+    if outcome.budget_exhausted:
+        notes.append("the budget ran out before every candidate was tried")
+    result = TuneResult(
+        workload=config.workload,
+        objective=config.objective,
+        device=config.device,
+        run_dir=str(run_dir),
+        baseline_recipe=dict(config.baseline_recipe),
+        best_recipe=dict(tuner.best_recipe),
+        baseline_samples_per_s=baseline.samples_per_s,
+        best_samples_per_s=best_sps,
+        speedup=speedup,
+        speedup_ci=ci,
+        ladder=Ladder(rungs=tuner.rungs, rejected=tuner.rejected),
+        pareto_front=pareto,
+        n_trials=len(tuner.trials),
+        n_failed=sum(1 for t in tuner.trials if not t.ok),
+        n_reused=tuner.reused,
+        budget_s=config.budget_s,
+        elapsed_s=tuner.elapsed_s(),
+        budget_exhausted=outcome.budget_exhausted,
+        notes=notes,
+    )
+    result.write(run_dir / TUNE)
+    atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")
+    atomic_write_text(
+        run_dir / BEST_RECIPE_PY,
+        recipe_snippet(config.workload, result.best_recipe, config.baseline_recipe),
+    )
+    return result
+
+
+def knob_space_config(specs: Sequence[KnobSpec]) -> list[KnobSpecModel]:
+    """KnobSpecs as the JSON models a `TuneConfig.space` holds."""
+    return [
+        KnobSpecModel(name=s.name, values=list(s.values), safety=s.safety, default=s.default)
+        for s in specs
+    ]

@@ -1,0 +1,150 @@
+"""An arm: one recipe's live worker, warmed up, and everything measured on it so far.
+
+Measuring a candidate against the current best is interleaved: both arms stay alive (each
+prepared once) and run chunks of steps in turn, A B A B ..., so that whatever else the machine
+is doing at that moment slows both sides alike. Only steady-state chunks count: warm-up steps
+(the first of which carries torch.compile's compilation) and the first `settle_rounds` rounds
+are run but not scored.
+
+A chunk's score is seconds per sample (throughput objective) or seconds per step (latency
+objective); speedup = median(best) / median(candidate) through `compare_samples`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.trial import WorkerLike, start_worker
+
+Objective = Literal["throughput", "latency"]
+
+#: Warm-up steps before anything is scored: the first compiles (torch.compile, cudnn
+#: autotuning), the next ones let allocator caches and CPU frequency settle.
+DEFAULT_WARMUP_STEPS: Final = 3
+#: Steps per chunk: long enough that one chunk's time is not dominated by timer granularity
+#: or a single scheduler hiccup, short enough that many chunks fit in a trial.
+DEFAULT_CHUNK_STEPS: Final = 4
+#: Scored A/B rounds: 8 chunk pairs give a usable bootstrap interval of the ratio of medians
+#: (at least 3 per side are required; more narrows the interval ~1/sqrt(n)).
+DEFAULT_ROUNDS: Final = 8
+#: Unscored rounds after warm-up, so that both arms are in steady state when scoring starts.
+DEFAULT_SETTLE_ROUNDS: Final = 1
+#: Steps of the loss trajectory compared for quality parity (K).
+DEFAULT_PARITY_STEPS: Final = 16
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    chunk_steps: int = DEFAULT_CHUNK_STEPS
+    rounds: int = DEFAULT_ROUNDS
+    settle_rounds: int = DEFAULT_SETTLE_ROUNDS
+    parity_steps: int = DEFAULT_PARITY_STEPS
+    confidence: float = 0.95
+
+
+@dataclass
+class Arm:
+    """A live worker for one recipe and what it has measured."""
+
+    recipe: dict[str, object]
+    worker: WorkerLike
+    objective: Objective
+    prepare_s: float = 0.0
+    compile_s: float = 0.0
+    warmup_s: float = 0.0
+    losses: list[float | None] = field(default_factory=list)
+    chunk_scores: list[float] = field(default_factory=list)
+    samples_per_step: float = 0.0
+    peak_memory_bytes: int | None = None
+
+    def run(self, steps: int, *, timeout_s: float) -> float:
+        """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
+        reply = self.worker.request({"op": "run", "steps": steps}, timeout_s=timeout_s)
+        rows = reply["steps"]
+        total = sum(float(r[0]) for r in rows)
+        samples = sum(int(r[1]) if r[1] is not None else 1 for r in rows)
+        self.samples_per_step = samples / max(len(rows), 1)
+        self.losses.extend(r[2] for r in rows)
+        peak = reply.get("peak_memory_bytes")
+        if peak is not None:
+            self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
+        if self.objective == "latency":
+            return total / max(len(rows), 1)
+        return total / max(samples, 1)
+
+    def warm_up(self, plan: MeasurePlan, *, timeout_s: float) -> None:
+        first = self.worker.request({"op": "run", "steps": 1}, timeout_s=timeout_s)
+        self.compile_s = float(first["steps"][0][0])
+        self.losses.append(first["steps"][0][2])
+        self.warmup_s = self.compile_s
+        if plan.warmup_steps > 1:
+            before = len(self.losses)
+            score = self.run(plan.warmup_steps - 1, timeout_s=timeout_s)
+            self.warmup_s += score * _scale(self, len(self.losses) - before)
+
+    def fill_losses(self, steps: int, *, timeout_s: float) -> None:
+        """Run unscored steps until the loss trajectory has `steps` entries (for parity)."""
+        missing = steps - len(self.losses)
+        if missing > 0:
+            self.run(missing, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def _scale(arm: Arm, steps: int) -> float:
+    # Convert a chunk score back to seconds for the warm-up total.
+    return steps if arm.objective == "latency" else steps * arm.samples_per_step
+
+
+def open_arm(
+    spec: SessionSpec,
+    plan: MeasurePlan,
+    *,
+    objective: Objective,
+    isolate: bool,
+    timeout_s: float,
+    memory_cap_bytes: int | None,
+    log_path: Path | None,
+) -> Arm:
+    """Start a worker for `spec`, prepare it and warm it up (raises TrialFailure)."""
+    worker, prepare_s = start_worker(
+        spec,
+        isolate=isolate,
+        timeout_s=timeout_s,
+        memory_cap_bytes=memory_cap_bytes,
+        log_path=log_path,
+    )
+    arm = Arm(recipe=dict(spec.recipe), worker=worker, objective=objective, prepare_s=prepare_s)
+    try:
+        arm.warm_up(plan, timeout_s=timeout_s)
+    except BaseException:
+        arm.close()
+        raise
+    return arm
+
+
+def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout_s: float) -> None:
+    """Alternate chunks best, candidate, best, ...; scores after the settle rounds are kept."""
+    best.chunk_scores.clear()
+    candidate.chunk_scores.clear()
+    for i in range(plan.settle_rounds + plan.rounds):
+        # Alternate who goes first, so a slow drift within a round favours neither side.
+        order = (best, candidate) if i % 2 == 0 else (candidate, best)
+        for arm in order:
+            score = arm.run(plan.chunk_steps, timeout_s=timeout_s)
+            if i >= plan.settle_rounds:
+                arm.chunk_scores.append(score)
+
+
+def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout_s: float) -> None:
+    """Score one arm on its own (the baseline's first figures, joint-search trials)."""
+    arm.chunk_scores.clear()
+    for i in range(plan.settle_rounds + plan.rounds):
+        score = arm.run(plan.chunk_steps, timeout_s=timeout_s)
+        if i >= plan.settle_rounds:
+            arm.chunk_scores.append(score)

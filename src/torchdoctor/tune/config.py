@@ -1,0 +1,80 @@
+"""The settings of one tuning study, saved in its run folder so `--resume` can continue it."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field
+
+from torchdoctor.core.records import Record
+from torchdoctor.tune.arms import (
+    DEFAULT_CHUNK_STEPS,
+    DEFAULT_PARITY_STEPS,
+    DEFAULT_ROUNDS,
+    DEFAULT_SETTLE_ROUNDS,
+    DEFAULT_WARMUP_STEPS,
+    MeasurePlan,
+)
+from torchdoctor.tune.parity import SafetyClass
+from torchdoctor.tune.sessions import ENGINE_FACTORY
+from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
+
+#: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".
+DEFAULT_BUDGET_S: Final = 600.0
+
+CONFIG_FILE: Final = "tune_config.json"
+STUDY_FILE: Final = "study.db"
+
+
+class KnobSpecModel(Record):
+    """A `KnobSpec` in JSON form (for studies over an explicit knob space)."""
+
+    schema_name: ClassVar[str] = "tune_knob_spec"
+
+    name: str
+    values: list[Any]
+    safety: SafetyClass
+    default: Any = None
+
+    def spec(self) -> KnobSpec:
+        return KnobSpec(self.name, tuple(self.values), self.safety, self.default)
+
+
+class TuneConfig(Record):
+    schema_name: ClassVar[str] = "tune_config"
+
+    workload: str
+    objective: Literal["throughput", "latency"] = "throughput"
+    device: str = "cpu"
+    seed: int = 0
+    budget_s: float = Field(gt=0, default=DEFAULT_BUDGET_S)
+    min_gain: float = Field(ge=0, default=DEFAULT_MIN_GAIN)
+    max_memory_bytes: int | None = None
+    storage: str | None = None
+    baseline_recipe: dict[str, Any] = Field(default_factory=dict)
+    prescribed: list[str] = Field(default_factory=list)
+    knobs: list[str] | None = None
+    space: list[KnobSpecModel] | None = None
+    factory: str = ENGINE_FACTORY
+    factory_options: dict[str, Any] = Field(default_factory=dict)
+    isolate: bool = True
+    search_batch: bool = True
+    hold_effective_batch: bool = False
+    max_batch: int = 4096
+    joint_trials: int = Field(ge=0, default=0)
+    trial_timeout_s: float = Field(gt=0, default=DEFAULT_TRIAL_TIMEOUT_S)
+    warmup_steps: int = Field(ge=1, default=DEFAULT_WARMUP_STEPS)
+    chunk_steps: int = Field(ge=1, default=DEFAULT_CHUNK_STEPS)
+    rounds: int = Field(ge=3, default=DEFAULT_ROUNDS)
+    settle_rounds: int = Field(ge=0, default=DEFAULT_SETTLE_ROUNDS)
+    parity_steps: int = Field(ge=2, default=DEFAULT_PARITY_STEPS)
+
+    def plan(self) -> MeasurePlan:
+        return MeasurePlan(
+            warmup_steps=self.warmup_steps,
+            chunk_steps=self.chunk_steps,
+            rounds=self.rounds,
+            settle_rounds=self.settle_rounds,
+            parity_steps=self.parity_steps,
+        )

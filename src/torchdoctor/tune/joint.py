@@ -1,0 +1,153 @@
+"""Joint refinement: Optuna's multi-objective search over the knobs that interact.
+
+One change at a time misses interactions (torch.compile with channels_last, a larger batch
+with reduced precision). Within what is left of the budget, NSGA-II (Optuna's default
+multi-objective sampler) proposes whole recipes around the ladder's best, each measured on its
+own (steady-state chunks after warm-up) for throughput and peak memory, and quality-checked
+like a ladder step. The non-dominated recipes (the Pareto front: nothing else is both faster
+and smaller) are reported; the ladder's best recipe is not replaced, because these are not
+A/B-proven against it.
+
+Trials are asked from and told to the same persistent study, so several workers sharing a
+storage URL split the search, and a resumed study counts the joint trials it already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from torchdoctor.tune.arms import measure_alone
+from torchdoctor.tune.parity import check_parity, first_non_finite, loosest
+from torchdoctor.tune.records import ParetoPoint, TrialResult
+from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
+from torchdoctor.tune.trial import TrialFailure
+from torchdoctor.tune.tuner import Tuner, _rate, recipe_key
+
+#: Knobs whose effects interact (each changes what the others cost): compilation, numeric
+#: format, memory layout, parallelism and batch size.
+INTERACTING_KNOBS: Final = ("compile", "precision", "channels_last", "threads", "batch_size")
+
+
+def _choices(spec: KnobSpec, best: dict[str, Any]) -> list[Any]:
+    if spec.name != "batch_size":
+        return list(spec.values)
+    current = int(best.get("batch_size") or spec.default or 32)
+    return [max(1, current // 2), current, current * 2]
+
+
+def pareto_front(records: Sequence[TrialResult]) -> list[ParetoPoint]:
+    """Non-dominated (samples/s up, peak memory down) among measured, quality-passing trials."""
+    points = [
+        ParetoPoint(
+            recipe=r.recipe, samples_per_s=r.samples_per_s, peak_memory_bytes=r.peak_memory_bytes
+        )
+        for r in records
+        if r.ok
+        and r.decision in ("baseline", "kept", "measured")
+        and r.kind != "confirm"
+        and r.samples_per_s is not None
+        and r.peak_memory_bytes is not None
+    ]
+
+    def dominated(p: ParetoPoint) -> bool:
+        return any(
+            q.samples_per_s >= p.samples_per_s
+            and q.peak_memory_bytes <= p.peak_memory_bytes
+            and (q.samples_per_s > p.samples_per_s or q.peak_memory_bytes < p.peak_memory_bytes)
+            for q in points
+        )
+
+    return sorted((p for p in points if not dominated(p)), key=lambda p: -p.samples_per_s)
+
+
+def refine_jointly(
+    tuner: Tuner,
+    space: Sequence[KnobSpec],
+    n_trials: int,
+    validate: Callable[[dict[str, Any]], str | None] | None,
+) -> list[ParetoPoint]:
+    import optuna
+
+    study = tuner.study.optuna_study
+    specs = [s for s in space if s.name in INTERACTING_KNOBS and len(s.values) > 1]
+    done = [r for r in tuner.stored.values() if r.kind == "joint"]
+    for record in done:
+        tuner._finish(record, reused=True)
+    safety = loosest([s.safety for s in specs])
+    plan = tuner.settings.plan
+    for _ in range(max(0, n_trials - len(done))):
+        if not specs or tuner.remaining_s() < tuner._estimated_trial_s():
+            break
+        trial = study.ask()
+        recipe = dict(tuner.best_recipe)
+        for spec in specs:
+            recipe[spec.name] = trial.suggest_categorical(
+                spec.name, _choices(spec, tuner.best_recipe)
+            )
+        reason = validate(recipe) if validate else None
+        if reason is not None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        start = tuner.clock()
+        result = TrialResult(
+            key=f"joint:{trial.number}:{recipe_key(recipe)}",
+            kind="joint",
+            step=len(tuner.trials),
+            recipe=recipe,
+            status="ok",
+            decision="measured",
+        )
+        arm = None
+        try:
+            arm = tuner._open(recipe, "joint")
+            measure_alone(arm, plan, timeout_s=tuner._timeout())
+            arm.fill_losses(plan.parity_steps, timeout_s=tuner._timeout())
+            losses = list(arm.losses[: plan.parity_steps])
+            result = result.model_copy(
+                update={
+                    "samples_per_s": _rate(arm, tuner.settings.objective),
+                    "peak_memory_bytes": arm.peak_memory_bytes,
+                    "losses": losses,
+                    "compile_s": arm.compile_s,
+                    "warmup_s": arm.warmup_s,
+                    "chunk_times_s": list(arm.chunk_scores),
+                }
+            )
+            assert tuner.baseline is not None
+            parity = check_parity(
+                tuner.baseline.losses,
+                losses,
+                safety,
+                steps=plan.parity_steps,
+                tolerances=tuner.settings.tolerances,
+            )
+            if first_non_finite(losses) is not None:
+                result = result.model_copy(
+                    update={"status": "nan", "decision": "failed", "reason": parity.reason}
+                )
+            elif not parity.passed:
+                result = result.model_copy(
+                    update={
+                        "decision": "rejected",
+                        "reason": "quality: " + parity.reason,
+                        "loss_deviation": parity.deviation,
+                    }
+                )
+        except TrialFailure as exc:
+            result = result.model_copy(
+                update={"status": exc.status, "decision": "failed", "reason": exc.reason}
+            )
+        finally:
+            if arm is not None:
+                arm.close()
+        result = result.model_copy(update={"wall_s": tuner.clock() - start})
+        trial.set_user_attr(KEY_ATTR, result.key)
+        trial.set_user_attr(RECORD_ATTR, result.to_json_dict())
+        if result.ok and result.samples_per_s is not None:
+            study.tell(trial, [result.samples_per_s, float(result.peak_memory_bytes or 0)])
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        tuner._finish(result, reused=False, store=False)
+    return pareto_front(tuner.trials)

@@ -1,0 +1,95 @@
+"""The ladder: from the baseline, one change at a time, keeping only proven wins.
+
+Order: the baseline; then each knob (prescribed first, then the static prior, see
+`torchdoctor.tune.space`) and each of its candidate values, one change on top of the current
+best; then the batch-size search (throughput objective only: a larger batch cannot lower the
+latency of a step); then a final interleaved A/B of the best against the baseline.
+
+A candidate the knob catalogue says cannot run here (e.g. persistent_workers without workers,
+CUDA-only knobs on a CPU) is skipped without a trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchdoctor.tune.batch import search_batch_size
+from torchdoctor.tune.records import TrialResult
+from torchdoctor.tune.space import BATCH_KNOBS, KnobSpec, order_knobs
+from torchdoctor.tune.tuner import BudgetExhausted, Tuner, confirm_against_baseline
+
+Validator = Callable[[dict[str, Any]], str | None]
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    space: Sequence[KnobSpec]
+    prescribed: Sequence[str] = ()
+    validate: Validator | None = None
+    search_batch: bool = True
+    default_batch: int = 32
+    max_batch: int = 4096
+    hold_effective_batch: bool = False
+    confirm: bool = True
+
+
+@dataclass
+class ClimbOutcome:
+    budget_exhausted: bool = False
+    confirmation: TrialResult | None = None
+    skipped: list[str] = field(default_factory=list)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def candidate_changes(
+    tuner: Tuner, spec: KnobSpec, validate: Validator | None, skipped: list[str]
+) -> list[dict[str, Any]]:
+    """The changes of one knob still worth a trial from the current best."""
+    changes = []
+    current = tuner.best_recipe.get(spec.name, spec.default)
+    for value in spec.values:
+        if _same(value, current):
+            continue
+        change = {spec.name: value}
+        reason = validate({**tuner.best_recipe, **change}) if validate else None
+        if reason is not None:
+            skipped.append(f"{spec.name}={value}: {reason}")
+            continue
+        changes.append(change)
+    return changes
+
+
+def planned_trials(plan: LadderPlan) -> int:
+    """A rough count of the trials ahead (for "trial k of n" progress)."""
+    n = 1 + sum(len(s.values) - 1 for s in plan.space if s.name not in BATCH_KNOBS)
+    return n + (3 if plan.search_batch else 0) + (1 if plan.confirm else 0)
+
+
+def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
+    """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
+    outcome = ClimbOutcome()
+    tuner.run_baseline()
+    try:
+        specs = [s for s in plan.space if s.name not in BATCH_KNOBS]
+        for spec in order_knobs(specs, plan.prescribed):
+            # Re-derived per value: after a kept value the current best has changed.
+            for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
+                if not _same(tuner.best_recipe.get(spec.name, spec.default), change[spec.name]):
+                    tuner.try_change(change, kind="ladder", safety=spec.safety)
+        if plan.search_batch and tuner.settings.objective == "throughput":
+            search_batch_size(
+                tuner,
+                default_batch=plan.default_batch,
+                max_batch=plan.max_batch,
+                hold_effective_batch=plan.hold_effective_batch,
+            )
+        if plan.confirm:
+            outcome.confirmation = confirm_against_baseline(tuner)
+    except BudgetExhausted:
+        outcome.budget_exhausted = True
+    return outcome

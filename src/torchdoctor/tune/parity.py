@@ -1,0 +1,107 @@
+"""Quality parity: does a candidate recipe still learn like the fp32 eager baseline?
+
+Both recipes train the same K steps from the same seed (same data, same initial weights). We
+compare the *late* part of the two loss trajectories (the mean over the last half of the K
+steps) rather than step-by-step values: early losses are dominated by the initialization both
+share, and single steps are noisy for semantic changes (a different batch size sees different
+samples per step). A non-finite loss anywhere rejects at once.
+
+The deviation is ``|mean(candidate_late) - mean(baseline_late)| / |mean(baseline_late)|`` and it
+must not exceed the tolerance of the change's safety class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+SafetyClass = Literal["exact", "close", "semantic"]
+
+#: `exact` knobs do the same math (data loading, pinned memory, set_to_none, threads). Only
+#: floating-point reassociation may differ (different reduction order with a different thread
+#: count), which moves an fp32 loss by ~1e-6 relative per step; over tens of steps of SGD the
+#: drift stays well below 1e-3 (0.1%). Anything larger means the math changed.
+EXACT_TOLERANCE: Final = 1e-3
+
+#: `close` knobs change numerics on purpose (bf16/fp16 autocast, torch.compile's fused
+#: kernels, TF32). bf16 keeps 8 mantissa bits (relative rounding 2^-8 ~ 0.4% per op), and mixed
+#: precision training papers (Micikevicius et al., 2018, "Mixed Precision Training") report loss
+#: curves matching fp32 within a few percent; 5% of the late loss admits that and rejects an
+#: overflow, a stall or a divergence.
+CLOSE_TOLERANCE: Final = 0.05
+
+#: `semantic` knobs change the training dynamics (batch size, accumulation): the loss after K
+#: steps legitimately differs because each step sees a different number of samples. 25% still
+#: catches a diverging or stalled run (which moves the late loss by far more on our workloads)
+#: while admitting the expected shift of a 2x batch change over a short run.
+SEMANTIC_TOLERANCE: Final = 0.25
+
+TOLERANCES: Final[dict[SafetyClass, float]] = {
+    "exact": EXACT_TOLERANCE,
+    "close": CLOSE_TOLERANCE,
+    "semantic": SEMANTIC_TOLERANCE,
+}
+
+#: Safety classes ordered from strictest to loosest; a change of several knobs is judged by
+#: its loosest class.
+SAFETY_ORDER: Final[tuple[SafetyClass, ...]] = ("exact", "close", "semantic")
+
+#: Guard against dividing by a baseline loss that is (nearly) zero.
+_LOSS_FLOOR: Final = 1e-12
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    passed: bool
+    deviation: float | None
+    tolerance: float
+    reason: str
+
+
+def loosest(classes: Sequence[SafetyClass]) -> SafetyClass:
+    """The loosest safety class among `classes` (exact when empty)."""
+    if not classes:
+        return "exact"
+    return max(classes, key=SAFETY_ORDER.index)
+
+
+def first_non_finite(losses: Sequence[float | None]) -> int | None:
+    """Index of the first NaN/inf (or missing) loss, or None when all are finite."""
+    for i, loss in enumerate(losses):
+        if loss is None or not math.isfinite(loss):
+            return i
+    return None
+
+
+def check_parity(
+    baseline: Sequence[float | None],
+    candidate: Sequence[float | None],
+    safety: SafetyClass,
+    *,
+    steps: int,
+    tolerances: dict[SafetyClass, float] | None = None,
+) -> ParityResult:
+    """Compare the first `steps` losses of `candidate` with the baseline's."""
+    tolerance = (tolerances or TOLERANCES)[safety]
+    bad = first_non_finite(candidate)
+    if bad is not None:
+        return ParityResult(False, None, tolerance, f"non-finite loss at step {bad}")
+    k = min(steps, len(baseline), len(candidate))
+    if k < 2:
+        return ParityResult(False, None, tolerance, f"only {k} loss value(s) to compare")
+    base_late = [float(v) for v in baseline[k // 2 : k] if v is not None]
+    cand_late = [float(v) for v in candidate[k // 2 : k] if v is not None]
+    base_mean = sum(base_late) / len(base_late)
+    cand_mean = sum(cand_late) / len(cand_late)
+    deviation = abs(cand_mean - base_mean) / max(abs(base_mean), _LOSS_FLOOR)
+    if deviation > tolerance:
+        return ParityResult(
+            False,
+            deviation,
+            tolerance,
+            f"loss deviates {deviation:.1%} from the baseline over steps {k // 2}..{k - 1} "
+            f"(tolerance {tolerance:.1%} for a {safety} change)",
+        )
+    return ParityResult(True, deviation, tolerance, "")

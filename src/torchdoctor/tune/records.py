@@ -1,0 +1,128 @@
+"""The tuner's typed records: one trial, one rung of the ladder, the whole result.
+
+Every record is a frozen `Record` with a versioned JSON form, so a run folder can be read back
+(by `--resume`, by the report) without recomputing anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from torchdoctor.core.records import Record
+
+TrialStatus = Literal["ok", "crash", "oom", "timeout", "nan", "error"]
+TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm"]
+Decision = Literal["baseline", "kept", "rejected", "failed", "measured"]
+
+
+class TrialResult(Record):
+    """One candidate recipe measured against the current best (or alone, for the baseline).
+
+    Throughput fields are samples per second from steady-state chunks only; `compile_s` (the
+    first step) and `warmup_s` (all warm-up steps) are kept apart because a user with short
+    jobs pays them on every launch.
+    """
+
+    schema_name: ClassVar[str] = "tune_trial"
+
+    key: str
+    kind: TrialKind
+    step: int = Field(ge=0)
+    change: dict[str, Any] = Field(default_factory=dict)
+    recipe: dict[str, Any]
+    status: TrialStatus
+    decision: Decision
+    reason: str = ""
+    samples_per_s: float | None = None
+    best_samples_per_s: float | None = None
+    step_time_s: float | None = None
+    speedup_vs_best: float | None = None
+    speedup_vs_best_ci: tuple[float, float] | None = None
+    peak_memory_bytes: int | None = None
+    loss_deviation: float | None = None
+    losses: list[float | None] = Field(default_factory=list)
+    compile_s: float | None = None
+    warmup_s: float | None = None
+    wall_s: float = Field(ge=0, default=0.0)
+    chunk_times_s: list[float] = Field(default_factory=list)
+    best_chunk_times_s: list[float] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Rung(Record):
+    """One kept change on the ladder (step 0 is the baseline)."""
+
+    schema_name: ClassVar[str] = "tune_rung"
+
+    step: int = Field(ge=0)
+    change: dict[str, Any]
+    samples_per_s: float
+    speedup_vs_previous: float
+    speedup_vs_previous_ci: tuple[float, float]
+    speedup_vs_baseline: float
+    speedup_vs_baseline_ci: tuple[float, float]
+    peak_memory_bytes: int | None = None
+    loss_deviation: float | None = None
+    verdict: str
+
+
+class Rejection(Record):
+    """A change that was tried and not kept, with why."""
+
+    schema_name: ClassVar[str] = "tune_rejection"
+
+    change: dict[str, Any]
+    status: TrialStatus
+    reason: str
+    speedup_vs_best: float | None = None
+    speedup_vs_best_ci: tuple[float, float] | None = None
+
+
+class Ladder(Record):
+    """The kept changes in the order they were kept, and every rejected change."""
+
+    schema_name: ClassVar[str] = "tune_ladder"
+
+    rungs: list[Rung] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
+
+
+class ParetoPoint(Record):
+    """One non-dominated recipe of the joint refinement (throughput vs peak memory)."""
+
+    schema_name: ClassVar[str] = "tune_pareto_point"
+
+    recipe: dict[str, Any]
+    samples_per_s: float
+    peak_memory_bytes: int
+
+
+class TuneResult(Record):
+    """What `torchdoctor tune` hands back (also its `--json` output)."""
+
+    schema_name: ClassVar[str] = "tune_result"
+
+    workload: str
+    objective: Literal["throughput", "latency"]
+    device: str
+    run_dir: str
+    baseline_recipe: dict[str, Any]
+    best_recipe: dict[str, Any]
+    baseline_samples_per_s: float
+    best_samples_per_s: float
+    speedup: float
+    speedup_ci: tuple[float, float]
+    ladder: Ladder
+    pareto_front: list[ParetoPoint] = Field(default_factory=list)
+    n_trials: int
+    n_failed: int
+    n_reused: int = 0
+    budget_s: float
+    elapsed_s: float
+    budget_exhausted: bool = False
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,103 @@
+"""How a trial gets a training session: a picklable spec and an importable factory.
+
+A trial's worker process receives a `SessionSpec` (plain data, so it crosses a process
+boundary) and builds the session by importing ``spec.factory`` ("module:function"). The
+default factory prepares a built-in workload with the engine; tests and the resume test use
+`torchdoctor.tune.simulated:make_session`, whose step times and losses follow a declared model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from torchdoctor.core.errors import TuneError
+
+ENGINE_FACTORY = "torchdoctor.tune.sessions:engine_session"
+SIMULATED_FACTORY = "torchdoctor.tune.simulated:make_session"
+
+
+class StepLike(Protocol):
+    """What the tuner reads from one step (`torchdoctor.core.steps.StepTiming` fits)."""
+
+    @property
+    def total_s(self) -> float: ...
+    @property
+    def loss(self) -> float | None: ...
+    @property
+    def samples(self) -> int | None: ...
+
+
+class SessionLike(Protocol):
+    """A prepared training job that runs steps (`torchdoctor.engine.TrainingSession` fits)."""
+
+    def run_steps(self, n: int, *, measure_phases: bool) -> Sequence[StepLike]: ...
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Everything a worker needs to build one session, as plain picklable data."""
+
+    workload: str
+    recipe: dict[str, Any]
+    device: str = "cpu"
+    seed: int = 0
+    factory: str = ENGINE_FACTORY
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def with_recipe(self, recipe: dict[str, Any]) -> SessionSpec:
+        return SessionSpec(
+            self.workload, dict(recipe), self.device, self.seed, self.factory, dict(self.options)
+        )
+
+
+def resolve_factory(path: str) -> Any:
+    """Import "module:function"; raise TuneError naming the path when it does not exist."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise TuneError(f"session factory {path!r} is not of the form 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise TuneError(f"cannot import session factory {path!r}: {exc}") from None
+
+
+def build_session(spec: SessionSpec) -> SessionLike:
+    factory = resolve_factory(spec.factory)
+    session: SessionLike = factory(
+        spec.workload, dict(spec.recipe), device=spec.device, seed=spec.seed, **spec.options
+    )
+    return session
+
+
+def engine_session(workload: str, recipe: dict[str, Any], *, device: str, seed: int) -> SessionLike:
+    """The real thing: a built-in workload prepared by the engine under `recipe`."""
+    from torchdoctor.engine import prepare
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    wl = get_workload(workload)
+    session: SessionLike = prepare(wl, Recipe.from_dict(recipe), device=device, seed=seed)
+    return session
+
+
+def peak_memory_of(session: object) -> int | None:
+    """The session's own peak-memory figure when it reports one (device memory on CUDA)."""
+    read_memory = getattr(session, "read_memory", None)
+    if callable(read_memory):  # the engine's TrainingSession -> MemoryStats
+        stats = read_memory()
+        cuda = getattr(stats, "cuda_max_allocated_bytes", None)
+        host = getattr(stats, "cpu_peak_rss_bytes", None)
+        value = cuda if cuda is not None else host
+        if isinstance(value, int):
+            return value
+    for name in ("peak_memory_bytes", "peak_memory"):
+        value = getattr(session, name, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, int | float) and value >= 0:
+            return int(value)
+    return None

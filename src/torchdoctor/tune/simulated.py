@@ -1,0 +1,102 @@
+"""A simulated training session whose step time, memory and loss follow a declared model.
+
+It lets the tuner's logic be tested deterministically and fast (no torch), with knobs planted
+to do nothing, to help by a known factor, to break learning, to crash, hang or run out of
+memory. Step times are drawn from a seeded log-normal around the modelled time, so the
+statistics see realistic noise; with ``sleep=True`` the session also really waits that long
+(used by the SIGKILL-and-resume test, which needs trials that take wall time).
+
+Model options (all JSON-serializable, passed through `SessionSpec.options`):
+
+- ``base_step_s``: step time of the default recipe at ``base_batch``.
+- ``effects``: ``{knob: {str(value): factor}}``; step time is multiplied by each factor.
+- ``batch_exponent``: step time scales as ``(batch / base_batch) ** batch_exponent``.
+- ``bytes_per_sample`` / ``memory_limit_bytes``: peak memory model and the simulated device
+  capacity (above it, preparing raises MemoryError like an allocation failure).
+- ``noise``: relative standard deviation of step times; ``noise_seed`` varies it per tune.
+- ``nan``/``diverge``/``crash``/``hang``/``allocate``: ``{knob: str(value)}`` triggers.
+- ``log_path``: append one line per prepared session (counts executions across processes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SimStep:
+    index: int
+    total_s: float
+    loss: float | None
+    samples: int
+
+
+def _triggered(recipe: dict[str, Any], triggers: dict[str, Any] | None) -> bool:
+    return any(str(recipe.get(k)) == str(v) for k, v in (triggers or {}).items())
+
+
+class SimulatedSession:
+    def __init__(self, recipe: dict[str, Any], seed: int, **model: Any) -> None:
+        self.recipe = recipe
+        self.model = model
+        self.batch = int(recipe.get("batch_size", model.get("base_batch", 32)))
+        base_batch = int(model.get("base_batch", 32))
+        step_s = float(model.get("base_step_s", 0.01))
+        step_s *= (self.batch / base_batch) ** float(model.get("batch_exponent", 1.0))
+        for knob, factors in (model.get("effects") or {}).items():
+            step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
+        self.step_s = step_s
+        self.peak_memory_bytes = int(model.get("bytes_per_sample", 1_000_000)) * self.batch
+        self.index = 0
+        key = json.dumps([recipe, seed, model.get("noise_seed", 0)], sort_keys=True, default=str)
+        self.rng = np.random.default_rng(zlib.crc32(key.encode()))
+        self.loss_rng = np.random.default_rng(seed)
+
+    def _loss(self, i: int) -> float:
+        loss = 2.0 * math.exp(-0.05 * i) + 0.2 + 0.002 * float(self.loss_rng.standard_normal())
+        if _triggered(self.recipe, self.model.get("nan")) and i >= 2:
+            return float("nan")
+        if _triggered(self.recipe, self.model.get("diverge")):
+            return loss * (1.0 + 0.2 * i)
+        return loss
+
+    def run_steps(self, n: int, *, measure_phases: bool = False) -> list[SimStep]:
+        steps = []
+        sigma = float(self.model.get("noise", 0.02))
+        for _ in range(n):
+            total = self.step_s * float(self.rng.lognormal(0.0, sigma))
+            if self.model.get("sleep"):
+                time.sleep(total)
+            steps.append(SimStep(self.index, total, self._loss(self.index), self.batch))
+            self.index += 1
+        return steps
+
+
+def make_session(
+    workload: str, recipe: dict[str, Any], *, device: str, seed: int, **model: Any
+) -> SimulatedSession:
+    """Session factory (see `torchdoctor.tune.sessions.SessionSpec.factory`)."""
+    if model.get("log_path"):
+        with open(model["log_path"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(recipe, sort_keys=True) + "\n")
+    if _triggered(recipe, model.get("crash")):
+        os._exit(3)  # a hard crash: no exception, no cleanup, like a segfaulting extension
+    if _triggered(recipe, model.get("hang")):
+        time.sleep(3600)
+    if _triggered(recipe, model.get("allocate")):
+        hog = bytearray(int(model.get("allocate_bytes", 2 << 30)))  # touches every page
+        time.sleep(30)
+        del hog
+    limit = model.get("memory_limit_bytes")
+    need = int(model.get("bytes_per_sample", 1_000_000)) * int(recipe.get("batch_size", 32))
+    if limit is not None and need > int(limit):
+        raise MemoryError(f"simulated allocation of {need} bytes exceeds {limit}")
+    return SimulatedSession(recipe, seed, **model)

@@ -1,0 +1,88 @@
+"""The persistent study: every finished trial lives in an Optuna storage.
+
+A study is an Optuna multi-objective study (maximize samples/s, minimize peak memory) in any
+storage Optuna opens: a SQLite file in the run folder by default, or a database URL shared by
+several tuning workers. A trial is written only once it has finished (``add_trial`` of a
+complete or failed frozen trial, one transaction), with its `TrialResult` as the user attribute
+``record`` and its deterministic ``key``. A tuner killed mid-trial therefore leaves no
+half-written trial, and on resume the ladder replays: a step whose key is already stored is
+read back instead of being run again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, Final
+
+from torchdoctor.core.errors import TuneError
+from torchdoctor.tune.records import TrialResult
+
+#: Objectives of every study: throughput up, peak memory down (the joint search's Pareto axes).
+DIRECTIONS: Final = ("maximize", "minimize")
+STUDY_NAME: Final = "torchdoctor-tune"
+KEY_ATTR: Final = "key"
+RECORD_ATTR: Final = "record"
+
+
+def _optuna() -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    return optuna
+
+
+class Study:
+    """A thin, typed facade over one Optuna study holding `TrialResult` records."""
+
+    def __init__(self, storage_url: str, *, study_name: str = STUDY_NAME) -> None:
+        optuna = _optuna()
+        self.storage_url = storage_url
+        try:
+            self._study = optuna.create_study(
+                storage=storage_url,
+                study_name=study_name,
+                directions=list(DIRECTIONS),
+                load_if_exists=True,
+            )
+        except Exception as exc:  # SQLAlchemy/Optuna raise many types for a bad URL or file
+            raise TuneError(
+                f"cannot open the study storage {storage_url!r}: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
+                hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db",
+            ) from None
+        self.set_attr("torchdoctor", True)
+
+    @property
+    def optuna_study(self) -> Any:
+        return self._study
+
+    def set_attr(self, name: str, value: Any) -> None:
+        self._study.set_user_attr(name, value)
+
+    def attr(self, name: str) -> Any:
+        return self._study.user_attrs.get(name)
+
+    def records(self) -> Iterator[TrialResult]:
+        """Every finished trial's record, in the order they were stored."""
+        for trial in self._study.get_trials(deepcopy=False):
+            data = trial.user_attrs.get(RECORD_ATTR)
+            if data is not None:
+                yield TrialResult.from_json_dict(data, source=f"trial {trial.number}")
+
+    def completed(self) -> dict[str, TrialResult]:
+        return {r.key: r for r in self.records()}
+
+    def add(self, result: TrialResult) -> None:
+        """Store one finished trial atomically (complete with values, or failed)."""
+        optuna = _optuna()
+        state = optuna.trial.TrialState
+        values = None
+        if result.ok and result.samples_per_s is not None:
+            values = [result.samples_per_s, float(result.peak_memory_bytes or 0)]
+        frozen = optuna.trial.create_trial(
+            state=state.COMPLETE if values is not None else state.FAIL,
+            values=values,
+            user_attrs={KEY_ATTR: result.key, RECORD_ATTR: result.to_json_dict()},
+        )
+        self._study.add_trial(frozen)

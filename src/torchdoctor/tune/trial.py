@@ -1,0 +1,174 @@
+"""The parent side of a trial: worker processes with a timeout and a memory cap.
+
+Each candidate recipe runs in its own spawned process (`torchdoctor.tune.worker`). While a
+request is outstanding the parent polls the pipe, the process and its resident memory: a
+process that dies is a ``crash``, one that exceeds the memory cap is killed as ``oom``, one
+that does not answer in time is killed as ``timeout``. Each failure raises `TrialFailure`, which
+the tuner records as a failed trial before going on.
+
+`InProcessWorker` answers the same requests in this process (no isolation, no timeout); the
+statistical tests use it to run hundreds of simulated trials quickly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import psutil
+
+from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.worker import SessionHost, worker_main
+
+#: How often the parent checks the worker's liveness and memory while waiting. 50 ms keeps
+#: the watchdog's reaction well under a training step of our workloads at negligible cost.
+POLL_INTERVAL_S: Final = 0.05
+
+#: Lines of the worker's log quoted in a crash reason.
+_LOG_TAIL_LINES: Final = 3
+
+
+class TrialFailure(Exception):
+    """A worker could not answer: status is crash / oom / timeout / error."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class WorkerLike(Protocol):
+    peak_rss_bytes: int
+
+    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def _tail(path: Path | None) -> str:
+    if path is None or not path.exists():
+        return ""
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-_LOG_TAIL_LINES:])
+
+
+class SubprocessWorker:
+    """One spawned worker process holding one session."""
+
+    def __init__(self, *, memory_cap_bytes: int | None, log_path: Path | None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._log_path = log_path
+        self._proc = ctx.Process(
+            target=worker_main, args=(child, str(log_path) if log_path else None), daemon=True
+        )
+        self._proc.start()
+        child.close()
+        self._memory_cap = memory_cap_bytes
+        self.peak_rss_bytes = 0
+
+    def _rss(self) -> int:
+        try:
+            proc = psutil.Process(self._proc.pid)
+            total = proc.memory_info().rss
+            for child in proc.children(recursive=True):  # e.g. DataLoader workers
+                with contextlib.suppress(psutil.Error):
+                    total += child.memory_info().rss
+            return int(total)
+        except psutil.Error:
+            return 0
+
+    def _fail(self, status: str, reason: str) -> TrialFailure:
+        self.close(kill=True)
+        return TrialFailure(status, reason)
+
+    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):
+            raise self._fail("crash", self._crash_reason()) from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._conn.poll(POLL_INTERVAL_S):
+                try:
+                    reply: dict[str, Any] = self._conn.recv()
+                except (EOFError, OSError):
+                    raise self._fail("crash", self._crash_reason()) from None
+                if not reply.get("ok"):
+                    raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
+                return reply
+            if not self._proc.is_alive():
+                raise self._fail("crash", self._crash_reason())
+            rss = self._rss()
+            self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+            if self._memory_cap is not None and rss > self._memory_cap:
+                raise self._fail(
+                    "oom",
+                    f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of "
+                    f"{self._memory_cap / 2**20:.0f} MiB",
+                )
+            if time.monotonic() > deadline:
+                raise self._fail("timeout", f"no answer within {timeout_s:.0f} s")
+
+    def _crash_reason(self) -> str:
+        self._proc.join(timeout=2)
+        code = self._proc.exitcode
+        tail = _tail(self._log_path)
+        reason = f"worker process died (exit code {code})"
+        return f"{reason}: {tail}" if tail else reason
+
+    def close(self, *, kill: bool = False) -> None:
+        if self._proc.is_alive() and not kill:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send({"op": "exit"})
+            self._proc.join(timeout=5)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=5)
+        with contextlib.suppress(OSError):
+            self._conn.close()
+
+
+class InProcessWorker:
+    """Same requests, answered in this process (for fast, deterministic statistical tests)."""
+
+    def __init__(self) -> None:
+        self._host = SessionHost()
+        self.peak_rss_bytes = 0
+
+    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        reply = self._host.handle(message)
+        if not reply.get("ok"):
+            raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
+        return reply
+
+    def close(self) -> None:
+        self._host.session = None
+
+
+def start_worker(
+    spec: SessionSpec,
+    *,
+    isolate: bool,
+    timeout_s: float,
+    memory_cap_bytes: int | None = None,
+    log_path: Path | None = None,
+) -> tuple[WorkerLike, float]:
+    """Start a worker and prepare its session; returns it with the prepare time in seconds."""
+    worker: WorkerLike
+    if isolate:
+        worker = SubprocessWorker(memory_cap_bytes=memory_cap_bytes, log_path=log_path)
+    else:
+        worker = InProcessWorker()
+    try:
+        reply = worker.request(
+            {"op": "prepare", "spec": dataclasses.asdict(spec)}, timeout_s=timeout_s
+        )
+    except TrialFailure:
+        worker.close()
+        raise
+    return worker, float(reply["prepare_s"])

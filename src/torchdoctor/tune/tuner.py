@@ -1,0 +1,420 @@
+"""The tuner's state and its one decision: keep a change or not.
+
+`Tuner.try_change` measures a candidate (the current best plus one change) against the current
+best by interleaved A/B and keeps it only when
+
+1. its loss trajectory has no NaN/inf and stays within the parity tolerance of the change's
+   safety class, relative to the fp32 eager baseline trained from the same seed, and
+2. the lower end of the confidence interval of speedup = median(best) / median(candidate)
+   (seconds per sample, or per step for the latency objective) is above ``1 + min_gain``.
+
+Each trial has a deterministic key (kind, best recipe, candidate recipe). A trial already in
+the study (a resumed run, or another worker sharing the study) is read back and replayed
+through the same decision bookkeeping instead of being run again.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from torchdoctor.core.errors import TuneError
+from torchdoctor.measure import compare_samples
+from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, measure_alone, open_arm
+from torchdoctor.tune.parity import TOLERANCES, SafetyClass, check_parity, first_non_finite
+from torchdoctor.tune.records import Rejection, Rung, TrialKind, TrialResult
+from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.study import Study
+from torchdoctor.tune.trial import TrialFailure
+
+#: Keep a change only when the CI's lower bound of its speedup exceeds 1 + this. 2% sits above
+#: the run-to-run drift of identical code on a shared CPU (about 1%, see
+#: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
+DEFAULT_MIN_GAIN: Final = 0.02
+
+#: Longest any single worker request may take (a torch.compile of a large model included).
+DEFAULT_TRIAL_TIMEOUT_S: Final = 600.0
+
+#: A request may run this far past the budget before it is cut (so the last trial can finish
+#: its current chunk rather than be discarded a second before its end).
+BUDGET_GRACE_S: Final = 5.0
+
+
+class BudgetExhausted(Exception):
+    """Not enough budget left for another trial; the tuner stops and reports what it has."""
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    objective: Literal["throughput", "latency"] = "throughput"
+    min_gain: float = DEFAULT_MIN_GAIN
+    plan: MeasurePlan = field(default_factory=MeasurePlan)
+    tolerances: dict[SafetyClass, float] = field(default_factory=lambda: dict(TOLERANCES))
+    isolate: bool = True
+    memory_cap_bytes: int | None = None
+    budget_s: float = 600.0
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+
+
+def recipe_key(recipe: dict[str, Any]) -> str:
+    return json.dumps(recipe, sort_keys=True, default=str)
+
+
+def _rate(arm: Arm, objective: str) -> float:
+    med = statistics.median(arm.chunk_scores)
+    return arm.samples_per_step / med if objective == "latency" else 1.0 / med
+
+
+class Tuner:
+    def __init__(
+        self,
+        base_spec: SessionSpec,
+        settings: TuneSettings,
+        study: Study,
+        *,
+        log_dir: Path | None = None,
+        on_trial: Callable[[TrialResult], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base_spec = base_spec
+        self.settings = settings
+        self.study = study
+        self.log_dir = log_dir
+        self.on_trial = on_trial
+        self.clock = clock
+        self.started = clock()
+        self.stored = study.completed()
+        self.trials: list[TrialResult] = []
+        self.reused = 0
+        self.reused_wall_s = 0.0
+        self.best_recipe: dict[str, Any] = dict(base_spec.recipe)
+        self.best_arm: Arm | None = None
+        self.baseline: TrialResult | None = None
+        self.rungs: list[Rung] = []
+        self.rejected: list[Rejection] = []
+
+    # budget
+
+    def elapsed_s(self) -> float:
+        return self.clock() - self.started + self.reused_wall_s
+
+    def remaining_s(self) -> float:
+        return self.settings.budget_s - self.elapsed_s()
+
+    def _timeout(self) -> float:
+        return max(min(self.settings.trial_timeout_s, self.remaining_s() + BUDGET_GRACE_S), 1.0)
+
+    def _estimated_trial_s(self) -> float:
+        walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
+        if walls:
+            return float(statistics.median(walls))
+        # Before any A/B trial: it costs about two baseline measurements (two arms).
+        return 2.0 * self.baseline.wall_s if self.baseline else 0.0
+
+    # arms
+
+    def _open(self, recipe: dict[str, Any], tag: str) -> Arm:
+        log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
+        return open_arm(
+            self.base_spec.with_recipe(recipe),
+            self.settings.plan,
+            objective=self.settings.objective,
+            isolate=self.settings.isolate,
+            timeout_s=self._timeout(),
+            memory_cap_bytes=self.settings.memory_cap_bytes,
+            log_path=log,
+        )
+
+    def close(self) -> None:
+        if self.best_arm is not None:
+            self.best_arm.close()
+            self.best_arm = None
+
+    # recording
+
+    def _finish(self, result: TrialResult, *, reused: bool, store: bool = True) -> TrialResult:
+        if reused:
+            self.reused += 1
+            self.reused_wall_s += result.wall_s
+        elif store:
+            self.study.add(result)
+        self.trials.append(result)
+        if self.on_trial is not None:
+            self.on_trial(result)
+        return result
+
+    # the baseline
+
+    def run_baseline(self) -> TrialResult:
+        key = "baseline:" + recipe_key(self.best_recipe)
+        if key in self.stored:
+            result = self.stored[key]
+            self.baseline = result
+            self._add_baseline_rung(result)
+            return self._finish(result, reused=True)
+        start = self.clock()
+        plan = self.settings.plan
+        try:
+            arm = self._open(self.best_recipe, "baseline")
+            measure_alone(arm, plan, timeout_s=self._timeout())
+            arm.fill_losses(plan.parity_steps, timeout_s=self._timeout())
+        except TrialFailure as exc:
+            if exc.status == "timeout" and self.remaining_s() <= 0:
+                raise TuneError(
+                    f"the budget of {self.settings.budget_s:.0f} s is too small to measure even "
+                    "the baseline",
+                    hint="give a larger --budget (e.g. 10m)",
+                ) from None
+            raise TuneError(
+                f"the baseline recipe failed ({exc.status}): {exc.reason}",
+                hint="check that the workload runs with `torchdoctor run`",
+            ) from None
+        bad = first_non_finite(arm.losses)
+        if bad is not None:
+            arm.close()
+            raise TuneError(f"the baseline's loss is not finite at step {bad}")
+        result = TrialResult(
+            key=key,
+            kind="baseline",
+            step=0,
+            recipe=dict(self.best_recipe),
+            status="ok",
+            decision="baseline",
+            samples_per_s=_rate(arm, self.settings.objective),
+            step_time_s=statistics.median(arm.chunk_scores) * _per_step(arm),
+            peak_memory_bytes=arm.peak_memory_bytes,
+            losses=list(arm.losses[: plan.parity_steps]),
+            compile_s=arm.compile_s,
+            warmup_s=arm.warmup_s,
+            wall_s=self.clock() - start,
+            chunk_times_s=list(arm.chunk_scores),
+        )
+        self.best_arm = arm
+        self.baseline = result
+        self._add_baseline_rung(result)
+        return self._finish(result, reused=False)
+
+    def _add_baseline_rung(self, result: TrialResult) -> None:
+        self.rungs.append(
+            Rung(
+                step=0,
+                change={},
+                samples_per_s=result.samples_per_s or 0.0,
+                speedup_vs_previous=1.0,
+                speedup_vs_previous_ci=(1.0, 1.0),
+                speedup_vs_baseline=1.0,
+                speedup_vs_baseline_ci=(1.0, 1.0),
+                peak_memory_bytes=result.peak_memory_bytes,
+                loss_deviation=0.0,
+                verdict="baseline",
+            )
+        )
+
+    # one change
+
+    def try_change(
+        self, change: dict[str, Any], *, kind: TrialKind, safety: SafetyClass
+    ) -> TrialResult:
+        if self.baseline is None:
+            raise TuneError("internal: try_change before the baseline")
+        candidate = {**self.best_recipe, **change}
+        key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
+        if key in self.stored:
+            result = self.stored[key]
+            self._apply(result, change)
+            return self._finish(result, reused=True)
+        if self.remaining_s() < self._estimated_trial_s():
+            raise BudgetExhausted
+        start = self.clock()
+        base = TrialResult(
+            key=key,
+            kind=kind,
+            step=len(self.trials),
+            change=change,
+            recipe=candidate,
+            status="ok",
+            decision="rejected",
+            best_samples_per_s=self.rungs[-1].samples_per_s,
+        )
+        result, cand_arm = self._measure(base, safety)
+        result = result.model_copy(update={"wall_s": self.clock() - start})
+        if result.decision == "kept" and cand_arm is not None:
+            self.close()
+            self.best_arm = cand_arm
+        elif cand_arm is not None:
+            cand_arm.close()
+        self._apply(result, change)
+        return self._finish(result, reused=False)
+
+    def _measure(self, base: TrialResult, safety: SafetyClass) -> tuple[TrialResult, Arm | None]:
+        plan = self.settings.plan
+        cand: Arm | None = None
+        try:
+            if self.best_arm is None:
+                self.best_arm = self._open(self.best_recipe, "best")
+            cand = self._open(base.recipe, "candidate")
+            interleave(self.best_arm, cand, plan, timeout_s=self._timeout())
+            cand.fill_losses(plan.parity_steps, timeout_s=self._timeout())
+        except TrialFailure as exc:
+            if cand is not None:
+                # The failure came while both arms ran and either may have died: start the
+                # best afresh for the next trial rather than guess.
+                cand.close()
+                self.close()
+            return base.model_copy(
+                update={"status": exc.status, "decision": "failed", "reason": exc.reason}
+            ), None
+        best = self.best_arm
+        est = compare_samples(
+            best.chunk_scores, cand.chunk_scores, confidence=plan.confidence, seed=base.step
+        )
+        losses = list(cand.losses[: plan.parity_steps])
+        measured = base.model_copy(
+            update={
+                "samples_per_s": _rate(cand, self.settings.objective),
+                "best_samples_per_s": _rate(best, self.settings.objective),
+                "step_time_s": statistics.median(cand.chunk_scores) * _per_step(cand),
+                "speedup_vs_best": est.speedup,
+                "speedup_vs_best_ci": (est.ci_low, est.ci_high),
+                "peak_memory_bytes": cand.peak_memory_bytes,
+                "losses": losses,
+                "compile_s": cand.compile_s,
+                "warmup_s": cand.warmup_s,
+                "chunk_times_s": list(cand.chunk_scores),
+                "best_chunk_times_s": list(best.chunk_scores),
+            }
+        )
+        bad = first_non_finite(losses)
+        if bad is not None:
+            reason = f"loss is NaN/inf at step {bad}"
+            return measured.model_copy(
+                update={"status": "nan", "decision": "failed", "reason": reason}
+            ), cand
+        assert self.baseline is not None
+        parity = check_parity(
+            self.baseline.losses,
+            losses,
+            safety,
+            steps=plan.parity_steps,
+            tolerances=self.settings.tolerances,
+        )
+        measured = measured.model_copy(update={"loss_deviation": parity.deviation})
+        threshold = 1.0 + self.settings.min_gain
+        if not parity.passed:
+            return measured.model_copy(update={"reason": "quality: " + parity.reason}), cand
+        if est.ci_low <= threshold:
+            reason = (
+                f"not a proven win: speedup {est.speedup:.3f}x, {est.confidence:.0%} CI "
+                f"[{est.ci_low:.3f}, {est.ci_high:.3f}] does not clear {threshold:.2f}x"
+            )
+            return measured.model_copy(update={"reason": reason}), cand
+        return measured.model_copy(update={"decision": "kept"}), cand
+
+    def _apply(self, result: TrialResult, change: dict[str, Any]) -> None:
+        """Update the ladder from a (new or replayed) trial result."""
+        if result.decision != "kept":
+            self.rejected.append(
+                Rejection(
+                    change=change,
+                    status=result.status,
+                    reason=result.reason,
+                    speedup_vs_best=result.speedup_vs_best,
+                    speedup_vs_best_ci=result.speedup_vs_best_ci,
+                )
+            )
+            return
+        if self.best_arm is not None and self.best_arm.recipe != result.recipe:
+            self.close()  # a replayed keep: the live best arm is stale
+        self.best_recipe = dict(result.recipe)
+        prev = self.rungs[-1]
+        ratio = result.speedup_vs_best or 1.0
+        low, high = result.speedup_vs_best_ci or (ratio, ratio)
+        self.rungs.append(
+            Rung(
+                step=len(self.rungs),
+                change=change,
+                samples_per_s=result.samples_per_s or 0.0,
+                speedup_vs_previous=ratio,
+                speedup_vs_previous_ci=(low, high),
+                # Chained: the product of the step ratios; its interval is the product of the
+                # bounds, a conservative (Bonferroni-style) interval for the product.
+                speedup_vs_baseline=prev.speedup_vs_baseline * ratio,
+                speedup_vs_baseline_ci=(
+                    prev.speedup_vs_baseline_ci[0] * low,
+                    prev.speedup_vs_baseline_ci[1] * high,
+                ),
+                peak_memory_bytes=result.peak_memory_bytes,
+                loss_deviation=result.loss_deviation,
+                verdict="kept",
+            )
+        )
+
+
+def _per_step(arm: Arm) -> float:
+    return 1.0 if arm.objective == "latency" else arm.samples_per_step
+
+
+def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
+    """A final interleaved A/B of the best recipe against the baseline: the headline speedup.
+
+    The ladder's chained product is an estimate built from separate comparisons; this one
+    measures the end-to-end ratio directly, with its own interval. Returns None when the best
+    is the baseline; raises BudgetExhausted when there is no time left for it.
+    """
+    baseline = tuner.baseline
+    if baseline is None or tuner.best_recipe == baseline.recipe:
+        return None
+    key = f"confirm:{recipe_key(baseline.recipe)}->{recipe_key(tuner.best_recipe)}"
+    if key in tuner.stored:
+        return tuner._finish(tuner.stored[key], reused=True)
+    if tuner.remaining_s() < tuner._estimated_trial_s():
+        raise BudgetExhausted
+    start = tuner.clock()
+    plan = tuner.settings.plan
+    base_arm: Arm | None = None
+    record = TrialResult(
+        key=key,
+        kind="confirm",
+        step=len(tuner.trials),
+        recipe=dict(tuner.best_recipe),
+        status="ok",
+        decision="measured",
+    )
+    try:
+        if tuner.best_arm is None:
+            tuner.best_arm = tuner._open(tuner.best_recipe, "best")
+        base_arm = tuner._open(baseline.recipe, "baseline")
+        interleave(base_arm, tuner.best_arm, plan, timeout_s=tuner._timeout())
+    except TrialFailure as exc:
+        tuner.close()
+        record = record.model_copy(
+            update={"status": exc.status, "decision": "failed", "reason": exc.reason}
+        )
+    else:
+        est = compare_samples(
+            base_arm.chunk_scores,
+            tuner.best_arm.chunk_scores,
+            confidence=plan.confidence,
+            seed=record.step,
+        )
+        record = record.model_copy(
+            update={
+                "samples_per_s": _rate(tuner.best_arm, tuner.settings.objective),
+                "best_samples_per_s": _rate(base_arm, tuner.settings.objective),
+                "speedup_vs_best": est.speedup,
+                "speedup_vs_best_ci": (est.ci_low, est.ci_high),
+                "peak_memory_bytes": tuner.best_arm.peak_memory_bytes,
+                "chunk_times_s": list(tuner.best_arm.chunk_scores),
+                "best_chunk_times_s": list(base_arm.chunk_scores),
+            }
+        )
+    finally:
+        if base_arm is not None:
+            base_arm.close()
+    record = record.model_copy(update={"wall_s": tuner.clock() - start})
+    return tuner._finish(record, reused=False)

@@ -1,0 +1,103 @@
+"""The worker side of a trial: one process holds one prepared session and runs chunks of steps.
+
+The parent (`torchdoctor.tune.trial`) sends plain dict requests over a pipe and gets plain dict
+replies, so a crash, a hang or an out-of-memory inside the session kills at most this
+process. Requests:
+
+- ``{"op": "prepare", "spec": SessionSpec}`` -> ``{"ok": True, "prepare_s": ...}``
+- ``{"op": "run", "steps": n}`` -> ``{"ok": True, "steps": [[total_s, samples, loss], ...],
+  "peak_memory_bytes": ...}``
+- ``{"op": "exit"}``
+
+An exception raised by the session becomes ``{"ok": False, "status": ..., "reason": ...}``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from torchdoctor.tune.sessions import SessionLike, SessionSpec, build_session, peak_memory_of
+
+#: Substrings of allocator messages that mean "out of memory": PyTorch's CPU allocator
+#: ("DefaultCPUAllocator: can't allocate memory"), CUDA ("CUDA out of memory"), HIP/MPS.
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def classify_exception(exc: BaseException) -> str:
+    """Map an exception raised by a session to a trial status ("oom" or "error")."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return "oom"
+    text = str(exc).lower()
+    if any(marker in text for marker in _OOM_MARKERS):
+        return "oom"
+    return "error"
+
+
+def _rss_peak_bytes() -> int:
+    # ru_maxrss is in KiB on Linux (bytes on macOS; this tool targets Linux training hosts).
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class SessionHost:
+    """Holds one session and answers requests; used in the child and by the in-process mode."""
+
+    def __init__(self) -> None:
+        self.session: SessionLike | None = None
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if request["op"] == "prepare":
+                start = time.perf_counter()
+                self.session = build_session(SessionSpec(**request["spec"]))
+                return {"ok": True, "prepare_s": time.perf_counter() - start}
+            if request["op"] == "run":
+                if self.session is None:
+                    return {"ok": False, "status": "error", "reason": "run before prepare"}
+                steps = self.session.run_steps(int(request["steps"]), measure_phases=False)
+                rows = [[float(s.total_s), s.samples, _finite_or_none(s.loss)] for s in steps]
+                peak = peak_memory_of(self.session)
+                return {
+                    "ok": True,
+                    "steps": rows,
+                    "peak_memory_bytes": peak if peak is not None else _rss_peak_bytes(),
+                }
+            return {"ok": False, "status": "error", "reason": f"unknown op {request['op']!r}"}
+        except Exception as exc:
+            return {
+                "ok": False,
+                "status": classify_exception(exc),
+                "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
+            }
+
+
+def _finite_or_none(loss: float | None) -> float | None:
+    # NaN does not survive every JSON encoder; the parent treats None as non-finite.
+    if loss is None:
+        return None
+    value = float(loss)
+    return value if math.isfinite(value) else None
+
+
+def worker_main(conn: Connection, log_path: str | None) -> None:
+    """Entry point of a worker process (multiprocessing spawn target)."""
+    if log_path:
+        # The session's own prints and warnings (torch.compile is chatty) go to the trial log,
+        # not into the user's terminal; the parent quotes its tail when the worker crashes.
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    host = SessionHost()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent went away (killed or done): nothing left to serve
+        if request.get("op") == "exit":
+            return
+        conn.send(host.handle(request))

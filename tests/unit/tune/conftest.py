@@ -1,0 +1,31 @@
+"""Helpers for tuner tests: studies over simulated sessions (fast, deterministic, no torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchdoctor.tune import KnobSpec, TuneConfig
+from torchdoctor.tune.api import knob_space_config
+from torchdoctor.tune.sessions import SIMULATED_FACTORY
+
+FAST_KNOB = KnobSpec("fast", (False, True), "close", False)
+NOOP_KNOB = KnobSpec("noop", (False, True), "exact", False)
+NAN_KNOB = KnobSpec("fp16_no_scaler", (False, True), "close", False)
+DIVERGE_KNOB = KnobSpec("bad_lr", (False, True), "semantic", False)
+
+
+def sim_config(
+    specs: list[KnobSpec], *, isolate: bool = False, search_batch: bool = False, **model: Any
+) -> TuneConfig:
+    options: dict[str, Any] = {"base_step_s": 0.01, "noise": 0.03, "base_batch": 32}
+    options.update(model)
+    return TuneConfig(
+        workload="sim",
+        factory=SIMULATED_FACTORY,
+        factory_options=options,
+        space=knob_space_config(specs),
+        isolate=isolate,
+        search_batch=search_batch,
+        budget_s=300,
+        trial_timeout_s=20,
+    )
