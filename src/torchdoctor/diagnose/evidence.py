@@ -1,0 +1,212 @@
+"""`Evidence`: the one typed, source-neutral input every diagnosis rule reads.
+
+A diagnosis can start from an instrumented script (`ScriptProfile`), a built-in workload run
+(`RunResult`), or a profiler trace someone recorded elsewhere (`TraceAnalysis`). Adapters in
+`adapters.py` turn each into `Evidence`; rules never see the source. A part that the source
+could not observe is `None`, and a rule whose evidence is `None` does not fire: that is how
+`diagnose TRACE` uses only the rules the trace holds evidence for.
+
+Torch-free on purpose: rules and their tests run on plain records.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from torchdoctor.core.records import Record
+from torchdoctor.core.steps import Phase
+
+EvidenceSource = Literal["script", "workload", "trace"]
+OpBound = Literal["compute", "memory", "overhead", "unknown"]
+
+
+class _Part(BaseModel):
+    """A frozen sub-record (versioned with `Evidence`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepEvidence(_Part):
+    """Per-step wall times (after warm-up) and each phase's share of their sum."""
+
+    count: int = Field(ge=0, description="every step seen, warm-up included")
+    measured: int = Field(ge=0, description="steps the statistics below summarize")
+    median_s: float | None = None
+    p95_s: float | None = None
+    phase_fractions: dict[Phase, float] = Field(default_factory=dict)
+    timing_method: str = "host_clock"
+
+
+class DataLoaderEvidence(_Part):
+    """The input pipeline. `uses_dataloader` False: the script batches tensors itself."""
+
+    uses_dataloader: bool
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    persistent_workers: bool | None = None
+    prefetch_factor: int | None = None
+    batch_size: int | None = None
+
+
+class ThreadEvidence(_Part):
+    torch_threads: int
+    interop_threads: int | None = None
+    usable_cores: int | None = None
+    omp_num_threads: str | None = None
+
+
+class CopyEvidence(_Part):
+    """Host-to-device copies: how many came from pinned memory, how many were async."""
+
+    calls: int = 0
+    pinned_calls: int = 0
+    non_blocking_calls: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    @property
+    def pageable_calls(self) -> int:
+        return max(0, self.calls - self.pinned_calls)
+
+
+class SyncEvidence(_Part):
+    """Host synchronization points per step, by kind (item, cpu, print, ...)."""
+
+    per_step: dict[str, float] = Field(default_factory=dict)
+    sites: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def total_per_step(self) -> float:
+        return sum(self.per_step.values())
+
+
+class UsageEvidence(_Part):
+    """How the script used the model and optimizer (instrumented scripts only)."""
+
+    forward_calls: int = 0
+    grad_forwards_without_backward: int = 0
+    eval_mode_grad_calls: int = 0
+    zero_grad_calls: int = 0
+    zero_grad_keep_calls: int = Field(0, description="zero_grad(set_to_none=False) calls")
+    backward_calls: int = 0
+    optimizer_steps: int = 0
+
+
+class ConfigEvidence(_Part):
+    """Settings known from a recipe or a trace; None where the source does not say."""
+
+    batch_size: int | None = None
+    precision: str | None = None
+    compiled: bool | None = None
+    channels_last: bool | None = None
+    cudnn_benchmark: bool | None = None
+    optimizer_impl: str | None = None
+    set_to_none: bool | None = None
+    checkpointing: bool | None = None
+    fixed_shapes: bool | None = None
+
+
+class OpEvidence(_Part):
+    """One row of the op table: an operator's time, work and roofline class."""
+
+    name: str
+    count: int
+    total_us: float
+    time_frac: float = Field(description="share of all op time in the window")
+    flops: float | None = None
+    bytes: float | None = None
+    intensity: float | None = None
+    bound: OpBound = "unknown"
+
+
+class TraceEvidence(_Part):
+    """What a profiler trace says about the window it covers."""
+
+    has_device: bool
+    steps: int | None = None
+    total_us: float | None = None
+    busy_pct: float | None = None
+    computation_pct: float | None = None
+    exposed_memcpy_pct: float | None = None
+    exposed_comm_pct: float | None = None
+    idle_pct: float | None = None
+    step_breakdown: dict[str, float] = Field(default_factory=dict)
+    ops: list[OpEvidence] = Field(default_factory=list)
+    time_by_bound: dict[OpBound, float] = Field(default_factory=dict)
+    elementwise_time_frac: float = 0.0
+    conv_time_frac: float = 0.0
+    ops_per_step: float | None = None
+    median_op_us: float | None = None
+    launches_per_step: float | None = None
+    median_kernel_us: float | None = None
+    short_kernel_frac: float | None = None
+    sync_points_per_step: float | None = None
+    pinned_copies: int = 0
+    pageable_copies: int = 0
+    comm_share: float | None = None
+    comm_exposed_share: float | None = None
+
+
+class MemoryEvidence(_Part):
+    peak_bytes: int
+    limit_bytes: int | None = None
+
+
+class CompileEvidence(_Part):
+    graph_breaks: int = 0
+    recompiles: int = 0
+
+
+class BatchScalingEvidence(_Part):
+    """Median step time at two or more batch sizes (batch -> seconds)."""
+
+    points: dict[int, float]
+
+
+class CeilingEvidence(_Part):
+    """Measured (or datasheet) peaks of the device the job ran on."""
+
+    device: str
+    device_name: str | None = None
+    peak_flops: dict[str, float] = Field(default_factory=dict)
+    mem_bandwidth_bytes_per_s: float | None = None
+    source: str = "unknown"
+
+
+class Evidence(Record):
+    """Everything the rules may read; None where the source could not observe it."""
+
+    schema_name: ClassVar[str] = "evidence"
+
+    source: EvidenceSource
+    target: str = ""
+    device: str = "cpu"
+    device_name: str | None = None
+    workload_kind: str | None = None
+    steps: StepEvidence | None = None
+    dataloader: DataLoaderEvidence | None = None
+    threads: ThreadEvidence | None = None
+    copies: CopyEvidence | None = None
+    syncs: SyncEvidence | None = None
+    usage: UsageEvidence | None = None
+    config: ConfigEvidence = Field(default_factory=ConfigEvidence)
+    trace: TraceEvidence | None = None
+    memory: MemoryEvidence | None = None
+    compile: CompileEvidence | None = None
+    batch_scaling: BatchScalingEvidence | None = None
+    ceilings: CeilingEvidence | None = None
+    world_size: int | None = None
+    rank: int | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device.split(":", 1)[0] in ("cuda", "hip", "rocm", "gpu")
+
+    def phase(self, name: Phase) -> float | None:
+        """A phase's fraction of step time, or None when no step phases were measured."""
+        if self.steps is None or not self.steps.phase_fractions:
+            return None
+        return self.steps.phase_fractions.get(name, 0.0)

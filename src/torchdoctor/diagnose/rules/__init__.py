@@ -1,0 +1,52 @@
+"""The diagnosis rules, one module each, with a stable `RULE_ID` and a doc page in
+docs/rules/<rule_id>.md. A rule is `check(Evidence) -> Finding | None`; it returns None
+when the evidence it needs is absent, so every source runs every rule safely."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+from torchdoctor.diagnose.evidence import Evidence
+from torchdoctor.diagnose.findings import Finding
+from torchdoctor.diagnose.rules import (
+    channels_last,
+    compile_graph_breaks,
+    cpu_threads,
+    cudnn_benchmark_off,
+    dataloader_wait,
+    ddp_communication,
+    eval_without_no_grad,
+    framework_overhead,
+    host_sync,
+    lower_precision_available,
+    memory_bound_elementwise,
+    memory_headroom,
+    optimizer_share,
+    pageable_h2d,
+    zero_grad_set_to_none,
+)
+
+RULE_MODULES: tuple[ModuleType, ...] = (
+    dataloader_wait,
+    host_sync,
+    framework_overhead,
+    memory_bound_elementwise,
+    lower_precision_available,
+    channels_last,
+    optimizer_share,
+    zero_grad_set_to_none,
+    eval_without_no_grad,
+    cpu_threads,
+    pageable_h2d,
+    cudnn_benchmark_off,
+    compile_graph_breaks,
+    memory_headroom,
+    ddp_communication,
+)
+
+Rule = Callable[[Evidence], Finding | None]
+
+RULES: dict[str, Rule] = {m.RULE_ID: m.check for m in RULE_MODULES}
+
+__all__ = ["RULES", "RULE_MODULES", "Rule"]

@@ -1,0 +1,46 @@
+"""Helpers several rules share: the shares of step time a fix can address."""
+
+from __future__ import annotations
+
+from torchdoctor.diagnose.evidence import Evidence
+
+
+def compute_share(ev: Evidence) -> float | None:
+    """Share of step time spent computing the model (forward + backward).
+
+    From measured phases when there are any; from a GPU trace, the device's computation
+    share; from a CPU-only trace, the share of the step the host spent in operators.
+    """
+    fwd, bwd = ev.phase("forward"), ev.phase("backward")
+    if fwd is not None and bwd is not None:
+        return fwd + bwd
+    if ev.trace is not None:
+        if ev.trace.has_device and ev.trace.computation_pct is not None:
+            return ev.trace.computation_pct / 100.0
+        if ev.trace.step_breakdown:
+            return ev.trace.step_breakdown.get("CPU Exec", 0.0)
+    return None
+
+
+def data_wait_share(ev: Evidence) -> float | None:
+    """Share of step time waiting for the next batch."""
+    wait = ev.phase("data_wait")
+    if wait is not None:
+        return wait
+    if ev.trace is not None and ev.trace.step_breakdown:
+        return ev.trace.step_breakdown.get("DataLoader", 0.0)
+    return None
+
+
+def bound_share(ev: Evidence, bound: str) -> float:
+    """Fraction of operator time the roofline classed as `bound` (0 without a trace)."""
+    if ev.trace is None:
+        return 0.0
+    return ev.trace.time_by_bound.get(bound, 0.0)  # type: ignore[call-overload]
+
+
+def knob_default_workers(usable_cores: int | None) -> int:
+    """A starting worker count: one per core left after the training process's own, at
+    least one, at most four (PyTorch's performance tuning guide suggests starting at four)."""
+    cores = usable_cores or 1
+    return max(1, min(4, cores - 1 if cores > 2 else cores))

@@ -1,0 +1,70 @@
+"""cpu_threads: more busy threads than cores, or intra-op threads left below the cores."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from torchdoctor.diagnose.evidence import Evidence
+from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.diagnose.rules._common import compute_share
+
+RULE_ID: Final = "cpu_threads"
+TITLE: Final = "CPU threads do not match the cores"
+
+#: Assumed slowdown of compute from oversubscription (threads preempting each other and
+#: OpenMP barriers spinning); PyTorch's CPU performance tuning guide warns of it without a
+#: figure, so a modest 1.2x keeps the bound conservative.
+OVERSUBSCRIPTION_SPEEDUP: Final = 1.2
+
+
+def check(ev: Evidence) -> Finding | None:
+    t = ev.threads
+    if t is None or t.usable_cores is None or ev.is_gpu:
+        return None
+    cores = t.usable_cores
+    procs = max(1, ev.world_size or 1)
+    fair = max(1, cores // procs)  # cores each training process may use
+    workers = (ev.dataloader.num_workers or 0) if ev.dataloader else 0
+    base = compute_share(ev)
+    if base is None:
+        return None
+    evidence = {
+        "torch_threads": t.torch_threads,
+        "usable_cores": cores,
+        "processes": procs,
+        "dataloader_workers": workers,
+        "omp_num_threads": t.omp_num_threads,
+    }
+    if t.torch_threads > fair or (workers > 0 and t.torch_threads + workers > cores):
+        return make_finding(
+            rule_id=RULE_ID,
+            title=TITLE,
+            summary=f"{t.torch_threads} intra-op threads x {procs} process(es) + {workers} "
+            f"loader workers compete for {cores} cores.",
+            bottleneck="compute",
+            share=base,
+            local_speedup=OVERSUBSCRIPTION_SPEEDUP,
+            evidence=evidence,
+            prescription=Prescription(
+                knobs={"threads": max(1, fair - (1 if workers else 0))},
+                code_change="torch.set_num_threads(N) so threads + workers <= cores "
+                "(or set OMP_NUM_THREADS)",
+            ),
+            confidence=0.6,
+        )
+    if t.torch_threads < fair:
+        return make_finding(
+            rule_id=RULE_ID,
+            title=TITLE,
+            summary=f"only {t.torch_threads} intra-op thread(s) on {fair} available cores "
+            "(OMP_NUM_THREADS left at a launcher's default?).",
+            bottleneck="compute",
+            share=base,
+            local_speedup=fair / t.torch_threads,
+            evidence=evidence,
+            prescription=Prescription(
+                knobs={"threads": fair}, code_change=f"torch.set_num_threads({fair})"
+            ),
+            confidence=0.6,
+        )
+    return None

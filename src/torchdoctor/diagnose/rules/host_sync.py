@@ -1,0 +1,76 @@
+"""host_sync: the host waits for the device (or formats tensors) every step."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from torchdoctor.diagnose.evidence import Evidence
+from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+
+RULE_ID: Final = "host_sync"
+TITLE: Final = "Host synchronization points every step"
+
+#: Sync points per step from which the rule fires: one `.item()` per step for logging is
+#: normal practice (e.g. nanoGPT reads the loss every log interval, not every step), so
+#: the rule asks for more than one per step on average.
+MIN_SYNCS_PER_STEP: Final = 1.5
+#: Minimum share of step time outside the named phases for a script: syncs live between
+#: forward/backward/optimizer, so below this they cost nothing worth fixing.
+MIN_OTHER_SHARE: Final = 0.05
+
+
+def _syncs_per_step(ev: Evidence) -> float | None:
+    if ev.syncs is not None:
+        return ev.syncs.total_per_step
+    if ev.trace is not None and ev.trace.sync_points_per_step is not None:
+        return ev.trace.sync_points_per_step
+    return None
+
+
+def _share(ev: Evidence) -> float | None:
+    """The time syncs can cost: what a step holds outside its named phases (script), or the
+    device idle share (trace: a sync starves the device until the host launches again)."""
+    other = ev.phase("other")
+    if other is not None:
+        return other
+    if ev.trace is not None and ev.trace.idle_pct is not None:
+        return ev.trace.idle_pct / 100.0
+    return None
+
+
+def check(ev: Evidence) -> Finding | None:
+    per_step = _syncs_per_step(ev)
+    share = _share(ev)
+    if per_step is None or share is None:
+        return None
+    if per_step < MIN_SYNCS_PER_STEP or share < MIN_OTHER_SHARE:
+        return None
+    sites = ev.syncs.sites if ev.syncs else {}
+    top = sorted(sites.items(), key=lambda kv: -kv[1])[:3]
+    kinds = ev.syncs.per_step if ev.syncs else {}
+    evidence: dict[str, float | int | str | bool | None] = {
+        "syncs_per_step": round(per_step, 2),
+        "share_outside_phases": round(share, 4),
+        **{f"{k}_per_step": round(v, 2) for k, v in kinds.items() if v},
+    }
+    if top:
+        evidence["top_sites"] = ", ".join(f"{s} ({n})" for s, n in top)
+    return make_finding(
+        rule_id=RULE_ID,
+        title=TITLE,
+        summary=(
+            f"{per_step:.1f} host sync points per step (.item(), .cpu(), printing tensors); "
+            f"{share:.0%} of the step is spent around them."
+        ),
+        bottleneck="host_sync",
+        share=share,
+        evidence=evidence,
+        prescription=Prescription(
+            code_change=(
+                "accumulate metrics on the device and read them every N steps; remove "
+                "per-step print(tensor)/.item()/.cpu(); on CUDA find the rest with "
+                "torch.cuda.set_sync_debug_mode('warn')"
+            )
+        ),
+        confidence=0.7 if ev.syncs is not None else 0.5,
+    )

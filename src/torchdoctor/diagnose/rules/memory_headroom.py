@@ -1,0 +1,62 @@
+"""memory_headroom: peak memory near the device limit, or far below it."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from torchdoctor.diagnose.evidence import Evidence
+from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+
+RULE_ID: Final = "memory_headroom"
+TITLE: Final = "Memory headroom"
+
+#: Peak/limit from which the job is near the limit: the caching allocator fragments, so
+#: runs past ~90% of device memory see allocator retries and OOMs on a longer sequence.
+NEAR_LIMIT: Final = 0.9
+#: Peak/limit below which a larger batch fits with room to spare (at least 2x the batch).
+FAR_BELOW: Final = 0.25
+
+
+def check(ev: Evidence) -> Finding | None:
+    m = ev.memory
+    if m is None or not m.limit_bytes or m.peak_bytes <= 0:
+        return None
+    used = m.peak_bytes / m.limit_bytes
+    evidence = {"peak_bytes": m.peak_bytes, "limit_bytes": m.limit_bytes, "used": round(used, 4)}
+    if used >= NEAR_LIMIT:
+        knobs: dict[str, int | bool | str | None] = {"checkpointing": True}
+        if ev.config.precision in (None, "fp32"):
+            knobs["precision"] = "bf16"
+        return make_finding(
+            rule_id=RULE_ID,
+            title="Memory near the limit",
+            summary=f"peak memory is {used:.0%} of the limit: one longer batch away from OOM.",
+            bottleneck="compute",
+            share=0.0,
+            severity="medium",
+            evidence=evidence,
+            prescription=Prescription(
+                knobs=knobs,
+                code_change="activation checkpointing (torch.utils.checkpoint) or autocast "
+                "to halve activation memory",
+            ),
+            confidence=0.9,
+        )
+    if used < FAR_BELOW and ev.config.batch_size and ev.is_gpu:
+        # Only on an accelerator: on CPU the limit is host RAM and a larger batch does not
+        # raise throughput the same way; the batch-size finding there is framework_overhead's.
+        return make_finding(
+            rule_id=RULE_ID,
+            title="Memory far below the limit",
+            summary=f"peak memory is {used:.0%} of the limit: a larger batch fits.",
+            bottleneck="framework_overhead",
+            share=0.0,
+            severity="info",
+            evidence=evidence,
+            prescription=Prescription(
+                knobs={"batch_size": ev.config.batch_size * 2},
+                code_change="raise the batch size (rescale the learning rate)",
+            ),
+            confidence=0.7,
+        )
+    return None
