@@ -1,1 +1,25 @@
-"""Stage: analyze (see docs/DESIGN.md)."""
+"""Stage: analyze (see docs/DESIGN.md). Trace -> typed timeline -> `TraceAnalysis`.
+
+    from torchdoctor.analyze import analyze_trace, load_trace, TraceAnalysis
+    result = analyze_trace("trace.json.gz")          # or a folder of per-rank traces
+    result.device_timeline.idle_pct, result.step_breakdown["DataLoader"]
+
+One module per analysis: loading (streaming parse), timeline (the compact columns), steps,
+devicetime, breakdown, ops, launches, syncs, idle; `devices` holds datasheet ceilings.
+"""
+
+from torchdoctor.analyze.facade import analyze_timeline, analyze_trace
+from torchdoctor.analyze.loading import load_rank_traces, load_trace
+from torchdoctor.analyze.records import STEP_CATEGORIES, TraceAnalysis
+from torchdoctor.analyze.timeline import Kind, Timeline
+
+__all__ = [
+    "STEP_CATEGORIES",
+    "Kind",
+    "Timeline",
+    "TraceAnalysis",
+    "analyze_timeline",
+    "analyze_trace",
+    "load_rank_traces",
+    "load_trace",
+]

@@ -1,0 +1,108 @@
+"""`analyze_trace`: a trace file, a folder of per-rank traces, or a `Timeline` in; a
+`TraceAnalysis` out. Each analysis lives in its own module; this only wires them up.
+
+For a folder, the top-level fields describe the lowest rank and `ranks` summarizes every
+rank (device timeline and step breakdown), so rank imbalance shows at a glance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchdoctor.analyze.breakdown import step_breakdown
+from torchdoctor.analyze.devices import CeilingsLike, datasheet_ceilings
+from torchdoctor.analyze.devicetime import device_timeline
+from torchdoctor.analyze.idle import idle_stats
+from torchdoctor.analyze.launches import launch_stats
+from torchdoctor.analyze.loading import load_rank_traces
+from torchdoctor.analyze.ops import op_table
+from torchdoctor.analyze.records import CeilingsInfo, RankSummary, TraceAnalysis
+from torchdoctor.analyze.steps import device_activity_in_steps, step_windows
+from torchdoctor.analyze.syncs import sync_stats
+from torchdoctor.analyze.timeline import Timeline
+
+
+def _ceilings_for(tl: Timeline, ceilings: CeilingsLike | None) -> tuple[CeilingsLike | None, str]:
+    if ceilings is not None:
+        return ceilings, f"ceilings from {ceilings.source} ({ceilings.device})"
+    sheet = datasheet_ceilings(tl.meta.device_name)
+    if sheet is not None:
+        return sheet, f"datasheet ceilings of {sheet.device} (device named in the trace)"
+    if tl.meta.device_name:
+        return None, (
+            f"ceilings unknown for device {tl.meta.device_name!r}: no datasheet entry; "
+            "roofline classes other than 'overhead' are not given"
+        )
+    return None, (
+        "ceilings unknown: the trace names no device; pass this machine's ceilings "
+        "(torchdoctor env) to classify ops as compute- or memory-bound"
+    )
+
+
+def analyze_timeline(
+    tl: Timeline, *, ceilings: CeilingsLike | None = None, top: int | None = None
+) -> TraceAnalysis:
+    """Every analysis of one timeline (one rank)."""
+    windows = step_windows(tl)
+    selected = device_activity_in_steps(tl, windows)
+    breakdown, steps = step_breakdown(tl, windows)
+    used, note = _ceilings_for(tl, ceilings)
+    info = None
+    if used is not None:
+        info = CeilingsInfo(
+            device=used.device,
+            device_name=used.device_name,
+            source=used.source,
+            peak_flops=dict(used.peak_flops),
+            mem_bandwidth_bytes_per_s=used.mem_bandwidth_bytes_per_s,
+        )
+    return TraceAnalysis(
+        source=tl.meta.source,
+        device_name=tl.meta.device_name,
+        rank=tl.meta.rank,
+        world_size=tl.meta.world_size,
+        events=len(tl),
+        device_timeline=device_timeline(tl, selected),
+        step_breakdown=breakdown,
+        steps=steps,
+        ops=op_table(tl, used, top),
+        launches=launch_stats(tl, selected),
+        syncs=sync_stats(tl, windows),
+        idle=idle_stats(tl, selected),
+        ceilings=info,
+        ceilings_note=note,
+        warnings=list(tl.meta.warnings),
+        ranks=[],
+    )
+
+
+def analyze_trace(
+    path_or_timeline: str | Path | Timeline,
+    *,
+    ceilings: CeilingsLike | None = None,
+    top: int | None = None,
+) -> TraceAnalysis:
+    """Analyze a trace file, a folder of per-rank traces, or an already loaded `Timeline`.
+
+    `top` keeps only the N heaviest ops in the op table (all by default). Raises
+    `TraceError` for unreadable input.
+    """
+    if isinstance(path_or_timeline, Timeline):
+        return analyze_timeline(path_or_timeline, ceilings=ceilings, top=top)
+    timelines = load_rank_traces(path_or_timeline)
+    results = [analyze_timeline(tl, ceilings=ceilings, top=top) for tl in timelines]
+    if len(results) == 1:
+        return results[0]
+    ranks = [
+        RankSummary(
+            rank=r.rank,
+            source=r.source,
+            device_timeline=r.device_timeline,
+            step_breakdown=r.step_breakdown,
+        )
+        for r in results
+    ]
+    warnings = [w for r in results for w in r.warnings]
+    return results[0].model_copy(
+        update={"source": str(path_or_timeline), "ranks": ranks, "warnings": warnings}
+    )

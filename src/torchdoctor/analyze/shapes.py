@@ -1,0 +1,196 @@
+"""FLOPs and bytes moved of an operator, estimated from the shapes the profiler recorded.
+
+Used when a trace has `record_shapes=True` but no `flops` field on the op (the profiler only
+writes `flops` with `with_flops=True`, and only for a few ops). Formulas count a fused
+multiply-add as 2 FLOPs, as torch.utils.flop_counter does:
+
+- mm [M,K]x[K,N]: 2*M*K*N; addmm/linear add the bias as nothing (it is O(M*N));
+- bmm/baddbmm [B,M,K]x[B,K,N]: 2*B*M*K*N; matmul: the same over broadcast batch dims;
+- convolution: 2 * N * C_out * prod(out spatial) * C_in/groups * prod(kernel), with the
+  output size from stride/padding/dilation when the trace recorded them ("Concrete Inputs"),
+  else stride 1 and "same" padding (an estimate, flagged by nothing better being known);
+- scaled dot product attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]:
+  2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev (attn v), forward only, as flop_counter's sdpa rule.
+
+Bytes moved: the sum of the input tensors' sizes plus the output's (known for the ops above;
+for any other op, the largest input, the usual size of an elementwise/reduction output). This
+is the DRAM traffic a perfectly cached kernel would need, the denominator of arithmetic
+intensity in the roofline model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+# Bytes per element of the dtype names the profiler writes in "Input type".
+DTYPE_BYTES: dict[str, int] = {
+    "double": 8,
+    "float": 4,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "long": 8,
+    "int64_t": 8,
+    "int": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::Half>": 4,
+}
+
+MM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::_addmm_activation"})
+BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm"})
+CONV_OPS = frozenset(
+    {
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::cudnn_convolution",
+        "aten::miopen_convolution",
+        "aten::mkldnn_convolution",
+    }
+)
+SDPA_OPS = frozenset(
+    {
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_flash_attention_forward",
+    }
+)
+
+
+def _tensor_dims(dims: Any) -> list[list[int]]:
+    """The recorded dims, keeping only flat integer lists (tensors); others become []."""
+    out: list[list[int]] = []
+    for d in dims if isinstance(dims, list) else []:
+        if isinstance(d, list) and all(isinstance(x, int) for x in d):
+            out.append(d)
+        else:
+            out.append([])
+    return out
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(shape) if shape else 0
+
+
+def _int_list(text: Any) -> list[int] | None:
+    """Parse a concrete input like "[2, 2]" or "2"; None if absent or not integers."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return [int(x) for x in text.strip("[] ").split(",") if x.strip()]
+    except ValueError:
+        return None
+
+
+def _matmul_flops(a: list[int], b: list[int]) -> tuple[float, list[int]] | None:
+    if len(a) < 1 or len(b) < 1:
+        return None
+    a2 = [1, *a] if len(a) == 1 else a
+    b2 = [*b, 1] if len(b) == 1 else b
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    batch_a, batch_b = a2[:-2], b2[:-2]
+    width = max(len(batch_a), len(batch_b))
+    batch_a = [1] * (width - len(batch_a)) + batch_a
+    batch_b = [1] * (width - len(batch_b)) + batch_b
+    batch = [max(x, y) for x, y in zip(batch_a, batch_b, strict=True)]
+    return 2.0 * math.prod(batch) * m * k * n, [*batch, m, n]
+
+
+def _conv_flops(dims: list[list[int]], concrete: Any) -> tuple[float, list[int]] | None:
+    x, w = dims[0], dims[1]
+    if len(x) < 3 or len(w) != len(x):
+        return None
+    spatial = len(x) - 2
+    conc = concrete if isinstance(concrete, list) else []
+    stride = _int_list(conc[3]) if len(conc) > 3 else None
+    padding = _int_list(conc[4]) if len(conc) > 4 else None
+    dilation = _int_list(conc[5]) if len(conc) > 5 else None
+    out_spatial = []
+    for i in range(spatial):
+        size, kern = x[2 + i], w[2 + i]
+        s = stride[min(i, len(stride) - 1)] if stride else 1
+        p = padding[min(i, len(padding) - 1)] if padding else (kern - 1) // 2
+        d = dilation[min(i, len(dilation) - 1)] if dilation else 1
+        out_spatial.append(max(1, (size + 2 * p - d * (kern - 1) - 1) // max(s, 1) + 1))
+    n, c_out, c_in_per_group = x[0], w[0], w[1]
+    flops = 2.0 * n * c_out * math.prod(out_spatial) * c_in_per_group * math.prod(w[2:])
+    return flops, [n, c_out, *out_spatial]
+
+
+def _sdpa_flops(dims: list[list[int]]) -> tuple[float, list[int]] | None:
+    q, k, v = dims[0], dims[1], dims[2]
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    b, h, length, e = q
+    s, ev = k[2], v[3]
+    if b != k[0] and b == k[2]:  # _flash_attention_forward records [B, L, H, E]
+        b, length, h, e = q
+        s, ev = k[1], v[3]
+    return 2.0 * b * h * length * s * e + 2.0 * b * h * length * s * ev, [b, h, length, ev]
+
+
+def op_flops_and_output(
+    name: str, dims_raw: Any, concrete: Any
+) -> tuple[float | None, list[int] | None]:
+    """FLOPs and output shape of a common compute op, (None, None) for any other op."""
+    dims = _tensor_dims(dims_raw)
+    result: tuple[float, list[int]] | None = None
+    try:
+        if name in MM_OPS and len(dims) >= 2:
+            a, b = (dims[1], dims[2]) if name != "aten::mm" and len(dims) >= 3 else dims[:2]
+            result = _matmul_flops(a, b) if len(a) == 2 and len(b) == 2 else None
+        elif name in BMM_OPS and len(dims) >= 2:
+            a, b = (dims[1], dims[2]) if name == "aten::baddbmm" and len(dims) >= 3 else dims[:2]
+            result = _matmul_flops(a, b) if len(a) == 3 and len(b) == 3 else None
+        elif name == "aten::matmul" and len(dims) >= 2:
+            result = _matmul_flops(dims[0], dims[1])
+        elif name == "aten::linear" and len(dims) >= 2 and dims[0] and len(dims[1]) == 2:
+            x, w = dims[0], dims[1]
+            result = 2.0 * _numel(x[:-1]) * x[-1] * w[0], [*x[:-1], w[0]]
+        elif name in CONV_OPS and len(dims) >= 2:
+            result = _conv_flops(dims, concrete)
+        elif name in SDPA_OPS and len(dims) >= 3:
+            result = _sdpa_flops(dims)
+    except (IndexError, TypeError, ValueError):
+        result = None
+    if result is None:
+        return None, None
+    return result
+
+
+def op_bytes(name: str, dims_raw: Any, types_raw: Any, concrete: Any) -> float | None:
+    """Estimated bytes read + written by an op; None when no input tensor was recorded."""
+    dims = _tensor_dims(dims_raw)
+    types = types_raw if isinstance(types_raw, list) else []
+    sizes: list[int] = []
+    itemsize = 0
+    for i, shape in enumerate(dims):
+        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
+        per = DTYPE_BYTES.get(dtype)
+        if per is None or not shape:
+            continue
+        itemsize = itemsize or per
+        sizes.append(_numel(shape) * per)
+    if not sizes:
+        return None
+    _, out_shape = op_flops_and_output(name, dims_raw, concrete)
+    out = _numel(out_shape) * itemsize if out_shape else max(sizes)
+    return float(sum(sizes) + out)
