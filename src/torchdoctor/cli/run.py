@@ -1,0 +1,95 @@
+"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.state import emit, err_console, progress_enabled
+from torchdoctor.core.errors import UsageError
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"cannot read workload parameter {item!r}", hint="write name=value")
+        value: Any = text
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        params[name.strip()] = value
+    return params
+
+
+@app.command("run")
+def run_command(
+    workload: str = typer.Argument(..., help="Built-in name (see `workloads`) or file.py:factory."),
+    settings: list[str] = typer.Option(
+        [], "--set", help="Knob setting knob=value (repeatable), e.g. --set compile=default."
+    ),
+    params: list[str] = typer.Option(
+        [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
+    ),
+    steps: int = typer.Option(30, "--steps", min=1, help="Steady-state steps to measure."),
+    warmup: int = typer.Option(5, "--warmup", min=0, help="Warm-up steps (compile happens here)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    throughput: bool = typer.Option(
+        False, "--throughput", help="No per-phase device syncs (no phase table)."
+    ),
+) -> None:
+    """Run WORKLOAD under a recipe: throughput, compile time, phase breakdown, memory.
+
+    pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
+    """
+    from torchdoctor.engine import run_workload
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    job = get_workload(workload, **_parse_params(params))
+    recipe = Recipe.parse(settings, workload=job, device=device)
+
+    bar: Progress | None = None
+    if progress_enabled():
+        bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+        )
+    task = bar.add_task(f"{job.name}: {recipe.describe()}", total=steps + warmup) if bar else None
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, completed=done, total=total)
+
+    with bar if bar is not None else nullcontext():
+        result = run_workload(
+            job,
+            recipe,
+            steps=steps,
+            warmup_steps=warmup,
+            measure_phases=not throughput,
+            device=device,
+            seed=seed,
+            progress=progress,
+        )
+
+    def render(console: Console) -> None:
+        from torchdoctor.cli.run_render import render_run
+
+        render_run(console, result)
+
+    emit(result, render)
