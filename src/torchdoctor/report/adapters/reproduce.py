@@ -1,0 +1,37 @@
+"""How to reproduce: the command that made the run, and the best recipe as code."""
+
+from __future__ import annotations
+
+import pprint
+import shlex
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import JsonDict, items, mapping, num, text
+from torchdoctor.report.model import ReproduceSection
+
+
+def _set_args(recipe: dict[str, object]) -> str:
+    return " ".join(f"--set {shlex.quote(f'{k}={fmt.value_text(v)}')}" for k, v in recipe.items())
+
+
+def reproduce_section(
+    manifest: JsonDict | None, tune: JsonDict | None, source: str
+) -> ReproduceSection:
+    commands: list[str] = []
+    argv = [str(a) for a in items(manifest, "command")]
+    if argv:
+        # argv[0] is the interpreter's path to the console script; show the command name.
+        commands.append(shlex.join(["torchdoctor", *argv[1:]]))
+    recipe_code = None
+    if tune is not None:
+        best = mapping(tune, "best_recipe")
+        workload = text(tune, "workload") or "WORKLOAD"
+        run = f"torchdoctor run {shlex.quote(workload)}"
+        commands.append(f"{run} {_set_args(best)}".rstrip())
+        header = (
+            f"# Best recipe for {workload} found by torchdoctor tune: "
+            f"{fmt.speedup(num(tune, 'speedup'))} the baseline throughput"
+        )
+        recipe_code = f"{header}\nBEST_RECIPE = {pprint.pformat(best, sort_dicts=False)}\n"
+    commands.append(shlex.join(["torchdoctor", "report", source]))
+    return ReproduceSection(commands=commands, recipe_code=recipe_code)

@@ -1,0 +1,130 @@
+"""tune.json (TuneResult) and trials/ (TrialResult) -> ladder, trials, Pareto front, parity."""
+
+from __future__ import annotations
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import (
+    JsonDict,
+    get,
+    integer,
+    items,
+    mapping,
+    num,
+    pair,
+    text,
+)
+from torchdoctor.report.model import (
+    KeyValue,
+    LadderSection,
+    LossCurve,
+    ParetoPointView,
+    RejectedView,
+    RungView,
+    TrialView,
+)
+
+
+def _rung(data: JsonDict) -> RungView:
+    ci = pair(get(data, "speedup_vs_baseline_ci")) or (float("nan"), float("nan"))
+    return RungView(
+        step=integer(data, "step") or 0,
+        change=fmt.change(mapping(data, "change")),
+        samples_per_s=num(data, "samples_per_s") or 0.0,
+        speedup=num(data, "speedup_vs_baseline") or 0.0,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        speedup_vs_previous=num(data, "speedup_vs_previous"),
+        peak_memory_bytes=integer(data, "peak_memory_bytes"),
+        loss_deviation=num(data, "loss_deviation"),
+        verdict=text(data, "verdict") or "",
+    )
+
+
+def _rejected(data: JsonDict) -> RejectedView:
+    ci = pair(get(data, "speedup_vs_best_ci"))
+    return RejectedView(
+        change=fmt.change(mapping(data, "change")),
+        status=text(data, "status") or "",
+        reason=text(data, "reason") or "",
+        speedup=num(data, "speedup_vs_best"),
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+    )
+
+
+def ladder_section(tune: JsonDict) -> LadderSection:
+    ladder = mapping(tune, "ladder")
+    ci = pair(get(tune, "speedup_ci")) or (float("nan"), float("nan"))
+    facts = [
+        KeyValue("device", text(tune, "device") or fmt.NA),
+        KeyValue("trials", fmt.number(integer(tune, "n_trials"))),
+        KeyValue("failed trials", fmt.number(integer(tune, "n_failed"))),
+        KeyValue("reused trials (resume)", fmt.number(integer(tune, "n_reused"))),
+        KeyValue("budget", fmt.seconds(num(tune, "budget_s"))),
+        KeyValue("elapsed", fmt.seconds(num(tune, "elapsed_s"))),
+        KeyValue("budget exhausted", fmt.number(get(tune, "budget_exhausted"))),
+    ]
+    return LadderSection(
+        workload=text(tune, "workload") or fmt.NA,
+        objective=text(tune, "objective") or "throughput",
+        baseline_samples_per_s=num(tune, "baseline_samples_per_s") or 0.0,
+        best_samples_per_s=num(tune, "best_samples_per_s") or 0.0,
+        speedup=num(tune, "speedup") or 0.0,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        rungs=[_rung(r) for r in items(ladder, "rungs") if isinstance(r, dict)],
+        rejected=[_rejected(r) for r in items(ladder, "rejected") if isinstance(r, dict)],
+        facts=facts,
+        notes=[str(n) for n in items(tune, "notes")],
+    )
+
+
+def trial_view(data: JsonDict) -> TrialView:
+    ci = pair(get(data, "speedup_vs_best_ci"))
+    return TrialView(
+        key=text(data, "key") or "",
+        kind=text(data, "kind") or "",
+        step=integer(data, "step") or 0,
+        change=fmt.change(mapping(data, "change")),
+        status=text(data, "status") or "",
+        decision=text(data, "decision") or "",
+        reason=text(data, "reason") or "",
+        samples_per_s=num(data, "samples_per_s"),
+        speedup=num(data, "speedup_vs_best"),
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+        peak_memory_bytes=integer(data, "peak_memory_bytes"),
+        compile_s=num(data, "compile_s"),
+    )
+
+
+def trial_views(trials: list[JsonDict]) -> list[TrialView]:
+    views = [trial_view(t) for t in trials]
+    return sorted(views, key=lambda t: (t.step, t.key))
+
+
+def pareto_points(tune: JsonDict) -> list[ParetoPointView]:
+    points = []
+    for p in items(tune, "pareto_front"):
+        if isinstance(p, dict):
+            points.append(
+                ParetoPointView(
+                    recipe=fmt.change(mapping(p, "recipe")),
+                    samples_per_s=num(p, "samples_per_s") or 0.0,
+                    peak_memory_bytes=integer(p, "peak_memory_bytes") or 0,
+                )
+            )
+    return sorted(points, key=lambda p: p.peak_memory_bytes)
+
+
+def loss_curves(trials: list[JsonDict]) -> list[LossCurve]:
+    """The baseline's loss trajectory and each kept change's, as the trials recorded them."""
+    curves: list[LossCurve] = []
+    for t in sorted(trials, key=lambda t: integer(t, "step") or 0):
+        decision = text(t, "decision")
+        losses = [num({"v": v}, "v") for v in items(t, "losses")]
+        if decision not in ("baseline", "kept") or not any(v is not None for v in losses):
+            continue
+        name = "baseline" if decision == "baseline" else f"+ {fmt.change(mapping(t, 'change'))}"
+        curves.append(LossCurve(label=name, losses=losses))
+    return curves

@@ -1,0 +1,184 @@
+"""Read a run folder (or one record file) into the JSON forms the adapters render.
+
+Each record is validated by its own record class (`Record.from_json_dict`), so an unknown
+schema version or a malformed record is a `RecordError` naming the file, never a page built
+from half-understood data. A record that is simply absent is not an error: the page says what
+is missing. The adapters then read the validated record's JSON form (`to_json_dict`), which is
+the versioned contract between the stages and the report.
+
+Record classes are imported where used (the stages to the left may import torch); a stage
+that is not installed in this build is read by its JSON header only (schema prefix and
+version 1), and its adapter reads the documented field names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from torchdoctor.core import rundir
+from torchdoctor.core.errors import RecordError, ReportError
+from torchdoctor.core.records import SCHEMA_PREFIX, Record, peek_schema
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    key: str
+    file: str
+    module: str
+    cls: str
+    schema: str
+    """Schema id the record is written with (used to recognise a lone record file)."""
+
+
+#: The records a run folder can hold (see core/rundir.py), and the class that reads each.
+RECORD_SPECS: Final[tuple[RecordSpec, ...]] = (
+    RecordSpec("diagnosis", rundir.DIAGNOSIS, "torchdoctor.diagnose", "Diagnosis", "diagnosis"),
+    RecordSpec(
+        "analysis", rundir.ANALYSIS, "torchdoctor.analyze", "TraceAnalysis", "trace_analysis"
+    ),
+    RecordSpec(
+        "profile",
+        rundir.PROFILE,
+        "torchdoctor.collect.script_profile",
+        "ScriptProfile",
+        "script_profile",
+    ),
+    # RunResult is written as "torchdoctor/run" (the same id as the run manifest).
+    RecordSpec("run_result", rundir.RUN_RESULT, "torchdoctor.engine", "RunResult", "run"),
+    RecordSpec("tune", rundir.TUNE, "torchdoctor.tune.records", "TuneResult", "tune_result"),
+)
+ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
+    ("fingerprint", "EnvFingerprint"),
+    ("ceilings", "Ceilings"),
+)
+TRIAL_SPEC: Final = RecordSpec(
+    "trial", "trials/*.json", "torchdoctor.tune.records", "TrialResult", "tune_trial"
+)
+#: Highest version read for a record whose class is not installed in this build.
+FALLBACK_MAX_VERSION: Final = 1
+
+
+@dataclass
+class RunRecords:
+    """Everything found in a run folder, as validated JSON forms keyed like RECORD_SPECS."""
+
+    source: Path
+    manifest: JsonDict | None = None
+    records: dict[str, JsonDict] = field(default_factory=dict)
+    env: dict[str, JsonDict] = field(default_factory=dict)
+    trials: list[JsonDict] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    """Other artifacts present in the folder (trace, snippets) for the reproduce section."""
+    is_run_dir: bool = True
+
+
+def _record_class(module: str, name: str) -> type[Record] | None:
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, Record) else None
+
+
+def _validate(data: Any, module: str, cls_name: str, source: str) -> JsonDict:
+    cls = _record_class(module, cls_name)
+    if cls is not None:
+        return cls.from_json_dict(data, source=source).to_json_dict()
+    if not isinstance(data, dict):
+        raise RecordError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    schema, version = data.get("schema"), data.get("version")
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
+        raise RecordError(
+            f"{source}: not a torchdoctor record (schema {schema!r})",
+            hint="pass a file written by a torchdoctor command",
+        )
+    if not isinstance(version, int) or not 1 <= version <= FALLBACK_MAX_VERSION:
+        raise RecordError(
+            f"{source}: {schema} version {version!r} is not supported "
+            f"(this torchdoctor reads versions 1..{FALLBACK_MAX_VERSION})",
+            hint="upgrade torchdoctor or re-create the record",
+        )
+    return data
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RecordError(
+            f"{path}: not valid JSON",
+            hint="the file may be truncated by a killed run; re-create it",
+        ) from None
+
+
+def _read_env(path: Path) -> dict[str, JsonDict]:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object with 'fingerprint' and 'ceilings'")
+    env: dict[str, JsonDict] = {}
+    for part, cls_name in ENV_PARTS:
+        if data.get(part) is not None:
+            env[part] = _validate(data[part], "torchdoctor.core.env", cls_name, f"{path}:{part}")
+    return env
+
+
+def read_run_dir(run_dir: Path) -> RunRecords:
+    """Read every record a run folder holds; absent records are simply not in the result."""
+    manifest = rundir.read_manifest(run_dir)  # RecordError: no folder / not a run folder
+    found = RunRecords(source=run_dir, manifest=manifest.to_json_dict())
+    for spec in RECORD_SPECS:
+        path = run_dir / spec.file
+        if path.is_file():
+            found.records[spec.key] = _validate(_read_json(path), spec.module, spec.cls, str(path))
+    if (run_dir / rundir.ENV).is_file():
+        found.env = _read_env(run_dir / rundir.ENV)
+    trials_dir = run_dir / rundir.TRIALS
+    if trials_dir.is_dir():
+        for path in sorted(trials_dir.glob("*.json")):
+            found.trials.append(
+                _validate(_read_json(path), TRIAL_SPEC.module, TRIAL_SPEC.cls, str(path))
+            )
+    found.files = sorted(p.name for p in run_dir.iterdir() if p.is_file())
+    return found
+
+
+def read_record_file(path: Path) -> RunRecords:
+    """Read one record file on its own (e.g. a `tune.json` copied out of its run folder)."""
+    peeked = peek_schema(path)
+    if peeked is None:
+        raise RecordError(
+            f"{path}: not a torchdoctor record",
+            hint="pass a run folder or a record file (diagnosis.json, tune.json, ...)",
+        )
+    schema = peeked[0]
+    for spec in (*RECORD_SPECS, TRIAL_SPEC):
+        if schema == SCHEMA_PREFIX + spec.schema:
+            data = _validate(_read_json(path), spec.module, spec.cls, str(path))
+            found = RunRecords(source=path, is_run_dir=False)
+            if spec is TRIAL_SPEC:
+                found.trials.append(data)
+            else:
+                found.records[spec.key] = data
+            return found
+    known = ", ".join(SCHEMA_PREFIX + s.schema for s in RECORD_SPECS)
+    raise RecordError(f"{path}: cannot report on a {schema!r} record", hint=f"known: {known}")
+
+
+def read_input(path: Path) -> RunRecords:
+    """A run folder or one record file, whichever `path` is."""
+    if path.is_dir():
+        return read_run_dir(path)
+    if path.is_file():
+        return read_record_file(path)
+    raise ReportError(
+        f"{path}: no such run folder or record file",
+        hint="pass a folder written by torchdoctor diagnose, tune, analyze or demo",
+    )
