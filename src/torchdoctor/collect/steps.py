@@ -73,6 +73,9 @@ class _OpenStep:
     samples: int | None = None
     backward_seen: bool = False
     last_end: Any = None
+    #: where the latest backward ended: its mark and how many intervals the step had then
+    backward_end: Any = None
+    backward_end_intervals: int = 0
 
 
 @dataclass
@@ -135,6 +138,8 @@ class StepRecorder:
         self._open.last_end = now
         if self._active == "backward":
             self._open.backward_seen = True
+            self._open.backward_end = now
+            self._open.backward_end_intervals = len(self._open.intervals)
         self._active = None
         self._depth = 0
 
@@ -166,14 +171,21 @@ class StepRecorder:
 
     def _maybe_backward_boundary(self, phase: Phase) -> None:
         step = self._open
-        if (
-            phase in ("data_wait", "forward")
-            and step is not None
-            and step.backward_seen
-            and not self.optimizer_exists
-        ):
+        if step is None or not step.backward_seen or self.optimizer_exists:
+            return
+        if phase in ("data_wait", "forward"):
             self.detection = "backward"
             self._close(self.clock.mark(), reopen=True)
+        elif phase == "backward":
+            # A second backward with no module forward or batch fetch seen in between (a
+            # model of bare tensors): the step ends where the previous backward ended, and
+            # what ran after it (the update, the next forward) starts the next step.
+            self.detection = "backward"
+            tail = step.intervals[step.backward_end_intervals :]
+            del step.intervals[step.backward_end_intervals :]
+            self._close(step.backward_end, reopen=True)
+            if self._open is not None:
+                self._open.intervals.extend(tail)
 
     def _close(self, end: Any, *, reopen: bool) -> None:
         """End the open step at `end`; with `reopen` the next step starts right there, so the
