@@ -14,7 +14,7 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
 - ``bytes_per_sample`` / ``memory_limit_bytes``: peak memory model and the simulated device
   capacity (above it, preparing raises MemoryError like an allocation failure).
 - ``noise``: relative standard deviation of step times; ``noise_seed`` varies it per tune.
-- ``nan``/``diverge``/``crash``/``hang``/``allocate``: ``{knob: str(value)}`` triggers.
+- ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
 """
 
@@ -91,8 +91,10 @@ def make_session(
         os._exit(3)  # a hard crash: no exception, no cleanup, like a segfaulting extension
     if _triggered(recipe, model.get("hang")):
         time.sleep(3600)
+    if _triggered(recipe, model.get("error")):
+        raise RuntimeError("simulated failure while building the model")
     if _triggered(recipe, model.get("allocate")):
-        hog = bytearray(int(model.get("allocate_bytes", 2 << 30)))  # touches every page
+        hog = b"\x01" * int(model.get("allocate_bytes", 2 << 30))  # writes, so pages are resident
         time.sleep(30)
         del hog
     limit = model.get("memory_limit_bytes")

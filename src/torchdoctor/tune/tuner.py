@@ -165,18 +165,16 @@ class Tuner:
             arm.fill_losses(plan.parity_steps, timeout_s=self._timeout())
         except TrialFailure as exc:
             if exc.status == "timeout" and self.remaining_s() <= 0:
-                raise TuneError(
-                    f"the budget of {self.settings.budget_s:.0f} s is too small to measure even "
-                    "the baseline",
-                    hint="give a larger --budget (e.g. 10m)",
-                ) from None
+                raise self._budget_too_small() from None
             raise TuneError(
                 f"the baseline recipe failed ({exc.status}): {exc.reason}",
                 hint="check that the workload runs with `torchdoctor run`",
             ) from None
         bad = first_non_finite(arm.losses)
-        if bad is not None:
+        if bad is not None or self.remaining_s() <= 0:
             arm.close()
+            if bad is None:
+                raise self._budget_too_small()
             raise TuneError(f"the baseline's loss is not finite at step {bad}")
         result = TrialResult(
             key=key,
@@ -198,6 +196,13 @@ class Tuner:
         self.baseline = result
         self._add_baseline_rung(result)
         return self._finish(result, reused=False)
+
+    def _budget_too_small(self) -> TuneError:
+        return TuneError(
+            f"the budget of {self.settings.budget_s:g} s is too small to measure even the "
+            f"baseline (it took more than {self.elapsed_s():.1f} s)",
+            hint="give a larger --budget (e.g. 10m)",
+        )
 
     def _add_baseline_rung(self, result: TrialResult) -> None:
         self.rungs.append(

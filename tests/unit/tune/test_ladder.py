@@ -1,0 +1,79 @@
+"""The ladder's decisions on simulated sessions (in-process, deterministic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config
+
+from torchdoctor.tune import tune
+from torchdoctor.tune.space import KnobSpec
+
+#: Repeated tunes for the false-acceptance rate of a do-nothing knob. The requirement is
+#: "accepted in under 5% of repeated tunes"; with 40 tunes, 5% is 2 acceptances.
+REPEATS = 40
+
+
+def test_do_nothing_knob_is_rarely_accepted(tmp_path: Path) -> None:
+    accepted = 0
+    for i in range(REPEATS):
+        config = sim_config([NOOP_KNOB], noise=0.05, noise_seed=i).model_copy(update={"seed": i})
+        result = tune(config=config, out=tmp_path / f"r{i}")
+        accepted += result.best_recipe.get("noop") is True
+    assert accepted / REPEATS < 0.05
+
+
+def test_learning_breaking_knobs_are_always_rejected_with_reason(tmp_path: Path) -> None:
+    for i in range(8):
+        config = sim_config(
+            [NAN_KNOB, DIVERGE_KNOB],
+            noise_seed=i,
+            # Both look like big wins on speed alone: only the quality check can reject them.
+            effects={"fp16_no_scaler": {"True": 0.4}, "bad_lr": {"True": 0.5}},
+            nan={"fp16_no_scaler": "True"},
+            diverge={"bad_lr": "True"},
+        )
+        result = tune(config=config, out=tmp_path / f"r{i}")
+        assert result.best_recipe == {}
+        reasons = {next(iter(r.change)): r for r in result.ladder.rejected}
+        assert reasons["fp16_no_scaler"].status == "nan"
+        assert "NaN/inf" in reasons["fp16_no_scaler"].reason
+        assert reasons["bad_lr"].reason.startswith("quality: loss deviates")
+
+
+def test_ladder_credits_each_kept_change_its_own_gain(tmp_path: Path) -> None:
+    second = KnobSpec("second", (False, True), "exact", False)
+    config = sim_config(
+        [FAST_KNOB, second, NOOP_KNOB],
+        noise=0.01,
+        effects={"fast": {"True": 0.5}, "second": {"True": 0.8}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    rungs = result.ladder.rungs
+    assert [r.change for r in rungs] == [{}, {"fast": True}, {"second": True}]
+    assert rungs[1].speedup_vs_previous == pytest.approx(2.0, rel=0.05)
+    assert rungs[2].speedup_vs_previous == pytest.approx(1.25, rel=0.05)
+    assert rungs[2].speedup_vs_baseline == pytest.approx(2.5, rel=0.07)
+    low, high = rungs[2].speedup_vs_baseline_ci
+    assert low <= rungs[2].speedup_vs_baseline <= high
+    assert result.speedup == pytest.approx(2.5, rel=0.07)
+    assert [r.change for r in result.ladder.rejected] == [{"noop": True}]
+
+
+def test_prescribed_knobs_are_tried_first(tmp_path: Path) -> None:
+    config = sim_config([FAST_KNOB, NOOP_KNOB], effects={"fast": {"True": 0.5}})
+    config = config.model_copy(update={"prescribed": ["noop"]})
+    result = tune(config=config, out=tmp_path / "run")
+    trial_kinds = sorted((tmp_path / "run" / "trials").iterdir())
+    first_change = next(p for p in trial_kinds if "ladder" in p.name).read_text()
+    assert '"noop": true' in first_change
+    assert result.best_recipe == {"fast": True}
+
+
+def test_slower_change_is_rejected(tmp_path: Path) -> None:
+    config = sim_config([FAST_KNOB], effects={"fast": {"True": 1.3}})
+    result = tune(config=config, out=tmp_path / "run")
+    assert result.best_recipe == {}
+    (rejection,) = result.ladder.rejected
+    assert rejection.speedup_vs_best is not None and rejection.speedup_vs_best < 1
