@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from torchdoctor.core.rundir import display_path
 from torchdoctor.report.adapters._access import text
 from torchdoctor.report.adapters.analysis import roofline_section, timeline_section
@@ -48,6 +50,11 @@ def _header(found: RunRecords) -> Header:
     )
 
 
+def _shown(path: Path) -> str:
+    shown = display_path(path)
+    return str(path.resolve()) if shown.startswith("..") else shown
+
+
 def build_view(found: RunRecords) -> ReportView:
     records = found.records
     env_parts = found.env
@@ -76,6 +83,6 @@ def build_view(found: RunRecords) -> ReportView:
         trials=trial_views(found.trials) if found.trials else None,
         pareto=pareto_points(tune) if tune else None,
         parity=loss_curves(found.trials) if found.trials else None,
-        reproduce=reproduce_section(found.manifest, tune, display_path(found.source)),
+        reproduce=reproduce_section(found.manifest, tune, _shown(found.source)),
         missing=missing_records(found.manifest, present),
     )

@@ -86,6 +86,8 @@ def roofline_chart(plt: Any, section: RooflineSection) -> str | None:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    legend = ax.legend(frameon=False, fontsize=8, loc="lower right")
+    for handle in legend.legend_handles:  # one marker size in the legend, whatever the op's time
+        handle.set_sizes([30.0])
     ax.grid(True, which="major", alpha=0.3)
     return to_svg(fig, "roofline")

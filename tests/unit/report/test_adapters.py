@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from sample_run import EVIL_OP, diagnosis_record
+
+from torchdoctor.core import rundir
+from torchdoctor.diagnose.evidence import CeilingEvidence
+from torchdoctor.report.adapters import build_view
+from torchdoctor.report.load import read_run_dir
+
+
+def test_complete_run_fills_every_section(run_dir: Path) -> None:
+    view = build_view(read_run_dir(run_dir))
+    assert view.missing == []
+    assert view.header.status == "complete"
+    assert view.verdict is not None and view.verdict.primary_bottleneck == "data_loading"
+    assert "data loading (42.0% of step time)" in (view.verdict.verdict or "")
+    assert view.env is not None and view.env.peak_flops["float32"] == 1.2e11
+    assert view.roofline is not None and view.roofline.mem_bandwidth_bytes_per_s == 1.0e10
+    assert [o.name for o in view.roofline.ops][:3] == ["aten::addmm", "aten::add_", EVIL_OP]
+    assert view.ladder is not None and [r.step for r in view.ladder.rungs] == [0, 1, 2]
+    assert view.ladder.rungs[2].ci_low == 3.0 and view.ladder.rungs[2].ci_high == 3.5
+    assert view.pareto is not None and len(view.pareto) == 2
+    assert view.trials is not None and len(view.trials) == 5
+    assert view.reproduce is not None and view.reproduce.recipe_code is not None
+    assert "'compile': 'default'" in view.reproduce.recipe_code
+
+
+def test_findings_ranked_by_bound_on_gain(run_dir: Path) -> None:
+    view = build_view(read_run_dir(run_dir))
+    assert view.findings is not None
+    assert [f.rule_id for f in view.findings] == ["dataloader_wait", "zero_grad_set_to_none"]
+    top = view.findings[0]
+    assert top.bound is not None and abs(top.bound - 1 / (1 - 0.42)) < 1e-9  # as recorded
+    assert top.knobs == ["num_workers=2"]
+    assert {e.label for e in top.evidence} == {"data wait share", "num workers"}
+
+
+def test_parity_curves_are_baseline_and_kept_changes_only(run_dir: Path) -> None:
+    view = build_view(read_run_dir(run_dir))
+    assert view.parity is not None
+    assert [c.label for c in view.parity] == [
+        "baseline",
+        "+ num_workers=2",
+        "+ compile=default",
+    ]
+    assert len(view.parity[0].losses) == 20
+
+
+def test_failed_trial_keeps_its_reason(run_dir: Path) -> None:
+    view = build_view(read_run_dir(run_dir))
+    assert view.trials is not None
+    failed = [t for t in view.trials if t.status == "crash"]
+    assert len(failed) == 1 and EVIL_OP in failed[0].reason and failed[0].samples_per_s is None
+
+
+def test_killed_run_says_what_is_missing(killed_run_dir: Path) -> None:
+    view = build_view(read_run_dir(killed_run_dir))
+    assert view.header.status == "running"
+    assert {m.file for m in view.missing} == {
+        rundir.DIAGNOSIS,
+        rundir.TUNE,
+        rundir.TRIALS + "/",
+    }
+    assert all("never finished" in m.why for m in view.missing)
+    assert view.ladder is None and view.findings is None
+    assert view.steps is not None and view.steps.bars  # the profile that was written shows
+
+
+def test_failed_run_gives_its_error(killed_run_dir: Path) -> None:
+    rundir.finish_run_dir(killed_run_dir, error="RuntimeError: out of memory")
+    view = build_view(read_run_dir(killed_run_dir))
+    assert view.header.status == "failed"
+    assert all("out of memory" in m.why for m in view.missing)
+
+
+def test_env_falls_back_to_the_diagnosis_ceilings(run_dir: Path) -> None:
+    (run_dir / rundir.ENV).unlink()
+    ceilings = CeilingEvidence(
+        device="cpu",
+        peak_flops={"float32": 9.0e10},
+        mem_bandwidth_bytes_per_s=8.0e9,
+        source="cached",
+    )
+    diagnosis_record().model_copy(update={"ceilings": ceilings}).write(run_dir / rundir.DIAGNOSIS)
+    view = build_view(read_run_dir(run_dir))
+    assert view.env is not None and view.env.peak_flops == {"float32": 9.0e10}
+    assert view.roofline is not None and view.roofline.peak_flops == {"float32": 9.0e10}
+    assert rundir.ENV in {m.file for m in view.missing}  # still said: env.json is absent
