@@ -215,7 +215,7 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns) -> TraceMeta:
             f"{path.name}: skipped {cols.skipped} event(s) with a missing or negative "
             f"duration or timestamp, first {cols.first_skip}"
         )
-        log.warning(warnings[-1])
+        log.debug(warnings[-1])  # reported through TraceMeta.warnings (CLI: stderr)
     return TraceMeta(
         source=str(path),
         device_name=device_name,

@@ -1,0 +1,100 @@
+"""`torchdoctor analyze` end to end, in-process: real traces, --json, and every bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.cli.main import main
+
+SHARED_TRACES = Path(__file__).parents[2] / ".." / "shared" / "traces"
+BERT = SHARED_TRACES / "tracelens_h100_bert_small.json.gz"
+
+needs_traces = pytest.mark.skipif(
+    not BERT.exists(), reason=f"real traces not found at {SHARED_TRACES} (../shared/traces)"
+)
+
+
+def _event(name: str, ts: float, dur: float | None, cat: str = "cpu_op") -> dict[str, object]:
+    ev: dict[str, object] = {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts}
+    if dur is not None:
+        ev["dur"] = dur
+    return ev
+
+
+@needs_traces
+def test_rich_output_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(BERT), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "device timeline" in out and "step breakdown" in out and "top ops" in out
+    assert "92.1%" in out  # the idle share TraceLens reports
+
+
+@needs_traces
+def test_json_output_is_the_versioned_record(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", "analyze", str(BERT), "--top", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "torchdoctor/trace_analysis" and data["version"] == 1
+    assert data["device_timeline"]["idle_pct"] == pytest.approx(92.082, abs=0.5)
+    assert len(data["ops"]) == 2
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
+    not_gzip = tmp / "a.json.gz"
+    not_gzip.write_text('{"traceEvents": []}')
+    full = gzip.compress(
+        json.dumps({"traceEvents": [_event("x", i, 1) for i in range(500)]}).encode()
+    )
+    truncated = tmp / "b.json.gz"
+    truncated.write_bytes(full[: len(full) // 2])
+    not_json = tmp / "c.json"
+    not_json.write_text("this is not json {")
+    no_events = tmp / "d.json"
+    no_events.write_text('{"schemaVersion": 1, "events": []}')
+    empty_dir = tmp / "empty"
+    empty_dir.mkdir()
+    return {
+        "not gzip": (not_gzip, "not a gzip file"),
+        "truncated gzip": (truncated, "truncated"),
+        "not json": (not_json, "not valid JSON"),
+        "no traceEvents": (no_events, "no 'traceEvents'"),
+        "empty folder": (empty_dir, "no trace files"),
+        "missing path": (tmp / "nope.json", "no such file"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["not gzip", "truncated gzip", "not json", "no traceEvents", "empty folder", "missing path"],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, expected = _bad_inputs(tmp_path)[case]
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 3  # one message (rich may wrap a long path)
+
+
+def test_events_with_missing_or_negative_duration_are_skipped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [
+        _event("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        _event("aten::mm", 10, 40),
+        _event("aten::broken", 20, -5),
+        _event("aten::nodur", 30, None),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["--json", "analyze", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "skipped 2 event(s)" in captured.err
+    data = json.loads(captured.out)
+    assert [o["name"] for o in data["ops"]] == ["aten::mm"]
+    assert data["step_breakdown"]["CPU Exec"] == pytest.approx(40.0)
