@@ -71,7 +71,7 @@ def diagnose_evidence(
     findings = rank_findings(f for f in (rule(ev) for rule in chosen.values()) if f is not None)
     regime, regime_evidence = classify_regime(ev)
     shares = candidate_shares(ev, findings)
-    primary = select_primary(shares)
+    primary = select_primary(shares, findings)
     steps = ev.steps
     return Diagnosis(
         source=ev.source,

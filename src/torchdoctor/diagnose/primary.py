@@ -9,7 +9,8 @@ Candidates come from two places:
   device idle share -> framework_overhead (the device waits on the host).
 A category's share is the largest any candidate proposes for it (shares are not summed:
 two rules may describe the same time). The winner is the largest share; ties (within
-`TIE_TOLERANCE`) go to the category earlier in `findings.BOTTLENECKS`, the cheaper fix.
+`TIE_TOLERANCE`) go to the category more confident findings, then to the category earlier in
+`findings.BOTTLENECKS`, the cheaper fix.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from torchdoctor.diagnose.rules._common import compute_share
 #: Shares closer than this are a tie: step-time shares on a busy machine move by about a
 #: point between runs (measure's noise warnings start at 10% IQR of the whole step).
 TIE_TOLERANCE: Final = 0.01
+
+#: Confidence of a category proposed only by a measured phase: the time is measured, its
+#: cause is only inferred from where it was spent.
+PHASE_CONFIDENCE: Final = 0.5
 
 _PHASE_CATEGORY: Final[dict[str, Bottleneck]] = {
     "data_wait": "data_loading",
@@ -51,7 +56,8 @@ def candidate_shares(ev: Evidence, findings: Sequence[Finding]) -> dict[Bottlene
             propose(f.bottleneck, f.share)
     if ev.steps is not None and ev.steps.phase_fractions:
         for phase, cat in _PHASE_CATEGORY.items():
-            propose(cat, ev.steps.phase_fractions.get(phase, 0.0))  # type: ignore[call-overload]
+            share = ev.steps.phase_fractions.get(phase, 0.0)  # type: ignore[call-overload]
+            propose(cat, non_op_other_share(ev, share) if phase == "other" else share)
     model = compute_share(ev)
     if model is not None:
         propose(model_category(ev), model)
@@ -62,20 +68,40 @@ def candidate_shares(ev: Evidence, findings: Sequence[Finding]) -> dict[Bottlene
 
 def model_category(ev: Evidence) -> Bottleneck:
     """What the model's own time (forward + backward) is spent on: the roofline class with
-    the most operator time, or compute when there is no op table."""
+    the most operator time; compute when unclassified time (no ceilings) is the largest."""
     if ev.trace is None or not ev.trace.time_by_bound:
         return "compute"
     tb = ev.trace.time_by_bound
-    best = max(("compute", "memory", "overhead"), key=lambda k: tb.get(k, 0.0))  # type: ignore[call-overload]
-    return _REGIME_CATEGORY[best] if tb.get(best, 0.0) > 0 else "compute"  # type: ignore[call-overload,index]
+    best = max(tb, key=lambda k: tb[k])
+    return "compute" if best == "unknown" else _REGIME_CATEGORY[best]
 
 
-def select_primary(shares: dict[Bottleneck, float]) -> Bottleneck:
-    """The category with the largest share; ties go to the earlier one in BOTTLENECKS."""
+def non_op_other_share(ev: Evidence, other: float) -> float:
+    """The part of the `other` phase not spent inside torch operators: pure Python.
+
+    A CPU trace says what share of the step ran inside operators ("CPU Exec"); what the
+    named phases cannot hold of it ran in `other` (e.g. a forward written as plain
+    functions, which no module hook sees), and is the framework's time, not the host's.
+    """
+    tr = ev.trace
+    if tr is None or tr.has_device or "CPU Exec" not in tr.step_breakdown:
+        return other
+    named = sum(ev.phase(p) or 0.0 for p in ("h2d", "forward", "backward", "optimizer"))
+    ops_in_other = max(0.0, tr.step_breakdown["CPU Exec"] - named)
+    return max(0.0, other - ops_in_other)
+
+
+def select_primary(shares: dict[Bottleneck, float], findings: Sequence[Finding] = ()) -> Bottleneck:
+    """The category with the largest share. Ties go to the category whose findings are more
+    confident (a category proposed by a phase alone counts PHASE_CONFIDENCE), then to the
+    earlier one in BOTTLENECKS."""
     if not shares:
         return "other_host"
     top = max(shares.values())
-    for cat in BOTTLENECKS:
-        if cat in shares and shares[cat] >= top - TIE_TOLERANCE:
-            return cat
-    return "other_host"  # pragma: no cover - BOTTLENECKS lists every category
+    tied = [c for c in BOTTLENECKS if c in shares and shares[c] >= top - TIE_TOLERANCE]
+    conf = {c: PHASE_CONFIDENCE for c in tied}
+    for f in findings:
+        if f.bottleneck in conf:
+            conf[f.bottleneck] = max(conf[f.bottleneck], f.confidence)
+    best = max(conf.values())
+    return next(c for c in tied if conf[c] >= best)

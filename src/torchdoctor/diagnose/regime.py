@@ -39,10 +39,11 @@ def classify_regime(ev: Evidence) -> tuple[Regime, dict[str, EvidenceValue]]:
     if non_model is not None and non_model >= OVERHEAD_MAJORITY:
         return "overhead", evidence
     if tr is not None and tr.time_by_bound:
-        shares = {k: tr.time_by_bound.get(k, 0.0) for k in ("compute", "memory", "overhead")}
+        shares = dict(tr.time_by_bound)
         for k, v in shares.items():
             evidence[f"{k}_bound_op_time_share"] = round(v, 4)
         best = max(shares, key=lambda k: shares[k])
-        if shares[best] > 0:
-            return best, evidence  # type: ignore[return-value]
+        # Unclassified op time (no ceilings to place it on the roofline) decides nothing.
+        if best != "unknown" and shares[best] > 0:
+            return best, evidence
     return "unknown", evidence

@@ -21,6 +21,10 @@ MIN_OVERHEAD_OP_SHARE: Final = 0.3
 #: Doubling the batch should nearly double a compute-bound step; if it grows the step by
 #: less than this factor, most of the step is fixed per-step cost (overhead).
 MAX_GROWTH_PER_DOUBLING: Final = 1.3
+#: Operator calls per step from which a step is "many tiny ops": at the ~10 µs per op of
+#: eager overhead above, 1000 ops cost >= 10 ms of dispatch per step, more than the math of
+#: the small models where this happens.
+MIN_OPS_PER_STEP: Final = 1000
 #: GPU: share of the device window idle from which a trace is overhead-bound (the device is
 #: waiting on the host more than it works). TraceLens/HTA call such traces "idle-dominated".
 MIN_GPU_IDLE_SHARE: Final = 0.5
@@ -62,11 +66,17 @@ def check(ev: Evidence) -> Finding | None:
             evidence["median_op_us"] = round(tr.median_op_us, 2)
         if tr.ops_per_step is not None:
             evidence["ops_per_step"] = round(tr.ops_per_step, 1)
-        if over >= MIN_OVERHEAD_OP_SHARE:
-            fraction = max(fraction, over)
-            reasons.append(f"{over:.0%} of operator time is in overhead-sized ops")
-        elif tr.median_op_us is not None and tr.median_op_us < TINY_OP_US and over > 0:
-            evidence["tiny_op_threshold_us"] = TINY_OP_US
+        many = tr.ops_per_step is not None and tr.ops_per_step >= MIN_OPS_PER_STEP
+        in_ops = tr.step_breakdown.get("CPU Exec")
+        if over >= MIN_OVERHEAD_OP_SHARE and many and in_ops is not None:
+            # The whole in-operator share of the step is addressable: fusing or batching the
+            # ops removes their dispatch cost and shrinks the rest.
+            evidence["step_share_in_ops"] = round(in_ops, 4)
+            reasons.append(
+                f"{tr.ops_per_step:.0f} operator calls per step, {over:.0%} of their time "
+                f"in calls under {TINY_OP_US:.0f} µs"
+            )
+            return _finding(ev, in_ops, evidence, reasons, confidence=0.7)
     growth = _batch_growth(ev)
     if growth is not None:
         evidence["step_growth_per_batch_doubling"] = round(growth, 3)

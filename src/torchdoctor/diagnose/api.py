@@ -1,0 +1,64 @@
+"""One call per input: diagnose a ScriptProfile, a trace, or a RunResult."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchdoctor.core.errors import TraceError
+from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
+from torchdoctor.diagnose.evidence import CeilingEvidence
+from torchdoctor.diagnose.from_profile import evidence_from_profile
+from torchdoctor.diagnose.from_run import evidence_from_run
+from torchdoctor.diagnose.from_trace import evidence_from_trace
+from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze.records import TraceAnalysis
+    from torchdoctor.collect.script_profile import ScriptProfile
+    from torchdoctor.engine.result import RunResult
+
+
+def analyze_if_present(
+    trace_path: str | Path | None, ceilings: Any | None = None
+) -> tuple[TraceAnalysis | None, str | None]:
+    """The trace's analysis, or (None, why) when there is no usable trace."""
+    if trace_path is None or not Path(trace_path).exists():
+        return None, None
+    from torchdoctor.analyze import analyze_trace
+
+    try:
+        return analyze_trace(trace_path, ceilings=ceilings), None
+    except TraceError as exc:
+        return None, f"trace not analyzed: {exc}"
+
+
+def diagnose_profile(
+    profile: ScriptProfile,
+    analysis: TraceAnalysis | None = None,
+    *,
+    ceilings: CeilingEvidence | None = None,
+    environment: dict[str, Any] | None = None,
+    warmup: int = DEFAULT_WARMUP_STEPS,
+) -> Diagnosis:
+    """Diagnose one process of an instrumented script (and its profiled window's analysis)."""
+    ev = evidence_from_profile(profile, analysis, ceilings=ceilings, warmup=warmup)
+    return diagnose_evidence(ev, environment=environment)
+
+
+def diagnose_trace_analysis(analysis: TraceAnalysis, *, target: str | None = None) -> Diagnosis:
+    """Diagnose from a trace alone: only the rules the trace holds evidence for can fire."""
+    return diagnose_evidence(evidence_from_trace(analysis, target=target))
+
+
+def diagnose_run(
+    run: RunResult,
+    analysis: TraceAnalysis | None = None,
+    *,
+    workload_kind: str | None = None,
+    ceilings: CeilingEvidence | None = None,
+    environment: dict[str, Any] | None = None,
+    **extra: Any,
+) -> Diagnosis:
+    ev = evidence_from_run(run, analysis, workload_kind=workload_kind, ceilings=ceilings, **extra)
+    return diagnose_evidence(ev, environment=environment)

@@ -1,0 +1,205 @@
+"""`TraceEvidence` and `CeilingEvidence` from a `TraceAnalysis` (the analyzer's record)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from torchdoctor.diagnose.evidence import (
+    CeilingEvidence,
+    Evidence,
+    OpBound,
+    OpEvidence,
+    TraceEvidence,
+)
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze.records import CeilingsInfo, OpRow, TraceAnalysis
+
+#: aten ops that are pointwise (one output element from the same element of each input):
+#: the chains torch.compile fuses into one kernel. Names from native_functions.yaml.
+ELEMENTWISE_OPS: Final = frozenset(
+    (
+        "add",
+        "add_",
+        "sub",
+        "sub_",
+        "mul",
+        "mul_",
+        "div",
+        "div_",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "relu",
+        "relu_",
+        "gelu",
+        "silu",
+        "sigmoid",
+        "tanh",
+        "threshold_backward",
+        "gelu_backward",
+        "silu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "mish",
+        "hardtanh",
+        "leaky_relu",
+        "clamp",
+        "clamp_",
+        "where",
+        "masked_fill",
+        "dropout",
+        "native_dropout",
+        "addcmul_",
+        "addcdiv_",
+        "lerp_",
+        "copy_",
+        "fill_",
+        "zero_",
+        "abs",
+        "sin",
+        "cos",
+        "erf",
+        "reciprocal",
+        "maximum",
+        "minimum",
+        "eq",
+        "ne",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+    )
+)
+#: Substrings that mark a convolution op (aten, cuDNN, oneDNN, MIOpen variants).
+CONV_MARKERS: Final = ("conv", "cudnn_convolution", "mkldnn_convolution", "miopen_convolution")
+#: Top ops kept in the evidence (the rules only read the heaviest).
+TOP_OPS: Final = 20
+_BOUNDS: Final[tuple[OpBound, ...]] = ("compute", "memory", "overhead")
+
+
+def _short(name: str) -> str:
+    return name.split("::", 1)[-1]
+
+
+def _op_time(row: OpRow, on_device: bool) -> float:
+    """Device time on a GPU trace (where the math runs), host self time on a CPU trace."""
+    return row.device_us if on_device else row.self_host_us
+
+
+def _count_weighted_median(values: Sequence[float], weights: Sequence[int]) -> float | None:
+    if not values or sum(weights) == 0:
+        return None
+    order = np.argsort(values)
+    v, w = np.asarray(values)[order], np.asarray(weights)[order]
+    cum = np.cumsum(w)
+    return float(v[int(np.searchsorted(cum, cum[-1] / 2.0))])
+
+
+def trace_evidence(ta: TraceAnalysis) -> TraceEvidence:
+    on_device = ta.device_timeline is not None
+    times = [_op_time(r, on_device) for r in ta.ops]
+    total = sum(times)
+    frac = [t / total if total > 0 else 0.0 for t in times]
+    by_bound: dict[OpBound, float] = {b: 0.0 for b in _BOUNDS}
+    elementwise = conv = 0.0
+    for row, f in zip(ta.ops, frac, strict=True):
+        bound: OpBound = row.bound if row.bound in _BOUNDS else "unknown"
+        by_bound[bound] = by_bound.get(bound, 0.0) + f
+        name = _short(row.name)
+        if name in ELEMENTWISE_OPS and bound in ("memory", "overhead"):
+            elementwise += f
+        if any(m in name for m in CONV_MARKERS):
+            conv += f
+    steps = ta.steps.count if ta.steps is not None and ta.steps.count > 0 else None
+    calls = sum(r.count for r in ta.ops)
+    per_call = [r.self_host_us / r.count for r in ta.ops if r.count]
+    dt = ta.device_timeline
+    breakdown = {k: v / 100.0 for k, v in (ta.step_breakdown or {}).items()}
+    comm_share = dt.comm_pct / 100.0 if dt else breakdown.get("Communication")
+    comm_exposed = dt.exposed_comm_pct / 100.0 if dt else breakdown.get("Communication")
+    pinned = pageable = 0
+    for c in ta.syncs.copies:
+        if c.direction == "HtoD":
+            pinned += c.count if c.memory == "pinned" else 0
+            pageable += c.count if c.memory == "pageable" else 0
+    ranked = sorted(zip(ta.ops, times, frac, strict=True), key=lambda t: -t[1])[:TOP_OPS]
+    return TraceEvidence(
+        has_device=on_device,
+        steps=steps,
+        total_us=dt.total_us if dt else None,
+        busy_pct=dt.busy_pct if dt else None,
+        computation_pct=dt.computation_pct if dt else None,
+        exposed_memcpy_pct=dt.exposed_memcpy_pct if dt else None,
+        exposed_comm_pct=dt.exposed_comm_pct if dt else None,
+        idle_pct=dt.idle_pct if dt else None,
+        step_breakdown=breakdown,
+        ops=[
+            OpEvidence(
+                name=r.name,
+                count=r.count,
+                total_us=t,
+                time_frac=f,
+                flops=r.flops,
+                bytes=r.bytes,
+                intensity=r.intensity,
+                bound=r.bound if r.bound in _BOUNDS else "unknown",
+            )
+            for r, t, f in ranked
+        ],
+        time_by_bound={k: v for k, v in by_bound.items() if v > 0},
+        elementwise_time_frac=elementwise,
+        conv_time_frac=conv,
+        ops_per_step=calls / steps if steps else None,
+        median_op_us=_count_weighted_median(per_call, [r.count for r in ta.ops if r.count]),
+        launches_per_step=(ta.launches.kernels / steps if ta.launches and steps else None),
+        short_kernel_frac=(
+            ta.launches.kernels_shorter_than_launch_pct / 100.0 if ta.launches else None
+        ),
+        sync_points_per_step=ta.syncs.per_step,
+        pinned_copies=pinned,
+        pageable_copies=pageable,
+        comm_share=comm_share if comm_share else None,
+        comm_exposed_share=comm_exposed if comm_exposed else None,
+    )
+
+
+def ceiling_evidence(info: CeilingsInfo | None) -> CeilingEvidence | None:
+    if info is None:
+        return None
+    return CeilingEvidence(
+        device=info.device,
+        device_name=info.device_name,
+        peak_flops=dict(info.peak_flops),
+        mem_bandwidth_bytes_per_s=info.mem_bandwidth_bytes_per_s,
+        source=info.source,
+    )
+
+
+def device_of_trace(ta: TraceAnalysis) -> str:
+    """'cuda' for a trace with device activity (ROCm traces use the cuda device type too)."""
+    return "cuda" if ta.device_timeline is not None else "cpu"
+
+
+def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evidence:
+    """Evidence from a trace alone (recorded here or elsewhere): only what the trace shows."""
+    notes = [f"trace analysis: {w}" for w in ta.warnings[:5]]
+    if ta.ceilings is None:
+        notes.append(ta.ceilings_note)
+    return Evidence(
+        source="trace",
+        target=target or ta.source,
+        device=device_of_trace(ta),
+        device_name=ta.device_name,
+        trace=trace_evidence(ta),
+        ceilings=ceiling_evidence(ta.ceilings),
+        world_size=ta.world_size,
+        rank=ta.rank,
+        notes=notes,
+    )

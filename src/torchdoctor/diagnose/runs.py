@@ -1,0 +1,220 @@
+"""The whole examination for each input, leaving a run folder behind (core.rundir layout).
+
+Each `examine_*` writes whatever was measured even when the job fails, marks the folder
+complete or failed, and returns an `Examination`; the caller decides the exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchdoctor.core import rundir
+from torchdoctor.core.errors import DiagnoseError, TorchDoctorError
+from torchdoctor.diagnose.api import analyze_if_present, diagnose_profile, diagnose_run
+from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
+from torchdoctor.diagnose.from_trace import evidence_from_trace
+from torchdoctor.diagnose.hostinfo import ceilings_as_evidence, local_ceilings, local_environment
+
+log = logging.getLogger(__name__)
+
+COLLECT_SUBDIR = "collect"
+
+
+@dataclass
+class Examination:
+    """What one `diagnose` produced: the folder, one diagnosis per rank, and how it ended."""
+
+    run_dir: Path
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    exit_code: int | None = None
+    error: str | None = None
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        return self.diagnoses[0] if self.diagnoses else None
+
+
+def _write_reports(run_dir: Path) -> None:
+    """Render reports when the report stage is installed; a failed report is not a failed
+    diagnosis (the records are written), so it is logged, not raised."""
+    try:
+        module = importlib.import_module("torchdoctor.report")
+    except ImportError:
+        return
+    write = getattr(module, "write_reports", None)
+    if callable(write):
+        try:
+            write(run_dir)
+        except TorchDoctorError as exc:
+            log.warning("reports not written: %s", exc)
+
+
+def _finish(exam: Examination) -> Examination:
+    rundir.finish_run_dir(exam.run_dir, error=exam.error)
+    if exam.diagnoses:
+        _write_reports(exam.run_dir)
+    return exam
+
+
+def _diag_name(index: int, rank: int | None) -> str:
+    return (
+        rundir.DIAGNOSIS
+        if index == 0
+        else f"diagnosis.rank{rank if rank is not None else index}.json"
+    )
+
+
+def examine_script(
+    argv: list[str],
+    *,
+    module: bool = False,
+    steps: int | None = None,
+    warmup: int = 5,
+    profile_steps: int = 5,
+    out: Path | None = None,
+    ceilings: Any | None = None,
+) -> Examination:
+    """Run an unmodified script under instrumentation and diagnose every process that trained."""
+    from torchdoctor.collect import read_profiles, run_script
+
+    target = " ".join(argv) if argv else "script"
+    run_dir = rundir.new_run_dir("diagnose", argv[-1] if module and argv else target, out=out)
+    exam = Examination(run_dir=run_dir)
+    collect_dir = run_dir / COLLECT_SUBDIR
+    try:
+        main = run_script(
+            argv,
+            module=module,
+            steps=steps,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            out_dir=collect_dir,
+        )
+    except TorchDoctorError as exc:
+        exam.error = str(exc)
+        _finish(exam)
+        raise
+    main.write(run_dir / rundir.PROFILE)
+    exam.exit_code = main.exit_code
+    profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
+    ranked = [p for p in profiles if p.rank is not None]
+    to_diagnose = ranked or ([main] if main.steps else [])
+    if ceilings is None and to_diagnose:
+        ceilings, why = local_ceilings()
+        if why:
+            log.info(why)
+    env = local_environment()
+    for i, prof in enumerate(to_diagnose):
+        analysis, why = analyze_if_present(prof.trace_path, ceilings)
+        if analysis is not None:
+            analysis.write(
+                run_dir / (rundir.ANALYSIS if i == 0 else f"analysis.rank{prof.rank}.json")
+            )
+            if i == 0 and prof.trace_path:
+                shutil.copyfile(prof.trace_path, run_dir / rundir.TRACE)
+        diag = diagnose_profile(
+            prof,
+            analysis,
+            ceilings=ceilings_as_evidence(ceilings),
+            environment=env,
+            warmup=warmup,
+        )
+        if why:
+            diag = diag.model_copy(update={"notes": [*diag.notes, why]})
+        diag.write(run_dir / _diag_name(i, prof.rank))
+        exam.diagnoses.append(diag)
+    if not main.steps and not exam.diagnoses:
+        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
+    elif main.exit_code:
+        exam.error = f"the script exited with code {main.exit_code}"
+    return _finish(exam)
+
+
+def _never_trained_reason(ended_by: str, error: str | None, code: int | None) -> str:
+    if ended_by == "exception" and error:
+        return f"the script raised before its first training step: {error}"
+    if ended_by == "sys_exit" or (code not in (None, 0)):
+        return f"the script exited with code {code} before its first training step"
+    return (
+        "the script ran to the end without a training step (no optimizer step and no "
+        "backward call was seen)"
+    )
+
+
+def examine_trace(
+    path: Path, *, out: Path | None = None, ceilings: Any | None = None
+) -> Examination:
+    """Diagnose a profiler trace (file or folder of per-rank traces) from any machine."""
+    from torchdoctor.analyze import analyze_trace
+
+    analysis = analyze_trace(path, ceilings=ceilings)  # TraceError for bad input, before a folder
+    run_dir = rundir.new_run_dir("diagnose", str(path), out=out)
+    exam = Examination(run_dir=run_dir)
+    analysis.write(run_dir / rundir.ANALYSIS)
+    if path.is_file() and path.name.endswith(".json.gz"):
+        shutil.copyfile(path, run_dir / rundir.TRACE)
+    diag = diagnose_evidence(evidence_from_trace(analysis, target=str(path)))
+    diag.write(run_dir / rundir.DIAGNOSIS)
+    exam.diagnoses.append(diag)
+    return _finish(exam)
+
+
+def examine_workload(
+    name: str,
+    settings: dict[str, str],
+    *,
+    steps: int = 20,
+    warmup: int = 5,
+    profile_steps: int = 3,
+    out: Path | None = None,
+) -> Examination:
+    """Run a built-in or user workload with phase timing, then a short profiled window."""
+    from torchdoctor.diagnose.workload_run import profile_workload
+
+    run_dir = rundir.new_run_dir("diagnose", name, out=out)
+    exam = Examination(run_dir=run_dir)
+    try:
+        ceilings, why = local_ceilings()
+        run, kind, trace, cores = profile_workload(
+            name,
+            settings,
+            steps=steps,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            trace_path=run_dir / rundir.TRACE,
+        )
+        run.write(run_dir / rundir.RUN_RESULT)
+        analysis, twhy = analyze_if_present(trace, ceilings)
+        if analysis is not None:
+            analysis.write(run_dir / rundir.ANALYSIS)
+        diag = diagnose_run(
+            run,
+            analysis,
+            workload_kind=kind,
+            ceilings=ceilings_as_evidence(ceilings),
+            environment=local_environment(),
+            usable_cores=cores,
+        )
+        notes = [n for n in (why, twhy) if n]
+        if notes:
+            diag = diag.model_copy(update={"notes": [*diag.notes, *notes]})
+        diag.write(run_dir / rundir.DIAGNOSIS)
+        exam.diagnoses.append(diag)
+    except TorchDoctorError as exc:
+        exam.error = str(exc)
+        with contextlib.suppress(TorchDoctorError):
+            _finish(exam)
+        raise
+    return _finish(exam)
+
+
+def require_diagnosis(exam: Examination) -> Diagnosis:
+    if exam.diagnosis is None:
+        raise DiagnoseError(exam.error or "nothing was diagnosed")
+    return exam.diagnosis

@@ -1,0 +1,75 @@
+"""Run a workload for diagnosis: phase-timed steady steps, then a short profiled window.
+
+The two are separate sessions on purpose: the profiler slows the steps it watches, so phase
+fractions come from unprofiled steps and the op table from the profiled ones.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from torchdoctor.core.errors import DiagnoseError
+
+if TYPE_CHECKING:
+    from torchdoctor.engine.result import RunResult
+
+#: Steps run before the profiler starts in the profiling session (lazy init, autotuning).
+PROFILE_WARMUP_STEPS: Final = 2
+
+
+def usable_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count()
+
+
+def profile_workload(
+    name: str,
+    settings: dict[str, str],
+    *,
+    steps: int,
+    warmup: int,
+    profile_steps: int,
+    trace_path: Path,
+    device: str = "cpu",
+) -> tuple[RunResult, str | None, Path | None, int | None]:
+    """(run result, workload kind, trace path or None, usable cores)."""
+    from torchdoctor.engine import prepare, run_workload
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    workload = get_workload(name)
+    recipe = Recipe.parse([f"{k}={v}" for k, v in settings.items()], workload=workload)
+    run = run_workload(workload, recipe, steps=steps, warmup_steps=warmup, device=device)
+    trace: Path | None = None
+    if profile_steps > 0:
+        trace = _profile_window(prepare(workload, recipe, device=device), profile_steps, trace_path)
+    return run, getattr(workload, "kind", None), trace, usable_cores()
+
+
+def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from torchdoctor.collect.window import _export_gz
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with session:  # type: ignore[attr-defined]
+        session.run_steps(PROFILE_WARMUP_STEPS, measure_phases=False)  # type: ignore[attr-defined]
+        with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+            for i in range(steps):
+                # Same step marker torch.profiler's own schedule writes, so the analyzer
+                # cuts the window into steps.
+                with record_function(f"ProfilerStep#{i}"):
+                    session.run_steps(1, measure_phases=False)  # type: ignore[attr-defined]
+    try:
+        return _export_gz(prof, trace_path)
+    except (OSError, RuntimeError) as exc:
+        raise DiagnoseError(
+            f"could not write the workload's trace to {trace_path}: {exc}"
+        ) from None
