@@ -14,7 +14,9 @@ from torchdoctor.report.model import KeyValue, ReportView
 
 FENCE = "```"
 ALT_FENCE = "'''"
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+#: Characters that start emphasis, code, links, tables or strikethrough anywhere in a line.
+#: Block markers (#, -, +, 1.) only act at a line start, which an escaped value never is.
+_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def md(text: object) -> str:
@@ -41,7 +43,7 @@ def _head(v: ReportView) -> list[str]:
     out.append("")
     if v.missing:
         out += ["## What is missing", ""]
-        out += [f"- `{md(r.file)}` ({md(r.section)}): {md(r.why)}." for r in v.missing]
+        out += [f"- {md(r.file)} ({md(r.section)}): {md(r.why)}." for r in v.missing]
         out.append("")
     return out
 
