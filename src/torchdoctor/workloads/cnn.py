@@ -116,6 +116,7 @@ class CnnWorkload(SyntheticWorkload):
     name = "cnn"
     description = "Narrow ResNet-18 on synthetic 32x32 images with a CPU decode/augment pipeline"
     sample_unit = "a 32x32 RGB image"
+
     def __init__(
         self,
         width: int = 16,

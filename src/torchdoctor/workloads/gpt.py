@@ -156,7 +156,7 @@ class GptWorkload(SyntheticWorkload):
 
     def eval_metric(self, output: Any, target: torch.Tensor) -> float:
         """Perplexity."""
-        return float(torch.exp(self.loss(output, target)))
+        return float(torch.exp(self.loss(output.detach(), target)))
 
     def checkpoint_blocks(self, model: nn.Module) -> list[nn.Module]:
         assert isinstance(model, TinyGPT)

@@ -1,0 +1,83 @@
+"""`torchdoctor run` and `torchdoctor workloads` end to end, in process, on the CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.cli.main import main
+from torchdoctor.cli.state import settings
+
+
+@pytest.fixture(autouse=True)
+def _reset_settings() -> None:
+    settings.json = False
+    settings.debug = False
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_workloads_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", "workloads"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [w["name"] for w in data["workloads"]] == ["cnn", "gpt", "mlp", "recsys"]
+
+
+def test_workloads_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "recsys" in out and "nanoGPT" in out
+
+
+def test_run_json_has_throughput_and_phases(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["--json", "run", "gpt", "--param", "layers=1", "--param", "characters=2048",
+         "--set", "batch_size=4", "--steps", "3", "--warmup", "1"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema"] == "torchdoctor/run"
+    assert data["samples_per_s"] > 0
+    assert data["tokens_per_s"] == pytest.approx(data["samples_per_s"] * 64)
+    assert data["recipe"] == {"batch_size": 4}
+    assert len(data["steps"]) == 3 and len(data["losses"]) == 4
+    assert abs(sum(data["phase_fractions"].values()) - 1) < 0.02
+
+
+def test_run_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "mlp", "--param", "rows=512", "--steps", "3", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "samples/s" in out and "data_wait" in out and "compile" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "resnet"], "error: unknown workload 'resnet'"),
+        (["run", "mlp", "--set", "speed=11"], "error: unknown knob 'speed'"),
+        (["run", "mlp", "--set", "precision=fp8"], "error: invalid value 'fp8' for knob"),
+        (["run", "mlp", "--set", "pin_memory=true"], "error: knob 'pin_memory=true' does not"),
+        (["run", "mlp", "--set", "cuda_graphs=true"], "error: knob 'cuda_graphs=true' does not"),
+        (["run", "/no/such/file.py:make"], "error: workload file '/no/such/file.py' does not"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    assert _one_error_line(capsys.readouterr().err).startswith(message)
+
+
+def test_user_factory_that_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.py"
+    path.write_text("def make():\n    raise ValueError('bad config')\n")
+    assert main(["run", f"{path}:make"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "raised ValueError: bad config" in line

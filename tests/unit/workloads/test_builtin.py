@@ -1,0 +1,74 @@
+"""Each built-in workload builds, is deterministic from its seed, and trains."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import default_collate
+
+from torchdoctor.workloads import get_workload
+
+SMALL: dict[str, dict[str, Any]] = {
+    "cnn": {"width": 4, "images": 32, "decode_cost_us": 0, "batch_size": 4},
+    "gpt": {"block": 16, "layers": 1, "heads": 2, "embd": 16, "characters": 512, "batch_size": 4},
+    "mlp": {"rows": 64, "batch_size": 4},
+    "recsys": {"rows": 100, "impressions": 64, "batch_size": 4},
+}
+
+
+def _batch(wl: Any, seed: int) -> Any:
+    ds = wl.build_dataset(seed)
+    return default_collate([ds[i] for i in range(wl.default_batch_size)])
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_dataset_is_deterministic_from_seed(name: str) -> None:
+    wl = get_workload(name, **SMALL[name])
+    a, b, c = _batch(wl, 1), _batch(wl, 1), _batch(wl, 2)
+    flat = torch.utils._pytree.tree_leaves
+    assert all(torch.equal(x, y) for x, y in zip(flat(a), flat(b), strict=True))
+    assert not all(torch.equal(x, y) for x, y in zip(flat(a), flat(c), strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("impl", ["for_loop", "foreach", "fused"])
+def test_model_trains_with_every_optimizer_impl(name: str, impl: str) -> None:
+    wl = get_workload(name, **SMALL[name])
+    torch.manual_seed(0)
+    model = wl.build_model()
+    opt = wl.build_optimizer(model.parameters(), impl)
+    inputs, target = wl.to_device(_batch(wl, 0), torch.device("cpu"), non_blocking=False)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = wl.loss(model(inputs), target)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    opt.step()
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+    metric = wl.eval_metric(model(inputs), target)  # type: ignore[attr-defined]
+    assert isinstance(metric, float)
+
+
+def test_input_shapes_match_a_sample() -> None:
+    for name, params in SMALL.items():
+        wl = get_workload(name, **params)
+        inputs, _ = wl.build_dataset(0)[0]
+        tensors = inputs if isinstance(inputs, tuple) else (inputs,)
+        shapes = [tuple(t.shape) for t in tensors]
+        assert shapes == [tuple(s) for s in wl.input_shapes.values()], name
+
+
+def test_gpt_reports_tokens_per_sample() -> None:
+    assert get_workload("gpt", block=32).tokens_per_sample == 32
+    assert get_workload("mlp").tokens_per_sample is None
+
+
+def test_cnn_decode_cost_burns_cpu_time() -> None:
+    import time
+
+    slow = get_workload("cnn", images=8, decode_cost_us=20_000).build_dataset(0)
+    start = time.process_time()
+    slow[0]
+    # 20 ms of busy work shows up as CPU time (a sleep would not).
+    assert time.process_time() - start >= 0.015
