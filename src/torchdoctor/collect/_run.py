@@ -98,21 +98,19 @@ def one_line_error(exc: BaseException) -> str:
     return text
 
 
-def _is_internal(filename: str) -> bool:
-    return filename.startswith((os.path.dirname(runpy.__file__) + os.sep, _PACKAGE_DIR)) or (
-        os.sep + "torch" + os.sep in filename
-    )
-
-
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: Frames of the launcher itself: runpy (a frozen module on 3.11+) and torchdoctor.
+_LAUNCH_FRAMES = ("<frozen runpy>", os.path.abspath(runpy.__file__), _PACKAGE_DIR)
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_LAUNCH_FRAMES) or os.sep + "torch" + os.sep in filename
 
 
 def print_script_traceback(exc: BaseException) -> None:
     """Print the traceback as Python would, without the launcher's own frames on top."""
     tb: TracebackType | None = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(
-        (os.path.dirname(runpy.__file__) + os.sep + "runpy", _PACKAGE_DIR)
-    ):
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_LAUNCH_FRAMES):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
