@@ -16,13 +16,17 @@ def env_section(env: dict[str, JsonDict]) -> EnvSection:
     facts = [KeyValue(fmt.label(k), fmt.number(v)) for k, v in scalars(fingerprint, _SKIP_FACTS)]
     peak = floats(mapping(ceilings, "peak_flops"))
     bandwidth = num(ceilings, "mem_bandwidth_bytes_per_s")
-    facts += [KeyValue(f"peak {dtype} (measured)", fmt.flops(v)) for dtype, v in peak.items()]
+    source = text(ceilings, "source")
+    # Say where each ceiling came from: measured here, cached, or a datasheet for a trace
+    # recorded on another machine.
+    how = f" ({source})" if source else ""
+    facts += [KeyValue(f"peak {dtype}{how}", fmt.flops(v)) for dtype, v in peak.items()]
     if bandwidth is not None:
-        facts.append(KeyValue("memory bandwidth (measured)", fmt.bandwidth(bandwidth)))
+        facts.append(KeyValue(f"memory bandwidth{how}", fmt.bandwidth(bandwidth)))
     return EnvSection(
         facts=facts,
         peak_flops=peak,
         mem_bandwidth_bytes_per_s=bandwidth,
-        ceilings_source=text(ceilings, "source"),
+        ceilings_source=source,
         device_name=text(ceilings, "device_name", "device"),
     )

@@ -39,7 +39,11 @@ def roofline_chart(plt: Any, section: RooflineSection) -> str | None:
     xs = [o.intensity or 0.0 for o in ops]
     x_low, x_high = min(xs) / 4, max(xs) * 4
     bandwidth = section.mem_bandwidth_bytes_per_s
-    for i, (dtype, peak) in enumerate(sorted(section.peak_flops.items(), key=lambda kv: -kv[1])):
+    roofs: dict[float, list[str]] = {}  # dtypes with the same peak share one roof
+    for dtype, peak in section.peak_flops.items():
+        roofs.setdefault(peak, []).append(dtype)
+    for i, (peak, dtypes) in enumerate(sorted(roofs.items(), key=lambda kv: -kv[0])):
+        dtype = "/".join(dtypes)
         ridge = peak / bandwidth if bandwidth else x_low
         ax.hlines(
             peak,
