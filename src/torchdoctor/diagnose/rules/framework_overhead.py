@@ -98,7 +98,9 @@ def _finding(
     *,
     confidence: float,
 ) -> Finding:
-    knobs: dict[str, int | bool | str | None] = {"compile": True}
+    knobs: dict[str, int | bool | str | None] = {
+        "compile": "reduce-overhead" if ev.is_gpu else "default"
+    }
     if ev.is_gpu:
         knobs["cuda_graphs"] = True
     if ev.config.batch_size:

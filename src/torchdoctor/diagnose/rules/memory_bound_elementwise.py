@@ -45,7 +45,7 @@ def check(ev: Evidence) -> Finding | None:
             "top_memory_bound_ops": ", ".join(top) or None,
         },
         prescription=Prescription(
-            knobs={"compile": True},
+            knobs={"compile": "default"},
             code_change="model = torch.compile(model) to fuse elementwise chains",
         ),
         confidence=0.6,
