@@ -1,0 +1,75 @@
+"""Bad input to `torchdoctor diagnose -- ...`: clear message, exit code passed through,
+whatever was measured still written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.cli.main import main
+
+
+def _run(tmp_path: Path, script: str, *args: str) -> tuple[int, Path]:
+    out = tmp_path / "run"
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    code = main(
+        [
+            "diagnose",
+            "--profile-steps",
+            "0",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            str(path),
+            *args,
+        ]
+    )
+    return code, out
+
+
+def test_missing_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["diagnose", "--out", str(tmp_path / "r"), "--", sys.executable, "nope.py"])
+    assert code == 2
+    assert "nope.py" in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert manifest["status"] == "failed"
+
+
+def test_syntax_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _run(tmp_path, "def broken(:\n")
+    assert code == 2
+    assert "syntax error" in capsys.readouterr().err
+
+
+def test_raises_before_first_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(tmp_path, "raise RuntimeError('boom before training')\n")
+    assert code == 1  # Python's own exit code for an uncaught exception
+    assert "first training step" in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    assert (out / "profile.json").is_file()
+
+
+def test_never_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(tmp_path, "import torch\nprint(torch.ones(2).sum())\n")
+    assert code == 2
+    assert "without a training step" in capsys.readouterr().err
+    assert (out / "profile.json").is_file()
+
+
+def test_sys_exit_code_passed_through(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = (
+        "import sys, torch\n"
+        "m = torch.nn.Linear(4, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    opt.zero_grad(); m(torch.randn(8, 4)).sum().backward(); opt.step()\n"
+        "sys.exit(3)\n"
+    )
+    code, out = _run(tmp_path, script)
+    assert code == 3
+    assert (out / "diagnosis.json").is_file()
+    assert json.loads((out / "diagnosis.json").read_text())["step_count"] == 4

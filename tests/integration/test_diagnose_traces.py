@@ -1,0 +1,62 @@
+"""`torchdoctor diagnose TRACE` on the real GPU/CPU traces in ../shared/traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.cli.main import main
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
+
+
+def _diagnose(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    code = main(["--json", "diagnose", "--out", str(tmp_path / "run"), str(TRACES / name)])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "run" / "diagnosis.json").is_file()
+    assert (tmp_path / "run" / "analysis.json").is_file()
+    return data
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["tracelens_h100_bert_small.json.gz", "hta_alexnet_a100.json.gz", "hta_mi250_minitoy.json.gz"],
+)
+def test_mostly_idle_device_is_not_compute_bound(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _diagnose(name, tmp_path, capsys)
+    assert d["regime"] == "overhead"
+    assert d["primary_bottleneck"] == "framework_overhead"
+    assert d["regime_evidence"]["device_idle_pct"] > 90
+
+
+def test_busy_device_is_compute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _diagnose("tracelens_h100_qwen15_05b.json.gz", tmp_path, capsys)
+    assert d["primary_bottleneck"] == "compute"
+    assert d["regime_evidence"]["device_computation_pct"] > 85
+    assert not [f for f in d["findings"] if f["severity"] == "high"]
+
+
+def test_ddp_rank_reports_exposed_communication(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _diagnose("hta_a100_ws16_rank0.json.gz", tmp_path, capsys)
+    comm = next(f for f in d["findings"] if f["rule_id"] == "ddp_communication")
+    assert 0.1 <= comm["evidence"]["exposed_comm_share"] <= comm["evidence"]["comm_share"]
+    assert d["primary_bottleneck"] == "framework_overhead"  # 69% idle, 15% computation
+
+
+def test_cpu_only_gloo_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = _diagnose("hta_cpu_only.json.gz", tmp_path, capsys)
+    assert d["device"] == "cpu"
+    assert d["primary_bottleneck"] == "communication"
+
+
+def test_missing_trace_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "no_such_trace.json.gz"]) == 2
+    assert "error:" in capsys.readouterr().err
