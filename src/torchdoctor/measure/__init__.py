@@ -1,13 +1,31 @@
 """Stage: measure. The timing harness every number in torchdoctor goes through.
 
+- `Timer(stmt, setup).blocked_autorange()` / `.adaptive_autorange()` -> `Measurement`.
 - `summarize(samples)` -> `Measurement`: median, IQR, percentiles, bootstrap CI, noise warnings.
 - `compare_samples(baseline, candidate)` -> `RatioEstimate`: ratio of medians with a CI and a
   verdict (faster / slower / no_significant_difference).
+- `compare({name: stmt}, baseline=...)` -> `Comparison`: interleaved rounds, one estimate per
+  candidate.
+- `synchronize(device)`: wait for queued device work.
 
 Implementation lives in private modules; this package re-exports the public names.
 """
 
+from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._sync import make_sync, synchronize
+from torchdoctor.measure._timer import Clock, Timer
 
-__all__ = ["Measurement", "RatioEstimate", "compare_samples", "summarize"]
+__all__ = [
+    "Clock",
+    "Comparison",
+    "Measurement",
+    "RatioEstimate",
+    "Timer",
+    "compare",
+    "compare_samples",
+    "make_sync",
+    "summarize",
+    "synchronize",
+]
