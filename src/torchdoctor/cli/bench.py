@@ -1,0 +1,67 @@
+"""`torchdoctor bench STMT [--setup S] [--vs STMT2]`: time a statement or compare two."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich.console import Console
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.state import emit
+from torchdoctor.core.errors import UsageError
+
+
+def _namespace() -> dict[str, object]:
+    """Statements run with torch and math already imported, as in a quick REPL session."""
+    import torch
+
+    return {"torch": torch, "math": math}
+
+
+@app.command("bench")
+def bench_command(
+    stmt: str = typer.Argument(..., help="Python statement to time, e.g. 'a @ b'."),
+    setup: str = typer.Option("pass", "--setup", "-s", help="Statement run once before."),
+    vs: str | None = typer.Option(
+        None, "--vs", help="A second statement to compare against STMT (the baseline)."
+    ),
+    budget: float = typer.Option(10.0, "--budget", help="Seconds to spend at most."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level, 0..1."),
+    target: float = typer.Option(
+        0.01, "--target", help="Stop once the CI half-width is this fraction of the median."
+    ),
+) -> None:
+    """Time STMT (warm-up, adaptive repetition, CI of the median), or compare it with --vs."""
+    if not (budget > 0 and math.isfinite(budget)):
+        raise UsageError(f"--budget {budget:g} must be a positive number of seconds")
+    if not 0.0 < confidence < 1.0:
+        raise UsageError(f"--confidence {confidence:g} must be between 0 and 1", hint="e.g. 0.95")
+    if not target > 0:
+        raise UsageError(f"--target {target:g} must be positive", hint="e.g. 0.01 for ±1%")
+    from torchdoctor.measure import Timer, compare
+    from torchdoctor.measure.render import render_comparison, render_measurement
+
+    namespace = _namespace()
+    if vs is None:
+        m = Timer(stmt, setup, namespace).adaptive_autorange(
+            target_rel_ci=target, budget_s=budget, confidence=confidence
+        )
+        emit(m, lambda console: render_measurement(console, m))
+        return
+    if vs == stmt:
+        raise UsageError("--vs is the same statement as STMT", hint="compare two different ones")
+    c = compare(
+        {stmt: stmt, vs: vs},
+        baseline=stmt,
+        setup=setup,
+        globals=namespace,
+        budget_s=budget,
+        confidence=confidence,
+        target_rel_ci=target,
+    )
+
+    def render(console: Console) -> None:
+        render_comparison(console, c)
+
+    emit(c, render)

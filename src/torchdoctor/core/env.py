@@ -1,0 +1,201 @@
+"""The machine's fingerprint and the record of its measured ceilings.
+
+`fingerprint()` describes what performance depends on: CPU model and features, cores, the
+torch build and its threads, GPUs. `fingerprint_key()` hashes the parts that change the
+ceilings, so measured ceilings are cached per machine and re-measured when any of them
+changes. The measuring itself lives in `torchdoctor.measure.ceilings` (core does not import
+measure); torch is imported inside the functions, never at module import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from torchdoctor.core.records import Record
+
+#: CPU flags that decide matmul speed, as /proc/cpuinfo names them (Linux kernel spelling).
+SIMD_FLAGS: tuple[str, ...] = (
+    "fma",
+    "f16c",
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "amx_int8",
+    "asimd",  # Arm NEON
+    "sve",
+    "bf16",  # Arm bf16 extension
+)
+
+CACHE_DIR_ENV = "TORCHDOCTOR_CACHE_DIR"
+
+
+class CudaDevice(Record):
+    schema_name: ClassVar[str] = "cuda_device"
+
+    index: int
+    name: str
+    compute_capability: str
+    total_memory_bytes: int
+    multiprocessors: int
+    driver: str | None = None
+
+
+class EnvFingerprint(Record):
+    """What this machine and this torch build are."""
+
+    schema_name: ClassVar[str] = "env_fingerprint"
+
+    cpu_model: str
+    cpu_arch: str
+    cores_physical: int | None
+    cores_logical: int
+    cpu_flags: list[str] = Field(description="the SIMD/matrix flags of SIMD_FLAGS present")
+    os: str
+    python: str
+    torch_version: str
+    torch_cuda: str | None
+    torch_hip: str | None
+    torch_mkl: bool
+    torch_mkldnn: bool
+    torch_openmp: bool
+    torch_blas: str | None
+    intra_op_threads: int
+    cuda_devices: list[CudaDevice] = Field(default_factory=list)
+
+    def key(self) -> str:
+        return fingerprint_key(self)
+
+
+class Ceilings(Record):
+    """Peak matmul FLOP/s per dtype and memory bandwidth of one device: the roofline's roof."""
+
+    schema_name: ClassVar[str] = "ceilings"
+
+    device: str
+    device_name: str
+    peak_flops: dict[str, float] = Field(description="dtype name -> FLOP/s")
+    mem_bandwidth_bytes_per_s: float
+    source: Literal["measured", "datasheet"]
+    fingerprint_key: str
+    measured_at: str | None = Field(default=None, description="ISO 8601 UTC time")
+    method: dict[str, Any] = Field(
+        default_factory=dict, description="how: matmul sizes, copy bytes, timing budget"
+    )
+
+
+def _cpu_model_and_flags() -> tuple[str, set[str]]:
+    """From /proc/cpuinfo (fast, Linux); else py-cpuinfo (slower: it may spawn a process)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    model = re.search(r"^(?:model name|Model|Hardware)\s*:\s*(.+)$", text, re.MULTILINE)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.MULTILINE)
+    if model and flags:
+        return model.group(1).strip(), set(flags.group(1).split())
+    import cpuinfo
+
+    info = cpuinfo.get_cpu_info()
+    return str(info.get("brand_raw") or platform.processor() or "unknown"), set(
+        info.get("flags", [])
+    )
+
+
+def _torch_blas(config: str) -> str | None:
+    match = re.search(r"BLAS_INFO=(\w+)", config)
+    return match.group(1) if match else None
+
+
+def _cuda_devices() -> list[CudaDevice]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    driver = _nvidia_driver()
+    devices = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        devices.append(
+            CudaDevice(
+                index=i,
+                name=props.name,
+                compute_capability=f"{props.major}.{props.minor}",
+                total_memory_bytes=int(props.total_memory),
+                multiprocessors=int(props.multi_processor_count),
+                driver=driver,
+            )
+        )
+    return devices
+
+
+def _nvidia_driver() -> str | None:
+    """The NVIDIA driver version via NVML when pynvml is installed (optional dependency)."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        return None
+
+
+def fingerprint() -> EnvFingerprint:
+    """Describe this machine and torch build (takes well under a second without a GPU)."""
+    import psutil
+    import torch
+
+    model, flags = _cpu_model_and_flags()
+    config = torch.__config__.show()
+    return EnvFingerprint(
+        cpu_model=model,
+        cpu_arch=platform.machine(),
+        cores_physical=psutil.cpu_count(logical=False),
+        cores_logical=os.cpu_count() or 1,
+        cpu_flags=[f for f in SIMD_FLAGS if f in flags],
+        os=f"{platform.system()} {platform.release()}",
+        python=platform.python_version(),
+        torch_version=str(torch.__version__),
+        torch_cuda=torch.version.cuda,
+        torch_hip=getattr(torch.version, "hip", None),
+        torch_mkl=bool(torch.backends.mkl.is_available()),
+        torch_mkldnn=bool(torch.backends.mkldnn.is_available()),
+        torch_openmp=bool(torch.backends.openmp.is_available()),
+        torch_blas=_torch_blas(config),
+        intra_op_threads=torch.get_num_threads(),
+        cuda_devices=_cuda_devices(),
+    )
+
+
+def fingerprint_key(fp: EnvFingerprint | None = None) -> str:
+    """Stable 16-hex-digit hash of what the ceilings depend on (not the Python version)."""
+    fp = fp or fingerprint()
+    relevant = fp.model_dump(mode="json", exclude={"python", "os"})
+    for device in relevant.get("cuda_devices", []):
+        device.pop("driver", None)  # a driver update does not move the roofline much
+    blob = json.dumps(relevant, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """Where measured ceilings are cached: $TORCHDOCTOR_CACHE_DIR or the user cache dir."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("torchdoctor"))
