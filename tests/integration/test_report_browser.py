@@ -31,7 +31,7 @@ EXPECTED_CHARTS = {"steps", "timeline", "roofline", "ladder", "pareto", "parity"
 
 
 def _sample_run() -> ModuleType:
-    path = Path(__file__).parents[1] / "unit" / "report" / "sample_run.py"
+    path = Path(__file__).parents[1] / "unit" / "report" / "report_samples.py"
     spec = importlib.util.spec_from_file_location("report_sample_run", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

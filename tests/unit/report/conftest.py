@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from sample_run import make_run
+
+# The sample records live next to the tests; make them importable under any import mode.
+sys.path.insert(0, str(Path(__file__).parent))
+from report_samples import make_run
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sample_run import EVIL_OP, diagnosis_record
+from report_samples import EVIL_OP, diagnosis_record, make_plain_run
 
 from torchdoctor.core import rundir
 from torchdoctor.diagnose.evidence import CeilingEvidence
@@ -88,3 +88,15 @@ def test_env_falls_back_to_the_diagnosis_ceilings(run_dir: Path) -> None:
     assert view.env is not None and view.env.peak_flops == {"float32": 9.0e10}
     assert view.roofline is not None and view.roofline.peak_flops == {"float32": 9.0e10}
     assert any(f.label == "peak float32 (cached)" for f in view.env.facts)
+
+
+def test_run_result_gives_the_step_breakdown_and_its_facts(tmp_path: Path) -> None:
+    view = build_view(read_run_dir(make_plain_run(tmp_path)))
+    assert view.missing == [] and view.verdict is None and view.ladder is None
+    assert view.steps is not None
+    assert [b.label for b in view.steps.bars] == ["run"]
+    assert view.steps.bars[0].fractions["data_wait"] == 0.4  # as recorded, not recomputed
+    facts = {f.label: f.value for f in view.steps.facts}
+    assert facts["throughput"] == "152.4 samples/s"
+    assert facts["peak memory (host RSS)"] == "300.0 MiB"
+    assert len(view.steps.losses) == 10

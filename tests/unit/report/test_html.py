@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
-from sample_run import EVIL_OP, EVIL_SCRIPT
+from report_samples import EVIL_OP, EVIL_SCRIPT, make_run
 
 from torchdoctor.report import render_report
 from torchdoctor.report.charts import _svg
@@ -13,8 +13,14 @@ from torchdoctor.report.charts import _svg
 MAX_REPORT_BYTES = 2 * 2**20
 
 
-def test_hostile_strings_are_escaped_everywhere(run_dir: Path) -> None:
-    html = render_report(run_dir, "html").read_text()
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The complete sample run's HTML report, rendered once for the read-only tests."""
+    return render_report(make_run(tmp_path_factory.mktemp("html")), "html")
+
+
+def test_hostile_strings_are_escaped_everywhere(report: Path) -> None:
+    html = report.read_text()
     assert EVIL_OP not in html and "<b>bold</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     # Escaped inside the roofline's SVG text too (matplotlib escapes its own text).
@@ -24,16 +30,15 @@ def test_hostile_strings_are_escaped_everywhere(run_dir: Path) -> None:
     assert "<script" not in html.lower()
 
 
-def test_every_chart_has_a_stable_container_with_svg(run_dir: Path) -> None:
-    html = render_report(run_dir, "html").read_text()
+def test_every_chart_has_a_stable_container_with_svg(report: Path) -> None:
+    html = report.read_text()
     figures = re.findall(r'<figure class="chart" data-chart="(\w+)"><svg', html)
     assert set(figures) == {"steps", "timeline", "roofline", "ladder", "pareto", "parity"}
 
 
-def test_self_contained_and_small(run_dir: Path) -> None:
-    path = render_report(run_dir, "html")
-    html = path.read_text()
-    assert path.stat().st_size < MAX_REPORT_BYTES
+def test_self_contained_and_small(report: Path) -> None:
+    html = report.read_text()
+    assert report.stat().st_size < MAX_REPORT_BYTES
     # Nothing fetched: no src attributes, no stylesheet links, no external hrefs or urls.
     assert " src=" not in html and "<link" not in html
     assert not re.search(r'href="(?!#)', html)
@@ -41,8 +46,8 @@ def test_self_contained_and_small(run_dir: Path) -> None:
     assert "@import" not in html and "@font-face" not in html
 
 
-def test_svg_ids_are_unique_across_charts(run_dir: Path) -> None:
-    html = render_report(run_dir, "html").read_text()
+def test_svg_ids_are_unique_across_charts(report: Path) -> None:
+    html = report.read_text()
     ids = re.findall(r'\bid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
     # Every in-page reference resolves to an id of the page.

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sample_run import tune_record
+from report_samples import tune_record
 
 from torchdoctor.core import rundir
 from torchdoctor.core.errors import RecordError, ReportError

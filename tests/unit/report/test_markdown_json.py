@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sample_run import EVIL_OP
+from report_samples import EVIL_OP
 
 from torchdoctor.diagnose import Diagnosis
 from torchdoctor.report import render_report, write_reports

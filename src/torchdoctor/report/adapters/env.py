@@ -3,23 +3,51 @@
 from __future__ import annotations
 
 from torchdoctor.report import format as fmt
-from torchdoctor.report.adapters._access import JsonDict, floats, mapping, num, scalars, text
+from torchdoctor.report.adapters._access import (
+    JsonDict,
+    floats,
+    items,
+    mapping,
+    num,
+    scalars,
+    text,
+)
 from torchdoctor.report.model import EnvSection, KeyValue
 
 #: Fingerprint fields not worth a row (long lists or internal keys).
-_SKIP_FACTS = ("cache_key", "fingerprint_id")
+_SKIP_FACTS = ("fingerprint_key",)
+
+
+def _gpu(gpu: JsonDict) -> str:
+    parts = [
+        text(gpu, "name") or "?",
+        f"compute capability {text(gpu, 'compute_capability') or fmt.NA}",
+        fmt.nbytes(num(gpu, "total_memory_bytes")),
+    ]
+    if driver := text(gpu, "driver"):
+        parts.append(f"driver {driver}")
+    return ", ".join(parts)
 
 
 def env_section(env: dict[str, JsonDict]) -> EnvSection:
     fingerprint = env.get("fingerprint", {})
     ceilings = env.get("ceilings", {})
     facts = [KeyValue(fmt.label(k), fmt.number(v)) for k, v in scalars(fingerprint, _SKIP_FACTS)]
+    flags = [str(f) for f in items(fingerprint, "cpu_flags")]
+    if flags:
+        facts.append(KeyValue("SIMD / matrix features", ", ".join(flags)))
+    for gpu in items(fingerprint, "cuda_devices"):
+        if isinstance(gpu, dict):
+            facts.append(KeyValue(f"cuda:{fmt.number(gpu.get('index'))}", _gpu(gpu)))
     peak = floats(mapping(ceilings, "peak_flops"))
     bandwidth = num(ceilings, "mem_bandwidth_bytes_per_s")
     source = text(ceilings, "source")
     # Say where each ceiling came from: measured here, cached, or a datasheet for a trace
     # recorded on another machine.
+    measured_at = text(ceilings, "measured_at")
     how = f" ({source})" if source else ""
+    if measured_at:
+        facts.append(KeyValue("ceilings measured at", measured_at))
     facts += [KeyValue(f"peak {dtype}{how}", fmt.flops(v)) for dtype, v in peak.items()]
     if bandwidth is not None:
         facts.append(KeyValue(f"memory bandwidth{how}", fmt.bandwidth(bandwidth)))

@@ -13,9 +13,13 @@ from typing import Any
 from torchdoctor.analyze.records import OpRow, StepSummary, SyncStats, TraceAnalysis
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.core import rundir
+from torchdoctor.core.env import Ceilings, EnvFingerprint
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.diagnose import Diagnosis, Prescription
 from torchdoctor.diagnose.findings import make_finding
+from torchdoctor.engine import RunResult
+from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.measure import summarize
 from torchdoctor.tune.records import (
     Ladder,
     ParetoPoint,
@@ -34,25 +38,33 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def env_json() -> dict[str, Any]:
-    return {
-        "fingerprint": {
-            "schema": "torchdoctor/env_fingerprint",
-            "version": 1,
-            "cpu_model": "Test CPU @ 2.0GHz",
-            "cores": 2,
-            "torch_version": "2.13.0+cpu",
-            "avx512": False,
-        },
-        "ceilings": {
-            "schema": "torchdoctor/ceilings",
-            "version": 1,
-            "device": "cpu",
-            "device_name": "Test CPU",
-            "peak_flops": {"float32": 1.2e11, "bfloat16": 6.0e10},
-            "mem_bandwidth_bytes_per_s": 1.0e10,
-            "source": "measured 2024-01-01",
-        },
-    }
+    fingerprint = EnvFingerprint(
+        cpu_model="Test CPU @ 2.0GHz",
+        cpu_arch="x86_64",
+        cores_physical=2,
+        cores_logical=2,
+        cpu_flags=["avx2", "fma"],
+        os="Linux",
+        python="3.11.7",
+        torch_version="2.13.0+cpu",
+        torch_cuda=None,
+        torch_hip=None,
+        torch_mkl=True,
+        torch_mkldnn=True,
+        torch_openmp=True,
+        torch_blas="mkl",
+        intra_op_threads=2,
+    )
+    ceilings = Ceilings(
+        device="cpu",
+        device_name="Test CPU",
+        peak_flops={"float32": 1.2e11, "bfloat16": 6.0e10},
+        mem_bandwidth_bytes_per_s=1.0e10,
+        source="measured",
+        fingerprint_key="abc123",
+        measured_at="2024-01-01T00:00:00+00:00",
+    )
+    return {"fingerprint": fingerprint.to_json_dict(), "ceilings": ceilings.to_json_dict()}
 
 
 def diagnosis_record() -> Diagnosis:
@@ -322,5 +334,39 @@ def make_run(root: Path, *, complete: bool = True, kind: str = "demo") -> Path:
     for t in trials():
         t.write(run_dir / rundir.TRIALS / f"{t.key}.json")
     tune_record(run_dir).write(run_dir / rundir.TUNE)
+    rundir.finish_run_dir(run_dir)
+    return run_dir
+
+
+def run_result_record() -> RunResult:
+    steps = profile_record().steps
+    return RunResult(
+        workload="mlp",
+        device="cpu",
+        seed=0,
+        compiled=False,
+        batch_size=32,
+        grad_accum=1,
+        samples_per_step=32,
+        warmup_steps=2,
+        first_step_s=0.5,
+        warmup_s=0.7,
+        compile_s=0.0,
+        steps=steps,
+        samples_per_s=152.4,
+        step_time=summarize([s.total_s for s in steps]),
+        phase_fractions={"data_wait": 0.4, "forward": 0.2, "backward": 0.25, "optimizer": 0.15},
+        memory=MemoryStats(
+            cpu_peak_rss_bytes=300 * 2**20, cpu_peak_is_run_scoped=True, cpu_rss_end_bytes=None
+        ),
+        losses=[s.loss for s in steps if s.loss is not None],
+        threads=2,
+    )
+
+
+def make_plain_run(root: Path) -> Path:
+    """What `torchdoctor run` leaves: a manifest and a RunResult."""
+    run_dir = rundir.new_run_dir("run", "mlp", out=root / "plain")
+    run_result_record().write(run_dir / rundir.RUN_RESULT)
     rundir.finish_run_dir(run_dir)
     return run_dir
