@@ -60,6 +60,10 @@ ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
 TRIAL_SPEC: Final = RecordSpec(
     "trial", "trials/*.json", "torchdoctor.tune.records", "TrialResult", "tune_trial"
 )
+#: The best recipe as a Python snippet, written by `torchdoctor tune` (tune.api.BEST_RECIPE_PY).
+BEST_RECIPE_PY: Final = "best_recipe.py"
+#: Largest snippet shown; a bigger file is not one tune wrote.
+MAX_SNIPPET_BYTES: Final = 64 * 1024
 #: Highest version read for a record whose class is not installed in this build.
 FALLBACK_MAX_VERSION: Final = 1
 
@@ -76,6 +80,8 @@ class RunRecords:
     files: list[str] = field(default_factory=list)
     """Other artifacts present in the folder (trace, snippets) for the reproduce section."""
     is_run_dir: bool = True
+    recipe_snippet: str | None = None
+    """The tuner's own best-recipe snippet, shown verbatim in "how to reproduce"."""
 
 
 def _record_class(module: str, name: str) -> type[Record] | None:
@@ -147,6 +153,9 @@ def read_run_dir(run_dir: Path) -> RunRecords:
                 _validate(_read_json(path), TRIAL_SPEC.module, TRIAL_SPEC.cls, str(path))
             )
     found.files = sorted(p.name for p in run_dir.iterdir() if p.is_file())
+    snippet = run_dir / BEST_RECIPE_PY
+    if snippet.is_file() and snippet.stat().st_size <= MAX_SNIPPET_BYTES:
+        found.recipe_snippet = snippet.read_text(encoding="utf-8", errors="replace")
     return found
 
 

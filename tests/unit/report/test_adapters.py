@@ -100,3 +100,13 @@ def test_run_result_gives_the_step_breakdown_and_its_facts(tmp_path: Path) -> No
     assert facts["throughput"] == "152.4 samples/s"
     assert facts["peak memory (host RSS)"] == "300.0 MiB"
     assert len(view.steps.losses) == 10
+
+
+def test_reproduce_shows_the_tuners_own_snippet_when_present(run_dir: Path) -> None:
+    snippet = "# Best recipe found by `torchdoctor tune cnn`.\nrecipe = Recipe.from_dict({})\n"
+    (run_dir / "best_recipe.py").write_text(snippet)
+    view = build_view(read_run_dir(run_dir))
+    assert view.reproduce is not None and view.reproduce.recipe_code == snippet
+    assert "torchdoctor run cnn --set batch_size=32 --set num_workers=2 --set compile=default" in (
+        view.reproduce.commands
+    )

@@ -83,6 +83,8 @@ def build_view(found: RunRecords) -> ReportView:
         trials=trial_views(found.trials) if found.trials else None,
         pareto=pareto_points(tune) if tune else None,
         parity=loss_curves(found.trials) if found.trials else None,
-        reproduce=reproduce_section(found.manifest, tune, _shown(found.source)),
+        reproduce=reproduce_section(
+            found.manifest, tune, _shown(found.source), found.recipe_snippet
+        ),
         missing=missing_records(found.manifest, present),
     )

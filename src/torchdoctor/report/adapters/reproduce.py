@@ -15,7 +15,7 @@ def _set_args(recipe: dict[str, object]) -> str:
 
 
 def reproduce_section(
-    manifest: JsonDict | None, tune: JsonDict | None, source: str
+    manifest: JsonDict | None, tune: JsonDict | None, source: str, snippet: str | None = None
 ) -> ReproduceSection:
     commands: list[str] = []
     argv = [str(a) for a in items(manifest, "command")]
@@ -32,6 +32,8 @@ def reproduce_section(
             f"# Best recipe for {workload} found by torchdoctor tune: "
             f"{fmt.speedup(num(tune, 'speedup'))} the baseline throughput"
         )
-        recipe_code = f"{header}\nBEST_RECIPE = {pprint.pformat(best, sort_dicts=False)}\n"
+        recipe_code = snippet or (
+            f"{header}\nBEST_RECIPE = {pprint.pformat(best, sort_dicts=False)}\n"
+        )
     commands.append(shlex.join(["torchdoctor", "report", source]))
     return ReproduceSection(commands=commands, recipe_code=recipe_code)
