@@ -24,6 +24,7 @@ from typing import Any
 import ijson
 import numpy as np
 
+from torchdoctor.analyze.fastload import FastColumns, fast_columns
 from torchdoctor.analyze.shapes import op_bytes, op_flops_and_output
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind, Timeline, TraceMeta
 from torchdoctor.core.errors import TraceError
@@ -200,7 +201,27 @@ def _build(cols: _Columns, meta: TraceMeta) -> Timeline:
     )
 
 
-def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns) -> TraceMeta:
+def _build_fast(cols: FastColumns, meta: TraceMeta) -> Timeline:
+    ts = cols.column("ts", np.float64)
+    base = float(ts.min()) if ts.size else 0.0
+    return Timeline(
+        names=list(cols.names),
+        ts=ts - base,
+        dur=cols.column("dur", np.float64),
+        kind=cols.column("kind", np.int8),
+        name_id=cols.column("name_id", np.int32),
+        pid=cols.column("pid", np.int64),
+        tid=cols.column("tid", np.int64),
+        corr=cols.column("corr", np.int64),
+        ext_id=cols.column("ext_id", np.int64),
+        flops=cols.column("flops", np.float64),
+        nbytes=cols.column("nbytes", np.float64),
+        base_us=base,
+        meta=meta,
+    )
+
+
+def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns | FastColumns) -> TraceMeta:
     props = top.get("deviceProperties")
     device_name = None
     if isinstance(props, list) and props and isinstance(props[0], dict):
@@ -277,6 +298,10 @@ def load_trace(path: str | Path) -> Timeline:
         raise TraceError(
             f"{p}: is a folder", hint="use load_rank_traces() or analyze_trace() for a folder"
         )
+    fast = fast_columns(p)
+    if fast is not None and (len(fast.names) or fast.skipped):
+        return _build_fast(fast, _trace_meta(p, fast.top, fast))
+    # The exact streaming reader: unusual layouts, and the precise error for bad input.
     cols = _Columns()
     reader = _stream_events(p, cols, "traceEvents.item")
     if not cols.ts and not cols.skipped:

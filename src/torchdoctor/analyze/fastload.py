@@ -1,0 +1,322 @@
+"""The fast path of trace loading: msgspec decodes bounded chunks of events into slim structs.
+
+Why: the streaming ijson reader builds a Python dict per event and then walks it in Python;
+on the 26 MB (109k-event) A100 reference trace that cost ~3 s of CPU. msgspec decodes JSON
+straight into `Struct`s holding only the fields the analyses read (unknown keys are skipped
+in C) and hands the shape fields over as raw JSON bytes, so the per-event Python work is a
+few list comprehensions plus numpy. Measured on this project's 2-core machine: msgspec 0.5 s
+vs orjson 1.4 s for the whole A100 document (both under load); see benchmarks/RESULTS.md.
+
+Bounded memory: the decompressed stream is read in CHUNK_BYTES pieces; events are cut at an
+element boundary of the `traceEvents` array and each piece is decoded on its own, so peak
+memory is a few chunks plus the numpy columns, whatever the trace size. A cut is found by
+trying the last `}` followed by `,`: a cut inside a nested value or a string leaves an
+unbalanced piece, which fails to decode, and the next earlier candidate is tried.
+
+Anything unusual (no `traceEvents` key near the start, a bare event array, malformed JSON,
+an event that is not an object, non-object `args`, unhashable names) makes `fast_columns`
+return None and the caller falls back to the exact streaming reader, which also produces
+the precise error messages. Results are identical to that reader's (tests compare both).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from torchdoctor.analyze.shapes import op_bytes, op_flops_and_output
+from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind
+
+# 16 MB of decompressed JSON per decode: large enough that per-chunk overhead is noise,
+# small enough that a chunk's structs stay in the tens of MB.
+CHUNK_BYTES = 16 << 20
+# The `traceEvents` key must appear within this many bytes (metadata comes first; a full
+# deviceProperties + collect_env dump is tens of kB); else we fall back.
+HEAD_LIMIT_BYTES = 64 << 20
+# How many `}` candidates to try before giving up on a cut (each failed try costs a decode
+# attempt that stops at the first error, so this is cheap).
+MAX_CUT_TRIES = 64
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_NULL = msgspec.Raw(b"null")
+# "External id" absent (not null): take the lower-case spelling older traces use.
+_ABSENT = -(1 << 62)
+
+
+class _Args(msgspec.Struct, frozen=True):
+    correlation: Any = -1
+    external_id: Any = msgspec.field(name="External id", default=_ABSENT)
+    external_id_lc: Any = msgspec.field(name="external id", default=-1)
+    flops: Any = None
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NULL)
+    types: msgspec.Raw = msgspec.field(name="Input type", default=_NULL)
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NULL)
+    nbytes: Any = msgspec.field(name="bytes", default=None)
+    size: Any = None
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, frozen=True):
+    ph: Any = None
+    cat: Any = ""
+    name: Any = ""
+    pid: Any = 0
+    tid: Any = 0
+    ts: Any = None
+    dur: Any = None
+    args: _Args = _NO_ARGS
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[_Event] = []  # the JSON keys
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+
+
+_DOC = msgspec.json.Decoder(_Doc)
+_EVENTS = msgspec.json.Decoder(list[_Event])
+
+
+class _Unsupported(Exception):
+    """The fast path cannot take this input; use the streaming reader."""
+
+
+class _Interner(dict[Any, int]):
+    """Raw event name -> index into `names` (str(name), as the streaming reader interns)."""
+
+    def __init__(self, names: dict[str, int]) -> None:
+        super().__init__()
+        self.names = names
+
+    def __missing__(self, key: Any) -> int:
+        value = self.names.setdefault(str(key), len(self.names))
+        self[key] = value
+        return value
+
+
+class _CategoryKinds(dict[Any, int]):
+    """Raw `cat` -> Kind code; -1 for the profiler's own "Trace" span (dropped)."""
+
+    def __missing__(self, key: Any) -> int:
+        cat = str(key).lower()
+        value = -1 if cat == "trace" else int(CATEGORY_KINDS.get(cat, Kind.OTHER))
+        self[key] = value
+        return value
+
+
+def _as_int(value: Any, default: int) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return hash(value) & 0x7FFFFFFF  # string pids/tids ("stream 7") stay distinct
+    return default
+
+
+def _int_column(values: list[Any], default: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "ib":
+        return arr.astype(np.int64)
+    return np.asarray([_as_int(v, default) for v in values], dtype=np.int64)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+class FastColumns:
+    """Per-chunk numpy columns, concatenated at the end; the same fields as `Timeline`."""
+
+    FIELDS = ("ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes")
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {f: [] for f in self.FIELDS}
+        self.skipped = 0
+        self.first_skip: str | None = None
+        self.top: dict[str, Any] = {}
+        self._interner = _Interner(self.names)
+        self._kinds = _CategoryKinds()
+        # (name, recorded flops, dims, types, concrete) -> (flops, bytes): real traces repeat
+        # the same op on the same shapes every step, so each estimate is computed once.
+        self._estimates: dict[tuple[Any, ...], tuple[float, float]] = {}
+
+    def column(self, field: str, dtype: Any) -> np.ndarray:
+        parts = self.parts[field]
+        return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype=dtype)
+
+    def _estimate(self, ev: _Event) -> tuple[float, float]:
+        a = ev.args
+        key = (ev.name, a.flops, bytes(a.dims), bytes(a.types), bytes(a.concrete))
+        hit = self._estimates.get(key)
+        if hit is not None:
+            return hit
+        name = str(ev.name)
+        dims = msgspec.json.decode(a.dims)
+        concrete = msgspec.json.decode(a.concrete)
+        flops = nbytes = math.nan
+        if isinstance(a.flops, int | float) and a.flops > 0:
+            flops = float(a.flops)
+        elif dims is not None:
+            est, _ = op_flops_and_output(name, dims, concrete)
+            flops = est if est is not None else math.nan
+        if dims is not None:
+            est_bytes = op_bytes(name, dims, msgspec.json.decode(a.types), concrete)
+            nbytes = est_bytes if est_bytes is not None else math.nan
+        self._estimates[key] = (flops, nbytes)
+        return flops, nbytes
+
+    def add(self, events: list[_Event]) -> None:
+        """Reduce one decoded chunk to columns (the streaming reader's `_add_event`, batched)."""
+        xs = [e for e in events if e.ph == "X"]
+        kinds_map = self._kinds
+        kind = np.asarray([kinds_map[e.cat] for e in xs], dtype=np.int8)
+        ts = np.asarray([e.ts for e in xs])
+        dur = np.asarray([e.dur for e in xs])
+        keep = kind >= 0
+        if ts.dtype.kind in "ifb" and dur.dtype.kind in "ifb":
+            ts, dur = ts.astype(np.float64), dur.astype(np.float64)
+            valid = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+        else:  # a null, string or huge number somewhere: check each event exactly
+            valid = np.asarray(
+                [_numeric(e.ts) and _numeric(e.dur) and e.dur >= 0 for e in xs], dtype=bool
+            )
+            ts = np.asarray([e.ts if v else 0.0 for e, v in zip(xs, valid, strict=True)], float)
+            dur = np.asarray([e.dur if v else 0.0 for e, v in zip(xs, valid, strict=True)], float)
+        bad = keep & ~valid
+        if bad.any():
+            self.skipped += int(bad.sum())
+            if self.first_skip is None:
+                e = xs[int(np.flatnonzero(bad)[0])]
+                self.first_skip = f"{e.name!r} (ts={e.ts!r}, dur={e.dur!r})"
+        keep &= valid
+        if not keep.all():
+            xs = [e for e, k in zip(xs, keep.tolist(), strict=True) if k]
+            kind, ts, dur = kind[keep], ts[keep], dur[keep]
+        interner = self._interner
+        args = [e.args for e in xs]
+        ext = _int_column([a.external_id for a in args], -1)
+        absent = ext == _ABSENT
+        if absent.any():
+            ext[absent] = _int_column([a.external_id_lc for a in args], -1)[absent]
+        flops = np.full(len(xs), math.nan)
+        nbytes = np.full(len(xs), math.nan)
+        for i in np.flatnonzero(kind == int(Kind.CPU_OP)).tolist():
+            flops[i], nbytes[i] = self._estimate(xs[i])
+        for i in np.flatnonzero((kind == int(Kind.MEMCPY)) | (kind == int(Kind.MEMSET))).tolist():
+            a = args[i]
+            size = a.nbytes if a.nbytes is not None else a.size
+            nbytes[i] = float(_as_int(size, -1)) if size is not None else math.nan
+        columns = {
+            "ts": ts,
+            "dur": dur,
+            "kind": kind,
+            "name_id": np.asarray([interner[e.name] for e in xs], dtype=np.int32),
+            "pid": _int_column([e.pid for e in xs], 0),
+            "tid": _int_column([e.tid for e in xs], 0),
+            "corr": _int_column([a.correlation for a in args], -1),
+            "ext_id": ext,
+            "flops": flops,
+            "nbytes": nbytes,
+        }
+        for field, values in columns.items():
+            self.parts[field].append(values)
+
+    def set_top(self, doc: _Doc) -> None:
+        for key in ("deviceProperties", "distributedInfo"):
+            value = getattr(doc, key)
+            if value is not None and key not in self.top:
+                self.top[key] = value
+
+
+def _open(path: Path) -> Any:
+    fh = path.open("rb")
+    if fh.read(2) == b"\x1f\x8b":
+        fh.seek(0)
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+    fh.seek(0)
+    return fh
+
+
+def _cut(buf: bytearray) -> tuple[list[_Event], int] | None:
+    """Decode the longest decodable run of whole events at the start of `buf`."""
+    end = len(buf)
+    for _ in range(MAX_CUT_TRIES):
+        p = buf.rfind(b"}", 0, end)
+        if p < 0:
+            return None
+        after = bytes(buf[p + 1 : p + 65]).lstrip()
+        if after.startswith(b","):
+            try:
+                return _EVENTS.decode(b"[" + buf[: p + 1] + b"]"), p + 1
+            except msgspec.ValidationError:
+                raise _Unsupported from None
+            except msgspec.DecodeError:
+                pass  # cut inside a nested value or string: try an earlier `}`
+        end = p
+    return None
+
+
+def _fill(stream: Any, buf: bytearray, target: int) -> bool:
+    """Read until `buf` holds `target` bytes; True when the stream ended first."""
+    while len(buf) < target:
+        chunk = stream.read(max(target - len(buf), 1 << 16))
+        if not chunk:
+            return True
+        buf += chunk
+    return False
+
+
+def _read_events(stream: Any, cols: FastColumns) -> None:
+    buf = bytearray()
+    eof = _fill(stream, buf, CHUNK_BYTES)
+    match = _EVENTS_KEY.search(buf)
+    while match is None:
+        if eof or len(buf) > HEAD_LIMIT_BYTES:
+            raise _Unsupported  # a bare event array, or no traceEvents at all
+        eof = _fill(stream, buf, len(buf) + CHUNK_BYTES)
+        match = _EVENTS_KEY.search(buf)
+    if eof:  # the whole document is in memory: one decode
+        doc = _DOC.decode(buf)
+        cols.set_top(doc)
+        cols.add(doc.traceEvents)
+        return
+    cols.set_top(_DOC.decode(bytes(buf[: match.start()]) + b'"traceEvents":[]}'))
+    del buf[: match.end()]
+    target = CHUNK_BYTES
+    while not _fill(stream, buf, target):
+        cut = _cut(buf)
+        if cut is None:  # no complete event in the buffer yet (a huge one): read on
+            target = len(buf) + CHUNK_BYTES
+            continue
+        events, used = cut
+        cols.add(events)
+        del events
+        del buf[: buf.index(b",", used) + 1]
+        target = CHUNK_BYTES
+    doc = _DOC.decode(b'{"traceEvents":[' + bytes(buf))
+    cols.set_top(doc)
+    cols.add(doc.traceEvents)
+
+
+def fast_columns(path: Path) -> FastColumns | None:
+    """The trace's events as columns, or None when only the streaming reader can read it."""
+    cols = FastColumns()
+    try:
+        with _open(path) as stream:
+            _read_events(stream, cols)
+    except (_Unsupported, msgspec.DecodeError, EOFError, zlib.error, OSError, TypeError):
+        return None  # gzip.BadGzipFile is an OSError; TypeError: an unhashable name or cat
+    return cols

@@ -1,0 +1,100 @@
+"""The msgspec fast path loads exactly what the streaming ijson reader loads, or defers to it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torchdoctor.analyze import fastload, loading
+from torchdoctor.analyze.timeline import Timeline
+
+# (trace, chunk size): the A100 trace (26 MB) spans two default chunks; 64 kB chunks force
+# hundreds of cuts on the Qwen trace.
+REAL = (
+    ("hta_a100_ws16_rank0.json.gz", fastload.CHUNK_BYTES),
+    ("tracelens_h100_qwen15_05b.json.gz", 1 << 16),
+    ("hta_cpu_only.json.gz", fastload.CHUNK_BYTES),
+)
+COLUMNS = ("ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes")
+
+
+def _streaming(path: Path, monkeypatch: pytest.MonkeyPatch) -> Timeline:
+    with monkeypatch.context() as m:
+        m.setattr(loading, "fast_columns", lambda p: None)
+        return loading.load_trace(path)
+
+
+def _assert_same(a: Timeline, b: Timeline) -> None:
+    assert a.names == b.names
+    assert a.base_us == b.base_us and a.meta == b.meta
+    for col in COLUMNS:
+        np.testing.assert_array_equal(getattr(a, col), getattr(b, col), err_msg=col)
+
+
+@pytest.mark.parametrize(("name", "chunk"), REAL)
+def test_fast_path_equals_streaming_reader(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch, name: str, chunk: int
+) -> None:
+    path = shared_traces / name
+    assert fastload.fast_columns(path) is not None  # the fast path does take real traces
+    monkeypatch.setattr(fastload, "CHUNK_BYTES", chunk)
+    _assert_same(loading.load_trace(path), _streaming(path, monkeypatch))
+
+
+def _write(tmp_path: Path, doc: object, name: str = "t.json.gz") -> Path:
+    path = tmp_path / name
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+def _event(name: str, ts: object, dur: object, **args: object) -> dict[str, object]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+            "dur": dur, "args": args}  # fmt: skip
+
+
+def test_odd_events_match_the_streaming_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [
+        _event("aten::mm", 10, 5, **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"] * 2}),
+        _event("aten::mm", 20, 5, **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"] * 2}),
+        _event("aten::add", 30, -1),
+        _event("aten::add", None, 3),
+        _event("aten::relu", 40.5, 2, **{"external id": 7}),
+        {"ph": "X", "cat": "Trace", "name": "whole", "ts": 0, "dur": 100},
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy HtoD",
+            "pid": "stream 7",
+            "tid": 7,
+            "ts": 50,
+            "dur": 4,
+            "args": {"bytes": 4096, "correlation": 3},
+        },
+        {"ph": "i", "name": "instant", "ts": 60},
+    ]
+    path = _write(tmp_path, {"traceEvents": events, "distributedInfo": {"rank": 3}})
+    fast = loading.load_trace(path)
+    _assert_same(fast, _streaming(path, monkeypatch))
+    assert fast.meta.rank == 3 and fast.meta.skipped_events == 2
+    assert fast.flops[0] == 2 * 2 * 3 * 4 and fast.nbytes[0] == (6 + 12 + 8) * 4
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [_event("aten::mm", 1, 1)],  # the bare Chrome "JSON array" format
+        {"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 1, "args": None}]},
+        {"traceEvents": [{"ph": "X", "name": ["unhashable"], "ts": 1, "dur": 1}]},
+    ],
+)
+def test_unusual_layouts_defer_to_the_streaming_reader(tmp_path: Path, doc: object) -> None:
+    path = _write(tmp_path, doc)
+    assert fastload.fast_columns(path) is None
+    assert len(loading.load_trace(path)) == 1
