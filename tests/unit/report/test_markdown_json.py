@@ -44,4 +44,5 @@ def test_write_reports_writes_html_and_md_into_the_run_folder(run_dir: Path) -> 
     paths = write_reports(run_dir)
     assert paths == [run_dir / "report.html", run_dir / "report.md"]
     assert all(p.stat().st_size > 0 for p in paths)
+    assert all(p.stat().st_mode & 0o044 == 0o044 for p in paths)  # shareable, not private
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
