@@ -12,6 +12,7 @@ objective); speedup = median(best) / median(candidate) through `compare_samples`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -27,6 +28,14 @@ DEFAULT_WARMUP_STEPS: Final = 3
 #: Steps per chunk: long enough that one chunk's time is not dominated by timer granularity
 #: or a single scheduler hiccup, short enough that many chunks fit in a trial.
 DEFAULT_CHUNK_STEPS: Final = 4
+#: A chunk lasts at least this long (more steps for fast models): on a shared, busy machine
+#: scheduler preemptions last tens of milliseconds, so a chunk of a few short steps can be
+#: slowed 2-10x by one of them; 0.3 s chunks average such hiccups out (measured on this
+#: project's 2-core CI host under load 10: 4-step chunks of an MLP varied 10x, 0.3 s chunks
+#: a few percent).
+DEFAULT_MIN_CHUNK_S: Final = 0.3
+#: Cap on the steps of one chunk (a very fast model still alternates arms often).
+MAX_CHUNK_STEPS: Final = 256
 #: Scored A/B rounds: 8 chunk pairs give a usable bootstrap interval of the ratio of medians
 #: (at least 3 per side are required; more narrows the interval ~1/sqrt(n)).
 DEFAULT_ROUNDS: Final = 8
@@ -40,6 +49,7 @@ DEFAULT_PARITY_STEPS: Final = 16
 class MeasurePlan:
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     chunk_steps: int = DEFAULT_CHUNK_STEPS
+    min_chunk_s: float = DEFAULT_MIN_CHUNK_S
     rounds: int = DEFAULT_ROUNDS
     settle_rounds: int = DEFAULT_SETTLE_ROUNDS
     parity_steps: int = DEFAULT_PARITY_STEPS
@@ -60,6 +70,7 @@ class Arm:
     chunk_scores: list[float] = field(default_factory=list)
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
+    chunk_steps: int = DEFAULT_CHUNK_STEPS
 
     def run(self, steps: int, *, timeout_s: float) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
@@ -81,10 +92,15 @@ class Arm:
         self.compile_s = float(first["steps"][0][0])
         self.losses.append(first["steps"][0][2])
         self.warmup_s = self.compile_s
+        step_s = self.compile_s
         if plan.warmup_steps > 1:
             before = len(self.losses)
             score = self.run(plan.warmup_steps - 1, timeout_s=timeout_s)
+            step_s = score * _scale(self, 1)
             self.warmup_s += score * _scale(self, len(self.losses) - before)
+        # Calibrate the chunk length from the last (post-compile) warm-up steps.
+        wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
+        self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
 
     def fill_losses(self, steps: int, *, timeout_s: float) -> None:
         """Run unscored steps until the loss trajectory has `steps` entries (for parity)."""
@@ -136,7 +152,7 @@ def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout_s: float
         # Alternate who goes first, so a slow drift within a round favours neither side.
         order = (best, candidate) if i % 2 == 0 else (candidate, best)
         for arm in order:
-            score = arm.run(plan.chunk_steps, timeout_s=timeout_s)
+            score = arm.run(arm.chunk_steps, timeout_s=timeout_s)
             if i >= plan.settle_rounds:
                 arm.chunk_scores.append(score)
 
@@ -145,6 +161,6 @@ def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout_s: float) -> None:
     """Score one arm on its own (the baseline's first figures, joint-search trials)."""
     arm.chunk_scores.clear()
     for i in range(plan.settle_rounds + plan.rounds):
-        score = arm.run(plan.chunk_steps, timeout_s=timeout_s)
+        score = arm.run(arm.chunk_steps, timeout_s=timeout_s)
         if i >= plan.settle_rounds:
             arm.chunk_scores.append(score)

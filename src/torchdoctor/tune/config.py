@@ -9,6 +9,7 @@ from pydantic import Field
 from torchdoctor.core.records import Record
 from torchdoctor.tune.arms import (
     DEFAULT_CHUNK_STEPS,
+    DEFAULT_MIN_CHUNK_S,
     DEFAULT_PARITY_STEPS,
     DEFAULT_ROUNDS,
     DEFAULT_SETTLE_ROUNDS,
@@ -66,6 +67,7 @@ class TuneConfig(Record):
     trial_timeout_s: float = Field(gt=0, default=DEFAULT_TRIAL_TIMEOUT_S)
     warmup_steps: int = Field(ge=1, default=DEFAULT_WARMUP_STEPS)
     chunk_steps: int = Field(ge=1, default=DEFAULT_CHUNK_STEPS)
+    min_chunk_s: float = Field(ge=0, default=DEFAULT_MIN_CHUNK_S)
     rounds: int = Field(ge=3, default=DEFAULT_ROUNDS)
     settle_rounds: int = Field(ge=0, default=DEFAULT_SETTLE_ROUNDS)
     parity_steps: int = Field(ge=2, default=DEFAULT_PARITY_STEPS)
@@ -74,6 +76,7 @@ class TuneConfig(Record):
         return MeasurePlan(
             warmup_steps=self.warmup_steps,
             chunk_steps=self.chunk_steps,
+            min_chunk_s=self.min_chunk_s,
             rounds=self.rounds,
             settle_rounds=self.settle_rounds,
             parity_steps=self.parity_steps,

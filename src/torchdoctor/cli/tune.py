@@ -1,0 +1,193 @@
+"""`torchdoctor tune WORKLOAD`: find the fastest recipe that still learns the same, with proof."""
+
+from __future__ import annotations
+
+import re
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.state import emit, err_console, progress_enabled
+from torchdoctor.core.errors import TuneError, UsageError
+from torchdoctor.core.rundir import display_path
+from torchdoctor.tune import TrialResult, TuneConfig, TuneResult, tune
+from torchdoctor.tune.tuner import Tuner
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_duration(text: str) -> float:
+    """'10m' -> 600.0; '90s', '1.5h' and plain seconds also work."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"cannot read duration {text!r}", hint="write e.g. 10m, 90s or 1h")
+    return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "").lower()]
+
+
+def parse_size(text: str) -> int:
+    """'4GiB' / '4G' / '512MB' -> bytes (binary multiples: memory is sized in pages)."""
+    match = _SIZE.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"cannot read memory size {text!r}", hint="write e.g. 4GiB or 512MiB")
+    return int(float(match.group(1)) * 1024 ** _SIZE_POWERS[match.group(2).lower()])
+
+
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
+def _fmt_change(change: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in change.items()) or "baseline"
+
+
+def _fmt_mem(value: int | None) -> str:
+    return f"{value / 2**20:.0f} MiB" if value else "-"
+
+
+def render_result(result: TuneResult, console: Console) -> None:
+    table = Table(title=f"Ladder: {result.workload} ({result.objective})")
+    for col in ("Step", "Change", "Throughput", "Speedup vs baseline", "Peak memory"):
+        table.add_column(col, justify="right" if col != "Change" else "left")
+    table.add_column("Loss dev.", justify="right")
+    table.add_column("Verdict")
+    for rung in result.ladder.rungs:
+        table.add_row(
+            str(rung.step),
+            _fmt_change(rung.change),
+            f"{rung.samples_per_s:,.1f}/s",
+            f"{rung.speedup_vs_baseline:.2f}x {_fmt_ci(rung.speedup_vs_baseline_ci)}",
+            _fmt_mem(rung.peak_memory_bytes),
+            f"{rung.loss_deviation:.2%}" if rung.loss_deviation is not None else "-",
+            rung.verdict,
+        )
+    console.print(table)
+    if result.ladder.rejected:
+        rejected = Table(title="Rejected changes")
+        rejected.add_column("Change")
+        rejected.add_column("Speedup vs best", justify="right")
+        rejected.add_column("Why")
+        for rej in result.ladder.rejected:
+            speed = f"{rej.speedup_vs_best:.2f}x" if rej.speedup_vs_best else "-"
+            why = rej.reason if rej.status == "ok" else f"{rej.status}: {rej.reason}"
+            rejected.add_row(_fmt_change(rej.change), speed, why)
+        console.print(rejected)
+    if result.pareto_front:
+        front = Table(title="Pareto front (throughput vs peak memory)")
+        front.add_column("Recipe")
+        front.add_column("Throughput", justify="right")
+        front.add_column("Peak memory", justify="right")
+        for p in result.pareto_front:
+            front.add_row(
+                _fmt_change(p.recipe), f"{p.samples_per_s:,.1f}/s", _fmt_mem(p.peak_memory_bytes)
+            )
+        console.print(front)
+    console.print(
+        f"Best: [bold]{_fmt_change(result.best_recipe)}[/] at {result.best_samples_per_s:,.1f} "
+        f"samples/s = [bold]{result.speedup:.2f}x[/] the baseline "
+        f"({_fmt_ci(result.speedup_ci)}, {result.n_trials} trials, {result.n_failed} failed, "
+        f"{result.n_reused} reused, {result.elapsed_s:.0f} s of {result.budget_s:.0f} s)"
+    )
+    for note in result.notes:
+        console.print(f"  note: {note}", highlight=False)
+    console.print(f"Run folder: {display_path(Path(result.run_dir))}")
+
+
+def run_with_progress(**kwargs: Any) -> TuneResult:
+    """Call `tune()` with a progress bar on stderr (trial k of n, budget left) when wanted."""
+    bar: Progress | None = None
+    if progress_enabled():
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=err_console,
+            transient=True,
+        )
+    state: dict[str, Any] = {}
+
+    def on_start(tuner: Tuner, planned: int) -> None:
+        state["planned"] = planned
+        if bar is not None:
+            state["task"] = bar.add_task("tuning", total=tuner.settings.budget_s, status="")
+
+    def on_trial(result: TrialResult, tuner: Tuner) -> None:
+        if bar is None:
+            return
+        k = len(tuner.trials)
+        left = max(0.0, tuner.remaining_s())
+        what = f"{_fmt_change(result.change)}: {result.decision}"
+        bar.update(
+            state["task"],
+            completed=tuner.elapsed_s(),
+            description=f"trial {k} of ~{max(k, state['planned'])}",
+            status=f"{what} | budget left {left:.0f} s",
+        )
+
+    with bar if bar is not None else nullcontext():
+        return tune(on_start=on_start, on_trial=on_trial, **kwargs)
+
+
+@app.command("tune")
+def tune_command(
+    workload: str = typer.Argument(None, help="Built-in workload name (omit with --resume)."),
+    budget: str = typer.Option("10m", "--budget", help="Wall-time budget, e.g. 10m, 90s, 1h."),
+    objective: str = typer.Option("throughput", "--objective", help="throughput or latency."),
+    max_memory: str = typer.Option(None, "--max-memory", help="Memory cap per trial, e.g. 4GiB."),
+    storage: str = typer.Option(None, "--storage", help="Optuna storage URL (shared study)."),
+    resume: Path = typer.Option(None, "--resume", help="Continue the study in this run folder."),
+    out: Path = typer.Option(None, "--out", help="Run folder to create."),
+    settings: list[str] = typer.Option([], "--set", help="Baseline knob setting knob=value."),
+    knobs: str = typer.Option(None, "--knobs", help="Only try these knobs (comma-separated)."),
+    joint: int = typer.Option(0, "--joint", min=0, help="Joint-refinement trials (Optuna)."),
+    hold_effective_batch: bool = typer.Option(
+        False, "--hold-effective-batch", help="Keep batch_size x grad_accum fixed."
+    ),
+    min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
+) -> None:
+    """Tune WORKLOAD: prove each change by interleaved A/B, keep the wins, hand back the recipe."""
+    if resume is not None:
+        result = run_with_progress(workload=workload, resume=resume)
+    else:
+        if workload is None:
+            raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
+        if objective not in ("throughput", "latency"):
+            raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        config = TuneConfig(
+            workload=workload,
+            objective=objective,
+            device=device,
+            seed=seed,
+            budget_s=parse_duration(budget),
+            min_gain=min_gain,
+            max_memory_bytes=parse_size(max_memory) if max_memory else None,
+            storage=storage,
+            baseline_recipe=_baseline(workload, settings, device),
+            knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+            joint_trials=joint,
+            hold_effective_batch=hold_effective_batch,
+        )
+        result = run_with_progress(config=config, out=out)
+    emit(result, lambda console: render_result(result, console))
+
+
+def _baseline(workload: str, settings: list[str], device: str) -> dict[str, Any]:
+    from torchdoctor.core.errors import TorchDoctorError
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    try:
+        job = get_workload(workload)
+    except TorchDoctorError as exc:
+        raise TuneError(f"cannot tune workload {workload!r}: {exc}") from None
+    return Recipe.parse(settings, workload=job, device=device).to_dict()
