@@ -161,6 +161,9 @@ def read_run_dir(run_dir: Path) -> RunRecords:
 
 def read_record_file(path: Path) -> RunRecords:
     """Read one record file on its own (e.g. a `tune.json` copied out of its run folder)."""
+    if path.name == rundir.MANIFEST:
+        # A run folder's manifest stands for its folder (and shares RunResult's schema id).
+        return read_run_dir(path.parent)
     peeked = peek_schema(path)
     if peeked is None:
         raise RecordError(

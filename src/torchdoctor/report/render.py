@@ -70,6 +70,8 @@ def render_report(
     if fmt not in FORMATS:
         raise ReportError(f"unknown report format {fmt!r}", hint="use html, md or json")
     source = Path(run_dir)
+    if source.name == rundir.MANIFEST and source.is_file():
+        source = source.parent  # the manifest stands for its run folder
     found = read_input(source)
     target = Path(out) if out is not None else default_output(source, fmt)
     if target.is_dir():

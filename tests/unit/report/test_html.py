@@ -76,6 +76,7 @@ def test_killed_run_report_lists_what_is_missing(killed_run_dir: Path) -> None:
 def test_output_path_and_lone_record(run_dir: Path, tmp_path: Path) -> None:
     out = render_report(run_dir, "html", tmp_path / "elsewhere" / "r.html")
     assert out == tmp_path / "elsewhere" / "r.html" and out.is_file()
+    assert render_report(run_dir / "run.json", "md") == run_dir / "report.md"
     lone = render_report(run_dir / "tune.json", "html")
     assert lone == run_dir / "tune.report.html"
     assert 'data-chart="ladder"' in lone.read_text()

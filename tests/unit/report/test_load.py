@@ -70,3 +70,8 @@ def test_a_file_that_is_not_a_record(tmp_path: Path) -> None:
     (tmp_path / "y.json").write_text('{"schema": "torchdoctor/bogus", "version": 1}')
     with pytest.raises(RecordError, match="cannot report on a 'torchdoctor/bogus' record"):
         read_record_file(tmp_path / "y.json")
+
+
+def test_the_manifest_stands_for_its_run_folder(run_dir: Path) -> None:
+    found = read_input(run_dir / rundir.MANIFEST)
+    assert found.source == run_dir and "tune" in found.records
