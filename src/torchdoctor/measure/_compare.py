@@ -110,6 +110,7 @@ def compare(
         for name, t in timers.items()
         if not t.warm_up(numbers[name], WARMUP_FRACTION * budget_s / len(timers))
     ]
+    numbers = _equal_duration_numbers(timers, numbers)
     times: dict[str, list[float]] = {name: [] for name in timers}
     order = list(timers)
     rng = random.Random(seed)
@@ -141,6 +142,21 @@ def compare(
         confidence=confidence,
         warnings=warnings,
     )
+
+
+def _equal_duration_numbers(timers: Mapping[str, Timer], numbers: dict[str, int]) -> dict[str, int]:
+    """Calls per block so that every candidate's block lasts about as long as the longest.
+
+    Why: on a loaded machine a block's chance of being preempted grows with its length, so
+    per-call times from 1 ms blocks and from 10 ms blocks differ systematically (measured: up
+    to 2x under load 10 on 2 cores for the *same* statement, when power-of-ten sizing picked
+    100 calls for one side and 1000 for the other). Equal durations expose all sides alike.
+    """
+    per_call = {name: t.last_block_s / numbers[name] for name, t in timers.items()}
+    if any(p <= 0 for p in per_call.values()):
+        return numbers
+    target = max(numbers[name] * per_call[name] for name in timers)
+    return {name: max(1, round(target / per_call[name])) for name in timers}
 
 
 def _estimates(

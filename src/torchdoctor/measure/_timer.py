@@ -107,6 +107,7 @@ class Timer:
         except (SyntaxError, ValueError) as exc:
             raise MeasureError(f"statement {self.label!r} cannot be timed: {exc}") from None
         self._checked = False
+        self.last_block_s = 0.0
 
     # -- clock and blocks -------------------------------------------------------------------
 
@@ -175,7 +176,10 @@ class Timer:
         return number
 
     def warm_up(self, number: int, max_time: float) -> bool:
-        """Run blocks until the last few agree; False if `max_time` ran out first."""
+        """Run blocks until the last few agree; False if `max_time` ran out first.
+
+        Afterwards `last_block_s` holds the median of the last few blocks (seconds per block).
+        """
         recent: list[float] = []
         spent = 0.0
         while True:
@@ -185,6 +189,7 @@ class Timer:
             if len(recent) < SETTLE_WINDOW:
                 continue  # judging "settled" needs a full window, whatever the time limit
             mid = statistics.median(recent)
+            self.last_block_s = mid
             if mid <= 0 or (max(recent) - min(recent)) <= SETTLE_TOLERANCE * mid:
                 return True
             if spent >= max_time:
