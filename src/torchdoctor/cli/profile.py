@@ -1,0 +1,122 @@
+"""`torchdoctor profile WORKLOAD`: trace a window of steps, count FLOPs, analyze the trace.
+
+Writes a run folder: trace.json.gz (Kineto, opens in Perfetto / TensorBoard),
+profile_summary.json (`ProfileCapture`: window, FLOPs per op and module, memory),
+analysis.json (`TraceAnalysis` of the trace) and, when the report stage is installed,
+report.html / report.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.errors import TorchDoctorError, UsageError
+
+#: Modules listed in the FLOP table (heaviest first); the JSON keeps all of them.
+TOP_MODULES = 12
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    from torchdoctor.cli.run import _parse_params as parse
+
+    return parse(items)
+
+
+def _ceilings(device: str) -> Any | None:
+    """This machine's measured ceilings (cached after the first measurement), or None."""
+    from torchdoctor.measure.ceilings import get_ceilings
+
+    try:
+        return get_ceilings(device="cuda" if device.startswith("cuda") else "cpu")
+    except TorchDoctorError as exc:
+        err_console.print(f"[yellow]warning:[/] ceilings unavailable: {exc}", highlight=False)
+        return None
+
+
+def _render(console: Console, run_dir: Path, capture: Any, analysis: Any) -> None:
+    from torchdoctor.core.rundir import display_path
+
+    steps = capture.step_times_s
+    mean_ms = 1000 * sum(steps) / len(steps) if steps else 0.0
+    console.print(
+        f"[bold]{capture.workload}[/] on {capture.device}: profiled {capture.active} step(s) "
+        f"after {capture.wait} skipped + {capture.warmup} warm-up, {mean_ms:.2f} ms/step, "
+        f"{capture.flops_per_step / 1e9:.3f} GFLOP/step"
+    )
+    table = Table(title="FLOPs per module (one training step)")
+    table.add_column("module")
+    table.add_column("GFLOP", justify="right")
+    table.add_column("share", justify="right")
+    total = capture.flops_per_step or 1
+    for m in capture.flops_by_module[:TOP_MODULES]:
+        table.add_row(m.module, f"{m.flops / 1e9:.4f}", f"{100 * m.flops / total:.1f}%")
+    console.print(table)
+    if analysis.step_breakdown:
+        shares = ", ".join(f"{k} {v:.1f}%" for k, v in analysis.step_breakdown.items() if v >= 0.05)
+        console.print(f"step breakdown ({analysis.steps.basis}): {shares}")
+    console.print(f"run folder: {display_path(run_dir)}")
+
+
+@app.command("profile")
+def profile_command(
+    workload: str = typer.Argument(..., help="Built-in name (see `workloads`) or file.py:factory."),
+    settings: list[str] = typer.Option(
+        [], "--set", help="Knob setting knob=value (repeatable), e.g. --set batch_size=64."
+    ),
+    params: list[str] = typer.Option([], "--param", help="Workload parameter name=value."),
+    wait: int = typer.Option(1, "--wait", min=0, help="Steps run unprofiled first."),
+    warmup: int = typer.Option(2, "--warmup", min=0, help="Profiler warm-up steps (discarded)."),
+    active: int = typer.Option(3, "--active", min=1, help="Steps recorded in the trace."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    ceilings: bool = typer.Option(
+        True,
+        "--ceilings/--no-ceilings",
+        help="Judge ops against this machine's measured ceilings (measured once, cached).",
+    ),
+) -> None:
+    """Profile a window of WORKLOAD's steps: Kineto trace, FLOPs per op/module, memory."""
+    from torchdoctor.analyze import analyze_trace
+    from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
+    from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    job = get_workload(workload, **_parse_params(params))
+    recipe = Recipe.parse(settings, workload=job, device=device)
+    if out is not None and out.exists() and any(out.iterdir()):
+        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
+    machine = _ceilings(device) if ceilings else None
+    run_dir = new_run_dir("profile", job.name, out=out)
+    try:
+        capture = profile_workload(
+            job, recipe, run_dir, device=device, seed=seed, wait=wait, warmup=warmup, active=active
+        )
+        capture.write(run_dir / PROFILE_SUMMARY)
+        analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
+        analysis.write(run_dir / ANALYSIS)
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+        raise
+    finish_run_dir(run_dir)
+    if importlib.util.find_spec("torchdoctor.report") is not None:
+        from torchdoctor.report import write_reports
+
+        write_reports(run_dir)
+    emit(
+        {
+            "run_dir": str(run_dir),
+            "profile": capture.to_json_dict(),
+            "analysis": analysis.to_json_dict(),
+        },
+        lambda console: _render(console, run_dir, capture, analysis),
+    )
