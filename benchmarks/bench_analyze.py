@@ -2,8 +2,11 @@
 
 Runs both on (1) the largest trace in ../shared/traces and (2) a 100+ MB trace synthesized at
 run time (the real A100 rank-0 trace repeated with shifted timestamps, written to a temp dir,
-never committed). Each tool runs in its own subprocess so its peak RSS (ru_maxrss) is its
-own; times are wall time of load + analysis inside the subprocess, best of --repeat.
+never committed). Each tool runs in its own subprocess so its peak RSS (ru_maxrss, the
+largest of the process and any worker it spawned) is its own; times are wall time and CPU
+time (user + sys, including workers) of imports + load + analysis inside the subprocess,
+best of --repeat. CPU time is reported because the machine is shared: other engineers' jobs
+stretch wall time (load average 10+ on 2 cores), but not the CPU a tool itself burns.
 
 HTA lives only in its own virtualenv (/tmp/td-hta-venv, created with --system-site-packages
 on first use); it is never a torchdoctor dependency. A tool that fails is reported as failed.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,6 +33,27 @@ SEED_TRACE = "hta_a100_ws16_rank0.json.gz"
 HTA_VENV = Path("/tmp/td-hta-venv")
 HTA_REQUIREMENT = "HolisticTraceAnalysis==0.5.*"
 
+# Printed by each child: wall s, CPU s, peak RSS kB, idle %. Peak RSS is the child's own
+# VmHWM: ru_maxrss of RUSAGE_SELF survives exec on Linux, so it would report the benchmark
+# parent's size at spawn time when that is larger (it did: 180 MB for a 45 MB job).
+USAGE = """
+def usage():
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    with open("/proc/self/status") as fh:
+        hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    return cpu, max(hwm, kids.ru_maxrss)
+"""
+# Both tools run with bytecode caching on, as an installed package does: this machine sets
+# PYTHONDONTWRITEBYTECODE=1, which would make the editable torchdoctor recompile its sources
+# on every run while HTA's site-packages hold pip-compiled .pyc files. A warm-up import per
+# tool, untimed, fills the cache.
+CHILD_ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "PYTHONPYCACHEPREFIX": "/tmp/td-bench-pycache",
+}
+
 TORCHDOCTOR_CHILD = """
 import resource, sys, time
 t = time.perf_counter()
@@ -36,7 +61,7 @@ from torchdoctor.analyze import analyze_trace
 r = analyze_trace(sys.argv[1])
 dt = r.device_timeline
 idle = None if dt is None else round(dt.idle_pct, 2)
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, idle)
+print(time.perf_counter() - t, *usage(), idle)
 """
 
 HTA_CHILD = """
@@ -47,7 +72,7 @@ from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=sys.argv[1])
 df = a.get_temporal_breakdown(visualize=False)
 idle = round(float(df["idle_time_pctg"].iloc[0]), 2)
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, idle)
+print(time.perf_counter() - t, *usage(), idle)
 """
 
 
@@ -98,15 +123,21 @@ def synthesize(out_dir: Path, target_mb: float) -> Path:
     return path
 
 
-def run_child(python: str, code: str, target: Path, repeat: int) -> tuple[float, float, str]:
-    best: tuple[float, float, str] | None = None
+Result = tuple[float, float, float, str]  # wall s, CPU s, peak MB, idle %
+
+
+def run_child(python: str, code: str, target: Path, repeat: int) -> Result:
+    best: Result | None = None
+    code = code.replace("t = time.perf_counter()", USAGE + "t = time.perf_counter()", 1)
     for _ in range(repeat):
-        proc = subprocess.run([python, "-c", code, str(target)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [python, "-c", code, str(target)], capture_output=True, text=True, env=CHILD_ENV
+        )
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            return float("nan"), float("nan"), f"failed: {last[:70]}"
-        seconds, rss_kb, idle = proc.stdout.split()[-3:]
-        result = (float(seconds), float(rss_kb) / 1024, idle)
+            return float("nan"), float("nan"), float("nan"), f"failed: {last[:70]}"
+        seconds, cpu, rss_kb, idle = proc.stdout.split()[-4:]
+        result = (float(seconds), float(cpu), float(rss_kb) / 1024, idle)
         if best is None or result[0] < best[0]:
             best = result
     assert best is not None
@@ -117,8 +148,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--synthetic-mb", type=float, default=110.0)
+    parser.add_argument("--synthesize-to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.synthesize_to is not None:  # the child that writes the synthetic trace
+        print(synthesize(args.synthesize_to, args.synthetic_mb))
+        return
     hta_python = str(ensure_hta())
+    for python, module in ((sys.executable, "torchdoctor.analyze"), (hta_python, "hta")):
+        subprocess.run([python, "-c", f"import {module}"], check=True, env=CHILD_ENV)
     largest = max(SHARED_TRACES.glob("*.json*"), key=lambda p: p.stat().st_size)
     with tempfile.TemporaryDirectory(prefix="td-bench-") as tmp:
         tmp_path = Path(tmp)
@@ -127,26 +164,37 @@ def main() -> None:
         (real_dir / largest.name).symlink_to(largest.resolve())
         synth_dir = tmp_path / "synthetic"
         synth_dir.mkdir()
-        synthetic = synthesize(synth_dir, args.synthetic_mb)
+        # In a subprocess, so that this process stays small while the tools run.
+        synth_args = ["--synthesize-to", str(synth_dir), "--synthetic-mb", str(args.synthetic_mb)]
+        made = subprocess.run(
+            [sys.executable, __file__, *synth_args],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        synthetic = Path(made.stdout.strip().splitlines()[-1])
         real_label = f"{largest.name} ({largest.stat().st_size / 1e6:.1f} MB gz)"
         synth_label = f"synthetic ({synthetic.stat().st_size / 1e6:.0f} MB json)"
         cases = [
             (real_label, real_dir / largest.name, real_dir),
             (synth_label, synthetic, synth_dir),
         ]
-        header = f"{'trace':<44} {'tool':<12} {'time s':>8} {'peak MB':>8} {'idle %':>8}"
+        header = (
+            f"{'trace':<44} {'tool':<12} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'idle %':>8}"
+        )
         print(header)
         print("-" * len(header))
         for label, file_path, folder in cases:
             td = run_child(sys.executable, TORCHDOCTOR_CHILD, file_path, args.repeat)
             hta = run_child(hta_python, HTA_CHILD, folder, args.repeat)
-            print(f"{label:<44} {'torchdoctor':<12} {td[0]:>8.2f} {td[1]:>8.0f} {td[2]:>8}")
-            print(f"{'':<44} {'HTA 0.5':<12} {hta[0]:>8.2f} {hta[1]:>8.0f} {hta[2]:>8}")
-            if hta[0] == hta[0]:  # not NaN
+            for tool, r in (("torchdoctor", td), ("HTA 0.5", hta)):
                 print(
-                    f"{'':<44} {'ratio':<12} {hta[0] / td[0]:>7.1f}x {hta[1] / td[1]:>7.1f}x"
-                    "   (HTA / torchdoctor: higher is better for torchdoctor)"
+                    f"{label if tool == 'torchdoctor' else '':<44} {tool:<12} "
+                    f"{r[0]:>8.2f} {r[1]:>8.2f} {r[2]:>8.0f} {r[3]:>8}"
                 )
+            if hta[0] == hta[0]:  # not NaN
+                ratios = " ".join(f"{h / t:>7.1f}x" for h, t in zip(hta[:3], td[:3], strict=True))
+                print(f"{'':<44} {'ratio':<12} {ratios}   (HTA / torchdoctor)")
 
 
 if __name__ == "__main__":
