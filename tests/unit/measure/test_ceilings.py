@@ -33,12 +33,13 @@ def test_flops_formula_uses_two_n_cubed(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_slow_dtype_stays_at_small_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Probe at n=8: doubling n costs 8x, so 0.03 s -> 0.24 s fits MAX_MATMUL_CALL_S (0.3 s)...
-    monkeypatch.setattr(ceilings_mod, "_matmul_seconds", lambda *_a, **_k: 0.03)
+    # Probe at n=8; doubling n costs 8x. Just under the limit after x8 fits, just over not.
+    fits = 0.9 * ceilings_mod.MAX_MATMUL_CALL_S / 8
+    monkeypatch.setattr(ceilings_mod, "_matmul_seconds", lambda *_a, **_k: fits)
     _, n = ceilings_mod.measure_matmul_flops("cpu", "bfloat16", sizes=(8, 16), run_time=0.1)
     assert n == 16
-    # ...but 0.1 s -> 0.8 s does not, so the slow dtype stays at the probe size.
-    monkeypatch.setattr(ceilings_mod, "_matmul_seconds", lambda *_a, **_k: 0.1)
+    too_slow = 1.1 * ceilings_mod.MAX_MATMUL_CALL_S / 8
+    monkeypatch.setattr(ceilings_mod, "_matmul_seconds", lambda *_a, **_k: too_slow)
     _, n = ceilings_mod.measure_matmul_flops("cpu", "bfloat16", sizes=(8, 16), run_time=0.1)
     assert n == 8
 
