@@ -43,7 +43,7 @@ def test_run_json_has_throughput_and_phases(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert code == 0
     data = json.loads(out)
-    assert data["schema"] == "torchdoctor/run"
+    assert data["schema"] == "torchdoctor/run_result"
     assert data["samples_per_s"] > 0
     assert data["tokens_per_s"] == pytest.approx(data["samples_per_s"] * 64)
     assert data["recipe"] == {"batch_size": 4}

@@ -25,7 +25,7 @@ class RunResult(Record):
     - `losses`: the loss of every step, warm-up first, in order.
     """
 
-    schema_name: ClassVar[str] = "run"
+    schema_name: ClassVar[str] = "run_result"
 
     workload: str
     workload_params: dict[str, RecipeValue | float] = Field(default_factory=dict)

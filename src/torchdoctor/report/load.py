@@ -49,8 +49,7 @@ RECORD_SPECS: Final[tuple[RecordSpec, ...]] = (
         "ScriptProfile",
         "script_profile",
     ),
-    # RunResult is written as "torchdoctor/run" (the same id as the run manifest).
-    RecordSpec("run_result", rundir.RUN_RESULT, "torchdoctor.engine", "RunResult", "run"),
+    RecordSpec("run_result", rundir.RUN_RESULT, "torchdoctor.engine", "RunResult", "run_result"),
     RecordSpec("tune", rundir.TUNE, "torchdoctor.tune.records", "TuneResult", "tune_result"),
 )
 ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
