@@ -1,11 +1,13 @@
 """Read a Kineto trace (`.json`, `.json.gz`, or a folder of per-rank traces) into a `Timeline`.
 
-Streaming, in bounded memory: the file (gunzipped on the fly when it starts with the gzip
-magic bytes, whatever its name) is fed through ijson's C (yajl2) parser, which yields one
-event object at a time; each is reduced to a few numbers and dropped. Measured on a 64 MB
-trace on this project's 2-core machine: ijson streaming 1.4 s and 15 MB peak RSS, orjson
-(parse the whole document, then walk it) 2.0 s and 560 MB, so streaming is both faster and
-leaner.
+Two readers, one result. `fastload.fast_columns` (msgspec, bounded chunks, batched per-event
+work) takes every well-formed Kineto trace; when it declines (a bare event array, malformed
+JSON, odd event shapes) the exact streaming reader below runs instead and also produces the
+precise error message for bad input. Tests check both give identical timelines.
+
+The streaming reader: the file (gunzipped on the fly when it starts with the gzip magic
+bytes, whatever its name) is fed through ijson's C (yajl2) parser, which yields one event
+object at a time; each is reduced to a few numbers and dropped.
 
 The top-level metadata we use (`deviceProperties`, `distributedInfo`) may come before or
 after `traceEvents` depending on the torch version; rather than a second pass, the reader
