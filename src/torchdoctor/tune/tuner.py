@@ -247,6 +247,10 @@ class Tuner:
             best_samples_per_s=self.rungs[-1].samples_per_s,
         )
         result, cand_arm = self._measure(base, safety)
+        if result.status == "timeout" and self.remaining_s() <= 0:
+            # Cut by the budget, not a property of the recipe: not stored, so a resumed study
+            # with more budget runs it again.
+            raise BudgetExhausted
         result = result.model_copy(update={"wall_s": self.clock() - start})
         if result.decision == "kept" and cand_arm is not None:
             self.close()
