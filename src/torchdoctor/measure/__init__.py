@@ -7,17 +7,21 @@
 - `compare({name: stmt}, baseline=...)` -> `Comparison`: interleaved rounds, one estimate per
   candidate.
 - `synchronize(device)`: wait for queued device work.
+- `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
+  ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
 
 Implementation lives in private modules; this package re-exports the public names.
 """
 
 from torchdoctor.measure._compare import Comparison, compare
+from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
 from torchdoctor.measure._sync import make_sync, synchronize
 from torchdoctor.measure._timer import Clock, Timer
 
 __all__ = [
+    "BlockTimer",
     "Clock",
     "Comparison",
     "Measurement",
@@ -25,6 +29,7 @@ __all__ = [
     "Timer",
     "compare",
     "compare_samples",
+    "make_block_timer",
     "make_sync",
     "summarize",
     "synchronize",

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _device_type(device: Any) -> str:
+def device_type(device: Any) -> str:
+    """ "cuda:1" / torch.device("cuda", 1) -> "cuda"; None -> "cpu"."""
     if device is None:
         return "cpu"
     text = str(getattr(device, "type", device))
@@ -20,7 +21,7 @@ def _device_type(device: Any) -> str:
 
 def synchronize(device: Any = None) -> None:
     """Block until all work queued on `device` ("cpu", "cuda", "cuda:1", "mps", ...) is done."""
-    kind = _device_type(device)
+    kind = device_type(device)
     if kind == "cpu":
         return
     import torch
@@ -40,7 +41,7 @@ def _no_sync() -> None:
 
 def make_sync(device: Any = None) -> Callable[[], None]:
     """A zero-argument synchronize for `device`; a no-op on CPU so the hot path stays cheap."""
-    if _device_type(device) == "cpu":
+    if device_type(device) == "cpu":
         return _no_sync
 
     def sync() -> None:

@@ -10,10 +10,13 @@ The protocol, step by step:
    of 10^4 calls instead of as clock noise.
 3. Warm up until timings settle: compiled code (torch.compile, lazy init, allocator growth)
    is slow for its first calls, so blocks are run until the last few agree.
-4. Measure blocks; every clock read is preceded by a device synchronize, so queued GPU work
-   is inside the block it belongs to.
+4. Measure blocks. On a CUDA (or ROCm) device each block is bracketed by CUDA events on the
+   current stream and the end event is synchronized before its elapsed time is read;
+   elsewhere every host clock read is preceded by a device synchronize, so queued device
+   work is inside the block it belongs to (see `_device_timer`).
 
-Clock and synchronize are injectable, so tests drive the Timer with a fake clock.
+Clock, synchronize and the whole block timer are injectable, so tests drive the Timer with a
+fake clock or a fake CUDA event backend.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, Final
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.measure._bootstrap import median_ci
+from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import MIN_SAMPLES_FOR_STATS, Measurement, summarize
 from torchdoctor.measure._sync import make_sync
 
@@ -70,9 +74,12 @@ def _error_line(exc: BaseException) -> str:
 class Timer:
     """Time `stmt` (a string of Python or a zero-argument callable) after `setup`.
 
-    `globals` is the namespace string statements run in. `device` selects the synchronize
-    run before every clock read ("cuda" -> torch.cuda.synchronize; a no-op on CPU); `sync`
-    and `clock` replace the synchronize and the clock (seconds, monotonic), e.g. with fakes.
+    `globals` is the namespace string statements run in. `device` selects how blocks are
+    timed: CUDA events on an available "cuda[:N]" device, else synchronize + host clock (the
+    synchronize is a no-op on CPU). `sync` and `clock` replace the synchronize and the clock
+    (seconds, monotonic), e.g. with fakes, and select the host-clock protocol; `block_timer`
+    replaces the block timing altogether (a fake event timer). `clock` also measures the
+    wall-time budget of `adaptive_autorange`.
     """
 
     def __init__(
@@ -84,6 +91,7 @@ class Timer:
         device: str | None = None,
         clock: Clock | None = None,
         sync: Callable[[], None] | None = None,
+        block_timer: BlockTimer | None = None,
         label: str = "",
     ) -> None:
         self._stmt = stmt
@@ -91,6 +99,8 @@ class Timer:
         self._globals = dict(globals) if globals is not None else {}
         self._clock = clock or time.perf_counter
         self._sync = sync or make_sync(device)
+        self._block_timer = block_timer or make_block_timer(device, clock=clock, sync=sync)
+        self._block_open = False
         self.label = label or _describe(stmt)
         for name, code in (("setup", setup), ("statement", stmt)):
             if isinstance(code, str):
@@ -112,16 +122,24 @@ class Timer:
     # -- clock and blocks -------------------------------------------------------------------
 
     def _read_clock(self) -> float:
-        # Sync point: queued device work must finish before the host clock is read, so it is
-        # counted in the block that launched it.
-        self._sync()
-        return self._clock()
+        # timeit reads its timer exactly twice per block, before the first call and after
+        # the last, and returns the difference. The first read starts the block timer and
+        # reads as 0; the second stops it and reads as the block's seconds, so the difference
+        # is whatever the block timer measured (events on CUDA, synced host clock elsewhere).
+        if not self._block_open:
+            self._block_open = True
+            self._block_timer.start()
+            return 0.0
+        self._block_open = False
+        return self._block_timer.stop()
 
     def time_block(self, number: int) -> float:
         """Seconds for `number` calls (timeit disables the garbage collector meanwhile)."""
+        self._block_open = False
         try:
             return float(self._raw.timeit(number))
         except Exception as exc:
+            self._block_open = False
             raise MeasureError(f"statement {self.label!r} raised {_error_line(exc)}") from exc
 
     def check_runs(self) -> None:
@@ -143,15 +161,9 @@ class Timer:
         self._sync()
         self._checked = True
 
-    def clock_resolution(self, reads: int = 50) -> float:
-        """Smallest positive step between consecutive clock reads (0 if the clock is frozen)."""
-        steps = []
-        for _ in range(reads):
-            a = self._clock()
-            b = self._clock()
-            if b > a:
-                steps.append(b - a)
-        return min(steps) if steps else 0.0
+    def clock_resolution(self) -> float:
+        """Smallest duration the block timer can tell from zero (0 if its clock is frozen)."""
+        return self._block_timer.resolution()
 
     def estimate_block_size(self, min_run_time: float) -> int:
         """Calls per block: the first power of ten whose block is long enough (see above)."""
