@@ -41,8 +41,10 @@ MAX_CHUNK_STEPS: Final = 256
 DEFAULT_ROUNDS: Final = 8
 #: Unscored rounds after warm-up, so that both arms are in steady state when scoring starts.
 DEFAULT_SETTLE_ROUNDS: Final = 1
-#: Steps of the loss trajectory compared for quality parity (K).
-DEFAULT_PARITY_STEPS: Final = 16
+#: Steps of the loss trajectory compared for quality parity (K). Both arms run at least
+#: warmup + (settle + rounds) * chunk = 39 steps anyway, so 32 costs nothing extra and gives
+#: the late-half comparison 16 steps to average batch noise over.
+DEFAULT_PARITY_STEPS: Final = 32
 
 
 @dataclass(frozen=True)

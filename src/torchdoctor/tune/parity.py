@@ -6,13 +6,20 @@ steps) rather than step-by-step values: early losses are dominated by the initia
 share, and single steps are noisy for semantic changes (a different batch size sees different
 samples per step). A non-finite loss anywhere rejects at once.
 
-The deviation is ``|mean(candidate_late) - mean(baseline_late)| / |mean(baseline_late)|`` and it
-must not exceed the tolerance of the change's safety class.
+The deviation is ``|mean(candidate_late) - mean(baseline_late)| / |mean(baseline_late)|``. It
+must not exceed the tolerance of the change's safety class plus a batch-noise allowance: a
+short, high-learning-rate run is chaotic (two recipes whose first steps agree to 4 digits can
+differ by 0.3 in single-batch loss ten steps later, measured on the `cnn` workload under
+torch.compile), so two late means differ by chance with a standard error we estimate from the
+trajectories themselves. The per-step noise variance is taken from successive differences,
+``var(diff(late)) / 2``, which ignores the smooth downward trend of a learning curve.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -44,6 +51,10 @@ TOLERANCES: Final[dict[SafetyClass, float]] = {
     "semantic": SEMANTIC_TOLERANCE,
 }
 
+#: Standard errors of the difference of the two late means allowed as chance (two-sided ~95%
+#: for a normal difference): deviations inside this are indistinguishable from batch noise.
+NOISE_Z: Final = 2.0
+
 #: Safety classes ordered from strictest to loosest; a change of several knobs is judged by
 #: its loosest class.
 SAFETY_ORDER: Final[tuple[SafetyClass, ...]] = ("exact", "close", "semantic")
@@ -58,6 +69,7 @@ class ParityResult:
     deviation: float | None
     tolerance: float
     reason: str
+    limit: float | None = None
 
 
 def loosest(classes: Sequence[SafetyClass]) -> SafetyClass:
@@ -95,13 +107,29 @@ def check_parity(
     cand_late = [float(v) for v in candidate[k // 2 : k] if v is not None]
     base_mean = sum(base_late) / len(base_late)
     cand_mean = sum(cand_late) / len(cand_late)
-    deviation = abs(cand_mean - base_mean) / max(abs(base_mean), _LOSS_FLOOR)
-    if deviation > tolerance:
+    scale = max(abs(base_mean), _LOSS_FLOOR)
+    deviation = abs(cand_mean - base_mean) / scale
+    std_err = math.sqrt(
+        _step_noise_var(base_late) / len(base_late) + _step_noise_var(cand_late) / len(cand_late)
+    )
+    allowance = NOISE_Z * std_err / scale
+    limit = tolerance + allowance
+    if deviation > limit:
         return ParityResult(
             False,
             deviation,
             tolerance,
             f"loss deviates {deviation:.1%} from the baseline over steps {k // 2}..{k - 1} "
-            f"(tolerance {tolerance:.1%} for a {safety} change)",
+            f"(limit {limit:.1%}: {tolerance:.1%} for a {safety} change + {allowance:.1%} "
+            "batch noise)",
+            limit,
         )
-    return ParityResult(True, deviation, tolerance, "")
+    return ParityResult(True, deviation, tolerance, "", limit)
+
+
+def _step_noise_var(values: Sequence[float]) -> float:
+    """Per-step noise variance from successive differences (insensitive to a smooth trend)."""
+    if len(values) < 3:
+        return 0.0
+    diffs = [b - a for a, b in itertools.pairwise(values)]
+    return statistics.variance(diffs) / 2.0
