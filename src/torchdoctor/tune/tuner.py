@@ -5,8 +5,9 @@ best by interleaved A/B and keeps it only when
 
 1. its loss trajectory has no NaN/inf and stays within the parity tolerance of the change's
    safety class, relative to the fp32 eager baseline trained from the same seed, and
-2. the lower end of the confidence interval of speedup = median(best) / median(candidate)
-   (seconds per sample, or per step for the latency objective) is above ``1 + min_gain``.
+2. the lower end of the confidence interval of the speedup (the median over interleaved
+   rounds of best_i / candidate_i, in seconds per sample, or per step for the latency
+   objective; see `torchdoctor.tune.arms`) is above ``1 + min_gain``.
 
 Each trial has a deterministic key (kind, best recipe, candidate recipe). A trial already in
 the study (a resumed run, or another worker sharing the study) is read back and replayed
@@ -24,8 +25,14 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.measure import compare_samples
-from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, measure_alone, open_arm
+from torchdoctor.tune.arms import (
+    Arm,
+    MeasurePlan,
+    interleave,
+    measure_alone,
+    open_arm,
+    paired_speedup,
+)
 from torchdoctor.tune.parity import TOLERANCES, SafetyClass, check_parity, first_non_finite
 from torchdoctor.tune.records import Rejection, Rung, TrialKind, TrialResult
 from torchdoctor.tune.sessions import SessionSpec
@@ -279,9 +286,7 @@ class Tuner:
                 update={"status": exc.status, "decision": "failed", "reason": exc.reason}
             ), None
         best = self.best_arm
-        est = compare_samples(
-            best.chunk_scores, cand.chunk_scores, confidence=plan.confidence, seed=base.step
-        )
+        est = paired_speedup(best, cand, confidence=plan.confidence)
         losses = list(cand.losses[: plan.parity_steps])
         measured = base.model_copy(
             update={
@@ -405,12 +410,7 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
             update={"status": exc.status, "decision": "failed", "reason": exc.reason}
         )
     else:
-        est = compare_samples(
-            base_arm.chunk_scores,
-            tuner.best_arm.chunk_scores,
-            confidence=plan.confidence,
-            seed=record.step,
-        )
+        est = paired_speedup(base_arm, tuner.best_arm, confidence=plan.confidence)
         record = record.model_copy(
             update={
                 "samples_per_s": _rate(tuner.best_arm, tuner.settings.objective),
