@@ -81,3 +81,42 @@ def test_user_factory_that_raises(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["run", f"{path}:make"]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "raised ValueError: bad config" in line
+
+
+_POISONED_WORKLOAD = """
+from torchdoctor.workloads import get_workload
+
+
+def make():
+    workload = get_workload("mlp", rows=256, batch_size=32)
+    original = workload.loss
+    calls = {"n": 0}
+
+    def loss(output, target):
+        calls["n"] += 1
+        value = original(output, target)
+        return value * float("nan") if calls["n"] > 2 else value
+
+    workload.loss = loss
+    return workload
+"""
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_nan_loss_shows_the_result_then_one_error_line(
+    as_json: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nan_job.py"
+    path.write_text(_POISONED_WORKLOAD)
+    args = ["run", f"{path}:make", "--steps", "2", "--warmup", "1"]
+    assert main(["--json", *args] if as_json else args) == 2
+    captured = capsys.readouterr()
+    line = _one_error_line(captured.err)
+    assert line.startswith("error: the loss became nan at measured step 2 of 2")
+    assert "Traceback" not in captured.err
+    if as_json:
+        data = json.loads(captured.out)
+        assert data["losses"][:2] != [None, None] and data["losses"][2] is None
+        assert data["nonfinite_loss_step"] == 2 and data["nonfinite_loss_value"] == "nan"
+    else:
+        assert "loss diverged" in captured.out and "non-finite" in captured.out

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import UsageError
+from torchdoctor.core.errors import EngineError, UsageError
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:
@@ -51,6 +51,8 @@ def run_command(
     """Run WORKLOAD under a recipe: throughput, compile time, phase breakdown, memory.
 
     pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
+    If the loss becomes NaN or infinite the result is still shown (non-finite losses as
+    null), followed by one error line, and the exit code is 2.
     """
     from torchdoctor.engine import run_workload
     from torchdoctor.knobs import Recipe
@@ -93,3 +95,13 @@ def run_command(
         render_run(console, result)
 
     emit(result, render)
+    message = result.divergence_message()
+    if message is not None:
+        # The record is printed first (its timings are real and --json readers get
+        # nonfinite_loss_step); then the run fails, because a training job whose loss is NaN
+        # or infinite is broken whatever its speed.
+        raise EngineError(
+            message,
+            hint="lower the learning rate or use precision=bf16/fp32 "
+            "(fp16 overflows where bf16 does not)",
+        )

@@ -13,6 +13,11 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f} MiB"
 
 
+def _loss(value: float | None) -> str:
+    # None stands for a NaN or infinite loss (see RunResult.losses).
+    return "non-finite" if value is None else f"{value:.4f}"
+
+
 def render_run(console: Console, result: RunResult) -> None:
     recipe = " ".join(f"{k}={v}" for k, v in result.recipe.items()) or "baseline (all defaults)"
     m = result.step_time
@@ -36,7 +41,13 @@ def render_run(console: Console, result: RunResult) -> None:
     if result.memory.cuda_max_allocated_bytes is not None:
         summary.add_row("CUDA max allocated", _mib(result.memory.cuda_max_allocated_bytes))
     if result.losses:
-        summary.add_row("loss first -> last", f"{result.losses[0]:.4f} -> {result.losses[-1]:.4f}")
+        summary.add_row(
+            "loss first -> last", f"{_loss(result.losses[0])} -> {_loss(result.losses[-1])}"
+        )
+    if result.diverged:
+        summary.add_row(
+            "[red]loss diverged[/]", f"first non-finite at step {result.nonfinite_loss_step}"
+        )
     console.print(summary)
     for warning in m.warnings:
         console.print(f"[yellow]note:[/] {warning}")

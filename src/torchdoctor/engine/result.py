@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -22,7 +22,11 @@ class RunResult(Record):
     - `warmup_s`: wall time of all warm-up steps, the first included.
     - `compile_s`: the warm-up's excess over steady state, sum of (warm-up step - steady
       median) over warm-up steps: the one-off cost of compilation and first-touch allocation.
-    - `losses`: the loss of every step, warm-up first, in order.
+    - `losses`: the loss of every step, warm-up first, in order; `None` where the loss was not
+      finite (NaN or +-inf: JSON has no such numbers). The same holds for each `steps[i].loss`.
+    - `nonfinite_loss_step`: index into `losses` of the first non-finite loss (None if every
+      loss was finite), `nonfinite_loss_value` its kind ("nan", "inf" or "-inf"). A run that
+      diverged still reports its timings; `torchdoctor run` then exits with an error.
     """
 
     schema_name: ClassVar[str] = "run_result"
@@ -46,5 +50,24 @@ class RunResult(Record):
     step_time: Measurement
     phase_fractions: dict[Phase, float] | None = None
     memory: MemoryStats
-    losses: list[float]
+    losses: list[float | None]
     threads: int
+    nonfinite_loss_step: int | None = None
+    nonfinite_loss_value: Literal["nan", "inf", "-inf"] | None = None
+
+    @property
+    def diverged(self) -> bool:
+        """True when some step's loss was NaN or infinite."""
+        return self.nonfinite_loss_step is not None
+
+    def divergence_message(self) -> str | None:
+        """One line saying where the loss stopped being finite (None when it never did)."""
+        step = self.nonfinite_loss_step
+        if step is None:
+            return None
+        where = (
+            f"warm-up step {step + 1} of {self.warmup_steps}"
+            if step < self.warmup_steps
+            else f"measured step {step - self.warmup_steps + 1} of {len(self.steps)}"
+        )
+        return f"the loss became {self.nonfinite_loss_value} at {where} (step index {step})"

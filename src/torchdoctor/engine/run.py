@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
+from typing import Literal
 
 from torchdoctor.core.errors import EngineError
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
@@ -52,6 +54,8 @@ def run_workload(
         compiled = session.compiled
         batch_size, grad_accum, threads = session.batch_size, session.grad_accum, session.threads
 
+    losses, first_bad, bad_kind = _losses_for_json([s.loss for s in (*warm, *steady)])
+    steady = [_without_nonfinite_loss(s) for s in steady]
     steady_times = [s.total_s for s in steady]
     median = statistics.median(steady_times)
     samples = sum(s.samples or 0 for s in steady)
@@ -78,9 +82,43 @@ def run_workload(
         step_time=summarize(steady_times, label=f"{workload.name} step"),
         phase_fractions=mean_phase_fractions(steady) if measure_phases else None,
         memory=memory,
-        losses=[s.loss for s in (*warm, *steady) if s.loss is not None],
+        losses=losses,
         threads=threads,
+        nonfinite_loss_step=first_bad,
+        nonfinite_loss_value=bad_kind,
     )
+
+
+def _loss_kind(loss: float) -> Literal["nan", "inf", "-inf"]:
+    if math.isnan(loss):
+        return "nan"
+    return "inf" if loss > 0 else "-inf"
+
+
+def _losses_for_json(
+    raw: list[float | None],
+) -> tuple[list[float | None], int | None, Literal["nan", "inf", "-inf"] | None]:
+    """Losses with non-finite values as None (JSON forbids NaN), and where the first one was.
+
+    The engine records a loss for every step, so a None in the result always means
+    "not finite", the convention the tuner's parity check (`first_non_finite`) reads too.
+    """
+    losses: list[float | None] = []
+    first_bad: int | None = None
+    kind: Literal["nan", "inf", "-inf"] | None = None
+    for i, loss in enumerate(raw):
+        if loss is not None and not math.isfinite(loss):
+            if first_bad is None:
+                first_bad, kind = i, _loss_kind(loss)
+            loss = None
+        losses.append(loss)
+    return losses, first_bad, kind
+
+
+def _without_nonfinite_loss(step: StepTiming) -> StepTiming:
+    if step.loss is not None and not math.isfinite(step.loss):
+        return step.model_copy(update={"loss": None})
+    return step
 
 
 def mean_phase_fractions(steps: list[StepTiming]) -> dict[Phase, float]:
