@@ -29,6 +29,7 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     assert data["ladder"]["rungs"][0]["verdict"] == "baseline"
     names = {p.name for p in run.iterdir()}
     assert {"tune.json", "best_recipe.json", "best_recipe.py", "study.db", "trials"} <= names
+    assert {"diagnosis.json", "diagnosis"} <= names  # the diagnosis ordered the ladder
     trials = [TrialResult.read(p) for p in sorted((run / "trials").iterdir())]
     assert trials[0].kind == "baseline" and trials[0].ok
     assert [t.change for t in trials if t.kind == "ladder"] == [{"set_to_none": False}]
@@ -65,4 +66,11 @@ def test_unopenable_storage_is_one_line_and_exit_2(
     code = main(["tune", "mlp", "--storage", url, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and "cannot open the study storage" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_demo_rejects_a_bad_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["demo", "--budget", "whenever", "--out", str(tmp_path / "run")])
+    assert code == 2
+    assert "cannot read duration 'whenever'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

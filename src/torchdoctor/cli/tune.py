@@ -154,6 +154,9 @@ def tune_command(
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
+    diagnose: bool = typer.Option(
+        True, "--diagnose/--no-diagnose", help="Diagnose first; try its prescriptions first."
+    ),
 ) -> None:
     """Tune WORKLOAD: prove each change by interleaved A/B, keep the wins, hand back the recipe."""
     if resume is not None:
@@ -163,22 +166,48 @@ def tune_command(
             raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
         if objective not in ("throughput", "latency"):
             raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        baseline = _baseline(workload, settings, device)
+        budget_s = parse_duration(budget)
+        max_memory_bytes = parse_size(max_memory) if max_memory else None
+        prescribed: list[str] = []
+        if diagnose:
+            out, prescribed = diagnose_into_run_dir(workload, out)
         config = TuneConfig(
             workload=workload,
+            prescribed=prescribed,
             objective=objective,
             device=device,
             seed=seed,
-            budget_s=parse_duration(budget),
+            budget_s=budget_s,
             min_gain=min_gain,
-            max_memory_bytes=parse_size(max_memory) if max_memory else None,
+            max_memory_bytes=max_memory_bytes,
             storage=storage,
-            baseline_recipe=_baseline(workload, settings, device),
+            baseline_recipe=baseline,
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             joint_trials=joint,
             hold_effective_batch=hold_effective_batch,
         )
         result = run_with_progress(config=config, out=out)
     emit(result, lambda console: render_result(result, console))
+
+
+def diagnose_into_run_dir(workload: str, out: Path | None) -> tuple[Path, list[str]]:
+    """Run the diagnosis into the (new) run folder; returns the folder and prescribed knobs."""
+    from torchdoctor.core.rundir import new_run_dir
+    from torchdoctor.tune.prescriptions import diagnose_before_tuning
+
+    run_dir = new_run_dir("tune", workload, out=out)
+    prescribed = diagnose_before_tuning(workload, run_dir)
+    if not settings_json():
+        shown = ", ".join(prescribed) or "none"
+        err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
+    return run_dir, prescribed
+
+
+def settings_json() -> bool:
+    from torchdoctor.cli.state import settings
+
+    return settings.json
 
 
 def _baseline(workload: str, settings: list[str], device: str) -> dict[str, Any]:
