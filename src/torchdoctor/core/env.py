@@ -15,9 +15,9 @@ import os
 import platform
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from torchdoctor.core.records import Record
 
@@ -81,7 +81,13 @@ class EnvFingerprint(Record):
 
 
 class Ceilings(Record):
-    """Peak matmul FLOP/s per dtype and memory bandwidth of one device: the roofline's roof."""
+    """Peak matmul FLOP/s per dtype and memory bandwidth of one device: the roofline's roof.
+
+    `source="measured"`: timed on this machine; `fingerprint_key` (required then) says which
+    machine, `measured_at` when. `source="datasheet"`: a vendor's published figures for a
+    device model, true of no machine in particular, so both may be None; `method` can say
+    where the figures come from (e.g. {"reference": "<datasheet title or URL>"}).
+    """
 
     schema_name: ClassVar[str] = "ceilings"
 
@@ -90,11 +96,17 @@ class Ceilings(Record):
     peak_flops: dict[str, float] = Field(description="dtype name -> FLOP/s")
     mem_bandwidth_bytes_per_s: float
     source: Literal["measured", "datasheet"]
-    fingerprint_key: str
+    fingerprint_key: str | None = None
     measured_at: str | None = Field(default=None, description="ISO 8601 UTC time")
     method: dict[str, Any] = Field(
         default_factory=dict, description="how: matmul sizes, copy bytes, timing budget"
     )
+
+    @model_validator(mode="after")
+    def _measured_names_its_machine(self) -> Self:
+        if self.source == "measured" and not self.fingerprint_key:
+            raise ValueError("measured ceilings need the fingerprint_key of the machine measured")
+        return self
 
 
 def _cpu_model_and_flags() -> tuple[str, set[str]]:
