@@ -4,8 +4,9 @@
     result = analyze_trace("trace.json.gz")          # or a folder of per-rank traces
     result.device_timeline.idle_pct, result.step_breakdown["DataLoader"]
 
-One module per analysis: loading (streaming parse), timeline (the compact columns), steps,
-devicetime, breakdown, ops, launches, syncs, idle; `devices` holds datasheet ceilings.
+One module per analysis: fastload (msgspec, chunked) and loading (exact streaming parse,
+the fallback), timeline (the compact columns), steps, devicetime, breakdown, ops, launches,
+syncs, idle; `devices` holds datasheet ceilings.
 """
 
 from torchdoctor.analyze.facade import analyze_timeline, analyze_trace

@@ -50,16 +50,21 @@ def _copy_kind(name: str) -> tuple[str, str]:
 
 def copy_stats(tl: Timeline) -> list[CopyStat]:
     idx = np.flatnonzero(tl.mask(Kind.MEMCPY))
-    groups: dict[tuple[str, str], list[float]] = {}
-    for i in idx.tolist():
-        key = _copy_kind(tl.names[int(tl.name_id[i])])
-        g = groups.setdefault(key, [0, 0.0, 0.0])
-        g[0] += 1
-        g[1] += 0.0 if np.isnan(tl.nbytes[i]) else float(tl.nbytes[i])
-        g[2] += float(tl.dur[i])
+    if idx.size == 0:
+        return []
+    # Classify each distinct copy name once, then sum per class with bincount: it adds in
+    # event order, as a loop over the copies would (unknown byte counts add 0).
+    name_ids, inverse = np.unique(tl.name_id[idx], return_inverse=True)
+    keys = [_copy_kind(tl.names[int(n)]) for n in name_ids.tolist()]
+    classes = sorted(set(keys))
+    group = np.asarray([classes.index(k) for k in keys], dtype=np.int64)[inverse]
+    nbytes = np.nan_to_num(tl.nbytes[idx], nan=0.0)
+    counts = np.bincount(group, minlength=len(classes)).tolist()
+    sizes = np.bincount(group, weights=nbytes, minlength=len(classes)).tolist()
+    times = np.bincount(group, weights=tl.dur[idx], minlength=len(classes)).tolist()
     return [
         CopyStat(direction=d, memory=m, count=int(c), bytes=b, time_us=t)
-        for (d, m), (c, b, t) in sorted(groups.items())
+        for (d, m), c, b, t in zip(classes, counts, sizes, times, strict=True)
     ]
 
 

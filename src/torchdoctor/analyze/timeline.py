@@ -110,7 +110,11 @@ class Timeline:
         return self.ts + self.dur
 
     def mask(self, *kinds: Kind) -> BoolArray:
-        return np.isin(self.kind, np.array([int(k) for k in kinds], dtype=np.int8))
+        # A 256-entry lookup table indexed by the int8 code (as uint8): one gather, several
+        # times cheaper than np.isin's sort on a million events.
+        table = np.zeros(256, dtype=bool)
+        table[[int(k) & 0xFF for k in kinds]] = True
+        return table[self.kind.view(np.uint8)]
 
     def name_mask(self, predicate: Callable[[str], bool]) -> BoolArray:
         """Events whose name satisfies `predicate(name)` (evaluated once per distinct name)."""

@@ -25,9 +25,21 @@ TOP_MODULES = 12
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:
-    from torchdoctor.cli.run import _parse_params as parse
-
-    return parse(items)
+    """`--param name=value` -> {name: int, float or str value} (as `torchdoctor run` reads it)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"cannot read workload parameter {item!r}", hint="write name=value")
+        value: Any = text
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        params[name.strip()] = value
+    return params
 
 
 def _ceilings(device: str) -> Any | None:
