@@ -6,7 +6,7 @@ import contextlib
 import resource
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -34,10 +34,16 @@ class MemoryStats(Record):
 
 
 class MemoryTracker:
-    """Reset the peak counters at the start of a run; read them at the end."""
+    """Reset the peak counters at the start of a run; read them at the end.
 
-    def __init__(self, device: torch.device) -> None:
+    `cuda` is the device-memory query (`torch.cuda` by default; a fake in tests). The CUDA
+    caching allocator updates its statistics on the host when it allocates, so reading them
+    needs no device synchronize.
+    """
+
+    def __init__(self, device: torch.device, cuda: Any = None) -> None:
         self.device = device
+        self.cuda = torch.cuda if cuda is None else cuda
         self.run_scoped = False
 
     def start(self) -> None:
@@ -45,7 +51,7 @@ class MemoryTracker:
             _CLEAR_REFS.write_text("5")
             self.run_scoped = True
         if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+            self.cuda.reset_peak_memory_stats(self.device)
 
     def read(self) -> MemoryStats:
         peak = _status_kb_field("VmHWM:")
@@ -56,8 +62,8 @@ class MemoryTracker:
             self.run_scoped = False
         cuda_alloc = cuda_reserved = None
         if self.device.type == "cuda":
-            cuda_alloc = int(torch.cuda.max_memory_allocated(self.device))
-            cuda_reserved = int(torch.cuda.max_memory_reserved(self.device))
+            cuda_alloc = int(self.cuda.max_memory_allocated(self.device))
+            cuda_reserved = int(self.cuda.max_memory_reserved(self.device))
         return MemoryStats(
             cpu_peak_rss_bytes=peak,
             cpu_peak_is_run_scoped=self.run_scoped,

@@ -23,7 +23,7 @@ from torchdoctor.knobs import Recipe
 from torchdoctor.knobs.base import KnobValue
 from torchdoctor.knobs.checkpointing import checkpoint_blocks
 from torchdoctor.knobs.compilation import compile_model
-from torchdoctor.knobs.cuda import apply_cuda_flags, graph_model
+from torchdoctor.knobs.cuda import CudaFlags, apply_cuda_flags, graph_model, restore_cuda_flags
 from torchdoctor.knobs.memory_format import inputs_to_channels_last, model_to_channels_last
 from torchdoctor.knobs.precision import autocast_context, make_grad_scaler
 from torchdoctor.knobs.recipe import context_for
@@ -65,7 +65,7 @@ class TrainingSession:
 
         self._previous_threads = torch.get_num_threads()
         self.threads = apply_threads(s["threads"])  # type: ignore[arg-type]
-        self._previous_cuda_flags: dict[str, bool] | None = None
+        self._previous_cuda_flags: CudaFlags | None = None
         if device.type == "cuda":
             self._previous_cuda_flags = apply_cuda_flags(
                 cudnn_benchmark=bool(s["cudnn_benchmark"]), tf32=bool(s["tf32"])
@@ -98,8 +98,10 @@ class TrainingSession:
         self.model: nn.Module = compile_model(
             model, self.compile_mode, dynamic=bool(s["compile_dynamic"])
         )
-        if s["cuda_graphs"]:
-            self.model = graph_model(model, self._sample_inputs())
+        self.cuda_graphs = bool(s["cuda_graphs"])
+        if self.cuda_graphs:
+            self.model = graph_model(model, self._sample_inputs(), self.precision)
+        self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)
         self.model.train()
         self.memory.start()
 
@@ -122,7 +124,13 @@ class TrainingSession:
             torch.cuda.synchronize(self.device)
 
     def _forward_loss(self, inputs: Any, target: torch.Tensor) -> torch.Tensor:
-        with autocast_context(self.precision, self.device.type):
+        if self.mark_cudagraph_steps:
+            # Each forward starts a new cudagraph-trees generation, so outputs of the previous
+            # replay may be overwritten safely (torch.compiler.cudagraph_mark_step_begin docs).
+            torch.compiler.cudagraph_mark_step_begin()
+        # CUDA graphs replay with autocast only when its weight-cast cache is off
+        # (make_graphed_callables docs); the capture used the same context.
+        with autocast_context(self.precision, self.device.type, cache_enabled=not self.cuda_graphs):
             output = self.model(inputs)
             loss = self.workload.loss(output, target)
         return loss / self.grad_accum if self.grad_accum > 1 else loss
@@ -244,10 +252,8 @@ class TrainingSession:
         self.batches.close()
         torch.set_num_threads(self._previous_threads)
         if self._previous_cuda_flags is not None:
-            apply_cuda_flags(
-                cudnn_benchmark=self._previous_cuda_flags["cudnn_benchmark"],
-                tf32=self._previous_cuda_flags["tf32"],
-            )
+            restore_cuda_flags(self._previous_cuda_flags)
+            self._previous_cuda_flags = None
 
     def __enter__(self) -> TrainingSession:
         return self
@@ -256,13 +262,35 @@ class TrainingSession:
         self.close()
 
 
-def resolve_device(device: str) -> torch.device:
+#: torch.compile modes that run the compiled graph under CUDA graphs (cudagraph trees) on a
+#: CUDA device: "reduce-overhead", and "max-autotune", which turns triton.cudagraphs on too
+#: (torch.compile docs, `mode`).
+CUDAGRAPH_COMPILE_MODES = frozenset({"reduce-overhead", "max-autotune"})
+
+
+def marks_cudagraph_steps(device_type: str, compile_mode: str) -> bool:
+    """Whether each forward must call torch.compiler.cudagraph_mark_step_begin()."""
+    return device_type == "cuda" and compile_mode in CUDAGRAPH_COMPILE_MODES
+
+
+def resolve_device(
+    device: str,
+    *,
+    cuda_available: Callable[[], bool] = torch.cuda.is_available,
+    cuda_device_count: Callable[[], int] = torch.cuda.device_count,
+) -> torch.device:
     try:
         dev = torch.device(device)
     except RuntimeError as exc:
         raise EngineError(f"unknown device '{device}'", hint="use cpu or cuda[:N]") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    if dev.type == "cuda" and not cuda_available():
         raise EngineError(f"device '{device}' is not available: no CUDA device on this machine")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= cuda_device_count():
+        raise EngineError(
+            f"device '{device}' does not exist: this machine has {cuda_device_count()} CUDA "
+            "device(s)",
+            hint=f"use cuda:0 .. cuda:{cuda_device_count() - 1}",
+        )
     if dev.type not in ("cpu", "cuda"):
         raise EngineError(f"device '{device}' is not supported", hint="use cpu or cuda[:N]")
     return dev

@@ -27,11 +27,19 @@ KNOBS = (PRECISION,)
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def autocast_context(precision: str, device_type: str) -> contextlib.AbstractContextManager[Any]:
-    """The context the forward pass runs in: autocast for bf16/fp16, nothing for fp32."""
+def autocast_context(
+    precision: str, device_type: str, *, cache_enabled: bool = True
+) -> contextlib.AbstractContextManager[Any]:
+    """The context the forward pass and loss run in: autocast for bf16/fp16, nothing for fp32.
+
+    Backward runs outside it (autocast docs: "backward passes under autocast are not
+    recommended"). `cache_enabled=False` is required around CUDA-graph capture and replay.
+    """
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device_type, dtype=_DTYPES[precision])
+    return torch.autocast(
+        device_type=device_type, dtype=_DTYPES[precision], cache_enabled=cache_enabled
+    )
 
 
 def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler | None:

@@ -10,7 +10,7 @@ from torch import nn
 
 from torchdoctor.engine import TrainingSession, prepare
 from torchdoctor.knobs import Recipe
-from torchdoctor.knobs.cuda import apply_cuda_flags
+from torchdoctor.knobs.cuda import apply_cuda_flags, read_cuda_flags, restore_cuda_flags
 from torchdoctor.workloads import get_workload
 from torchdoctor.workloads.base import Batch
 
@@ -208,13 +208,17 @@ def test_checkpointing_is_rejected_for_a_workload_without_blocks() -> None:
 
 
 def test_cuda_flags_are_set_and_restorable() -> None:
+    before = read_cuda_flags()
     previous = apply_cuda_flags(cudnn_benchmark=True, tf32=True)
     try:
+        assert previous == before
         assert torch.backends.cudnn.benchmark is True
-        assert torch.backends.cuda.matmul.allow_tf32 is True
+        # torch >= 2.9 API; reading allow_tf32 after setting it would raise (mixed APIs).
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+        assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # type: ignore[attr-defined]
     finally:
-        apply_cuda_flags(**previous)
-    assert torch.backends.cudnn.benchmark is previous["cudnn_benchmark"]
+        restore_cuda_flags(previous)
+    assert read_cuda_flags() == before
 
 
 @pytest.mark.requires_cuda
