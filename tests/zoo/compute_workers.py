@@ -26,14 +26,14 @@ class FeatureDataset(Dataset):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mp-context", choices=["fork", "spawn", "forkserver"], default=None)
     parser.add_argument("--batch-size", type=int, default=256)
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    dim = 1024
+    dim = 512
     data = FeatureDataset(args.steps * args.batch_size, dim)
     loader = DataLoader(
         data,

@@ -17,7 +17,7 @@ class TrainerConfig:
     vocab: int = 64_000
     dim: int = 64
     batch_size: int = 8
-    steps: int = 15
+    steps: int = 12
     lr: float = 1e-3
 
 
@@ -61,6 +61,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=TrainerConfig.steps)
     args = parser.parse_args()
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # the planted cost is a per-tensor loop: one thread, any load
     Trainer(TrainerConfig(steps=args.steps)).fit()
 
 

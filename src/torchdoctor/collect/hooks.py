@@ -100,6 +100,12 @@ class Instrumentation:
         )
         self.errors: list[str] = []
         self.sync_counts: list[dict[SyncKind, int]] = []
+        #: per step: seconds spent inside counted sync calls, and the part of it outside
+        #: every named phase (which the step recorder files under `other`)
+        self.sync_seconds: list[float] = []
+        self.sync_outside_seconds: list[float] = []
+        self._sync_s = 0.0
+        self._sync_outside_s = 0.0
         self.sync_sites: Counter[str] = Counter()
         self._sync_step: Counter[SyncKind] = Counter()
         self._in_sync = False
@@ -107,6 +113,7 @@ class Instrumentation:
         self._h2d = {"calls": 0, "non_blocking": 0, "pinned": 0, "bytes": 0, "seconds": 0.0}
         self._fwd = {"calls": 0, "grad": 0, "eval_grad": 0, "pending": 0, "consumed": 0}
         self._zero_grad = {"calls": 0, "keep": 0}
+        self.autocast_dtypes: set[str] = set()
         self.backward_calls = 0
         self.optimizer_steps = 0
         self._patcher = Patcher()
@@ -140,6 +147,7 @@ class Instrumentation:
         self._hook_forward()
         self._hook_copies_and_syncs()
         self._hook_zero_grad()
+        self._hook_autocast()
         if self.config.cuda_sync_debug and torch.cuda.is_available():
             torch.cuda.set_sync_debug_mode("warn")
         self.window.on_install()
@@ -161,7 +169,10 @@ class Instrumentation:
 
     def _on_step_end(self, closed: int) -> None:
         self.sync_counts.append(dict(self._sync_step))
+        self.sync_seconds.append(self._sync_s)
+        self.sync_outside_seconds.append(self._sync_outside_s)
         self._sync_step = Counter()
+        self._sync_s = self._sync_outside_s = 0.0
         self.window.on_step_end(closed)
         limit = self.config.max_steps
         if limit is not None and closed >= limit and self._installed:
@@ -271,8 +282,7 @@ class Instrumentation:
                 if dst is None or dst.type == t.device.type:
                     return original(t, *args, **kwargs)
                 if dst.type == "cpu":  # device -> host: waits for the device
-                    self._count_sync("cpu")
-                    return original(t, *args, **kwargs)
+                    return self._timed_sync(original, "cpu", t, *args, **kwargs)
                 return self._timed_h2d(original, t, args, kwargs)
 
             return wrapper
@@ -315,24 +325,41 @@ class Instrumentation:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if self._in_sync:  # printing calls .item() / .tolist() inside: count once
                 return original(*args, **kwargs)
-            self._count_sync(kind)
-            self._in_sync = True
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self._in_sync = False
+            return self._timed_sync(original, kind, *args, **kwargs)
 
         return wrapper
 
-    def _count_sync(self, kind: SyncKind) -> None:
+    def _timed_sync(
+        self, original: Callable[..., Any], kind: SyncKind, *args: Any, **kwargs: Any
+    ) -> Any:
+        """Count a sync point and time the call: the time blocked in it is what it costs the
+        host (on a GPU, the wait for the device queue to drain; on CPU, the conversion or
+        formatting the call does)."""
+        if not self._count_sync(kind):
+            return original(*args, **kwargs)
+        outside = self.recorder.active_phase is None
+        self._in_sync = True
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            elapsed = time.perf_counter() - start
+            self._in_sync = False
+            self._sync_s += elapsed
+            if outside:
+                self._sync_outside_s += elapsed
+
+    def _count_sync(self, kind: SyncKind) -> bool:
+        """Count a sync point made by the script; False for one that does not count."""
         # torch.optim reads its step counters with .item() and collate builds batches: those
         # are the library's own, not the script's sync points.
         if not self.recorder.in_step or self.recorder.active_phase in ("optimizer", "data_wait"):
-            return
+            return False
         self._sync_step[kind] += 1
         site = user_site(3)
         if site is not None and (site in self.sync_sites or len(self.sync_sites) < MAX_SYNC_SITES):
             self.sync_sites[site] += 1
+        return True
 
     def _hook_zero_grad(self) -> None:
         counts = self._zero_grad
@@ -349,6 +376,20 @@ class Instrumentation:
 
         self._patcher.set(optim_mod.Optimizer, "zero_grad", wrap(optim_mod.Optimizer.zero_grad))
         self._patcher.set(torch.nn.Module, "zero_grad", wrap(torch.nn.Module.zero_grad))
+
+    def _hook_autocast(self) -> None:
+        """Record the dtypes of autocast regions entered inside a step: the precision the
+        model computes in, which the roofline and the precision rule need."""
+        autocast_cls = torch.amp.autocast_mode.autocast
+        original = autocast_cls.__enter__
+        dtypes, recorder = self.autocast_dtypes, self.recorder
+
+        def enter(ctx: Any) -> Any:
+            if recorder.in_step and getattr(ctx, "_enabled", False):
+                dtypes.add(str(getattr(ctx, "fast_dtype", "")).removeprefix("torch."))
+            return original(ctx)
+
+        self._patcher.set(autocast_cls, "__enter__", enter)
 
     # ---- result ----------------------------------------------------------------------------
 
@@ -377,6 +418,8 @@ class Instrumentation:
             device="cuda" if torch.cuda.is_available() else "cpu",
             dataloaders=[_loader_record(s) for s in self._loaders.values()],
             sync_counts=self.sync_counts[: len(steps)],
+            sync_seconds=self.sync_seconds[: len(steps)],
+            sync_outside_seconds=self.sync_outside_seconds[: len(steps)],
             sync_sites=dict(self.sync_sites.most_common()),
             h2d=H2DInfo(
                 calls=int(h2d["calls"]),
@@ -395,6 +438,7 @@ class Instrumentation:
                 calls=self._zero_grad["calls"], set_to_none_false_calls=self._zero_grad["keep"]
             ),
             backward_calls=self.backward_calls,
+            autocast_dtypes=sorted(self.autocast_dtypes),
             optimizer_steps=self.optimizer_steps,
             threads=thread_info(),
             trace_path=str(self.window.written) if self.window.written else None,

@@ -98,11 +98,20 @@ class ScriptProfile(Record):
     device: str = "cpu"
     dataloaders: list[DataLoaderInfo] = Field(default_factory=list)
     sync_counts: list[dict[SyncKind, int]] = Field(default_factory=list)
+    sync_seconds: list[float] = Field(
+        default_factory=list, description="per step: seconds inside the counted sync calls"
+    )
+    sync_outside_seconds: list[float] = Field(
+        default_factory=list, description="per step: the part of sync_seconds outside phases"
+    )
     sync_sites: dict[str, int] = Field(default_factory=dict)
     h2d: H2DInfo = Field(default_factory=H2DInfo)
     forward: ForwardEvidence = Field(default_factory=ForwardEvidence)
     zero_grad: ZeroGradEvidence = Field(default_factory=ZeroGradEvidence)
     backward_calls: int = 0
+    autocast_dtypes: list[str] = Field(
+        default_factory=list, description="dtypes of autocast regions entered inside steps"
+    )
     optimizer_steps: int = 0
     threads: ThreadInfo | None = None
     trace_path: str | None = None

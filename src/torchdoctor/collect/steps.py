@@ -183,11 +183,12 @@ class StepRecorder:
             self.detection = "backward"
             tail = step.intervals[step.backward_end_intervals :]
             del step.intervals[step.backward_end_intervals :]
-            self._close(step.backward_end, reopen=True)
+            # What ran after the backward already belongs to the next step: keep its start.
+            self._close(step.backward_end, reopen=True, remark=not tail)
             if self._open is not None:
                 self._open.intervals.extend(tail)
 
-    def _close(self, end: Any, *, reopen: bool) -> None:
+    def _close(self, end: Any, *, reopen: bool, remark: bool = True) -> None:
         """End the open step at `end`; with `reopen` the next step starts right there, so the
         time between an update and the next batch (schedulers, logging) is counted."""
         step = self._open
@@ -203,6 +204,11 @@ class StepRecorder:
         self._resolve(keep_last=True)
         if self.on_step_end is not None:
             self.on_step_end(self.closed_count)
+            # The callback may start or stop the profiler (seconds, and a trace written to
+            # disk): that is the instrumentation's time, not the script's, so the next step
+            # starts once it returns.
+            if remark and self._open is not None and not self._open.intervals:
+                self._open.start = self.clock.mark()
 
     def _resolve(self, *, keep_last: bool) -> None:
         """Turn closed steps into records; with CUDA events, one step late (see CudaEventClock)."""

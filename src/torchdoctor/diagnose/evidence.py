@@ -76,6 +76,12 @@ class SyncEvidence(_Part):
 
     per_step: dict[str, float] = Field(default_factory=dict)
     sites: dict[str, int] = Field(default_factory=dict)
+    time_share: float | None = Field(
+        default=None, description="share of step time spent inside the sync calls (measured)"
+    )
+    outside_phases_share: float | None = Field(
+        default=None, description="the part of time_share outside every named phase"
+    )
 
     @property
     def total_per_step(self) -> float:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from torchdoctor.diagnose.evidence import (
     CeilingEvidence,
+    ConfigEvidence,
     CopyEvidence,
     DataLoaderEvidence,
     Evidence,
@@ -15,7 +16,21 @@ from torchdoctor.diagnose.evidence import (
     UsageEvidence,
 )
 from torchdoctor.diagnose.from_trace import ceiling_evidence, trace_evidence
-from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS, step_evidence
+from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS, steady_steps, step_evidence
+
+#: autocast dtypes (as the instrumentation records them) -> precision names.
+AUTOCAST_PRECISION: Final = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def script_precision(profile: ScriptProfile) -> str:
+    """The precision the script's model computes in: its autocast dtype when it entered an
+    autocast region inside its steps, else torch's default float32. (A model cast with
+    `.to(bfloat16)` is not seen and reads as fp32.)"""
+    for dtype in profile.autocast_dtypes:
+        if dtype in AUTOCAST_PRECISION:
+            return AUTOCAST_PRECISION[dtype]
+    return "fp32"
+
 
 if TYPE_CHECKING:
     from torchdoctor.analyze.records import TraceAnalysis
@@ -37,12 +52,29 @@ def _dataloader(profile: ScriptProfile) -> DataLoaderEvidence:
     )
 
 
-def _syncs(profile: ScriptProfile) -> SyncEvidence:
+def _syncs(profile: ScriptProfile, *, warmup: int) -> SyncEvidence:
     total: Counter[str] = Counter()
     for counts in profile.sync_counts:
         total.update(counts)
     n = max(1, len(profile.sync_counts))
-    return SyncEvidence(per_step={k: v / n for k, v in total.items()}, sites=profile.sync_sites)
+    time_share = outside_share = None
+    # Time inside sync calls as a share of the same steady steps the phase shares describe
+    # (a ratio of sums, like `stepstats.phase_fractions`).
+    kept = steady_steps(profile.steps, warmup=warmup, exclude=profile.trace_steps)
+    step_s = sum(s.total_s for s in kept)
+    if profile.sync_seconds and step_s > 0:
+        positions = {s.index: i for i, s in enumerate(profile.steps)}
+        at = [positions[s.index] for s in kept if positions[s.index] < len(profile.sync_seconds)]
+        time_share = min(1.0, sum(profile.sync_seconds[i] for i in at) / step_s)
+        if len(profile.sync_outside_seconds) == len(profile.sync_seconds):
+            outside = sum(profile.sync_outside_seconds[i] for i in at)
+            outside_share = min(time_share, outside / step_s)
+    return SyncEvidence(
+        per_step={k: v / n for k, v in total.items()},
+        sites=profile.sync_sites,
+        time_share=time_share,
+        outside_phases_share=outside_share,
+    )
 
 
 def evidence_from_profile(
@@ -65,6 +97,7 @@ def evidence_from_profile(
         else None
     )
     h = profile.h2d
+    precision = script_precision(profile)
     notes = [f"collect: {e}" for e in profile.errors[:5]]
     if not profile.steps:
         notes.append("no training step was seen: step and phase rules cannot run")
@@ -90,7 +123,7 @@ def evidence_from_profile(
             bytes=h.bytes,
             seconds=h.seconds,
         ),
-        syncs=_syncs(profile) if profile.steps else None,
+        syncs=_syncs(profile, warmup=warmup) if profile.steps else None,
         usage=UsageEvidence(
             forward_calls=profile.forward.calls,
             grad_forwards_without_backward=profile.forward.grad_forwards_without_backward,
@@ -100,7 +133,8 @@ def evidence_from_profile(
             backward_calls=profile.backward_calls,
             optimizer_steps=profile.optimizer_steps,
         ),
-        trace=trace_evidence(analysis) if analysis is not None else None,
+        config=ConfigEvidence(precision=precision),
+        trace=trace_evidence(analysis, precision=precision) if analysis is not None else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),
         world_size=profile.world_size,
         rank=profile.rank,

@@ -65,6 +65,7 @@ def evidence_from_run(
     """RunResult steps are steady state already (the engine drops its warm-up)."""
     r = run.recipe
     workers = r.get("num_workers")
+    config = _config(run)
     return Evidence(
         source="workload",
         target=run.workload,
@@ -79,8 +80,10 @@ def evidence_from_run(
             persistent_workers=bool(r.get("persistent_workers")),
         ),
         threads=ThreadEvidence(torch_threads=run.threads, usable_cores=usable_cores),
-        config=_config(run),
-        trace=trace_evidence(analysis) if analysis is not None else None,
+        config=config,
+        trace=trace_evidence(analysis, precision=config.precision)
+        if analysis is not None
+        else None,
         memory=_memory(run, memory_limit_bytes),
         batch_scaling=BatchScalingEvidence(points=batch_scaling) if batch_scaling else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),

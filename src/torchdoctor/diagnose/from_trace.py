@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -82,6 +83,72 @@ CONV_MARKERS: Final = ("conv", "cudnn_convolution", "mkldnn_convolution", "miope
 #: Top ops kept in the evidence (the rules only read the heaviest).
 TOP_OPS: Final = 20
 _BOUNDS: Final[tuple[OpBound, ...]] = ("compute", "memory", "overhead")
+#: Precision names (knob catalogue and recipes) -> the dtype keys of measured ceilings.
+PRECISION_DTYPES: Final[dict[str, str]] = {
+    "fp32": "float32",
+    "float32": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+}
+
+
+#: Ideal time per call (at the roofs: max(FLOPs / peak, bytes / bandwidth)) under which an
+#: op's work is too small to matter: an order of magnitude below the ~10 µs of per-op eager
+#: overhead (analyze.ops.OVERHEAD_CALL_US; "Making Deep Learning Go Brrrr", H. He, 2022). Such
+#: an op's time is dispatch however long it measured (a loaded machine stretches it).
+TINY_WORK_US: Final = 1.0
+#: Op-name prefixes of autograd's own bookkeeping: the engine's per-node wrapper. Its self
+#: time is the engine's, the math is in the aten ops it calls.
+AUTOGRAD_WRAPPERS: Final = ("autograd::engine::evaluate_function",)
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The roofline of one precision: its matmul peak and the memory bandwidth."""
+
+    peak_flops: float
+    bandwidth: float
+
+    @property
+    def ridge(self) -> float:
+        """FLOP per byte where the two roofs meet."""
+        return self.peak_flops / self.bandwidth
+
+    def ideal_us(self, flops: float | None, nbytes: float | None) -> float | None:
+        if flops is None and nbytes is None:
+            return None
+        return max((flops or 0.0) / self.peak_flops, (nbytes or 0.0) / self.bandwidth) * 1e6
+
+
+def roofs_for(ceilings: CeilingsInfo | None, precision: str | None) -> Roofs | None:
+    """The roofs of `precision` on the traced device, or None when unknown.
+
+    The analyzer places ops against the highest peak the ceilings list, because a trace does
+    not say each op's dtype. A job whose precision is known must be placed against the peak
+    of that precision: on a CPU with AMX, the bf16 peak is ~8x the fp32 one, and an fp32
+    GEMM measured against it would read as memory-bound at any size.
+    """
+    if ceilings is None or precision is None or not ceilings.mem_bandwidth_bytes_per_s:
+        return None
+    peak = ceilings.peak_flops.get(PRECISION_DTYPES.get(precision, precision))
+    return Roofs(peak, ceilings.mem_bandwidth_bytes_per_s) if peak else None
+
+
+def _row_bound(row: OpRow, roofs: Roofs | None) -> OpBound:
+    """The op's roofline class under the job's own roofs (the analyzer's when unknown)."""
+    bound: OpBound = row.bound if row.bound in _BOUNDS else "unknown"
+    if roofs is None:
+        return bound
+    if row.name.startswith(AUTOGRAD_WRAPPERS):
+        return "overhead"
+    ideal = roofs.ideal_us(row.flops, row.bytes)
+    if ideal is not None and row.count and ideal / row.count < TINY_WORK_US:
+        return "overhead"
+    if bound in ("compute", "memory") and row.intensity is not None:
+        return "compute" if row.intensity >= roofs.ridge else "memory"
+    return bound
 
 
 def _short(name: str) -> str:
@@ -102,15 +169,18 @@ def _count_weighted_median(values: Sequence[float], weights: Sequence[int]) -> f
     return float(v[int(np.searchsorted(cum, cum[-1] / 2.0))])
 
 
-def trace_evidence(ta: TraceAnalysis) -> TraceEvidence:
+def trace_evidence(ta: TraceAnalysis, *, precision: str | None = None) -> TraceEvidence:
+    """The trace's evidence; with the job's `precision` known (a script or workload run
+    here), ops are placed on the roofline of that precision (see `roofs_for`)."""
     on_device = ta.device_timeline is not None
+    roofs = roofs_for(ta.ceilings, precision)
+    bounds = [_row_bound(r, roofs) for r in ta.ops]
     times = [_op_time(r, on_device) for r in ta.ops]
     total = sum(times)
     frac = [t / total if total > 0 else 0.0 for t in times]
     by_bound: dict[OpBound, float] = {b: 0.0 for b in _BOUNDS}
     elementwise = conv = 0.0
-    for row, f in zip(ta.ops, frac, strict=True):
-        bound: OpBound = row.bound if row.bound in _BOUNDS else "unknown"
+    for row, f, bound in zip(ta.ops, frac, bounds, strict=True):
         by_bound[bound] = by_bound.get(bound, 0.0) + f
         name = _short(row.name)
         if name in ELEMENTWISE_OPS and bound in ("memory", "overhead"):
@@ -129,7 +199,7 @@ def trace_evidence(ta: TraceAnalysis) -> TraceEvidence:
         if c.direction == "HtoD":
             pinned += c.count if c.memory == "pinned" else 0
             pageable += c.count if c.memory == "pageable" else 0
-    ranked = sorted(zip(ta.ops, times, frac, strict=True), key=lambda t: -t[1])[:TOP_OPS]
+    ranked = sorted(zip(ta.ops, times, frac, bounds, strict=True), key=lambda t: -t[1])[:TOP_OPS]
     return TraceEvidence(
         has_device=on_device,
         steps=steps,
@@ -149,9 +219,9 @@ def trace_evidence(ta: TraceAnalysis) -> TraceEvidence:
                 flops=r.flops,
                 bytes=r.bytes,
                 intensity=r.intensity,
-                bound=r.bound if r.bound in _BOUNDS else "unknown",
+                bound=b,
             )
-            for r, t, f in ranked
+            for r, t, f, b in ranked
         ],
         time_by_bound={k: v for k, v in by_bound.items() if v > 0},
         elementwise_time_frac=elementwise,

@@ -1,61 +1,52 @@
-"""This machine's environment and ceilings for a diagnosis, when the env stage provides them.
+"""This machine's environment and ceilings for a diagnosis (core.env, measure.ceilings).
 
-`torchdoctor.core.env` and `torchdoctor.measure.ceilings` are optional here: a diagnosis
-without ceilings still runs every rule that does not need them (the roofline classes and
-`lower_precision_available` do), and says so in its notes.
+Ceilings come from the cache, or are measured once per machine (~10-20 s on CPU). A
+diagnosis without them still runs every rule that does not need them (the roofline classes
+and `lower_precision_available` do), and says why in its notes.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
+from torchdoctor.core.env import Ceilings
 from torchdoctor.core.errors import TorchDoctorError
+from torchdoctor.diagnose.evidence import CeilingEvidence
 
 log = logging.getLogger(__name__)
 
 
-def local_ceilings() -> tuple[Any | None, str | None]:
-    """(Ceilings, None) for this machine, or (None, why not)."""
+def local_ceilings(device: str = "cpu") -> tuple[Ceilings | None, str | None]:
+    """(Ceilings, None) for this machine's `device`, or (None, why not)."""
+    from torchdoctor.measure.ceilings import get_ceilings
+
     try:
-        module = importlib.import_module("torchdoctor.measure.ceilings")
-    except ImportError:
-        return None, "ceilings unavailable (torchdoctor.measure.ceilings not installed)"
-    try:
-        return module.get_ceilings(), None
+        return get_ceilings(device=device), None
     except TorchDoctorError as exc:
         return None, f"ceilings unavailable: {exc}"
 
 
 def local_environment() -> dict[str, Any] | None:
     """The environment fingerprint as a JSON dict, or None when it cannot be taken."""
+    from torchdoctor.core.env import fingerprint
+
     try:
-        module = importlib.import_module("torchdoctor.core.env")
-    except ImportError:
+        return dict(fingerprint().to_json_dict())
+    except (TorchDoctorError, OSError) as exc:
+        log.debug("environment fingerprint failed: %s", exc)
         return None
-    for name in ("fingerprint", "get_fingerprint", "collect_fingerprint"):
-        fn = getattr(module, name, None)
-        if callable(fn):
-            try:
-                record = fn()
-            except TorchDoctorError as exc:
-                log.debug("environment fingerprint failed: %s", exc)
-                return None
-            return dict(record.to_json_dict()) if hasattr(record, "to_json_dict") else None
-    return None
 
 
-def ceilings_as_evidence(ceilings: Any | None) -> Any | None:
-    """Ceilings (core.env) -> CeilingEvidence."""
+def ceilings_as_evidence(ceilings: Ceilings | None) -> CeilingEvidence | None:
+    """Ceilings (core.env) -> CeilingEvidence, labelled by how they were obtained."""
     if ceilings is None:
         return None
-    from torchdoctor.diagnose.evidence import CeilingEvidence
-
+    when = f", {ceilings.measured_at}" if ceilings.measured_at else ""
     return CeilingEvidence(
-        device=str(ceilings.device),
-        device_name=getattr(ceilings, "device_name", None),
-        peak_flops={str(k): float(v) for k, v in dict(ceilings.peak_flops).items()},
-        mem_bandwidth_bytes_per_s=getattr(ceilings, "mem_bandwidth_bytes_per_s", None),
-        source=f"measured ({getattr(ceilings, 'source', 'unknown')})",
+        device=ceilings.device,
+        device_name=ceilings.device_name,
+        peak_flops={k: float(v) for k, v in ceilings.peak_flops.items()},
+        mem_bandwidth_bytes_per_s=ceilings.mem_bandwidth_bytes_per_s,
+        source=f"{ceilings.source} on this machine{when}",
     )

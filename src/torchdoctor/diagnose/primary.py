@@ -77,18 +77,23 @@ def model_category(ev: Evidence) -> Bottleneck:
 
 
 def non_op_other_share(ev: Evidence, other: float) -> float:
-    """The part of the `other` phase not spent inside torch operators: pure Python.
+    """The part of the `other` phase that is the host's own Python: not spent inside torch
+    operators, and not blocked in host sync calls.
 
     A CPU trace says what share of the step ran inside operators ("CPU Exec"); what the
     named phases cannot hold of it ran in `other` (e.g. a forward written as plain
     functions, which no module hook sees), and is the framework's time, not the host's.
+    Time measured inside sync calls made outside the phases is host_sync's share. The two
+    may overlap (a printed tensor runs operators to format itself), so the larger is taken
+    out, not their sum.
     """
+    syncs = (ev.syncs.outside_phases_share if ev.syncs is not None else None) or 0.0
+    ops_in_other = 0.0
     tr = ev.trace
-    if tr is None or tr.has_device or "CPU Exec" not in tr.step_breakdown:
-        return other
-    named = sum(ev.phase(p) or 0.0 for p in ("h2d", "forward", "backward", "optimizer"))
-    ops_in_other = max(0.0, tr.step_breakdown["CPU Exec"] - named)
-    return max(0.0, other - ops_in_other)
+    if tr is not None and not tr.has_device and "CPU Exec" in tr.step_breakdown:
+        named = sum(ev.phase(p) or 0.0 for p in ("h2d", "forward", "backward", "optimizer"))
+        ops_in_other = max(0.0, tr.step_breakdown["CPU Exec"] - named)
+    return max(0.0, other - max(syncs, ops_in_other))
 
 
 def select_primary(shares: dict[Bottleneck, float], findings: Sequence[Finding] = ()) -> Bottleneck:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
-from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
-from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
+from torchdoctor.diagnose.rules._common import bound_share, compute_share
 
 RULE_ID: Final = "cpu_threads"
 TITLE: Final = "CPU threads do not match the cores"
@@ -28,7 +28,7 @@ def check(ev: Evidence) -> Finding | None:
     base = compute_share(ev)
     if base is None:
         return None
-    evidence = {
+    evidence: dict[str, EvidenceValue] = {
         "torch_threads": t.torch_threads,
         "usable_cores": cores,
         "processes": procs,
@@ -53,13 +53,17 @@ def check(ev: Evidence) -> Finding | None:
             confidence=0.6,
         )
     if t.torch_threads < fair:
+        # More intra-op threads split an op's arithmetic and memory traffic, not its
+        # dispatch: op time the roofline calls overhead-bound gains nothing from them.
+        splittable = base * (1.0 - bound_share(ev, "overhead"))
+        evidence["overhead_bound_op_share"] = round(bound_share(ev, "overhead"), 4)
         return make_finding(
             rule_id=RULE_ID,
             title=TITLE,
             summary=f"only {t.torch_threads} intra-op thread(s) on {fair} available cores "
             "(OMP_NUM_THREADS left at a launcher's default?).",
             bottleneck="compute",
-            share=base,
+            share=splittable,
             local_speedup=fair / t.torch_threads,
             evidence=evidence,
             prescription=Prescription(
