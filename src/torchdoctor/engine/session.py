@@ -19,6 +19,7 @@ from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.engine.loader import EndlessBatches, build_loader
 from torchdoctor.engine.memory import MemoryStats, MemoryTracker
+from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import Recipe
 from torchdoctor.knobs.base import KnobValue
 from torchdoctor.knobs.checkpointing import checkpoint_blocks
@@ -46,12 +47,15 @@ class TrainingSession:
         device: torch.device,
         seed: int,
         clock: Clock = time.perf_counter,
+        step_marks: StepMarks | None = None,
     ) -> None:
         self.workload = workload
         self.recipe = recipe
         self.device = device
         self.seed = seed
         self.clock = clock
+        # Throughput-mode step boundaries: CUDA events on a GPU, the host clock elsewhere.
+        self.step_marks = step_marks or make_step_marks(device, clock)
         self.settings: dict[str, KnobValue] = recipe.resolved(device.type)
         s = self.settings
         self.batch_size = int(s["batch_size"] or workload.default_batch_size)
@@ -149,9 +153,11 @@ class TrainingSession:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=self.set_to_none)
 
-    def _step_fast(self, *, sync_at_end: bool) -> tuple[float, torch.Tensor, int]:
-        """Throughput mode: no device syncs, no phase clocks. Returns (wall s, loss, samples)."""
-        start = self.clock()
+    def _step_fast(self, *, sync_at_end: bool) -> tuple[Any, torch.Tensor, int]:
+        """Throughput mode: no per-step device syncs, no phase clocks.
+
+        Returns (the step's closing mark, loss, samples); `run_steps` turns marks into seconds.
+        """
         loss_sum: torch.Tensor | None = None
         samples = 0
         for _ in range(self.grad_accum):
@@ -161,11 +167,12 @@ class TrainingSession:
             loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             samples += int(target.shape[0])
         self._optimizer_step()
-        if sync_at_end:
-            # One sync per chunk so the chunk's total time includes its queued device work.
+        if sync_at_end and self.step_marks.needs_final_sync:
+            # One sync per chunk so the chunk's total time includes its queued device work
+            # (event marks need none: their durations() waits on the last event).
             self._sync()
         assert loss_sum is not None  # grad_accum >= 1
-        return self.clock() - start, loss_sum, samples
+        return self.step_marks.mark(), loss_sum, samples
 
     def _step_phased(self) -> tuple[float, dict[Phase, float], torch.Tensor, int]:
         """Phase mode: sync the device at each phase boundary, then read the clock."""
@@ -218,14 +225,23 @@ class TrainingSession:
         if n < 0:
             raise EngineError(f"cannot run {n} steps", hint="give a step count >= 0")
         rows: list[tuple[float, dict[Phase, float], torch.Tensor, int]] = []
+        marks: list[Any] = [] if measure_phases or n == 0 else [self.step_marks.mark()]
         for i in range(n):
             if measure_phases:
                 rows.append(self._step_phased())
             else:
-                total, loss, samples = self._step_fast(sync_at_end=i == n - 1)
-                rows.append((total, {}, loss, samples))
+                mark, loss, samples = self._step_fast(sync_at_end=i == n - 1)
+                marks.append(mark)
+                rows.append((0.0, {}, loss, samples))
             if on_step is not None:
                 on_step()
+        if marks:
+            rows = [
+                (seconds, phases, loss, samples)
+                for seconds, (_, phases, loss, samples) in zip(
+                    self.step_marks.durations(marks), rows, strict=True
+                )
+            ]
         losses = torch.stack([r[2] for r in rows]).float().cpu().tolist() if rows else []
         timings = [
             StepTiming(
