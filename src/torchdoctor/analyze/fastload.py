@@ -262,12 +262,11 @@ class FastColumns:
 
 
 def _open(path: Path) -> Any:
-    fh = path.open("rb")
-    if fh.read(2) == b"\x1f\x8b":
-        fh.seek(0)
-        return gzip.GzipFile(fileobj=fh, mode="rb")
-    fh.seek(0)
-    return fh
+    """The decompressed byte stream (gzip by its magic bytes, whatever the file's name)."""
+    with path.open("rb") as probe:
+        gzipped = probe.read(2) == b"\x1f\x8b"
+    # gzip.open owns the file it opens, so closing the stream closes the file too.
+    return gzip.open(path, "rb") if gzipped else path.open("rb")
 
 
 def _cut(buf: bytearray) -> tuple[list[_Event], int] | None:

@@ -66,8 +66,9 @@ def _open_stream(path: Path) -> io.BufferedIOBase:
     fh = path.open("rb")
     magic = fh.read(2)
     fh.seek(0)
-    if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")
+    if magic == GZIP_MAGIC:  # gzip.open owns its file: closing the stream closes it
+        fh.close()
+        return gzip.open(path, "rb")
     if path.name.endswith(".gz"):
         fh.close()
         raise TraceError(
