@@ -75,6 +75,12 @@ def _register_commands() -> None:
         module = f"torchdoctor.cli.{name}"
         if module not in sys.modules and importlib.util.find_spec(module) is not None:
             importlib.import_module(module)
+    # A command module may import another (demo uses tune), which registers that one early:
+    # restore the documented order.
+    rank = {f"torchdoctor.cli.{name}": i for i, name in enumerate(COMMAND_MODULES)}
+    app.registered_commands.sort(
+        key=lambda info: rank.get(getattr(info.callback, "__module__", ""), len(rank))
+    )
 
 
 def _fail(message: str, code: int) -> int:
