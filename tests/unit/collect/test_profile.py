@@ -112,3 +112,16 @@ def test_bad_window_is_a_collect_error(tmp_path: Path, wait: int, warmup: int, a
     job = get_workload("mlp", **MLP)
     with pytest.raises(CollectError, match="bad profiling window"):
         profile_workload(job, Recipe.parse([]), tmp_path, wait=wait, warmup=warmup, active=active)
+
+
+def test_cuda_activity_only_for_a_cuda_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from torchdoctor.collect.profile import _activities
+
+    cpu, cuda = torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert _activities(torch.device("cpu")) == [cpu]
+    assert _activities(torch.device("cuda:0")) == [cpu, cuda]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _activities(torch.device("cuda:0")) == [cpu]
