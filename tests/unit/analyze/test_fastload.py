@@ -98,3 +98,22 @@ def test_unusual_layouts_defer_to_the_streaming_reader(tmp_path: Path, doc: obje
     path = _write(tmp_path, doc)
     assert fastload.fast_columns(path) is None
     assert len(loading.load_trace(path)) == 1
+
+
+def test_chunk_cuts_inside_strings_and_metadata_after_the_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Names containing "}, {" put false event boundaries inside strings; the metadata comes
+    # after traceEvents, so it is read from the last chunk.
+    events = [
+        _event(f'aten::odd}}, {{"ph": "X"}}, {{ {i}', 10.0 * i, 5, **{"External id": i})
+        for i in range(3000)
+    ]
+    doc = {"traceEvents": events, "deviceProperties": [{"name": "NVIDIA A100-SXM4-80GB"}]}
+    path = _write(tmp_path, doc)
+    monkeypatch.setattr(fastload, "CHUNK_BYTES", 4096)
+    fast = fastload.fast_columns(path)
+    assert fast is not None and fast.top["deviceProperties"][0]["name"].startswith("NVIDIA")
+    timeline = loading.load_trace(path)
+    assert len(timeline) == 3000 and timeline.meta.device_name == "NVIDIA A100-SXM4-80GB"
+    _assert_same(timeline, _streaming(path, monkeypatch))
