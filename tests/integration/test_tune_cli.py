@@ -18,7 +18,19 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     run = tmp_path / "run"
     code = main(
         # A generous budget: the study ends when its one knob is tried, not at the budget.
-        ["--json", "tune", "mlp", "--budget", "10m", "--knobs", "set_to_none", "--out", str(run)]
+        # --no-diagnose keeps this test short; the diagnosis has its own integration tests.
+        [
+            "--json",
+            "tune",
+            "mlp",
+            "--budget",
+            "10m",
+            "--knobs",
+            "set_to_none",
+            "--no-diagnose",
+            "--out",
+            str(run),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0
@@ -29,7 +41,6 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     assert data["ladder"]["rungs"][0]["verdict"] == "baseline"
     names = {p.name for p in run.iterdir()}
     assert {"tune.json", "best_recipe.json", "best_recipe.py", "study.db", "trials"} <= names
-    assert {"diagnosis.json", "diagnosis"} <= names  # the diagnosis ordered the ladder
     trials = [TrialResult.read(p) for p in sorted((run / "trials").iterdir())]
     assert trials[0].kind == "baseline" and trials[0].ok
     assert [t.change for t in trials if t.kind == "ladder"] == [{"set_to_none": False}]

@@ -16,7 +16,7 @@ from torchdoctor.cli.main import app
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
-from torchdoctor.tune import TrialResult, TuneConfig, TuneResult, tune
+from torchdoctor.tune import Study, TrialResult, TuneConfig, TuneResult, tune
 from torchdoctor.tune.tuner import Tuner
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -169,6 +169,8 @@ def tune_command(
         baseline = _baseline(workload, settings, device)
         budget_s = parse_duration(budget)
         max_memory_bytes = parse_size(max_memory) if max_memory else None
+        if storage:
+            Study(storage)  # a URL that cannot be opened fails here, before any folder exists
         prescribed: list[str] = []
         if diagnose:
             out, prescribed = diagnose_into_run_dir(workload, out)
