@@ -114,6 +114,7 @@ class Instrumentation:
         self._fwd = {"calls": 0, "grad": 0, "eval_grad": 0, "pending": 0, "consumed": 0}
         self._zero_grad = {"calls": 0, "keep": 0}
         self.autocast_dtypes: set[str] = set()
+        self.optimizer_impls: dict[int, str] = {}
         self.backward_calls = 0
         self.optimizer_steps = 0
         self._patcher = Patcher()
@@ -182,8 +183,12 @@ class Instrumentation:
     def _hook_optimizer(self) -> None:
         recorder = self.recorder
 
-        def pre(_opt: Any, _args: Any, _kwargs: Any) -> None:
+        impls = self.optimizer_impls
+
+        def pre(opt: Any, _args: Any, _kwargs: Any) -> None:
             recorder.begin("optimizer")
+            if id(opt) not in impls:
+                impls[id(opt)] = optimizer_impl(opt)
 
         def post(_opt: Any, _args: Any, _kwargs: Any) -> None:
             recorder.end("optimizer")
@@ -439,6 +444,7 @@ class Instrumentation:
             ),
             backward_calls=self.backward_calls,
             autocast_dtypes=sorted(self.autocast_dtypes),
+            optimizer_impls=sorted(set(self.optimizer_impls.values())),
             optimizer_steps=self.optimizer_steps,
             threads=thread_info(),
             trace_path=str(self.window.written) if self.window.written else None,
@@ -450,6 +456,23 @@ class Instrumentation:
             wall_s=getattr(self, "_wall_s", 0.0),
             errors=[*self.errors, *self.window.errors],
         )
+
+
+def optimizer_impl(opt: Any) -> str:
+    """ "fused", "foreach" or "for_loop": the implementation torch.optim will run.
+
+    `foreach=None` (the default) means torch chooses: foreach when every parameter is on a
+    CUDA device, the per-tensor loop otherwise (torch.optim.optimizer._default_to_fused_or_
+    foreach).
+    """
+    defaults = getattr(opt, "defaults", {}) or {}
+    if defaults.get("fused"):
+        return "fused"
+    foreach = defaults.get("foreach")
+    if foreach is None:
+        params = [p for g in getattr(opt, "param_groups", []) for p in g.get("params", [])]
+        foreach = bool(params) and all(getattr(p, "is_cuda", False) for p in params)
+    return "foreach" if foreach else "for_loop"
 
 
 def _loader_info(loader: Any) -> dict[str, Any]:

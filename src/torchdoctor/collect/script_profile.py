@@ -109,6 +109,9 @@ class ScriptProfile(Record):
     forward: ForwardEvidence = Field(default_factory=ForwardEvidence)
     zero_grad: ZeroGradEvidence = Field(default_factory=ZeroGradEvidence)
     backward_calls: int = 0
+    optimizer_impls: list[str] = Field(
+        default_factory=list, description="implementations of the optimizers that stepped"
+    )
     autocast_dtypes: list[str] = Field(
         default_factory=list, description="dtypes of autocast regions entered inside steps"
     )

@@ -77,6 +77,15 @@ def _syncs(profile: ScriptProfile, *, warmup: int) -> SyncEvidence:
     )
 
 
+def _optimizer_impl(profile: ScriptProfile) -> str | None:
+    """The optimizer implementation when one kind stepped (the slowest when several did,
+    since that is the one a fix would change)."""
+    for impl in ("for_loop", "foreach", "fused"):
+        if impl in profile.optimizer_impls:
+            return impl
+    return None
+
+
 def evidence_from_profile(
     profile: ScriptProfile,
     analysis: TraceAnalysis | None = None,
@@ -133,7 +142,7 @@ def evidence_from_profile(
             backward_calls=profile.backward_calls,
             optimizer_steps=profile.optimizer_steps,
         ),
-        config=ConfigEvidence(precision=precision),
+        config=ConfigEvidence(precision=precision, optimizer_impl=_optimizer_impl(profile)),
         trace=trace_evidence(analysis, precision=precision) if analysis is not None else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),
         world_size=profile.world_size,
