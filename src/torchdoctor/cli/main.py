@@ -70,8 +70,30 @@ def _global_options(
     configure(debug=debug)
 
 
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
+# Global options that may come before the command name; they take no value.
+_GLOBAL_FLAGS = frozenset({"--json", "--debug"})
+
+
+def _command_named(args: list[str]) -> str | None:
+    """The subcommand module the command line names, or None (help, version, unknown).
+
+    Only that module is imported then: the others pull in torch, optuna, scipy and the
+    report stack (about a second of start-up that `torchdoctor analyze` does not need).
+    """
+    for arg in args:
+        if arg in _GLOBAL_FLAGS:
+            continue
+        module = f"torchdoctor.cli.{arg}"
+        if arg in COMMAND_MODULES and importlib.util.find_spec(module) is not None:
+            return arg
+        return None
+    return None
+
+
+def _register_commands(args: list[str] | None = None) -> None:
+    """Import the command modules (each registers itself): the named one, else all of them."""
+    named = _command_named(args) if args is not None else None
+    for name in (named,) if named else COMMAND_MODULES:
         module = f"torchdoctor.cli.{name}"
         if module not in sys.modules and importlib.util.find_spec(module) is not None:
             importlib.import_module(module)
@@ -96,8 +118,8 @@ def _is_click_usage_error(exc: Exception) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (also used by the tests)."""
-    _register_commands()
     args = sys.argv[1:] if argv is None else argv
+    _register_commands(args)
     try:
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
     except TorchDoctorError as exc:
