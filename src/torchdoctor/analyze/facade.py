@@ -15,7 +15,7 @@ from torchdoctor.analyze.devicetime import device_timeline
 from torchdoctor.analyze.idle import idle_stats
 from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
-from torchdoctor.analyze.ops import op_table
+from torchdoctor.analyze.ops import fallback_note, op_table
 from torchdoctor.analyze.records import CeilingsInfo, RankSummary, TraceAnalysis
 from torchdoctor.analyze.steps import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats
@@ -27,7 +27,10 @@ def _ceilings_for(tl: Timeline, ceilings: CeilingsLike | None) -> tuple[Ceilings
         return ceilings, f"ceilings from {ceilings.source} ({ceilings.device})"
     sheet = datasheet_ceilings(tl.meta.device_name)
     if sheet is not None:
-        return sheet, f"datasheet ceilings of {sheet.device} (device named in the trace)"
+        return sheet, (
+            f"datasheet ceilings of {sheet.method['model']} (device named in the trace; "
+            f"{sheet.method['reference']})"
+        )
     if tl.meta.device_name:
         return None, (
             f"ceilings unknown for device {tl.meta.device_name!r}: no datasheet entry; "
@@ -56,6 +59,10 @@ def analyze_timeline(
             peak_flops=dict(used.peak_flops),
             mem_bandwidth_bytes_per_s=used.mem_bandwidth_bytes_per_s,
         )
+    ops = op_table(tl, used, top)
+    fallback = fallback_note(ops, used)
+    if fallback:
+        note = f"{note}; {fallback}"
     return TraceAnalysis(
         source=tl.meta.source,
         device_name=tl.meta.device_name,
@@ -65,7 +72,7 @@ def analyze_timeline(
         device_timeline=device_timeline(tl, selected),
         step_breakdown=breakdown,
         steps=steps,
-        ops=op_table(tl, used, top),
+        ops=ops,
         launches=launch_stats(tl, selected),
         syncs=sync_stats(tl, windows),
         idle=idle_stats(tl, selected),

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from torchdoctor.analyze.shapes import op_bytes, op_flops_and_output
+from torchdoctor.analyze.shapes import op_bytes, op_dtype_code, op_flops_and_output
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind
 
 # 1 MB of decompressed JSON per decode. Measured on the 26 MB A100 trace (analyze_trace CPU
@@ -140,15 +140,15 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-class _Memo(dict[tuple[Any, ...], tuple[float, float]]):
+class _Memo(dict[tuple[Any, ...], tuple[float, float, int]]):
     """A dict that computes a missing value once (lookups of hits stay in C)."""
 
     def __init__(self, compute: Any) -> None:
         super().__init__()
         self.compute = compute
 
-    def __missing__(self, key: tuple[Any, ...]) -> tuple[float, float]:
-        value: tuple[float, float] = self.compute(key)
+    def __missing__(self, key: tuple[Any, ...]) -> tuple[float, float, int]:
+        value: tuple[float, float, int] = self.compute(key)
         self[key] = value
         return value
 
@@ -156,7 +156,9 @@ class _Memo(dict[tuple[Any, ...], tuple[float, float]]):
 class FastColumns:
     """Per-chunk numpy columns, concatenated at the end; the same fields as `Timeline`."""
 
-    FIELDS = ("ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes")
+    FIELDS = (
+        "ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes", "dtype"
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
@@ -166,16 +168,17 @@ class FastColumns:
         self.top: dict[str, Any] = {}
         self._interner = _Interner(self.names)
         self._kinds = _CategoryKinds()
-        # (name, recorded flops, dims, types, concrete) -> (flops, bytes): real traces repeat
-        # the same op on the same shapes every step, so each estimate is computed once.
+        # (name, recorded flops, dims, types, concrete) -> (flops, bytes, dtype code): real
+        # traces repeat the same op on the same shapes every step, so each is computed once.
         self._estimates = _Memo(self._estimate)
 
     def column(self, field: str, dtype: Any) -> np.ndarray:
         parts = self.parts[field]
         return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype=dtype)
 
-    def _estimate(self, key: tuple[Any, ...]) -> tuple[float, float]:
-        """FLOPs and bytes of a cpu_op from (name, recorded flops, dims, types, concrete)."""
+    def _estimate(self, key: tuple[Any, ...]) -> tuple[float, float, int]:
+        """FLOPs, bytes and dtype code of a cpu_op from (name, recorded flops, dims, types,
+        concrete)."""
         raw_name, recorded, dims_raw, types_raw, concrete_raw = key
         name = str(raw_name)
         dims = msgspec.json.decode(dims_raw)
@@ -186,10 +189,11 @@ class FastColumns:
         elif dims is not None:
             est, _ = op_flops_and_output(name, dims, concrete)
             flops = est if est is not None else math.nan
+        types = msgspec.json.decode(types_raw)
         if dims is not None:
-            est_bytes = op_bytes(name, dims, msgspec.json.decode(types_raw), concrete)
+            est_bytes = op_bytes(name, dims, types, concrete)
             nbytes = est_bytes if est_bytes is not None else math.nan
-        return flops, nbytes
+        return flops, nbytes, op_dtype_code(types)
 
     def add(self, events: list[_Event]) -> None:
         """Reduce one decoded chunk to columns (the streaming reader's `_add_event`, batched)."""
@@ -226,6 +230,7 @@ class FastColumns:
             ext[absent] = _int_column([a.external_id_lc for a in args], -1)[absent]
         flops = np.full(len(xs), math.nan)
         nbytes = np.full(len(xs), math.nan)
+        dtype = np.full(len(xs), -1, dtype=np.int8)
         cpu = np.flatnonzero(kind == int(Kind.CPU_OP))
         if cpu.size:
             memo = self._estimates
@@ -234,7 +239,7 @@ class FastColumns:
                       bytes(e.args.concrete))]
                 for e in map(xs.__getitem__, cpu.tolist())
             ]  # fmt: skip
-            flops[cpu], nbytes[cpu] = np.asarray(pairs, dtype=np.float64).T
+            flops[cpu], nbytes[cpu], dtype[cpu] = np.asarray(pairs, dtype=np.float64).T
         for i in np.flatnonzero((kind == int(Kind.MEMCPY)) | (kind == int(Kind.MEMSET))).tolist():
             a = args[i]
             size = a.nbytes if a.nbytes is not None else a.size
@@ -250,6 +255,7 @@ class FastColumns:
             "ext_id": ext,
             "flops": flops,
             "nbytes": nbytes,
+            "dtype": dtype,
         }
         for field, values in columns.items():
             self.parts[field].append(values)

@@ -27,7 +27,7 @@ import ijson
 import numpy as np
 
 from torchdoctor.analyze.fastload import FastColumns, fast_columns
-from torchdoctor.analyze.shapes import op_bytes, op_flops_and_output
+from torchdoctor.analyze.shapes import op_bytes, op_dtype_code, op_flops_and_output
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind, Timeline, TraceMeta
 from torchdoctor.core.errors import TraceError
 from torchdoctor.core.log import get_logger
@@ -117,6 +117,7 @@ class _Columns:
         self.ext_id: list[int] = []
         self.flops: list[float] = []
         self.nbytes: list[float] = []
+        self.dtype: list[int] = []
         self.skipped = 0
         self.first_skip: str | None = None
 
@@ -157,7 +158,9 @@ def _add_event(cols: _Columns, ev: Any) -> None:
     args = ev.get("args")
     args = args if isinstance(args, dict) else {}
     flops = nbytes = math.nan
+    dtype = -1
     if kind == Kind.CPU_OP:
+        dtype = op_dtype_code(args.get("Input type"))
         recorded = args.get("flops")
         dims = args.get("Input Dims")
         if isinstance(recorded, int | float) and recorded > 0:
@@ -182,6 +185,7 @@ def _add_event(cols: _Columns, ev: Any) -> None:
     cols.ext_id.append(_as_int(args.get("External id", args.get("external id"))))
     cols.flops.append(flops)
     cols.nbytes.append(nbytes)
+    cols.dtype.append(dtype)
 
 
 def _build(cols: _Columns, meta: TraceMeta) -> Timeline:
@@ -199,6 +203,7 @@ def _build(cols: _Columns, meta: TraceMeta) -> Timeline:
         ext_id=np.asarray(cols.ext_id, dtype=np.int64),
         flops=np.asarray(cols.flops, dtype=np.float64),
         nbytes=np.asarray(cols.nbytes, dtype=np.float64),
+        dtype=np.asarray(cols.dtype, dtype=np.int8),
         base_us=base,
         meta=meta,
     )
@@ -219,6 +224,7 @@ def _build_fast(cols: FastColumns, meta: TraceMeta) -> Timeline:
         ext_id=cols.column("ext_id", np.int64),
         flops=cols.column("flops", np.float64),
         nbytes=cols.column("nbytes", np.float64),
+        dtype=cols.column("dtype", np.int8),
         base_us=base,
         meta=meta,
     )

@@ -60,6 +60,10 @@ class OpRow(_Part):
     achieved_flops_per_s: float | None
     achieved_bytes_per_s: float | None
     bound: str | None  # "compute", "memory", "overhead", or None when it cannot be told
+    # The dtype of its calls from the trace's "Input type" ("mixed" if they differ; None when
+    # not recorded) and the ceilings peak the roofline placed it against (see analyze.ops).
+    dtype: str | None = None
+    peak_dtype: str | None = None
 
 
 class LaunchStats(_Part):
@@ -117,7 +121,8 @@ class TraceAnalysis(Record):
     """Where the time of one trace (or one rank of a folder of traces) went."""
 
     schema_name = "trace_analysis"
-    schema_version = 1
+    # 2: OpRow.dtype and OpRow.peak_dtype (per-dtype roofline); version 1 records still read.
+    schema_version = 2
 
     source: str
     device_name: str | None

@@ -9,8 +9,9 @@ multiply-add as 2 FLOPs, as torch.utils.flop_counter does:
 - convolution: 2 * N * C_out * prod(out spatial) * C_in/groups * prod(kernel), with the
   output size from stride/padding/dilation when the trace recorded them ("Concrete Inputs"),
   else stride 1 and "same" padding (an estimate, flagged by nothing better being known);
-- scaled dot product attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]:
-  2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev (attn v), forward only, as flop_counter's sdpa rule.
+- scaled dot product attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev] ([B,L,H,E] etc. for
+  the _flash/_efficient_attention_forward kernels): 2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev
+  (attn v), forward only and with no discount for a causal mask, as flop_counter's sdpa rule.
 
 Bytes moved: the sum of the input tensors' sizes plus the output's (known for the ops above;
 for any other op, the largest input, the usual size of an elementwise/reduction output). This
@@ -48,6 +49,22 @@ DTYPE_BYTES: dict[str, int] = {
     "c10::complex<c10::Half>": 4,
 }
 
+# Floating-point "Input type" names -> the dtype keys ceilings use for their peaks
+# (`Ceilings.peak_flops`). An op's dtype is that of its first floating-point input.
+DTYPE_KEYS: dict[str, str] = {
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "c10::Float8_e4m3fn": "float8",
+    "c10::Float8_e5m2": "float8",
+    "c10::Float8_e4m3fnuz": "float8",
+    "c10::Float8_e5m2fnuz": "float8",
+}
+# The op dtypes a `Timeline` records, by code (its `dtype` column; -1 = not known).
+OP_DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16", "float8")
+_DTYPE_CODES = {name: OP_DTYPES.index(key) for name, key in DTYPE_KEYS.items()}
+
 MM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::_addmm_activation"})
 BMM_OPS = frozenset({"aten::bmm", "aten::baddbmm"})
 CONV_OPS = frozenset(
@@ -70,7 +87,13 @@ SDPA_OPS = frozenset(
         "aten::_scaled_dot_product_cudnn_attention",
         "aten::_scaled_dot_product_flash_attention_for_cpu",
         "aten::_flash_attention_forward",
+        "aten::_efficient_attention_forward",
     }
+)
+# The SDPA kernels whose inputs are [B, L, H, E] (sequence before heads), as
+# aten::_flash_attention_forward / _efficient_attention_forward record them.
+SEQ_FIRST_SDPA_OPS = frozenset(
+    {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 )
 
 
@@ -135,15 +158,16 @@ def _conv_flops(dims: list[list[int]], concrete: Any) -> tuple[float, list[int]]
     return flops, [n, c_out, *out_spatial]
 
 
-def _sdpa_flops(dims: list[list[int]]) -> tuple[float, list[int]] | None:
+def _sdpa_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | None:
     q, k, v = dims[0], dims[1], dims[2]
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
         return None
-    b, h, length, e = q
-    s, ev = k[2], v[3]
-    if b != k[0] and b == k[2]:  # _flash_attention_forward records [B, L, H, E]
+    if name in SEQ_FIRST_SDPA_OPS:  # [B, L, H, E]: the layout the flash kernels take
         b, length, h, e = q
         s, ev = k[1], v[3]
+        return 2.0 * b * h * length * s * e + 2.0 * b * h * length * s * ev, [b, length, h, ev]
+    b, h, length, e = q
+    s, ev = k[2], v[3]
     return 2.0 * b * h * length * s * e + 2.0 * b * h * length * s * ev, [b, h, length, ev]
 
 
@@ -168,7 +192,7 @@ def op_flops_and_output(
         elif name in CONV_OPS and len(dims) >= 2:
             result = _conv_flops(dims, concrete)
         elif name in SDPA_OPS and len(dims) >= 3:
-            result = _sdpa_flops(dims)
+            result = _sdpa_flops(name, dims)
     except (IndexError, TypeError, ValueError):
         result = None
     if result is None:
@@ -194,3 +218,12 @@ def op_bytes(name: str, dims_raw: Any, types_raw: Any, concrete: Any) -> float |
     _, out_shape = op_flops_and_output(name, dims_raw, concrete)
     out = _numel(out_shape) * itemsize if out_shape else max(sizes)
     return float(sum(sizes) + out)
+
+
+def op_dtype_code(types_raw: Any) -> int:
+    """Index in OP_DTYPES of the op's first floating-point input's dtype; -1 if none known."""
+    for dtype in types_raw if isinstance(types_raw, list) else []:
+        code = _DTYPE_CODES.get(dtype) if isinstance(dtype, str) else None
+        if code is not None:
+            return code
+    return -1

@@ -85,7 +85,9 @@ class Timeline:
       flops      FLOPs of a cpu_op: the trace's `flops` field, else estimated from its shapes
                  (NaN when unknown);
       nbytes     bytes moved: a copy's byte count, or a cpu_op's estimated input+output bytes
-                 (NaN when unknown).
+                 (NaN when unknown);
+      dtype      a cpu_op's dtype from its "Input type", as an index in `shapes.OP_DTYPES`
+                 (-1 when not recorded, not floating point, or not a cpu_op).
     """
 
     names: list[str]
@@ -99,6 +101,7 @@ class Timeline:
     ext_id: IntArray
     flops: FloatArray
     nbytes: FloatArray
+    dtype: npt.NDArray[np.int8]
     base_us: float = 0.0
     meta: TraceMeta = field(default_factory=lambda: TraceMeta(source="<memory>"))
 

@@ -19,7 +19,7 @@ REAL = (
     ("tracelens_h100_qwen15_05b.json.gz", 1 << 16),
     ("hta_cpu_only.json.gz", fastload.CHUNK_BYTES),
 )
-COLUMNS = ("ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes")
+COLUMNS = fastload.FastColumns.FIELDS
 
 
 def _streaming(path: Path, monkeypatch: pytest.MonkeyPatch) -> Timeline:
