@@ -146,7 +146,10 @@ def _row_bound(row: OpRow, roofs: Roofs | None) -> OpBound:
     ideal = roofs.ideal_us(row.flops, row.bytes)
     if ideal is not None and row.count and ideal / row.count < TINY_WORK_US:
         return "overhead"
-    if bound in ("compute", "memory") and row.intensity is not None:
+    # An analyzer that read the op's dtype from the trace placed it under that dtype's own
+    # roof (`peak_dtype`): better evidence than the job-wide precision, so it stands.
+    placed_by_dtype = getattr(row, "peak_dtype", None) is not None
+    if bound in ("compute", "memory") and row.intensity is not None and not placed_by_dtype:
         return "compute" if row.intensity >= roofs.ridge else "memory"
     return bound
 
