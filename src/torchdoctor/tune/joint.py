@@ -74,11 +74,11 @@ def refine_jointly(
     specs = [s for s in space if s.name in INTERACTING_KNOBS and len(s.values) > 1]
     done = [r for r in tuner.stored.values() if r.kind == "joint"]
     for record in done:
-        tuner._finish(record, reused=True)
+        tuner.record(record, reused=True)
     safety = loosest([s.safety for s in specs])
     plan = tuner.settings.plan
     for _ in range(max(0, n_trials - len(done))):
-        if not specs or tuner.remaining_s() < tuner._estimated_trial_s():
+        if not specs or tuner.remaining_s() < tuner.estimated_trial_s():
             break
         trial = study.ask()
         recipe = dict(tuner.best_recipe)
@@ -101,9 +101,9 @@ def refine_jointly(
         )
         arm = None
         try:
-            arm = tuner._open(recipe, "joint")
-            measure_alone(arm, plan, timeout_s=tuner._timeout())
-            arm.fill_losses(plan.parity_steps, timeout_s=tuner._timeout())
+            arm = tuner.open_arm_for(recipe, "joint")
+            measure_alone(arm, plan, timeout_s=tuner.request_timeout())
+            arm.fill_losses(plan.parity_steps, timeout_s=tuner.request_timeout())
             losses = list(arm.losses[: plan.parity_steps])
             result = result.model_copy(
                 update={
@@ -149,5 +149,5 @@ def refine_jointly(
             study.tell(trial, [result.samples_per_s, float(result.peak_memory_bytes or 0)])
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        tuner._finish(result, reused=False, store=False)
+        tuner.record(result, reused=False, store=False)
     return pareto_front(tuner.trials)

@@ -113,10 +113,10 @@ class Tuner:
     def remaining_s(self) -> float:
         return self.settings.budget_s - self.elapsed_s()
 
-    def _timeout(self) -> float:
+    def request_timeout(self) -> float:
         return max(min(self.settings.trial_timeout_s, self.remaining_s() + BUDGET_GRACE_S), 1.0)
 
-    def _estimated_trial_s(self) -> float:
+    def estimated_trial_s(self) -> float:
         walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
         if walls:
             return float(statistics.median(walls))
@@ -125,14 +125,14 @@ class Tuner:
 
     # arms
 
-    def _open(self, recipe: dict[str, Any], tag: str) -> Arm:
+    def open_arm_for(self, recipe: dict[str, Any], tag: str) -> Arm:
         log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
         return open_arm(
             self.base_spec.with_recipe(recipe),
             self.settings.plan,
             objective=self.settings.objective,
             isolate=self.settings.isolate,
-            timeout_s=self._timeout(),
+            timeout_s=self.request_timeout(),
             memory_cap_bytes=self.settings.memory_cap_bytes,
             log_path=log,
         )
@@ -144,7 +144,7 @@ class Tuner:
 
     # recording
 
-    def _finish(self, result: TrialResult, *, reused: bool, store: bool = True) -> TrialResult:
+    def record(self, result: TrialResult, *, reused: bool, store: bool = True) -> TrialResult:
         if reused:
             self.reused += 1
             self.reused_wall_s += result.wall_s
@@ -163,13 +163,13 @@ class Tuner:
             result = self.stored[key]
             self.baseline = result
             self._add_baseline_rung(result)
-            return self._finish(result, reused=True)
+            return self.record(result, reused=True)
         start = self.clock()
         plan = self.settings.plan
         try:
-            arm = self._open(self.best_recipe, "baseline")
-            measure_alone(arm, plan, timeout_s=self._timeout())
-            arm.fill_losses(plan.parity_steps, timeout_s=self._timeout())
+            arm = self.open_arm_for(self.best_recipe, "baseline")
+            measure_alone(arm, plan, timeout_s=self.request_timeout())
+            arm.fill_losses(plan.parity_steps, timeout_s=self.request_timeout())
         except TrialFailure as exc:
             if exc.status == "timeout" and self.remaining_s() <= 0:
                 raise self._budget_too_small() from None
@@ -202,7 +202,7 @@ class Tuner:
         self.best_arm = arm
         self.baseline = result
         self._add_baseline_rung(result)
-        return self._finish(result, reused=False)
+        return self.record(result, reused=False)
 
     def _budget_too_small(self) -> TuneError:
         return TuneError(
@@ -239,8 +239,8 @@ class Tuner:
         if key in self.stored:
             result = self.stored[key]
             self._apply(result, change)
-            return self._finish(result, reused=True)
-        if self.remaining_s() < self._estimated_trial_s():
+            return self.record(result, reused=True)
+        if self.remaining_s() < self.estimated_trial_s():
             raise BudgetExhausted
         start = self.clock()
         base = TrialResult(
@@ -265,17 +265,17 @@ class Tuner:
         elif cand_arm is not None:
             cand_arm.close()
         self._apply(result, change)
-        return self._finish(result, reused=False)
+        return self.record(result, reused=False)
 
     def _measure(self, base: TrialResult, safety: SafetyClass) -> tuple[TrialResult, Arm | None]:
         plan = self.settings.plan
         cand: Arm | None = None
         try:
             if self.best_arm is None:
-                self.best_arm = self._open(self.best_recipe, "best")
-            cand = self._open(base.recipe, "candidate")
-            interleave(self.best_arm, cand, plan, timeout_s=self._timeout())
-            cand.fill_losses(plan.parity_steps, timeout_s=self._timeout())
+                self.best_arm = self.open_arm_for(self.best_recipe, "best")
+            cand = self.open_arm_for(base.recipe, "candidate")
+            interleave(self.best_arm, cand, plan, timeout_s=self.request_timeout())
+            cand.fill_losses(plan.parity_steps, timeout_s=self.request_timeout())
         except TrialFailure as exc:
             if cand is not None:
                 # The failure came while both arms ran and either may have died: start the
@@ -385,8 +385,8 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
         return None
     key = f"confirm:{recipe_key(baseline.recipe)}->{recipe_key(tuner.best_recipe)}"
     if key in tuner.stored:
-        return tuner._finish(tuner.stored[key], reused=True)
-    if tuner.remaining_s() < tuner._estimated_trial_s():
+        return tuner.record(tuner.stored[key], reused=True)
+    if tuner.remaining_s() < tuner.estimated_trial_s():
         raise BudgetExhausted
     start = tuner.clock()
     plan = tuner.settings.plan
@@ -401,9 +401,9 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
     )
     try:
         if tuner.best_arm is None:
-            tuner.best_arm = tuner._open(tuner.best_recipe, "best")
-        base_arm = tuner._open(baseline.recipe, "baseline")
-        interleave(base_arm, tuner.best_arm, plan, timeout_s=tuner._timeout())
+            tuner.best_arm = tuner.open_arm_for(tuner.best_recipe, "best")
+        base_arm = tuner.open_arm_for(baseline.recipe, "baseline")
+        interleave(base_arm, tuner.best_arm, plan, timeout_s=tuner.request_timeout())
     except TrialFailure as exc:
         tuner.close()
         record = record.model_copy(
@@ -426,4 +426,4 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
         if base_arm is not None:
             base_arm.close()
     record = record.model_copy(update={"wall_s": tuner.clock() - start})
-    return tuner._finish(record, reused=False)
+    return tuner.record(record, reused=False)
