@@ -79,7 +79,7 @@ def test_script_raising_before_first_step(tmp_path: Path, capfd: pytest.CaptureF
 
 def test_argparse_args_and_dataloader_info(tmp_path: Path) -> None:
     argv = [str(ZOO / "data_loading_argparse.py"), "--steps", "5", "--batch-size", "4"]
-    profile = run_script([*argv, "--decode-ms", "0.2"], out_dir=tmp_path / "out", warmup=1)
+    profile = run_script([*argv, "--decode-iters", "2000"], out_dir=tmp_path / "out", warmup=1)
     assert profile.exit_code == 0
     assert profile.argv[:3] == argv[:3]
     assert profile.step_count == 5
