@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from torchdoctor.analyze.breakdown import step_breakdown
 from torchdoctor.analyze.devices import CeilingsLike, datasheet_ceilings
 from torchdoctor.analyze.devicetime import device_timeline
+from torchdoctor.analyze.hostops import host_op_stats
 from torchdoctor.analyze.idle import idle_stats
 from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
-from torchdoctor.analyze.ops import fallback_note, op_table
+from torchdoctor.analyze.ops import fallback_note, op_table, self_times
 from torchdoctor.analyze.records import CeilingsInfo, RankSummary, TraceAnalysis
 from torchdoctor.analyze.steps import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats
-from torchdoctor.analyze.timeline import Timeline
+from torchdoctor.analyze.timeline import Kind, Timeline
 
 
 def _ceilings_for(tl: Timeline, ceilings: CeilingsLike | None) -> tuple[CeilingsLike | None, str]:
@@ -59,7 +62,9 @@ def analyze_timeline(
             peak_flops=dict(used.peak_flops),
             mem_bandwidth_bytes_per_s=used.mem_bandwidth_bytes_per_s,
         )
-    ops = op_table(tl, used, top)
+    cpu_ops = np.flatnonzero(tl.mask(Kind.CPU_OP))
+    self_t = self_times(tl, cpu_ops)  # the op table and the tiny-op share both need it
+    ops = op_table(tl, used, top, self_t=self_t)
     fallback = fallback_note(ops, used)
     if fallback:
         note = f"{note}; {fallback}"
@@ -74,6 +79,7 @@ def analyze_timeline(
         steps=steps,
         ops=ops,
         launches=launch_stats(tl, selected),
+        host_ops=host_op_stats(tl.dur[cpu_ops], self_t),
         syncs=sync_stats(tl, windows),
         idle=idle_stats(tl, selected),
         ceilings=info,

@@ -177,12 +177,22 @@ def fallback_note(rows: list[OpRow], ceilings: CeilingsLike | None) -> str | Non
     return f"{' and '.join(parts)} placed against the {fallback} peak ({why})"
 
 
-def op_table(tl: Timeline, ceilings: CeilingsLike | None, top: int | None = None) -> list[OpRow]:
-    """Rows per op name, heaviest first (device time, then total host time)."""
+def op_table(
+    tl: Timeline,
+    ceilings: CeilingsLike | None,
+    top: int | None = None,
+    *,
+    self_t: np.ndarray | None = None,
+) -> list[OpRow]:
+    """Rows per op name, heaviest first (device time, then total host time).
+
+    `self_t`: the cpu_op events' self times, in event order, when already computed.
+    """
     ops = np.flatnonzero(tl.mask(Kind.CPU_OP))
     if ops.size == 0:
         return []
-    self_t = self_times(tl, ops)
+    if self_t is None:
+        self_t = self_times(tl, ops)
     dev_t = device_time_per_op(tl, ops)
     # Per-name sums with bincount: it adds weights in index order, the same order (and so
     # the same float result) as a Python loop over the ops; NaN FLOPs/bytes add 0.0.

@@ -77,6 +77,16 @@ class LaunchStats(_Part):
     tiny_kernel_time_pct: float  # share of kernel time
 
 
+class HostOpStats(_Part):
+    """Operator calls on the host and the share of their time in tiny calls (analyze.hostops)."""
+
+    calls: int
+    op_time_us: float  # total self time of all operator calls
+    tiny_op_us: float
+    tiny_calls_pct: float  # share of calls shorter than tiny_op_us
+    tiny_op_time_pct: float  # share of op_time_us spent in those calls
+
+
 class CopyStat(_Part):
     direction: str  # HtoD, DtoH, DtoD, other
     memory: str  # pinned, pageable, unknown
@@ -121,7 +131,7 @@ class TraceAnalysis(Record):
     """Where the time of one trace (or one rank of a folder of traces) went."""
 
     schema_name = "trace_analysis"
-    # 2: OpRow.dtype and OpRow.peak_dtype (per-dtype roofline); version 1 records still read.
+    # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; version 1 records still read.
     schema_version = 2
 
     source: str
@@ -134,6 +144,7 @@ class TraceAnalysis(Record):
     steps: StepSummary | None
     ops: list[OpRow]
     launches: LaunchStats | None
+    host_ops: HostOpStats | None = None  # schema 2
     syncs: SyncStats
     idle: IdleStats | None
     ceilings: CeilingsInfo | None

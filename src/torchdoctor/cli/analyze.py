@@ -98,6 +98,12 @@ def _render(r: TraceAnalysis, console: Console) -> None:
             f"p99 {delay.get('p99', 0):.1f} us, {ln.tiny_kernel_time_pct:.1f}% of kernel time "
             f"in kernels < {ln.tiny_kernel_us:.0f} us"
         )
+    if r.host_ops is not None:
+        h = r.host_ops
+        console.print(
+            f"host ops: {h.calls} calls, {h.tiny_calls_pct:.0f}% shorter than "
+            f"{h.tiny_op_us:.0f} us, holding {h.tiny_op_time_pct:.1f}% of op time (self)"
+        )
     per_step = "" if r.syncs.per_step is None else f" ({r.syncs.per_step:.1f} per step)"
     console.print(f"sync points: {r.syncs.total}{per_step}")
     for c in r.syncs.copies:
