@@ -13,9 +13,10 @@ ROCm often reports a generic "AMD Radeon Graphics" name; such devices stay unkno
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from torchdoctor.core.env import Ceilings
+if TYPE_CHECKING:
+    from torchdoctor.core.env import Ceilings
 
 TERA = 1e12
 
@@ -92,6 +93,10 @@ def datasheet_ceilings(device_name: str | None) -> Ceilings | None:
     """
     if not device_name:
         return None
+    # Imported here: building core.env's record classes costs ~10 ms of start-up, which a
+    # trace from no known device does not need.
+    from torchdoctor.core.env import Ceilings
+
     upper = device_name.upper()
     for needles, model, flops, bandwidth, reference in _TABLE:
         if all(n in upper for n in needles):
