@@ -7,7 +7,9 @@ Installed once in a process (by the launcher's bootstrap, a torchrun rank's site
   torch.optim optimizer exists);
 - `_BaseDataLoaderIter.__next__` (data wait) and `DataLoader.__iter__` (loader settings);
 - `Tensor.to` / `Tensor.cuda` with a device change (host-to-device copies);
-- global module forward pre/post hooks (forward, outermost call only);
+- module forward pre/post hooks (forward, outermost call only): global at first, then, once
+  the outermost modules repeat step after step, on those modules alone (a global hook puts
+  every inner module call on torch's slow path);
 - `Tensor.item/.cpu/.tolist/.numpy`, tensor printing and `torch.cuda.synchronize` (host sync
   counters), `zero_grad` (set_to_none), and reads the thread settings at the end.
 Each hook is a Python call and a few counter updates; nothing per op runs outside the
@@ -50,6 +52,21 @@ from torchdoctor.collect.script_profile import (
 )
 from torchdoctor.collect.steps import Clock, CudaEventClock, HostClock, StepRecorder
 from torchdoctor.collect.window import ProfileWindow
+
+#: Consecutive steps whose outermost modules must be the same before the global forward
+#: hooks give way to hooks on those modules: a training loop calls its model every step, so
+#: three identical steps in a row identify it (a warm-up step that also runs, say, a summary
+#: forward of another module just delays the switch).
+FORWARD_SETTLE_STEPS = 3
+#: What a global forward hook pair adds to one module call: 4.0-4.8 µs measured on the dev
+#: machine (benchmarks/RESULTS.md, bench_instrumentation_overhead: 1.2-1.5 µs plain vs
+#: 5.3-6.3 µs instrumented per call); 5 µs rounds it up.
+HOOK_CALL_COST_S = 5e-6
+#: Share of step time the global hooks must cost on inner module calls before they give way
+#: to hooks on the outermost modules: 1%, a third of the 3% overhead budget (issue 5) and
+#: under the smallest effect the rules report (findings.LOW_SHARE). Below it the global
+#: hooks stay, and so does forward coverage of models first called later (evaluation).
+MIN_HOOK_SAVING_SHARE = 0.01
 
 #: Distinct sync call sites kept; a script syncing from more places than this is already
 #: clearly sync-heavy, and the record stays small.
@@ -115,6 +132,13 @@ class Instrumentation:
         self._zero_grad = {"calls": 0, "keep": 0}
         self.autocast_dtypes: set[str] = set()
         self.optimizer_impls: dict[int, str] = {}
+        # forward hooks: global until the outermost modules are known (_settle_forward_hooks)
+        self._global_forward: list[Any] = []
+        self._forward_hooks: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self._outer_step: dict[int, torch.nn.Module] = {}
+        self._outer_prev: frozenset[int] = frozenset()
+        self._outer_streak = 0
+        self._module_calls = 0
         self.backward_calls = 0
         self.optimizer_steps = 0
         self._patcher = Patcher()
@@ -163,12 +187,14 @@ class Instrumentation:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._outer_step.clear()
         self._patcher.restore()
         self._wall_s = time.perf_counter() - self._started
 
     # ---- step boundaries -------------------------------------------------------------------
 
     def _on_step_end(self, closed: int) -> None:
+        self._settle_forward_hooks()
         self.sync_counts.append(dict(self._sync_step))
         self.sync_seconds.append(self._sync_s)
         self.sync_outside_seconds.append(self._sync_outside_s)
@@ -260,23 +286,70 @@ class Instrumentation:
         self._patcher.set(dl_mod._BaseDataLoaderIter, "__next__", dl_next)
 
     def _hook_forward(self) -> None:
+        """Global module forward hooks first; once the same outermost modules have run in
+        `FORWARD_SETTLE_STEPS` consecutive steps, hooks on those modules alone (see
+        `_settle_forward_hooks`)."""
         recorder, fwd = self.recorder, self._fwd
 
         def pre(module: torch.nn.Module, _args: Any) -> None:
-            if recorder.active_phase is None:
+            outermost = recorder.active_phase is None
+            self._module_calls += 1
+            if outermost:
                 fwd["calls"] += 1
                 if torch.is_grad_enabled():
                     fwd["grad"] += 1
                     fwd["pending"] += 1
                     if not module.training:
                         fwd["eval_grad"] += 1
+            # begin() may close the previous step (backward mode): this call is the next's.
             recorder.begin("forward")
+            if outermost and self._global_forward:
+                self._outer_step[id(module)] = module
 
         def post(_module: torch.nn.Module, _args: Any, _out: Any) -> None:
             recorder.end("forward")
 
-        self._handles.append(module_mod.register_module_forward_pre_hook(pre))
-        self._handles.append(module_mod.register_module_forward_hook(post, always_call=True))
+        self._forward_hooks = (pre, post)
+        self._global_forward = [
+            module_mod.register_module_forward_pre_hook(pre),
+            module_mod.register_module_forward_hook(post, always_call=True),
+        ]
+        self._handles.extend(self._global_forward)
+
+    def _settle_forward_hooks(self) -> None:
+        """At a step end: replace the global forward hooks by hooks on the outermost modules
+        once those have been the same for FORWARD_SETTLE_STEPS steps, if the global hooks'
+        cost on inner module calls is at least MIN_HOOK_SAVING_SHARE of the step.
+
+        A global module hook sends every module call (every conv, norm, activation) through
+        torch's slow call path plus two Python calls, ~4-5 µs each (benchmarks/RESULTS.md,
+        bench_instrumentation_overhead): small for a CNN, but a tenth of the step of a model
+        of many tiny modules, whose framework overhead it would then inflate. Hooks on the
+        outermost modules cost that once per forward. The price: a model first called after
+        the switch (a separate evaluation model) is no longer seen as forward, which is why
+        cheap global hooks stay.
+        """
+        if not self._global_forward:
+            return
+        ids = frozenset(self._outer_step)
+        self._outer_streak = self._outer_streak + 1 if ids and ids == self._outer_prev else 1
+        self._outer_prev = ids
+        modules, self._outer_step = self._outer_step, {}
+        inner_calls, self._module_calls = max(0, self._module_calls - len(ids)), 0
+        last = self.recorder.steps[-1].total_s if self.recorder.steps else 0.0
+        saving = inner_calls * HOOK_CALL_COST_S / last if last > 0 else 0.0
+        if not ids or self._outer_streak < FORWARD_SETTLE_STEPS:
+            return
+        if saving < MIN_HOOK_SAVING_SHARE:
+            return
+        assert self._forward_hooks is not None  # set with the global hooks
+        pre, post = self._forward_hooks
+        for handle in self._global_forward:
+            handle.remove()
+        self._global_forward = []
+        for module in modules.values():
+            self._handles.append(module.register_forward_pre_hook(pre))
+            self._handles.append(module.register_forward_hook(post, always_call=True))
 
     def _hook_copies_and_syncs(self) -> None:
         original_to, original_cuda = torch.Tensor.to, torch.Tensor.cuda

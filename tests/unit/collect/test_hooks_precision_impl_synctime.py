@@ -56,3 +56,44 @@ def test_time_inside_sync_calls_is_measured_per_step() -> None:
     ):
         assert s > 0 and outside == s
         assert outside <= step.phases["other"] + 1e-9
+
+
+def test_forward_hooks_move_from_global_to_the_model_once_it_is_known() -> None:
+    from torch.nn.modules import module as module_mod
+
+    from torchdoctor.collect.hooks import FORWARD_SETTLE_STEPS
+
+    steps = FORWARD_SETTLE_STEPS + 3
+    # 64 tiny inner modules: the global hooks' cost on them is well over 1% of a step.
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(32)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    global_before = len(module_mod._global_forward_pre_hooks)
+    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0))
+    inst.install()
+    try:
+        for _ in range(steps):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        # Settled: no global hook left, one pre and one post hook on the outermost module only.
+        assert len(module_mod._global_forward_pre_hooks) == global_before
+        assert len(model._forward_pre_hooks) == 1 and len(model._forward_hooks) == 1
+        assert not model[0]._forward_pre_hooks
+    finally:
+        inst.uninstall()
+    assert not model._forward_pre_hooks and not model._forward_hooks
+    profile = inst.result()
+    assert profile.step_count == steps and profile.forward.calls == steps
+    assert all(s.phases["forward"] > 0 for s in profile.steps)  # before and after the switch
+
+
+def test_cheap_global_forward_hooks_stay_and_see_a_later_model() -> None:
+    """A model with no inner modules saves nothing by the switch: the global hooks stay, so a
+    separate evaluation model called after training is still seen."""
+    from torchdoctor.collect.hooks import FORWARD_SETTLE_STEPS
+
+    with Instrumentation(CollectConfig(warmup=0, profile_steps=0)) as inst:
+        _loop(FORWARD_SETTLE_STEPS + 2, {}, autocast=False, printing=False)
+        nn.Linear(4, 1)(torch.randn(2, 4))
+    assert inst.result().forward.calls == FORWARD_SETTLE_STEPS + 2 + 1
