@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,37 @@ def test_events_with_missing_or_negative_duration_are_skipped_with_a_warning(
     data = json.loads(captured.out)
     assert [o["name"] for o in data["ops"]] == ["aten::mm"]
     assert data["step_breakdown"]["CPU Exec"] == pytest.approx(40.0)
+
+
+def _threads_after(code: str, env: dict[str, str]) -> tuple[int, str | None]:
+    """(threads of a fresh interpreter after `code`, its OPENBLAS_NUM_THREADS then)."""
+    probe = (
+        "import os, sys\n"
+        f"{code}\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    threads, value = proc.stdout.split()[-2:]
+    return int(threads), None if value == "None" else value
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_analyze_loads_numpy_with_one_blas_thread_and_restores_the_env(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [_event("aten::mm", 0, 5)]}))
+    run = (
+        "from torchdoctor.cli.main import main\n"
+        "sys.stdout = open(os.devnull, 'w')\n"
+        f"assert main(['--json', 'analyze', {str(trace)!r}]) == 0\n"
+        "sys.stdout = sys.__stdout__"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+    }
+    assert _threads_after(run, env) == (1, None)
+    if (os.cpu_count() or 1) > 1:  # the control: numpy alone starts BLAS workers here
+        assert _threads_after("import numpy", env)[0] > 1
+        # A user's own setting is respected, and left in place.
+        assert _threads_after(run, {**env, "OPENBLAS_NUM_THREADS": "2"}) == (2, "2")
