@@ -70,17 +70,49 @@ def planned_trials(plan: LadderPlan) -> int:
     return n + (3 if plan.search_batch else 0) + (1 if plan.confirm else 0)
 
 
+#: Knobs interact (torch.compile can look slow with oversubscribed threads and fast once
+#: threads=1 is kept), so a knob rejected as "not faster" before a later keep is tried once
+#: more on a second pass from the new best. Quality and crash rejections are not retried.
+MAX_LADDER_PASSES = 2
+
+
+def _one_pass(
+    tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan, outcome: ClimbOutcome
+) -> list[KnobSpec]:
+    """Try every knob once; return the knobs worth retrying (rejected for speed before a keep)."""
+    slow: list[KnobSpec] = []
+    retry: list[KnobSpec] = []
+    for spec in specs:
+        kept_here = False
+        rejected_for_speed = False
+        # Re-derived per value: after a kept value the current best has changed.
+        for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
+            if _same(tuner.best_recipe.get(spec.name, spec.default), change[spec.name]):
+                continue
+            result = tuner.try_change(change, kind="ladder", safety=spec.safety)
+            kept_here = kept_here or result.decision == "kept"
+            rejected_for_speed = rejected_for_speed or (
+                result.decision == "rejected" and not result.reason.startswith("quality")
+            )
+        if kept_here:
+            retry.extend(slow)  # everything rejected for speed so far deserves a second look
+            slow = []
+        elif rejected_for_speed:
+            slow.append(spec)
+    return retry
+
+
 def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
     outcome = ClimbOutcome()
     tuner.run_baseline()
     try:
-        specs = [s for s in plan.space if s.name not in BATCH_KNOBS]
-        for spec in order_knobs(specs, plan.prescribed):
-            # Re-derived per value: after a kept value the current best has changed.
-            for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
-                if not _same(tuner.best_recipe.get(spec.name, spec.default), change[spec.name]):
-                    tuner.try_change(change, kind="ladder", safety=spec.safety)
+        specs = order_knobs([s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed)
+        for _ in range(MAX_LADDER_PASSES):
+            retry = _one_pass(tuner, specs, plan, outcome)
+            if not retry:
+                break
+            specs = retry
         if plan.search_batch and tuner.settings.objective == "throughput":
             search_batch_size(
                 tuner,

@@ -77,3 +77,16 @@ def test_slower_change_is_rejected(tmp_path: Path) -> None:
     assert result.best_recipe == {}
     (rejection,) = result.ladder.rejected
     assert rejection.speedup_vs_best is not None and rejection.speedup_vs_best < 1
+
+
+def test_knob_rejected_for_speed_gets_a_second_pass_after_a_keep(tmp_path: Path) -> None:
+    slow_first = KnobSpec("slow_first", (False, True), "exact", False)
+    config = sim_config(
+        [slow_first, FAST_KNOB],
+        noise=0.01,
+        effects={"slow_first": {"True": 1.2}, "fast": {"True": 0.5}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    assert result.best_recipe == {"fast": True}
+    retried = [r for r in result.ladder.rejected if r.change == {"slow_first": True}]
+    assert len(retried) == 2  # once from the baseline, once from the new best
