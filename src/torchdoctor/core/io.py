@@ -9,6 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def _default_file_mode() -> int:
+    """The mode `open()` would give a new file: 0o666 less the process umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
     """Write `data` to `path` through a temporary file in the same folder and a rename."""
     path = Path(path)
@@ -19,6 +26,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp makes the file private (0600); a record or report is an ordinary file.
+        os.chmod(tmp, _default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -43,6 +52,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _default_file_mode())
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):

@@ -16,7 +16,6 @@ from torchdoctor.report.load import RunRecords, read_input
 ReportFormat = Literal["html", "md", "json"]
 FORMATS: Final[tuple[ReportFormat, ...]] = ("html", "md", "json")
 BUNDLE_SCHEMA: Final = "torchdoctor/report_bundle"
-REPORT_MODE: Final = 0o644
 BUNDLE_VERSION: Final = 1
 _RUN_DIR_NAMES: Final[dict[str, str]] = {
     "html": rundir.REPORT_HTML,
@@ -76,11 +75,7 @@ def render_report(
     target = Path(out) if out is not None else default_output(source, fmt)
     if target.is_dir():
         raise ReportError(f"{target}: is a folder", hint="pass a file name to -o")
-    path = atomic_write_text(target, render_text(found, fmt))
-    # A report is meant to be shared: readable by others like any file the user saves, not
-    # private like the temporary file the atomic write renamed into place.
-    path.chmod(REPORT_MODE)
-    return path
+    return atomic_write_text(target, render_text(found, fmt))
 
 
 def write_reports(run_dir: str | Path) -> list[Path]:

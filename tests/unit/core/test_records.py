@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import ClassVar
 
@@ -65,3 +67,15 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path) -> None:
         tmp.write_text("partial")
         raise RuntimeError("killed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_atomic_writes_honour_the_umask_like_a_plain_file(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        written = atomic_write_text(tmp_path / "a.json", "{}")
+        with atomic_path(tmp_path / "b.bin") as tmp:
+            tmp.write_bytes(b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "b.bin").stat().st_mode) == 0o644
