@@ -140,17 +140,23 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-class _Memo(dict[tuple[Any, ...], tuple[float, float, int]]):
-    """A dict that computes a missing value once (lookups of hits stay in C)."""
+class _Memo(dict[tuple[Any, ...], int]):
+    """Key -> index of its value in `computed`, worked out on first sight (hits stay in C).
+
+    Indices rather than the values themselves: a chunk's lookups then become one integer
+    array that gathers from the small table of distinct values.
+    """
 
     def __init__(self, compute: Any) -> None:
         super().__init__()
         self.compute = compute
+        self.computed: list[tuple[float, float, int]] = []
 
-    def __missing__(self, key: tuple[Any, ...]) -> tuple[float, float, int]:
-        value: tuple[float, float, int] = self.compute(key)
-        self[key] = value
-        return value
+    def __missing__(self, key: tuple[Any, ...]) -> int:
+        self.computed.append(self.compute(key))
+        index = len(self.computed) - 1
+        self[key] = index
+        return index
 
 
 class FastColumns:
@@ -234,12 +240,13 @@ class FastColumns:
         cpu = np.flatnonzero(kind == int(Kind.CPU_OP))
         if cpu.size:
             memo = self._estimates
-            pairs = [
+            ids = [
                 memo[(e.name, e.args.flops, bytes(e.args.dims), bytes(e.args.types),
                       bytes(e.args.concrete))]
                 for e in map(xs.__getitem__, cpu.tolist())
             ]  # fmt: skip
-            flops[cpu], nbytes[cpu], dtype[cpu] = np.asarray(pairs, dtype=np.float64).T
+            table = np.asarray(memo.computed, dtype=np.float64)
+            flops[cpu], nbytes[cpu], dtype[cpu] = table[np.asarray(ids, dtype=np.intp)].T
         for i in np.flatnonzero((kind == int(Kind.MEMCPY)) | (kind == int(Kind.MEMSET))).tolist():
             a = args[i]
             size = a.nbytes if a.nbytes is not None else a.size

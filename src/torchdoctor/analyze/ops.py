@@ -51,21 +51,24 @@ def self_times(tl: Timeline, idx: np.ndarray) -> np.ndarray:
     """
     order = idx[np.lexsort((-tl.dur[idx], tl.ts[idx], tl.tid[idx], tl.pid[idx]))]
     self_t = tl.dur[order].tolist()
-    ts, end, dur = tl.ts[order].tolist(), tl.end[order].tolist(), tl.dur[order].tolist()
-    pid, tid = tl.pid[order].tolist(), tl.tid[order].tolist()
-    stack: list[int] = []
-    last_thread: tuple[int, int] | None = None
-    for k in range(len(self_t)):
-        thread = (pid[k], tid[k])
-        if thread != last_thread:
+    pid, tid = tl.pid[order], tl.tid[order]
+    new_thread = np.ones(order.size, dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    starts, ends = tl.ts[order].tolist(), tl.end[order].tolist()
+    rows = zip(starts, ends, self_t.copy(), new_thread.tolist(), strict=True)
+    stack: list[int] = []  # open calls on this thread, innermost last
+    stack_end: list[float] = []  # their ends, kept beside them to skip an indexing step
+    for k, (start, stop, dur, new) in enumerate(rows):
+        if new:
             stack.clear()
-            last_thread = thread
-        start = ts[k]
-        while stack and end[stack[-1]] <= start:
+            stack_end.clear()
+        while stack_end and stack_end[-1] <= start:
+            stack_end.pop()
             stack.pop()
         if stack:
-            self_t[stack[-1]] -= dur[k]
+            self_t[stack[-1]] -= dur
         stack.append(k)
+        stack_end.append(stop)
     out = tl.dur.copy()
     out[order] = self_t
     return np.clip(out[idx], 0.0, None)
