@@ -23,7 +23,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import ijson
 import numpy as np
 
 from torchdoctor.analyze.fastload import FastColumns, fast_columns
@@ -80,6 +79,8 @@ def _open_stream(path: Path) -> io.BufferedIOBase:
 
 def _top_level_items(data: bytes) -> dict[str, Any]:
     """Complete top-level key/values of a JSON object prefix, stopping at the first gap."""
+    import ijson  # the streaming reader's parser; the fast path never needs it
+
     found: dict[str, Any] = {}
     try:
         for key, value in ijson.kvitems(io.BytesIO(data), "", use_float=True):
@@ -258,6 +259,8 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns | FastColumns) -
 
 
 def _stream_events(path: Path, cols: _Columns, prefix: str) -> _EdgeKeepingReader:
+    import ijson
+
     stream = _open_stream(path)
     reader = _EdgeKeepingReader(stream)
     try:
@@ -284,6 +287,8 @@ def _stream_events(path: Path, cols: _Columns, prefix: str) -> _EdgeKeepingReade
 
 def _has_top_level_key(path: Path, key: str) -> str | None:
     """'object' + key present, 'array' for a bare Chrome-trace array, else None."""
+    import ijson
+
     stream = _open_stream(path)
     try:
         for prefix, event, value in ijson.parse(stream):
