@@ -26,8 +26,9 @@ def test_diagnose_builtin_workload(tmp_path: Path, capsys: pytest.CaptureFixture
     out = tmp_path / "run"
     args = ["--json", "diagnose", "mlp", "--steps", "6", "--warmup", "2", "--profile-steps", "2"]
     code = main([*args, "--out", str(out)])
-    assert code == 0, capsys.readouterr().err
-    d = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    d = json.loads(captured.out)
     assert d["source"] == "workload" and d["target"] == "mlp"
     assert d["primary_bottleneck"] in BOTTLENECKS
     assert d["median_step_s"] is not None and d["median_step_s"] > 0
@@ -37,6 +38,11 @@ def test_diagnose_builtin_workload(tmp_path: Path, capsys: pytest.CaptureFixture
     written = json.loads((out / "diagnosis.json").read_text())
     assert written["primary_bottleneck"] == d["primary_bottleneck"]
     assert (out / "run_result.json").is_file() and (out / "analysis.json").is_file()
+    # The run's report is written into its folder and its path printed (stderr under --json).
+    html = (out / "report.html").read_text()
+    assert "mlp" in html and "<svg" in html
+    assert (out / "report.md").is_file()
+    assert "report.html" in captured.err
 
 
 def test_diagnose_unknown_workload_is_one_line(

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
@@ -167,7 +168,9 @@ def diagnose(
             render_diagnosis(d, c, exam.run_dir if last else None)
 
         emit(d, render)
-    if not exam.diagnoses:
+    if exam.diagnoses:
+        write_run_reports(exam.run_dir)
+    else:
         err_console.print(f"whatever was measured is in {display_path(exam.run_dir)}")
     code = exam.exit_code
     if code not in (None, 0):

@@ -21,7 +21,6 @@ at the end, so a folder left by a killed run says so instead of looking finished
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import sys
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -111,8 +110,10 @@ def read_manifest(run_dir: Path) -> RunManifest:
 
 
 def display_path(path: Path) -> str:
-    """A path as a user would type it: relative to the working dir when inside it."""
+    """A path as a user would type it: relative to the working dir when inside it, else
+    absolute (never a climb of `../..`)."""
+    absolute = Path(path).absolute()
     try:
-        return os.path.relpath(path)
-    except ValueError:  # pragma: no cover - different drive on Windows
-        return str(path)
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

@@ -7,7 +7,6 @@ complete or failed, and returns an `Examination`; the caller decides the exit co
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -40,25 +39,8 @@ class Examination:
         return self.diagnoses[0] if self.diagnoses else None
 
 
-def _write_reports(run_dir: Path) -> None:
-    """Render reports when the report stage is installed; a failed report is not a failed
-    diagnosis (the records are written), so it is logged, not raised."""
-    try:
-        module = importlib.import_module("torchdoctor.report")
-    except ImportError:
-        return
-    write = getattr(module, "write_reports", None)
-    if callable(write):
-        try:
-            write(run_dir)
-        except TorchDoctorError as exc:
-            log.warning("reports not written: %s", exc)
-
-
 def _finish(exam: Examination) -> Examination:
     rundir.finish_run_dir(exam.run_dir, error=exam.error)
-    if exam.diagnoses:
-        _write_reports(exam.run_dir)
     return exam
 
 

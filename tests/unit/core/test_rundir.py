@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.core.errors import RecordError
-from torchdoctor.core.rundir import MANIFEST, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.core.rundir import (
+    MANIFEST,
+    display_path,
+    finish_run_dir,
+    new_run_dir,
+    read_manifest,
+)
 
 
 def test_new_run_dir_is_marked_running_until_finished(tmp_path: Path) -> None:
@@ -36,3 +42,13 @@ def test_read_manifest_errors(tmp_path: Path) -> None:
         read_manifest(tmp_path / "missing")
     with pytest.raises(RecordError, match="not a torchdoctor run folder"):
         read_manifest(tmp_path)
+
+
+def test_display_path_is_relative_inside_the_cwd_and_absolute_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside = tmp_path / "work"
+    inside.mkdir()
+    monkeypatch.chdir(inside)
+    assert display_path(inside / "runs" / "r1") == str(Path("runs") / "r1")
+    assert display_path(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")
