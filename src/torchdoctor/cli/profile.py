@@ -8,7 +8,6 @@ report.html / report.md.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 
@@ -120,10 +120,6 @@ def profile_command(
         finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
         raise
     finish_run_dir(run_dir)
-    if importlib.util.find_spec("torchdoctor.report") is not None:
-        from torchdoctor.report import write_reports
-
-        write_reports(run_dir)
     emit(
         {
             "run_dir": str(run_dir),
@@ -132,3 +128,4 @@ def profile_command(
         },
         lambda console: _render(console, run_dir, capture, analysis),
     )
+    write_run_reports(run_dir)
