@@ -75,7 +75,23 @@ def _verdict(v: ReportView) -> list[str]:
     return out
 
 
-def _body(v: ReportView) -> list[str]:
+def _findings(v: ReportView) -> list[str]:
+    out: list[str] = []
+    if v.findings:
+        out += ["## Findings, ranked by bound on gain", ""]
+        for f in v.findings:
+            out += [
+                f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}, at most "
+                f"{md(fmt.speedup(f.bound))} faster)",
+                "",
+                *([md(f.summary), ""] if f.summary else []),
+                *_kv(f.evidence),
+            ]
+            out += [f"Prescription: {md(f.prescription)}", ""] if f.prescription else []
+    return out
+
+
+def _breakdown(v: ReportView) -> list[str]:
     out: list[str] = []
     if v.steps:
         out += ["## Where each step's time goes", ""]
@@ -103,17 +119,6 @@ def _body(v: ReportView) -> list[str]:
                 for o in v.roofline.ops
             ],
         )
-    if v.findings:
-        out += ["## Findings, ranked by bound on gain", ""]
-        for f in v.findings:
-            out += [
-                f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}, at most "
-                f"{md(fmt.speedup(f.bound))} faster)",
-                "",
-                *([md(f.summary), ""] if f.summary else []),
-                *_kv(f.evidence),
-            ]
-            out += [f"Prescription: {md(f.prescription)}", ""] if f.prescription else []
     return out
 
 
@@ -171,4 +176,6 @@ def _tune(v: ReportView) -> list[str]:
 
 
 def render_markdown(view: ReportView) -> str:
-    return "\n".join([*_head(view), *_verdict(view), *_body(view), *_tune(view)]).rstrip() + "\n"
+    # Verdict and cure first, then the evidence: what a reader of a pull request wants.
+    parts = [_head, _verdict, _findings, _tune, _breakdown]
+    return "\n".join(line for part in parts for line in part(view)).rstrip() + "\n"
