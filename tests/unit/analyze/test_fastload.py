@@ -117,3 +117,25 @@ def test_chunk_cuts_inside_strings_and_metadata_after_the_events(
     timeline = loading.load_trace(path)
     assert len(timeline) == 3000 and timeline.meta.device_name == "NVIDIA A100-SXM4-80GB"
     _assert_same(timeline, _streaming(path, monkeypatch))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1, 2, 3],
+        [True, False, 7],
+        [1.9, -1.9, 3],  # floats truncate toward zero, as int() does
+        [1.5, float("nan"), float("inf"), 4],  # non-finite: the default
+        ["12", "0x1f", "012", "stream 7", None, 5],  # strings and null: per value
+        [2**62, 1.0],
+    ],
+)
+def test_int_column_matches_the_exact_conversion(values: list[object]) -> None:
+    expected = np.asarray([fastload._as_int(v, -1) for v in values], dtype=np.int64)
+    np.testing.assert_array_equal(fastload._int_column(values, -1), expected)
+
+
+def test_float_column_defers_non_numbers() -> None:
+    np.testing.assert_array_equal(fastload._float_column([1, 2.5, True]), [1.0, 2.5, 1.0])
+    assert fastload._float_column([1.0, None]) is None
+    assert fastload._float_column([1.0, "2"]) is None
