@@ -1,14 +1,20 @@
 """Tune vs an exhaustive grid over the same knobs, side by side in one run.
 
-For each workload, every combination of the knob values is measured on its own (a worker
-process per recipe, warm-up, then steady-state chunks; the same harness as the tuner), and
-`tune` runs over the same knobs. Printed per workload: the grid's best recipe and throughput,
-the tuned recipe, the tuned recipe's throughput *as measured by the grid* (so both sides come
-from the same measurements) relative to the grid's best (target >= 95%), and the wall time of
-each approach.
+For each workload (`mlp`, `gpt`):
 
-    python benchmarks/bench_tune_vs_grid.py --quick      # mlp only, 2 knobs (4 recipes)
-    python benchmarks/bench_tune_vs_grid.py              # mlp and gpt, 3 knobs (8 recipes each)
+1. the grid: every combination of the knob values, each measured on its own with the tuner's
+   harness (a worker process per recipe, warm-up with compilation excluded, then the tuner's
+   full `rounds` of steady-state chunks) -> the grid's best recipe;
+2. `tune` over the same knobs (the ladder with its sequential A/B, batch search off because
+   the grid does not vary the batch);
+3. a final interleaved A/B of the tuned recipe against the grid's best (same harness, both
+   arms alive, chunks alternating), so both throughputs come from the same measurement.
+
+Printed: the tuned recipe's throughput as a fraction of the grid's best (target >= 95%) with
+the paired interval, and the wall time of tune vs the grid.
+
+    python benchmarks/bench_tune_vs_grid.py            # mlp and gpt
+    python benchmarks/bench_tune_vs_grid.py --quick    # mlp only
 """
 
 from __future__ import annotations
@@ -22,42 +28,51 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.tune import TuneConfig, tune
-from torchdoctor.tune.arms import MeasurePlan, measure_alone, open_arm
+from torchdoctor.tune.arms import MeasurePlan, interleave, measure_alone, open_arm, paired_speedup
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import TrialFailure
 
-FULL_KNOBS: dict[str, tuple[Any, ...]] = {
+#: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
+#: thread count; the optimizer's implementation vs compile): 2 x 2 x 3 = 12 recipes, against a
+#: ladder of about 1 + 1 + 1 + 2 trials. The first value of each is the workload's default.
+KNOBS: dict[str, tuple[Any, ...]] = {
     "compile": ("off", "default"),
-    # 2 (this machine's cores, what torch picks by default) first: the first value is the default.
     "threads": (2, 1),
-    "set_to_none": (True, False),
+    "optimizer_impl": ("for_loop", "foreach", "fused"),
 }
-QUICK_KNOBS: dict[str, tuple[Any, ...]] = {k: FULL_KNOBS[k] for k in ("compile", "threads")}
+#: Rounds of the final interleaved A/B (more than a trial's, for a tight headline interval).
+FINAL_ROUNDS = 16
+ARM_TIMEOUT_S = 900.0
 
 
-def grid(workload: str, knobs: dict[str, tuple[Any, ...]]) -> dict[str, float]:
+def _arm(workload: str, recipe: dict[str, Any], plan: MeasurePlan) -> Any:
+    return open_arm(
+        SessionSpec(workload=workload, recipe=recipe),
+        plan,
+        objective="throughput",
+        isolate=True,
+        timeout_s=ARM_TIMEOUT_S,
+        memory_cap_bytes=None,
+        log_path=None,
+    )
+
+
+def grid(workload: str, plan: MeasurePlan) -> dict[str, float]:
     """samples/s of every combination (recipe key -> throughput; 0 when it failed)."""
-    plan = MeasurePlan()
+    # Measured alone over the tuner's full (maximum) rounds, not the baseline's shorter count.
+    full = MeasurePlan(min_rounds=plan.rounds, rounds=plan.rounds)
     results: dict[str, float] = {}
-    for values in itertools.product(*knobs.values()):
-        recipe = dict(zip(knobs, values, strict=True))
+    for values in itertools.product(*KNOBS.values()):
+        recipe = dict(zip(KNOBS, values, strict=True))
         try:
-            arm = open_arm(
-                SessionSpec(workload=workload, recipe=recipe),
-                plan,
-                objective="throughput",
-                isolate=True,
-                timeout_s=900,
-                memory_cap_bytes=None,
-                log_path=None,
-            )
-            measure_alone(arm, plan, timeout_s=900)
+            arm = _arm(workload, recipe, full)
+            measure_alone(arm, full, timeout_s=ARM_TIMEOUT_S)
             results[_key(recipe)] = 1.0 / statistics.median(arm.chunk_scores)
             arm.close()
         except TrialFailure as exc:
-            print(f"  grid {recipe}: {exc.status} {exc.reason}")
+            print(f"  grid {_key(recipe)}: {exc.status} {exc.reason}")
             results[_key(recipe)] = 0.0
-        print(f"  grid {recipe}: {results[_key(recipe)]:,.1f} samples/s", flush=True)
+        print(f"  grid {_key(recipe)}: {results[_key(recipe)]:,.1f} samples/s", flush=True)
     return results
 
 
@@ -65,46 +80,87 @@ def _key(recipe: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
 
 
-def _resolved(best: dict[str, Any], knobs: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+def _recipe(key: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in key.split():
+        name, _, text = part.partition("=")
+        out[name] = next(v for v in KNOBS[name] if str(v) == text)
+    return out
+
+
+def _resolved(best: dict[str, Any]) -> dict[str, Any]:
     # The tuner only stores changed knobs; fill the rest with each knob's first (default) value.
-    return {k: best.get(k, values[0]) for k, values in knobs.items()}
+    return {k: best.get(k, values[0]) for k, values in KNOBS.items()}
+
+
+def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) -> tuple[Any, ...]:
+    """Interleaved A/B of tuned vs grid best: (grid best samples/s, tuned samples/s, est)."""
+    plan = MeasurePlan(rounds=FINAL_ROUNDS)
+    a = _arm(workload, grid_best, plan)
+    b = _arm(workload, tuned, plan)
+    try:
+        interleave(a, b, plan, timeout_s=ARM_TIMEOUT_S)
+        est = paired_speedup(a, b, confidence=plan.confidence)
+        rates = [1.0 / statistics.median(x.chunk_scores) for x in (a, b)]
+    finally:
+        a.close()
+        b.close()
+    return rates[0], rates[1], est
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="mlp only, compile x threads")
+    parser.add_argument("--quick", action="store_true", help="mlp only")
     parser.add_argument("--budget", default=1800.0, type=float, help="tune budget (s)")
     args = parser.parse_args()
     workloads = ["mlp"] if args.quick else ["mlp", "gpt"]
-    knobs = QUICK_KNOBS if args.quick else FULL_KNOBS
+    n_grid = len(list(itertools.product(*KNOBS.values())))
     rows = []
     for workload in workloads:
-        print(f"{workload}: grid over {len(list(itertools.product(*knobs.values())))} recipes")
+        print(f"{workload}: grid over {n_grid} recipes", flush=True)
         start = time.monotonic()
-        measured = grid(workload, knobs)
+        measured = grid(workload, MeasurePlan())
         grid_s = time.monotonic() - start
         start = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
             config = TuneConfig(
-                workload=workload, knobs=list(knobs), search_batch=False, budget_s=args.budget
+                workload=workload, knobs=list(KNOBS), search_batch=False, budget_s=args.budget
             )
             result = tune(config=config, out=Path(tmp) / "run")
         tune_s = time.monotonic() - start
+        tuned = _resolved(result.best_recipe)
         best_key = max(measured, key=lambda k: measured[k])
-        tuned_key = _key(_resolved(result.best_recipe, knobs))
-        ratio = measured[tuned_key] / measured[best_key]
-        rows.append((workload, best_key, measured[best_key], tuned_key, ratio, grid_s, tune_s))
-        print(f"  tune: {tuned_key} ({result.n_trials} trials, {tune_s:.0f} s)", flush=True)
+        print(f"  tune: {_key(tuned)} ({result.n_trials} trials, {tune_s:.0f} s)", flush=True)
+        if _key(tuned) == best_key:
+            print("  tuned recipe = grid best: the final A/B compares the recipe with itself")
+        best_sps, tuned_sps, est = final_ab(workload, _recipe(best_key), tuned)
+        rows.append(
+            (
+                workload,
+                best_key,
+                best_sps,
+                _key(tuned),
+                tuned_sps,
+                est,
+                result.n_trials,
+                grid_s,
+                tune_s,
+            )
+        )
     print()
     print(
-        f"{'workload':9} {'grid best':34} {'samples/s':>10} {'tuned':34} {'tuned/best':>10} "
-        f"{'grid s':>7} {'tune s':>7} {'time saved':>10}"
+        f"{'workload':8} {'grid best':42} {'samples/s':>10} {'tuned':42} {'samples/s':>10} "
+        f"{'tuned/best [95% CI]':>22} {'grid':>11} {'tune':>11} {'tune time':>10}"
     )
-    for workload, best_key, best_sps, tuned_key, ratio, grid_s, tune_s in rows:
+    for workload, best_key, best_sps, tuned_key, tuned_sps, est, trials, grid_s, tune_s in rows:
+        ci = f"{est.speedup:.1%} [{est.ci_low:.1%}, {est.ci_high:.1%}]"
         print(
-            f"{workload:9} {best_key:34} {best_sps:10.1f} {tuned_key:34} {ratio:10.1%} "
-            f"{grid_s:7.0f} {tune_s:7.0f} {1 - tune_s / grid_s:10.0%}"
+            f"{workload:8} {best_key:42} {best_sps:10.1f} {tuned_key:42} {tuned_sps:10.1f} "
+            f"{ci:>22} {n_grid:3d} / {grid_s:4.0f}s {trials:3d} / {tune_s:4.0f}s "
+            f"{tune_s / grid_s:9.0%}"
         )
+    print("tuned/best: median paired ratio of the final interleaved A/B (target >= 95%);")
+    print("grid / tune: recipes or trials / wall time; tune time: tune's wall time / grid's.")
 
 
 if __name__ == "__main__":

@@ -13,18 +13,17 @@ from pathlib import Path
 from typing import Final
 
 import typer
-from rich.console import Console
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.state import emit, err_console, settings
+from torchdoctor.cli.state import err_console, settings
 from torchdoctor.cli.tune import (
     diagnose_into_run_dir,
+    finish_with_report,
     parse_duration,
-    render_result,
     run_with_progress,
 )
 from torchdoctor.core.rundir import display_path
-from torchdoctor.tune import TuneConfig, TuneResult
+from torchdoctor.tune import TuneConfig
 
 DEMO_WORKLOAD: Final = "cnn"
 
@@ -37,10 +36,6 @@ DEFAULT_DEMO_BUDGET: Final = "7m"
 #: diagnosis when it finds a data-wait bound; CUDA-only knobs do not apply; the whole
 #: catalogue would not fit in the demo's budget.
 DEMO_KNOBS: Final = ("compile", "channels_last", "threads", "optimizer_impl", "precision")
-
-
-def _render(result: TuneResult, console: Console) -> None:
-    render_result(result, console)
 
 
 @app.command("demo")
@@ -59,6 +54,6 @@ def demo_command(
         prescribed=prescribed,
     )
     result = run_with_progress(config=config, out=run_dir)
-    emit(result, lambda console: _render(result, console))
+    finish_with_report(result)
     if not settings.json:
         err_console.print(f"demo run folder: {display_path(Path(result.run_dir))}")

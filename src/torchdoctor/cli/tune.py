@@ -190,7 +190,25 @@ def tune_command(
             hold_effective_batch=hold_effective_batch,
         )
         result = run_with_progress(config=config, out=out)
-    emit(result, lambda console: render_result(result, console))
+    finish_with_report(result)
+
+
+def finish_with_report(result: TuneResult) -> None:
+    """Render the run folder's report (report.html / report.md), then show the result and it."""
+    from torchdoctor.report import write_reports
+
+    reports = write_reports(result.run_dir)
+
+    def render(console: Console) -> None:
+        render_result(result, console)
+        for path in reports:
+            console.print(f"Report: {display_path(path)}", highlight=False)
+
+    emit(result, render)
+    if settings_json():
+        # stdout holds the JSON record; the report paths go to stderr.
+        for path in reports:
+            err_console.print(f"Report: {display_path(path)}", highlight=False)
 
 
 def diagnose_into_run_dir(workload: str, out: Path | None) -> tuple[Path, list[str]]:

@@ -29,7 +29,7 @@ from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.records import Ladder, TrialResult, TuneResult
 from torchdoctor.tune.sessions import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
-from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator
+from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
@@ -146,6 +146,7 @@ def _run(
         default_batch=_default_batch(config),
         max_batch=config.max_batch,
         hold_effective_batch=config.hold_effective_batch,
+        prior=static_prior(config.device),
     )
     settings = TuneSettings(
         objective=config.objective,

@@ -9,7 +9,9 @@ from pydantic import Field
 from torchdoctor.core.records import Record
 from torchdoctor.tune.arms import (
     DEFAULT_CHUNK_STEPS,
+    DEFAULT_LOOK_EVERY,
     DEFAULT_MIN_CHUNK_S,
+    DEFAULT_MIN_ROUNDS,
     DEFAULT_PARITY_STEPS,
     DEFAULT_ROUNDS,
     DEFAULT_SETTLE_ROUNDS,
@@ -69,6 +71,8 @@ class TuneConfig(Record):
     chunk_steps: int = Field(ge=1, default=DEFAULT_CHUNK_STEPS)
     min_chunk_s: float = Field(ge=0, default=DEFAULT_MIN_CHUNK_S)
     rounds: int = Field(ge=3, default=DEFAULT_ROUNDS)
+    min_rounds: int = Field(ge=3, default=DEFAULT_MIN_ROUNDS)
+    look_every: int = Field(ge=1, default=DEFAULT_LOOK_EVERY)
     settle_rounds: int = Field(ge=0, default=DEFAULT_SETTLE_ROUNDS)
     parity_steps: int = Field(ge=2, default=DEFAULT_PARITY_STEPS)
 
@@ -78,6 +82,8 @@ class TuneConfig(Record):
             chunk_steps=self.chunk_steps,
             min_chunk_s=self.min_chunk_s,
             rounds=self.rounds,
+            min_rounds=self.min_rounds,
+            look_every=self.look_every,
             settle_rounds=self.settle_rounds,
             parity_steps=self.parity_steps,
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from torchdoctor.tune.batch import search_batch_size
 from torchdoctor.tune.records import TrialResult
-from torchdoctor.tune.space import BATCH_KNOBS, KnobSpec, order_knobs
+from torchdoctor.tune.space import BATCH_KNOBS, STATIC_PRIOR, KnobSpec, order_knobs
 from torchdoctor.tune.tuner import BudgetExhausted, Tuner, confirm_against_baseline
 
 Validator = Callable[[dict[str, Any]], str | None]
@@ -33,6 +33,7 @@ class LadderPlan:
     max_batch: int = 4096
     hold_effective_batch: bool = False
     confirm: bool = True
+    prior: Sequence[str] = STATIC_PRIOR
 
 
 @dataclass
@@ -107,7 +108,9 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     outcome = ClimbOutcome()
     tuner.run_baseline()
     try:
-        specs = order_knobs([s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed)
+        specs = order_knobs(
+            [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior
+        )
         for _ in range(MAX_LADDER_PASSES):
             retry = _one_pass(tuner, specs, plan, outcome)
             if not retry:

@@ -12,10 +12,12 @@ statistical tests use it to run hundreds of simulated trials quickly.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import multiprocessing
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -56,6 +58,20 @@ def _tail(path: Path | None) -> str:
     return " | ".join(lines[-_LOG_TAIL_LINES:])
 
 
+#: Live workers, killed at interpreter exit. Workers are not daemonic (a daemonic process may
+#: not start children, so DataLoader workers, the num_workers knob, would fail in every trial);
+#: multiprocessing's own exit hook would then *join* a worker still waiting for requests.
+#: This hook, registered after multiprocessing's (atexit runs last-in first-out), kills them
+#: first. A SIGKILLed parent runs no hooks: its workers see EOF on the pipe and exit.
+_LIVE: weakref.WeakSet[SubprocessWorker] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_workers() -> None:
+    for worker in list(_LIVE):
+        worker.close(kill=True)
+
+
 class SubprocessWorker:
     """One spawned worker process holding one session."""
 
@@ -64,9 +80,10 @@ class SubprocessWorker:
         self._conn, child = ctx.Pipe()
         self._log_path = log_path
         self._proc = ctx.Process(
-            target=worker_main, args=(child, str(log_path) if log_path else None), daemon=True
+            target=worker_main, args=(child, str(log_path) if log_path else None), daemon=False
         )
         self._proc.start()
+        _LIVE.add(self)
         child.close()
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
@@ -131,6 +148,7 @@ class SubprocessWorker:
             self._proc.join(timeout=5)
         with contextlib.suppress(OSError):
             self._conn.close()
+        _LIVE.discard(self)
 
 
 class InProcessWorker:

@@ -29,6 +29,7 @@ from torchdoctor.tune.arms import (
     Arm,
     MeasurePlan,
     interleave,
+    interleave_until_clear,
     measure_alone,
     open_arm,
     paired_speedup,
@@ -269,12 +270,15 @@ class Tuner:
 
     def _measure(self, base: TrialResult, safety: SafetyClass) -> tuple[TrialResult, Arm | None]:
         plan = self.settings.plan
+        threshold = 1.0 + self.settings.min_gain
         cand: Arm | None = None
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
             cand = self.open_arm_for(base.recipe, "candidate")
-            interleave(self.best_arm, cand, plan, timeout_s=self.request_timeout())
+            est = interleave_until_clear(
+                self.best_arm, cand, plan, threshold=threshold, timeout_s=self.request_timeout()
+            )
             cand.fill_losses(plan.parity_steps, timeout_s=self.request_timeout())
         except TrialFailure as exc:
             if cand is not None:
@@ -286,7 +290,6 @@ class Tuner:
                 update={"status": exc.status, "decision": "failed", "reason": exc.reason}
             ), None
         best = self.best_arm
-        est = paired_speedup(best, cand, confidence=plan.confidence)
         losses = list(cand.losses[: plan.parity_steps])
         measured = base.model_copy(
             update={
@@ -318,7 +321,6 @@ class Tuner:
             tolerances=self.settings.tolerances,
         )
         measured = measured.model_copy(update={"loss_deviation": parity.deviation})
-        threshold = 1.0 + self.settings.min_gain
         if not parity.passed:
             return measured.model_copy(update={"reason": "quality: " + parity.reason}), cand
         if est.ci_low <= threshold:
