@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from torchdoctor.analyze.shapes import op_bytes, op_dtype_code, op_flops_and_output
+from torchdoctor.analyze.shapes import op_dtype_code, op_flops_and_bytes
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind
 
 # 1 MB of decompressed JSON per decode. Measured on the 26 MB A100 trace (analyze_trace CPU
@@ -201,19 +201,17 @@ class FastColumns:
         """FLOPs, bytes and dtype code of a cpu_op from (name, recorded flops, dims, types,
         concrete)."""
         raw_name, recorded, dims_raw, types_raw, concrete_raw = key
-        name = str(raw_name)
         dims = msgspec.json.decode(dims_raw)
-        concrete = msgspec.json.decode(concrete_raw)
+        types = msgspec.json.decode(types_raw)
         flops = nbytes = math.nan
+        if dims is not None:
+            est_flops, est_bytes = op_flops_and_bytes(
+                str(raw_name), dims, types, msgspec.json.decode(concrete_raw)
+            )
+            flops = est_flops if est_flops is not None else math.nan
+            nbytes = est_bytes if est_bytes is not None else math.nan
         if isinstance(recorded, int | float) and recorded > 0:
             flops = float(recorded)
-        elif dims is not None:
-            est, _ = op_flops_and_output(name, dims, concrete)
-            flops = est if est is not None else math.nan
-        types = msgspec.json.decode(types_raw)
-        if dims is not None:
-            est_bytes = op_bytes(name, dims, types, concrete)
-            nbytes = est_bytes if est_bytes is not None else math.nan
         return flops, nbytes, op_dtype_code(types)
 
     def add(self, events: list[_Event]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from torchdoctor.analyze.fastload import FastColumns, fast_columns
-from torchdoctor.analyze.shapes import op_bytes, op_dtype_code, op_flops_and_output
+from torchdoctor.analyze.shapes import op_dtype_code, op_flops_and_bytes
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind, Timeline, TraceMeta
 from torchdoctor.core.errors import TraceError
 from torchdoctor.core.log import get_logger
@@ -164,14 +164,14 @@ def _add_event(cols: _Columns, ev: Any) -> None:
         dtype = op_dtype_code(args.get("Input type"))
         recorded = args.get("flops")
         dims = args.get("Input Dims")
+        if dims is not None:
+            est_flops, est_bytes = op_flops_and_bytes(
+                name, dims, args.get("Input type"), args.get("Concrete Inputs")
+            )
+            flops = est_flops if est_flops is not None else math.nan
+            nbytes = est_bytes if est_bytes is not None else math.nan
         if isinstance(recorded, int | float) and recorded > 0:
             flops = float(recorded)
-        elif dims is not None:
-            est, _ = op_flops_and_output(name, dims, args.get("Concrete Inputs"))
-            flops = est if est is not None else math.nan
-        if dims is not None:
-            est_bytes = op_bytes(name, dims, args.get("Input type"), args.get("Concrete Inputs"))
-            nbytes = est_bytes if est_bytes is not None else math.nan
     elif kind == Kind.MEMCPY or kind == Kind.MEMSET:
         size = args.get("bytes", args.get("size"))
         nbytes = float(_as_int(size, -1)) if size is not None else math.nan

@@ -171,11 +171,9 @@ def _sdpa_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | N
     return 2.0 * b * h * length * s * e + 2.0 * b * h * length * s * ev, [b, h, length, ev]
 
 
-def op_flops_and_output(
-    name: str, dims_raw: Any, concrete: Any
-) -> tuple[float | None, list[int] | None]:
-    """FLOPs and output shape of a common compute op, (None, None) for any other op."""
-    dims = _tensor_dims(dims_raw)
+def _flops_and_output(
+    name: str, dims: list[list[int]], concrete: Any
+) -> tuple[float, list[int]] | None:
     result: tuple[float, list[int]] | None = None
     try:
         if name in MM_OPS and len(dims) >= 2:
@@ -195,14 +193,10 @@ def op_flops_and_output(
             result = _sdpa_flops(name, dims)
     except (IndexError, TypeError, ValueError):
         result = None
-    if result is None:
-        return None, None
     return result
 
 
-def op_bytes(name: str, dims_raw: Any, types_raw: Any, concrete: Any) -> float | None:
-    """Estimated bytes read + written by an op; None when no input tensor was recorded."""
-    dims = _tensor_dims(dims_raw)
+def _bytes(dims: list[list[int]], types_raw: Any, out_shape: list[int] | None) -> float | None:
     types = types_raw if isinstance(types_raw, list) else []
     sizes: list[int] = []
     itemsize = 0
@@ -215,9 +209,31 @@ def op_bytes(name: str, dims_raw: Any, types_raw: Any, concrete: Any) -> float |
         sizes.append(_numel(shape) * per)
     if not sizes:
         return None
-    _, out_shape = op_flops_and_output(name, dims_raw, concrete)
     out = _numel(out_shape) * itemsize if out_shape else max(sizes)
     return float(sum(sizes) + out)
+
+
+def op_flops_and_output(
+    name: str, dims_raw: Any, concrete: Any
+) -> tuple[float | None, list[int] | None]:
+    """FLOPs and output shape of a common compute op, (None, None) for any other op."""
+    result = _flops_and_output(name, _tensor_dims(dims_raw), concrete)
+    return (None, None) if result is None else result
+
+
+def op_bytes(name: str, dims_raw: Any, types_raw: Any, concrete: Any) -> float | None:
+    """Estimated bytes read + written by an op; None when no input tensor was recorded."""
+    return op_flops_and_bytes(name, dims_raw, types_raw, concrete)[1]
+
+
+def op_flops_and_bytes(
+    name: str, dims_raw: Any, types_raw: Any, concrete: Any
+) -> tuple[float | None, float | None]:
+    """`op_flops_and_output`'s FLOPs and `op_bytes`, parsing the shapes once."""
+    dims = _tensor_dims(dims_raw)
+    result = _flops_and_output(name, dims, concrete)
+    flops, out_shape = (None, None) if result is None else result
+    return flops, _bytes(dims, types_raw, out_shape)
 
 
 def op_dtype_code(types_raw: Any) -> int:

@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from torchdoctor.analyze.shapes import OP_DTYPES, op_bytes, op_dtype_code, op_flops_and_output
+from torchdoctor.analyze.shapes import (
+    OP_DTYPES,
+    op_bytes,
+    op_dtype_code,
+    op_flops_and_bytes,
+    op_flops_and_output,
+)
 
 F32 = "float"
 
@@ -139,3 +145,16 @@ def test_op_dtype_is_the_first_floating_input(types: list[str], dtype: str) -> N
 @pytest.mark.parametrize("types", [["long int", "bool"], [], None, "float", [None, 3]])
 def test_op_dtype_unknown(types: Any) -> None:
     assert op_dtype_code(types) == -1
+
+
+def test_flops_and_bytes_together_match_each_alone() -> None:
+    dims, types = [[2, 3, 4], [6, 4], [6]], [F32, F32, F32]
+    assert (
+        op_flops_and_bytes("aten::linear", dims, types, None)
+        == (
+            op_flops_and_output("aten::linear", dims, None)[0],
+            op_bytes("aten::linear", dims, types, None),
+        )
+        == (288, (24 + 24 + 6 + 36) * 4)
+    )
+    assert op_flops_and_bytes("aten::add", [[8]], [F32], None) == (None, (8 + 8) * 4)
