@@ -18,7 +18,8 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     run = tmp_path / "run"
     code = main(
         # A generous budget: the study ends when its one knob is tried, not at the budget.
-        # --no-diagnose keeps this test short; the diagnosis has its own integration tests.
+        # --no-diagnose and --no-batch-search keep this test to two worker processes and one
+        # A/B; the diagnosis and the batch search have their own tests.
         [
             "--json",
             "tune",
@@ -28,13 +29,14 @@ def test_tune_mlp_writes_the_run_folder_and_json(
             "--knobs",
             "set_to_none",
             "--no-diagnose",
+            "--no-batch-search",
             "--out",
             str(run),
         ]
     )
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert code == 0
-    data = json.loads(out)
+    data = json.loads(captured.out)
     for key in ("baseline_samples_per_s", "best_samples_per_s", "speedup", "best_recipe", "ladder"):
         assert key in data
     assert data["baseline_samples_per_s"] > 0
@@ -47,6 +49,10 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     snippet = (run / "best_recipe.py").read_text()
     compile(snippet, "best_recipe.py", "exec")  # it really is ready-to-paste Python
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    # The report is rendered at the end and its path printed (stderr: stdout holds the JSON).
+    assert {"report.html", "report.md"} <= {p.name for p in run.iterdir()}
+    assert "report.html" in captured.err and "report.md" in captured.err
+    assert not [t for t in trials if t.kind == "batch"]
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,9 @@ def tune_command(
     hold_effective_batch: bool = typer.Option(
         False, "--hold-effective-batch", help="Keep batch_size x grad_accum fixed."
     ),
+    batch_search: bool = typer.Option(
+        True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
+    ),
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
@@ -188,6 +191,7 @@ def tune_command(
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             joint_trials=joint,
             hold_effective_batch=hold_effective_batch,
+            search_batch=batch_search,
         )
         result = run_with_progress(config=config, out=out)
     finish_with_report(result)

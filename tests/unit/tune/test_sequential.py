@@ -1,0 +1,61 @@
+"""The sequential A/B: clear decisions stop at the first look, unclear ones run to the last."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
+
+from torchdoctor.tune import KnobSpec, tune
+from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
+
+SLOW_KNOB = KnobSpec("slow", (False, True), "exact", False)
+
+
+def _scored_rounds(run: Path, knob: str) -> int:
+    from torchdoctor.tune import TrialResult
+
+    for path in sorted((run / "trials").iterdir()):
+        trial = TrialResult.read(path)
+        if trial.kind == "ladder" and knob in trial.change:
+            return len(trial.chunk_times_s)
+    raise AssertionError(f"no trial of {knob}")
+
+
+def test_looks_and_their_bonferroni_confidence() -> None:
+    plan = MeasurePlan(min_rounds=6, rounds=12, look_every=2, confidence=0.95)
+    assert plan.looks() == [6, 8, 10, 12]
+    assert abs(plan.look_confidence() - (1 - 0.05 / 4)) < 1e-12
+    # A plan shorter than its first look has one look, at its last round.
+    assert MeasurePlan(min_rounds=6, rounds=4).looks() == [4]
+
+
+def test_clear_win_and_clear_loss_stop_at_the_first_look(tmp_path: Path) -> None:
+    config = sim_config(
+        [FAST_KNOB, SLOW_KNOB], noise=0.01, effects={"fast": {"True": 0.5}, "slow": {"True": 2.0}}
+    )
+    plan = config.plan()
+    result = tune(config=config, out=tmp_path / "run")
+    assert result.best_recipe == {"fast": True}
+    assert _scored_rounds(tmp_path / "run", "fast") == plan.looks()[0]
+    assert _scored_rounds(tmp_path / "run", "slow") == plan.looks()[0]
+
+
+def test_an_unclear_change_runs_past_the_first_look(tmp_path: Path) -> None:
+    # A do-nothing knob under noise: at 6 rounds its interval still straddles 1.02.
+    config = sim_config([NOOP_KNOB], noise=0.05)
+    result = tune(config=config, out=tmp_path / "run")
+    assert result.best_recipe == {}
+    assert _scored_rounds(tmp_path / "run", "noop") > config.plan().looks()[0]
+
+
+def test_cpu_prior_puts_compile_then_threads_first_and_skips_cuda_graph_modes() -> None:
+    specs = catalogue_space("cpu")
+    ordered = [s.name for s in order_knobs(specs, prior=static_prior("cpu"))]
+    assert ordered[:3] == ["compile", "threads", "num_workers"]
+    compile_values = next(s.values for s in specs if s.name == "compile")
+    assert "reduce-overhead" not in compile_values and "default" in compile_values
+    workers = next(s.values for s in specs if s.name == "num_workers")
+    assert 0 in workers and max(workers) <= (os.cpu_count() or 1)
