@@ -5,8 +5,9 @@
     result.device_timeline.idle_pct, result.step_breakdown["DataLoader"]
 
 One module per analysis: fastload (msgspec, chunked) and loading (exact streaming parse,
-the fallback), timeline (the compact columns), steps, devicetime, breakdown, ops, launches,
-syncs, idle; `devices` holds datasheet ceilings.
+the fallback), timeline (the compact columns), steps, devicetime, breakdown, ops (with the
+per-dtype roofline), launches, hostops (tiny host op calls), syncs, idle; `devices` holds
+datasheet ceilings as `core.env.Ceilings` records.
 """
 
 from torchdoctor.analyze.facade import analyze_timeline, analyze_trace
