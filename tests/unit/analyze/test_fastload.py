@@ -78,8 +78,12 @@ def test_odd_events_match_the_streaming_reader(
             "args": {"bytes": 4096, "correlation": 3},
         },
         {"ph": "i", "name": "instant", "ts": 60},
+        {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 50, "cat": "ac2g", "bp": "e"},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
     ]
     path = _write(tmp_path, {"traceEvents": events, "distributedInfo": {"rank": 3}})
+    assert fastload.fast_columns(path) is not None  # the fast path takes these, no fallback
     fast = loading.load_trace(path)
     _assert_same(fast, _streaming(path, monkeypatch))
     assert fast.meta.rank == 3 and fast.meta.skipped_events == 2
@@ -92,6 +96,9 @@ def test_odd_events_match_the_streaming_reader(
         [_event("aten::mm", 1, 1)],  # the bare Chrome "JSON array" format
         {"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 1, "args": None}]},
         {"traceEvents": [{"ph": "X", "name": ["unhashable"], "ts": 1, "dur": 1}]},
+        # an event with no phase, or a phase outside the Chrome trace format
+        {"traceEvents": [_event("aten::mm", 1, 1), {"name": "no ph", "ts": 2}]},
+        {"traceEvents": [_event("aten::mm", 1, 1), {"ph": "Q", "name": "odd", "ts": 2}]},
     ],
 )
 def test_unusual_layouts_defer_to_the_streaming_reader(tmp_path: Path, doc: object) -> None:
