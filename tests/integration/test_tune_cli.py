@@ -30,6 +30,10 @@ def test_tune_mlp_writes_the_run_folder_and_json(
             "set_to_none",
             "--no-diagnose",
             "--no-batch-search",
+            # One thread: on a shared 2-core host a two-thread baseline waits on OpenMP
+            # barriers whenever another process holds a core (30-150 s instead of 10).
+            "--set",
+            "threads=1",
             "--out",
             str(run),
         ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,30 @@ def _space(config: TuneConfig) -> list[KnobSpec]:
     specs = catalogue_space(config.device)
     if config.knobs is not None:
         specs = [s for s in specs if s.name in config.knobs]
-    return specs
+    return _resolve_defaults(config, specs)
+
+
+def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpec]:
+    """Knobs whose default is "whatever the job does" get the value that means here.
+
+    threads=None is torch's own intra-op thread count and num_workers=None the workload's
+    default: without resolving them the ladder would spend a trial on threads=2 or
+    num_workers=0 when that is exactly what the current recipe already runs.
+    """
+    if config.factory != ENGINE_FACTORY:
+        return specs
+    import torch
+
+    from torchdoctor.workloads import get_workload
+
+    effective = {
+        "threads": torch.get_num_threads(),
+        "num_workers": get_workload(config.workload).default_num_workers,
+    }
+    return [
+        replace(s, default=effective[s.name]) if s.default is None and s.name in effective else s
+        for s in specs
+    ]
 
 
 def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:

@@ -107,6 +107,10 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
     outcome = ClimbOutcome()
     tuner.run_baseline()
+    if plan.confirm:
+        # Ladder trials stop early enough to leave time for the final confirmation, whose
+        # direct A/B is the headline (a chained product of step ratios is only an estimate).
+        tuner.reserve_s = tuner.confirm_cost_s()
     try:
         specs = order_knobs(
             [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior
@@ -123,8 +127,11 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
                 max_batch=plan.max_batch,
                 hold_effective_batch=plan.hold_effective_batch,
             )
-        if plan.confirm:
-            outcome.confirmation = confirm_against_baseline(tuner)
     except BudgetExhausted:
         outcome.budget_exhausted = True
+    if plan.confirm:
+        try:
+            outcome.confirmation = confirm_against_baseline(tuner)
+        except BudgetExhausted:
+            outcome.budget_exhausted = True
     return outcome

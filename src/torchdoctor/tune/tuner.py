@@ -53,6 +53,11 @@ DEFAULT_TRIAL_TIMEOUT_S: Final = 600.0
 BUDGET_GRACE_S: Final = 5.0
 
 
+#: The final confirmation A/B costs about this many baseline measurements (a fresh baseline arm
+#: with its warm-up, then the full interleaved rounds against the live best arm).
+CONFIRM_COST_BASELINES: Final = 3.0
+
+
 class BudgetExhausted(Exception):
     """Not enough budget left for another trial; the tuner stops and reports what it has."""
 
@@ -105,6 +110,8 @@ class Tuner:
         self.baseline: TrialResult | None = None
         self.rungs: list[Rung] = []
         self.rejected: list[Rejection] = []
+        #: Budget held back from ladder trials (for the final confirmation A/B).
+        self.reserve_s = 0.0
 
     # budget
 
@@ -116,6 +123,9 @@ class Tuner:
 
     def request_timeout(self) -> float:
         return max(min(self.settings.trial_timeout_s, self.remaining_s() + BUDGET_GRACE_S), 1.0)
+
+    def confirm_cost_s(self) -> float:
+        return CONFIRM_COST_BASELINES * self.baseline.wall_s if self.baseline else 0.0
 
     def estimated_trial_s(self) -> float:
         walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
@@ -241,7 +251,7 @@ class Tuner:
             result = self.stored[key]
             self._apply(result, change)
             return self.record(result, reused=True)
-        if self.remaining_s() < self.estimated_trial_s():
+        if self.remaining_s() < self.estimated_trial_s() + self.reserve_s:
             raise BudgetExhausted
         start = self.clock()
         base = TrialResult(
@@ -388,7 +398,7 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
     key = f"confirm:{recipe_key(baseline.recipe)}->{recipe_key(tuner.best_recipe)}"
     if key in tuner.stored:
         return tuner.record(tuner.stored[key], reused=True)
-    if tuner.remaining_s() < tuner.estimated_trial_s():
+    if tuner.remaining_s() < tuner.confirm_cost_s():
         raise BudgetExhausted
     start = tuner.clock()
     plan = tuner.settings.plan
