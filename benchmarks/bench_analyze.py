@@ -10,9 +10,10 @@ time (user + sys of the process and any worker it waited for), peak RSS (the pro
 VmHWM), and work time: the load + analysis alone, timed inside the process after the tool's
 own imports (for the CLI, everything `main` does, its lazy imports included; for HTA,
 `TraceAnalysis(...)` + `get_temporal_breakdown`), which is what the issue's "HTA's load +
-temporal breakdown" names, without the fixed start-up both pay. Runs are interleaved across tools, --repeat of each, and the least disturbed figure
-of each kind is kept (see `best_of`). CPU time is reported because the machine is shared:
-other engineers' jobs stretch wall time, much less the CPU a tool itself burns.
+temporal breakdown" names, without the fixed start-up both pay. Runs are interleaved
+across tools, --repeat of each, and the least disturbed figure of each kind is kept (see
+`best_of`). CPU time is reported because the machine is shared: other engineers' jobs
+stretch wall time, much less the CPU a tool itself burns.
 
 HTA lives only in its own virtualenv (/tmp/td-hta-venv, created with --system-site-packages
 on first use); it is never a torchdoctor dependency. A tool that fails is reported as failed.
