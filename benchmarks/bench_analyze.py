@@ -3,7 +3,8 @@
 Runs both on (1) the largest trace in ../shared/traces and (2) a 100+ MB trace synthesized at
 run time (the real A100 rank-0 trace repeated with shifted timestamps, written to a temp dir,
 never committed). torchdoctor runs twice: as the command a user types (`torchdoctor --json
-analyze TRACE`, through the CLI's `main`, JSON written to stdout) and through the Python API
+analyze TRACE --no-report`, through the CLI's `main`, JSON written to stdout; HTA renders no
+report either) and through the Python API
 (`analyze_trace`). Each run is its own subprocess, so its peak memory is its own. Reported:
 wall time of the whole process (interpreter start-up included, as a user waits for it), CPU
 time (user + sys of the process and any worker it waited for), peak RSS (the process's own
@@ -71,7 +72,7 @@ from torchdoctor.cli.main import main
 out = io.StringIO()
 t0 = time.perf_counter()
 with contextlib.redirect_stdout(out):
-    code = main(["--json", "analyze", sys.argv[1]])
+    code = main(["--json", "analyze", sys.argv[1], "--no-report"])
 work = time.perf_counter() - t0
 sys.stdout.write(out.getvalue())
 measured = usage()

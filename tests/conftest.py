@@ -21,7 +21,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """Keep the user cache (measured ceilings) out of the real home folder in tests."""
-    cache = tmp_path_factory.getbasetemp() / "td-cache"
-    monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", str(cache))
+    """Keep the user cache (measured ceilings) out of the real home folder, and run folders
+    made without --out out of the working tree, in tests."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", str(base / "td-cache"))
+    monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(base / "td-runs"))
     yield

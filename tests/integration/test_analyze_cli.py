@@ -135,3 +135,30 @@ def test_analyze_loads_numpy_with_one_blas_thread_and_restores_the_env(tmp_path:
         assert _threads_after("import numpy", env)[0] > 1
         # A user's own setting is respected, and left in place.
         assert _threads_after(run, {**env, "OPENBLAS_NUM_THREADS": "2"}) == (2, "2")
+
+
+def test_analyze_writes_a_run_folder_with_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert main(["analyze", str(BERT), "--top", "3", "--out", str(out)]) == 0
+    assert "report.html" in capsys.readouterr().out
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["kind"] == "analyze" and manifest["status"] == "complete"
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert analysis["schema"] == "torchdoctor/trace_analysis"
+    assert "<svg" in (out / "report.html").read_text()
+
+
+def test_analyze_bad_trace_leaves_no_run_folder(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    out = tmp_path / "run"
+    assert main(["analyze", str(bad), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_no_report_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(tmp_path / "runs"))
+    assert main(["analyze", str(BERT), "--top", "2", "--no-report"]) == 0
+    assert not (tmp_path / "runs").exists()

@@ -153,11 +153,32 @@ def analyze(
         ..., help="A .json or .json.gz profiler trace, or a folder of per-rank traces."
     ),
     top: int = typer.Option(15, "--top", help="How many ops to list (heaviest first)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
+    ),
+    report: bool = typer.Option(
+        True,
+        "--report/--no-report",
+        help="Write a run folder with analysis.json and the report (--no-report: print only).",
+    ),
 ) -> None:
     """Where the time of a PyTorch profiler trace went: device timeline, step breakdown, ops."""
     if top < 1:
         raise UsageError(f"--top must be at least 1, got {top}")
+    if out is not None and not report:
+        raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
+    # Analyze first: a trace that cannot be read leaves no run folder behind.
     result = _load_analyzer()(trace, top=top)
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     emit(result, lambda console: _render(result, console))
+    if report:
+        from torchdoctor.cli.reporting import write_run_reports
+        from torchdoctor.core.rundir import ANALYSIS, finish_run_dir, new_run_dir
+
+        run_dir = new_run_dir("analyze", str(trace), out=out)
+        result.write(run_dir / ANALYSIS)
+        finish_run_dir(run_dir)
+        write_run_reports(run_dir)

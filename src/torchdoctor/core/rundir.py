@@ -21,6 +21,7 @@ at the end, so a folder left by a killed run says so instead of looking finished
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import sys
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -48,6 +49,13 @@ REPORT_MD = "report.md"
 
 #: Where run folders go when the user does not say (`--out`), relative to the working dir.
 DEFAULT_RUNS_ROOT = Path("torchdoctor-runs")
+#: Environment variable that moves the default runs root (CI jobs, the test suite).
+RUNS_ROOT_ENV = "TORCHDOCTOR_RUNS_DIR"
+
+
+def runs_root() -> Path:
+    """The folder new run folders go under when no `--out` is given."""
+    return Path(os.environ.get(RUNS_ROOT_ENV) or DEFAULT_RUNS_ROOT)
 
 
 class RunManifest(Record):
@@ -74,7 +82,7 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
     if out is None:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(target).stem)[:40]
-        out = DEFAULT_RUNS_ROOT / f"{stamp}-{kind}-{safe or 'run'}"
+        out = runs_root() / f"{stamp}-{kind}-{safe or 'run'}"
         n = 1
         while out.exists():
             n += 1

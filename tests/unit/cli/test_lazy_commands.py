@@ -53,7 +53,7 @@ def test_analyze_imports_only_its_own_command(tmp_path: Path) -> None:
         "from torchdoctor.cli.main import main\n"
         "with open('/dev/null', 'w') as sink:\n"
         "    out, sys.stdout = sys.stdout, sink\n"
-        f"    rc = main(['--json', 'analyze', {str(_trace(tmp_path))!r}])\n"
+        f"    rc = main(['--json', 'analyze', {str(_trace(tmp_path))!r}, '--no-report'])\n"
         "    sys.stdout = out\n"
         "print(json.dumps([rc, sorted(sys.modules)]))\n"
     )

@@ -32,9 +32,16 @@ def test_failed_run_keeps_its_reason(tmp_path: Path) -> None:
 
 def test_default_folders_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TORCHDOCTOR_RUNS_DIR")
     a = new_run_dir("run", "mlp")
     b = new_run_dir("run", "mlp")
     assert a != b and a.is_dir() and b.is_dir()
+    assert a.parent == b.parent == Path("torchdoctor-runs")
+
+
+def test_runs_root_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(tmp_path / "elsewhere"))
+    assert new_run_dir("analyze", "t.json.gz").parent == tmp_path / "elsewhere"
 
 
 def test_read_manifest_errors(tmp_path: Path) -> None:
