@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchdoctor.tune import TuneConfig, tune
+from torchdoctor.knobs import catalogue
+from torchdoctor.tune import KnobSpec, TuneConfig, tune
+from torchdoctor.tune.api import knob_space_config
 from torchdoctor.tune.arms import MeasurePlan, interleave, measure_alone, open_arm, paired_speedup
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import TrialFailure
@@ -40,6 +42,8 @@ KNOBS: dict[str, tuple[Any, ...]] = {
     "threads": (2, 1),
     "optimizer_impl": ("for_loop", "foreach", "fused"),
 }
+#: Each knob's safety class, from the catalogue (what the tuner's parity check uses).
+SAFETY = {k.name: k.safety for k in catalogue() if k.name in KNOBS}
 #: Rounds of the final interleaved A/B (more than a trial's, for a tight headline interval).
 FINAL_ROUNDS = 16
 ARM_TIMEOUT_S = 900.0
@@ -124,7 +128,13 @@ def main() -> None:
         start = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
             config = TuneConfig(
-                workload=workload, knobs=list(KNOBS), search_batch=False, budget_s=args.budget
+                workload=workload,
+                # Exactly the grid's values (the CPU catalogue would add max-autotune).
+                space=knob_space_config(
+                    [KnobSpec(k, v, SAFETY[k], v[0]) for k, v in KNOBS.items()]
+                ),
+                search_batch=False,
+                budget_s=args.budget,
             )
             result = tune(config=config, out=Path(tmp) / "run")
         tune_s = time.monotonic() - start
