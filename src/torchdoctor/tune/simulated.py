@@ -13,6 +13,8 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
 - ``batch_exponent``: step time scales as ``(batch / base_batch) ** batch_exponent``.
 - ``bytes_per_sample`` / ``memory_limit_bytes``: peak memory model and the simulated device
   capacity (above it, preparing raises MemoryError like an allocation failure).
+- ``loss_shift``: ``{knob: {str(value): shift}}``; the loss is multiplied by ``1 + shift``
+  (a change that moves the trajectory a little, like compilation's reordered arithmetic).
 - ``noise``: relative standard deviation of step times; ``noise_seed`` varies it per tune.
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
@@ -66,6 +68,8 @@ class SimulatedSession:
             return float("nan")
         if _triggered(self.recipe, self.model.get("diverge")):
             return loss * (1.0 + 0.2 * i)
+        for knob, shifts in (self.model.get("loss_shift") or {}).items():
+            loss *= 1.0 + float(shifts.get(str(self.recipe.get(knob)), 0.0))
         return loss
 
     def run_steps(self, n: int, *, measure_phases: bool = False) -> list[SimStep]:

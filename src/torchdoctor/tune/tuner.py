@@ -34,7 +34,13 @@ from torchdoctor.tune.arms import (
     open_arm,
     paired_speedup,
 )
-from torchdoctor.tune.parity import TOLERANCES, SafetyClass, check_parity, first_non_finite
+from torchdoctor.tune.parity import (
+    TOLERANCES,
+    SafetyClass,
+    check_parity,
+    first_non_finite,
+    loosest,
+)
 from torchdoctor.tune.records import Rejection, Rung, TrialKind, TrialResult
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.study import Study
@@ -112,6 +118,10 @@ class Tuner:
         self.rejected: list[Rejection] = []
         #: Budget held back from ladder trials (for the final confirmation A/B).
         self.reserve_s = 0.0
+        #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
+        #: eager baseline, so its tolerance is the loosest class of everything it differs by
+        #: (threads=1 on top of a kept compile is not held to "exact" against eager).
+        self.kept_safety: list[SafetyClass] = []
 
     # budget
 
@@ -249,7 +259,7 @@ class Tuner:
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
         if key in self.stored:
             result = self.stored[key]
-            self._apply(result, change)
+            self._apply(result, change, safety)
             return self.record(result, reused=True)
         if self.remaining_s() < self.estimated_trial_s() + self.reserve_s:
             raise BudgetExhausted
@@ -264,7 +274,7 @@ class Tuner:
             decision="rejected",
             best_samples_per_s=self.rungs[-1].samples_per_s,
         )
-        result, cand_arm = self._measure(base, safety)
+        result, cand_arm = self._measure(base, loosest([*self.kept_safety, safety]))
         if result.status == "timeout" and self.remaining_s() <= 0:
             # Cut by the budget, not a property of the recipe: not stored, so a resumed study
             # with more budget runs it again.
@@ -275,7 +285,7 @@ class Tuner:
             self.best_arm = cand_arm
         elif cand_arm is not None:
             cand_arm.close()
-        self._apply(result, change)
+        self._apply(result, change, safety)
         return self.record(result, reused=False)
 
     def _measure(self, base: TrialResult, safety: SafetyClass) -> tuple[TrialResult, Arm | None]:
@@ -341,7 +351,7 @@ class Tuner:
             return measured.model_copy(update={"reason": reason}), cand
         return measured.model_copy(update={"decision": "kept"}), cand
 
-    def _apply(self, result: TrialResult, change: dict[str, Any]) -> None:
+    def _apply(self, result: TrialResult, change: dict[str, Any], safety: SafetyClass) -> None:
         """Update the ladder from a (new or replayed) trial result."""
         if result.decision != "kept":
             self.rejected.append(
@@ -357,6 +367,7 @@ class Tuner:
         if self.best_arm is not None and self.best_arm.recipe != result.recipe:
             self.close()  # a replayed keep: the live best arm is stale
         self.best_recipe = dict(result.recipe)
+        self.kept_safety.append(safety)
         prev = self.rungs[-1]
         ratio = result.speedup_vs_best or 1.0
         low, high = result.speedup_vs_best_ci or (ratio, ratio)

@@ -90,3 +90,20 @@ def test_knob_rejected_for_speed_gets_a_second_pass_after_a_keep(tmp_path: Path)
     assert result.best_recipe == {"fast": True}
     retried = [r for r in result.ladder.rejected if r.change == {"slow_first": True}]
     assert len(retried) == 2  # once from the baseline, once from the new best
+
+
+def test_a_change_on_top_of_a_kept_close_change_is_judged_by_the_loosest_class(
+    tmp_path: Path,
+) -> None:
+    # "fast" (close) moves the loss by 3%: within the close tolerance, far outside exact's.
+    # "second" (exact) changes nothing numerically; on top of "fast" its candidate still
+    # differs from the eager baseline by fast's 3%, which must not count against it.
+    second = KnobSpec("second", (False, True), "exact", False)
+    config = sim_config(
+        [FAST_KNOB, second],
+        noise=0.01,
+        effects={"fast": {"True": 0.5}, "second": {"True": 0.8}},
+        loss_shift={"fast": {"True": 0.03}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    assert result.best_recipe == {"fast": True, "second": True}
