@@ -175,6 +175,8 @@ def _estimates(
             seed=seed,
             min_effect=min_effect,
             resamples=resamples,
+            # Every round times each candidate once, in shuffled order: samples pair by round.
+            paired=True,
         )
         for name, t in times.items()
         if name != baseline
