@@ -59,9 +59,10 @@ DEFAULT_TRIAL_TIMEOUT_S: Final = 600.0
 BUDGET_GRACE_S: Final = 5.0
 
 
-#: The final confirmation A/B costs about this many baseline measurements (a fresh baseline arm
-#: with its warm-up, then the full interleaved rounds against the live best arm).
-CONFIRM_COST_BASELINES: Final = 3.0
+#: The final confirmation A/B costs about this many baseline measurements: a fresh baseline arm
+#: with its warm-up (as the baseline had), then the full interleaved rounds against the live
+#: best arm, about twice the baseline's chunks.
+CONFIRM_COST_BASELINES: Final = 2.0
 
 
 class BudgetExhausted(Exception):
@@ -141,8 +142,9 @@ class Tuner:
         walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
         if walls:
             return float(statistics.median(walls))
-        # Before any A/B trial: it costs about two baseline measurements (two arms).
-        return 2.0 * self.baseline.wall_s if self.baseline else 0.0
+        # Before any A/B trial: about one baseline measurement (one new arm and its warm-up;
+        # the best arm is already warm, and the sequential A/B often stops at its first look).
+        return self.baseline.wall_s if self.baseline else 0.0
 
     # arms
 
