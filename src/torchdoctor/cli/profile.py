@@ -16,30 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import parse_workload_params
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 
 #: Modules listed in the FLOP table (heaviest first); the JSON keeps all of them.
 TOP_MODULES = 12
-
-
-def _parse_params(items: list[str]) -> dict[str, Any]:
-    """`--param name=value` -> {name: int, float or str value} (as `torchdoctor run` reads it)."""
-    params: dict[str, Any] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"cannot read workload parameter {item!r}", hint="write name=value")
-        value: Any = text
-        for convert in (int, float):
-            try:
-                value = convert(text)
-                break
-            except ValueError:
-                continue
-        params[name.strip()] = value
-    return params
 
 
 def _ceilings(device: str) -> Any | None:
@@ -103,7 +86,7 @@ def profile_command(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    job = get_workload(workload, **_parse_params(params))
+    job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
     if out is not None and out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import parse_workload_params
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import EngineError, UsageError
-
-
-def _parse_params(items: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"cannot read workload parameter {item!r}", hint="write name=value")
-        value: Any = text
-        for convert in (int, float):
-            try:
-                value = convert(text)
-                break
-            except ValueError:
-                continue
-        params[name.strip()] = value
-    return params
+from torchdoctor.core.errors import EngineError
 
 
 @app.command("run")
@@ -58,7 +41,7 @@ def run_command(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    job = get_workload(workload, **_parse_params(params))
+    job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
 
     bar: Progress | None = None
