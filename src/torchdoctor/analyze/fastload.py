@@ -133,7 +133,7 @@ class _CategoryKinds(dict[Any, int]):
         return value
 
 
-def _as_int(value: Any, default: int) -> int:
+def _as_int(value: Any, default: int = -1) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, float) and math.isfinite(value):

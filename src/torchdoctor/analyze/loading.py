@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from torchdoctor.analyze.fastload import FastColumns, fast_columns
+from torchdoctor.analyze.fastload import FastColumns, _as_int, fast_columns
 from torchdoctor.analyze.shapes import op_dtype_code, op_flops_and_bytes
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind, Timeline, TraceMeta
 from torchdoctor.core.errors import TraceError
@@ -121,19 +121,6 @@ class _Columns:
         self.dtype: list[int] = []
         self.skipped = 0
         self.first_skip: str | None = None
-
-
-def _as_int(value: Any, default: int = -1) -> int:
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return hash(value) & 0x7FFFFFFF  # string pids/tids ("stream 7") stay distinct
-    return default
 
 
 def _add_event(cols: _Columns, ev: Any) -> None:
