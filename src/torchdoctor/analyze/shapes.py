@@ -9,6 +9,10 @@ multiply-add as 2 FLOPs, as torch.utils.flop_counter does:
 - convolution: 2 * N * C_out * prod(out spatial) * C_in/groups * prod(kernel), with the
   output size from stride/padding/dilation when the trace recorded them ("Concrete Inputs"),
   else stride 1 and "same" padding (an estimate, flagged by nothing better being known);
+- convolution_backward(grad_out, input, weight, ...): the forward's count (read from grad_out's
+  spatial size, which is the forward output's) once for grad_input and once for grad_weight,
+  each only when its entry of the recorded output_mask is True (flop_counter's
+  conv_backward_flop: both are a convolution of the same size as the forward);
 - scaled dot product attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev] ([B,L,H,E] etc. for
   the _flash/_efficient_attention_forward kernels): 2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev
   (attn v), forward only and with no discount for a causal mask, as flop_counter's sdpa rule.
@@ -79,6 +83,9 @@ CONV_OPS = frozenset(
         "aten::mkldnn_convolution",
     }
 )
+CONV_BACKWARD_OPS = frozenset({"aten::convolution_backward"})
+#: Index of output_mask among aten::convolution_backward's inputs.
+CONV_BACKWARD_MASK_INDEX = 10
 SDPA_OPS = frozenset(
     {
         "aten::scaled_dot_product_attention",
@@ -158,6 +165,25 @@ def _conv_flops(dims: list[list[int]], concrete: Any) -> tuple[float, list[int]]
     return flops, [n, c_out, *out_spatial]
 
 
+def _conv_backward_flops(
+    dims: list[list[int]], concrete: Any
+) -> tuple[float, list[int]] | None:
+    grad_out, x, w = dims[0], dims[1], dims[2]
+    if len(x) < 3 or len(w) != len(x) or len(grad_out) != len(x):
+        return None
+    # Forward FLOPs: 2 * N * C_out * prod(out spatial) * C_in/groups * prod(kernel).
+    forward = 2.0 * x[0] * w[0] * math.prod(grad_out[2:]) * w[1] * math.prod(w[2:])
+    conc = concrete if isinstance(concrete, list) else []
+    mask_text = conc[CONV_BACKWARD_MASK_INDEX] if len(conc) > CONV_BACKWARD_MASK_INDEX else None
+    if isinstance(mask_text, str) and mask_text.strip("[] "):
+        mask = [m.strip() == "True" for m in mask_text.strip("[] ").split(",")]
+    else:
+        mask = [True, True]  # not recorded: autograd asks for both when both need grads
+    grads = int(mask[0]) + int(len(mask) > 1 and mask[1])
+    # Output for the bytes estimate: grad_input, the same size as the input.
+    return forward * grads, list(x)
+
+
 def _sdpa_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | None:
     q, k, v = dims[0], dims[1], dims[2]
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
@@ -189,6 +215,8 @@ def _flops_and_output(
             result = 2.0 * _numel(x[:-1]) * x[-1] * w[0], [*x[:-1], w[0]]
         elif name in CONV_OPS and len(dims) >= 2:
             result = _conv_flops(dims, concrete)
+        elif name in CONV_BACKWARD_OPS and len(dims) >= 3:
+            result = _conv_backward_flops(dims, concrete)
         elif name in SDPA_OPS and len(dims) >= 3:
             result = _sdpa_flops(name, dims)
     except (IndexError, TypeError, ValueError):

@@ -10,10 +10,12 @@ from torchdoctor.core import rundir
 
 #: Sub-folder of a tune run folder holding the diagnosis run that ordered its ladder.
 DIAGNOSIS_SUBDIR: Final = "diagnosis"
-#: A short diagnosis: enough steady-state steps for stable phase fractions on small workloads,
-#: no profiler window (the phase split is what orders the knobs; the trace is not needed).
+#: A short diagnosis: enough steady-state steps for stable phase fractions on small workloads.
 DIAGNOSIS_STEPS: Final = 12
 DIAGNOSIS_WARMUP: Final = 3
+#: Profiled steps: the roofline rules (lower precision, memory-bound elementwise) need the op
+#: table of a trace, and two steps give it at the cost of a few seconds (cnn: about 3 s here).
+DIAGNOSIS_PROFILE_STEPS: Final = 2
 
 
 def prescribed_knobs(diagnosis: Any) -> list[str]:
@@ -37,7 +39,7 @@ def diagnose_before_tuning(workload: str, run_dir: Path) -> list[str]:
         {},
         steps=DIAGNOSIS_STEPS,
         warmup=DIAGNOSIS_WARMUP,
-        profile_steps=0,
+        profile_steps=DIAGNOSIS_PROFILE_STEPS,
         out=run_dir / DIAGNOSIS_SUBDIR,
     )
     if not exam.diagnoses:
