@@ -165,9 +165,7 @@ def _conv_flops(dims: list[list[int]], concrete: Any) -> tuple[float, list[int]]
     return flops, [n, c_out, *out_spatial]
 
 
-def _conv_backward_flops(
-    dims: list[list[int]], concrete: Any
-) -> tuple[float, list[int]] | None:
+def _conv_backward_flops(dims: list[list[int]], concrete: Any) -> tuple[float, list[int]] | None:
     grad_out, x, w = dims[0], dims[1], dims[2]
     if len(x) < 3 or len(w) != len(x) or len(grad_out) != len(x):
         return None

@@ -199,9 +199,7 @@ def test_convolution_backward_matches_torch_flop_counter() -> None:
     with FlopCounterMode(display=False) as counter:
         conv(x).backward(grad)
     counted = counter.get_flop_counts()["Global"]
-    backward_expected = sum(
-        v for op, v in counted.items() if "convolution_backward" in str(op)
-    )
+    backward_expected = sum(v for op, v in counted.items() if "convolution_backward" in str(op))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         conv(x).backward(grad)
     events = [e for e in prof.events() if e.name == "aten::convolution_backward"]
