@@ -18,6 +18,7 @@ trial spanned [0.17, 18]; the paired ones a few tens of percent).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -27,6 +28,11 @@ from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
 
 Objective = Literal["throughput", "latency"]
+
+#: Seconds the next worker request may take. Called before every request, so that all the
+#: requests of a trial share one deadline: a slow candidate cannot run past the budget one
+#: request at a time (each within its own timeout, together far beyond it).
+Timeout = Callable[[], float]
 
 #: Warm-up steps before anything is scored: the first compiles (torch.compile, cudnn
 #: autotuning), the next ones let allocator caches and CPU frequency settle.
@@ -101,10 +107,13 @@ class Arm:
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
     chunk_steps: int = DEFAULT_CHUNK_STEPS
+    #: Score (s/sample or s/step) of the warm-up steps after the first (None with one warm-up
+    #: step): a first look at the arm's speed, before anything is scored.
+    warm_score: float | None = None
 
-    def run(self, steps: int, *, timeout_s: float) -> float:
+    def run(self, steps: int, *, timeout: Timeout) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
-        reply = self.worker.request({"op": "run", "steps": steps}, timeout_s=timeout_s)
+        reply = self.worker.request({"op": "run", "steps": steps}, timeout_s=timeout())
         rows = reply["steps"]
         total = sum(float(r[0]) for r in rows)
         samples = sum(int(r[1]) if r[1] is not None else 1 for r in rows)
@@ -117,26 +126,27 @@ class Arm:
             return total / max(len(rows), 1)
         return total / max(samples, 1)
 
-    def warm_up(self, plan: MeasurePlan, *, timeout_s: float) -> None:
-        first = self.worker.request({"op": "run", "steps": 1}, timeout_s=timeout_s)
+    def warm_up(self, plan: MeasurePlan, *, timeout: Timeout) -> None:
+        first = self.worker.request({"op": "run", "steps": 1}, timeout_s=timeout())
         self.compile_s = float(first["steps"][0][0])
         self.losses.append(first["steps"][0][2])
         self.warmup_s = self.compile_s
         step_s = self.compile_s
         if plan.warmup_steps > 1:
             before = len(self.losses)
-            score = self.run(plan.warmup_steps - 1, timeout_s=timeout_s)
+            score = self.run(plan.warmup_steps - 1, timeout=timeout)
+            self.warm_score = score
             step_s = score * _scale(self, 1)
             self.warmup_s += score * _scale(self, len(self.losses) - before)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
         wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
         self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
 
-    def fill_losses(self, steps: int, *, timeout_s: float) -> None:
+    def fill_losses(self, steps: int, *, timeout: Timeout) -> None:
         """Run unscored steps until the loss trajectory has `steps` entries (for parity)."""
         missing = steps - len(self.losses)
         if missing > 0:
-            self.run(missing, timeout_s=timeout_s)
+            self.run(missing, timeout=timeout)
 
     def close(self) -> None:
         self.worker.close()
@@ -153,7 +163,7 @@ def open_arm(
     *,
     objective: Objective,
     isolate: bool,
-    timeout_s: float,
+    timeout: Timeout,
     memory_cap_bytes: int | None,
     log_path: Path | None,
 ) -> Arm:
@@ -161,20 +171,20 @@ def open_arm(
     worker, prepare_s = start_worker(
         spec,
         isolate=isolate,
-        timeout_s=timeout_s,
+        timeout_s=timeout(),
         memory_cap_bytes=memory_cap_bytes,
         log_path=log_path,
     )
     arm = Arm(recipe=dict(spec.recipe), worker=worker, objective=objective, prepare_s=prepare_s)
     try:
-        arm.warm_up(plan, timeout_s=timeout_s)
+        arm.warm_up(plan, timeout=timeout)
     except BaseException:
         arm.close()
         raise
     return arm
 
 
-def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout_s: float) -> None:
+def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
     """Alternate chunks best, candidate, best, ...; scores after the settle rounds are kept."""
     best.chunk_scores.clear()
     candidate.chunk_scores.clear()
@@ -182,13 +192,13 @@ def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout_s: float
         # Alternate who goes first, so a slow drift within a round favours neither side.
         order = (best, candidate) if i % 2 == 0 else (candidate, best)
         for arm in order:
-            score = arm.run(arm.chunk_steps, timeout_s=timeout_s)
+            score = arm.run(arm.chunk_steps, timeout=timeout)
             if i >= plan.settle_rounds:
                 arm.chunk_scores.append(score)
 
 
 def interleave_until_clear(
-    best: Arm, candidate: Arm, plan: MeasurePlan, *, threshold: float, timeout_s: float
+    best: Arm, candidate: Arm, plan: MeasurePlan, *, threshold: float, timeout: Timeout
 ) -> PairedSpeedup:
     """Sequential interleaved A/B: stop at the first look where the decision is clear.
 
@@ -206,7 +216,7 @@ def interleave_until_clear(
         # Alternate who goes first, so a slow drift within a round favours neither side.
         order = (best, candidate) if i % 2 == 0 else (candidate, best)
         for arm in order:
-            score = arm.run(arm.chunk_steps, timeout_s=timeout_s)
+            score = arm.run(arm.chunk_steps, timeout=timeout)
             if i >= plan.settle_rounds:
                 arm.chunk_scores.append(score)
         i += 1
@@ -217,11 +227,11 @@ def interleave_until_clear(
                 return est
 
 
-def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout_s: float) -> None:
+def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
     """Score one arm on its own (the baseline's first figures, joint-search trials)."""
     arm.chunk_scores.clear()
     for i in range(plan.settle_rounds + min(plan.min_rounds, plan.rounds)):
-        score = arm.run(arm.chunk_steps, timeout_s=timeout_s)
+        score = arm.run(arm.chunk_steps, timeout=timeout)
         if i >= plan.settle_rounds:
             arm.chunk_scores.append(score)
 

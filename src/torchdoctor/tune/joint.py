@@ -102,8 +102,8 @@ def refine_jointly(
         arm = None
         try:
             arm = tuner.open_arm_for(recipe, "joint")
-            measure_alone(arm, plan, timeout_s=tuner.request_timeout())
-            arm.fill_losses(plan.parity_steps, timeout_s=tuner.request_timeout())
+            measure_alone(arm, plan, timeout=tuner.request_timeout)
+            arm.fill_losses(plan.parity_steps, timeout=tuner.request_timeout)
             losses = list(arm.losses[: plan.parity_steps])
             result = result.model_copy(
                 update={

@@ -92,8 +92,11 @@ def _one_pass(
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
             kept_here = kept_here or result.decision == "kept"
+            # Quality and futility rejections are not retried: no later change turns a 10x
+            # slowdown into a win, nor fixes a broken loss.
             rejected_for_speed = rejected_for_speed or (
-                result.decision == "rejected" and not result.reason.startswith("quality")
+                result.decision == "rejected"
+                and not result.reason.startswith(("quality", "futile"))
             )
         if kept_here:
             retry.extend(slow)  # everything rejected for speed so far deserves a second look
@@ -107,10 +110,9 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
     outcome = ClimbOutcome()
     tuner.run_baseline()
-    if plan.confirm:
-        # Ladder trials stop early enough to leave time for the final confirmation, whose
-        # direct A/B is the headline (a chained product of step ratios is only an estimate).
-        tuner.reserve_s = tuner.confirm_cost_s()
+    # Ladder trials stop early enough to leave time for the final confirmation, whose direct
+    # A/B is the headline (a chained product of step ratios is only an estimate).
+    tuner.confirm_planned = plan.confirm
     try:
         specs = order_knobs(
             [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior

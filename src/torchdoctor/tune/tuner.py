@@ -54,15 +54,25 @@ DEFAULT_MIN_GAIN: Final = 0.02
 #: Longest any single worker request may take (a torch.compile of a large model included).
 DEFAULT_TRIAL_TIMEOUT_S: Final = 600.0
 
-#: A request may run this far past the budget before it is cut (so the last trial can finish
-#: its current chunk rather than be discarded a second before its end).
+#: A request may run this far past its deadline before it is cut (so a trial's last chunk is
+#: not discarded a second before its end). Every request of a trial shares one deadline (see
+#: `torchdoctor.tune.arms.Timeout`): the budget, less the reserve for the final A/B.
 BUDGET_GRACE_S: Final = 5.0
 
-
 #: The final confirmation A/B costs about this many baseline measurements: a fresh baseline arm
-#: with its warm-up (as the baseline had), then the full interleaved rounds against the live
-#: best arm, about twice the baseline's chunks.
+#: with its warm-up (as the baseline had), then the full interleaved rounds against the best
+#: arm, about twice the baseline's chunks. Re-opening the best arm (when a failed trial took it
+#: down) adds that recipe's own warm-up, compilation included.
 CONFIRM_COST_BASELINES: Final = 2.0
+
+#: A candidate whose warm-up steps (after the first, which carries compilation) run this many
+#: times slower than the current best is rejected without being scored. The interleaved A/B
+#: would reject it too, but only after settle + min_rounds chunks of at least chunk_steps
+#: steps each: fp16 autocast on a CPU without fp16 units runs ~100x slower than fp32 here, and
+#: that A/B cost 6 minutes of a 7-minute budget. 10x leaves room for warm-up effects that do
+#: fade (allocator growth, CUDA graph capture, cudnn autotuning) and is far below the slowdown
+#: of a hopeless candidate. Stopping never accepts, so it adds nothing to the false-accept rate.
+FUTILE_SLOWDOWN: Final = 10.0
 
 
 class BudgetExhausted(Exception):
@@ -86,8 +96,12 @@ def recipe_key(recipe: dict[str, Any]) -> str:
 
 
 def _rate(arm: Arm, objective: str) -> float:
-    med = statistics.median(arm.chunk_scores)
-    return arm.samples_per_step / med if objective == "latency" else 1.0 / med
+    return _rate_of(statistics.median(arm.chunk_scores), arm)
+
+
+def _rate_of(score: float, arm: Arm) -> float:
+    """Samples per second from a chunk score (s/sample, or s/step for latency)."""
+    return arm.samples_per_step / score if arm.objective == "latency" else 1.0 / score
 
 
 class Tuner:
@@ -117,8 +131,10 @@ class Tuner:
         self.baseline: TrialResult | None = None
         self.rungs: list[Rung] = []
         self.rejected: list[Rejection] = []
-        #: Budget held back from ladder trials (for the final confirmation A/B).
-        self.reserve_s = 0.0
+        #: The trial that made the current best (None while the best is the baseline).
+        self.best_trial: TrialResult | None = None
+        #: Whether budget is held back from ladder trials for the final confirmation A/B.
+        self.confirm_planned = False
         #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
         #: eager baseline, so its tolerance is the loosest class of everything it differs by
         #: (threads=1 on top of a kept compile is not held to "exact" against eager).
@@ -132,11 +148,29 @@ class Tuner:
     def remaining_s(self) -> float:
         return self.settings.budget_s - self.elapsed_s()
 
+    def reserve_s(self) -> float:
+        """Budget held back from ladder trials for the final A/B (0 once it runs).
+
+        The ladder's own grace period comes out of its side: a ladder trial cut at its
+        deadline leaves the whole confirmation cost, which may itself run into the grace.
+        """
+        return self.confirm_cost_s() + BUDGET_GRACE_S if self.confirm_planned else 0.0
+
     def request_timeout(self) -> float:
-        return max(min(self.settings.trial_timeout_s, self.remaining_s() + BUDGET_GRACE_S), 1.0)
+        """Seconds the next worker request may take: to the shared deadline, plus grace."""
+        left = self.remaining_s() - self.reserve_s() + BUDGET_GRACE_S
+        return max(min(self.settings.trial_timeout_s, left), 1.0)
+
+    def past_deadline(self) -> bool:
+        return self.remaining_s() - self.reserve_s() <= 0
 
     def confirm_cost_s(self) -> float:
-        return CONFIRM_COST_BASELINES * self.baseline.wall_s if self.baseline else 0.0
+        if self.baseline is None:
+            return 0.0
+        cost = CONFIRM_COST_BASELINES * self.baseline.wall_s
+        if self.best_trial is not None:
+            cost += self.best_trial.warmup_s or 0.0
+        return cost
 
     def estimated_trial_s(self) -> float:
         walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
@@ -155,7 +189,7 @@ class Tuner:
             self.settings.plan,
             objective=self.settings.objective,
             isolate=self.settings.isolate,
-            timeout_s=self.request_timeout(),
+            timeout=self.request_timeout,
             memory_cap_bytes=self.settings.memory_cap_bytes,
             log_path=log,
         )
@@ -191,8 +225,8 @@ class Tuner:
         plan = self.settings.plan
         try:
             arm = self.open_arm_for(self.best_recipe, "baseline")
-            measure_alone(arm, plan, timeout_s=self.request_timeout())
-            arm.fill_losses(plan.parity_steps, timeout_s=self.request_timeout())
+            measure_alone(arm, plan, timeout=self.request_timeout)
+            arm.fill_losses(plan.parity_steps, timeout=self.request_timeout)
         except TrialFailure as exc:
             if exc.status == "timeout" and self.remaining_s() <= 0:
                 raise self._budget_too_small() from None
@@ -263,7 +297,7 @@ class Tuner:
             result = self.stored[key]
             self._apply(result, change, safety)
             return self.record(result, reused=True)
-        if self.remaining_s() < self.estimated_trial_s() + self.reserve_s:
+        if self.remaining_s() < self.estimated_trial_s() + self.reserve_s():
             raise BudgetExhausted
         start = self.clock()
         base = TrialResult(
@@ -277,7 +311,7 @@ class Tuner:
             best_samples_per_s=self.rungs[-1].samples_per_s,
         )
         result, cand_arm = self._measure(base, loosest([*self.kept_safety, safety]))
-        if result.status == "timeout" and self.remaining_s() <= 0:
+        if result.status == "timeout" and self.past_deadline():
             # Cut by the budget, not a property of the recipe: not stored, so a resumed study
             # with more budget runs it again.
             raise BudgetExhausted
@@ -298,14 +332,17 @@ class Tuner:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
             cand = self.open_arm_for(base.recipe, "candidate")
+            futile = self._futile(base, cand)
+            if futile is not None:
+                return futile, cand
             est = interleave_until_clear(
-                self.best_arm, cand, plan, threshold=threshold, timeout_s=self.request_timeout()
+                self.best_arm, cand, plan, threshold=threshold, timeout=self.request_timeout
             )
             if est.ci_low > threshold:
                 # Only a proven speed win needs the full parity trajectory: a change already
                 # rejected for speed is not run further (fp16 on a CPU is ~100x slower, and
                 # 32 parity steps of it cost minutes of budget).
-                cand.fill_losses(plan.parity_steps, timeout_s=self.request_timeout())
+                cand.fill_losses(plan.parity_steps, timeout=self.request_timeout)
         except TrialFailure as exc:
             if cand is not None:
                 # The failure came while both arms ran and either may have died: start the
@@ -357,6 +394,29 @@ class Tuner:
             return measured.model_copy(update={"reason": "quality: " + parity.reason}), cand
         return measured.model_copy(update={"decision": "kept"}), cand
 
+    def _futile(self, base: TrialResult, cand: Arm) -> TrialResult | None:
+        """A rejection when the candidate's warm-up is hopelessly slower than the best."""
+        best_rate = self.rungs[-1].samples_per_s
+        if cand.warm_score is None or cand.warm_score <= 0 or best_rate <= 0:
+            return None
+        rate = _rate_of(cand.warm_score, cand)
+        if rate * FUTILE_SLOWDOWN > best_rate:
+            return None
+        reason = (
+            f"futile: its warm-up ran at {rate:.3g}/s, {best_rate / rate:.0f}x slower than the "
+            f"current best ({best_rate:.3g}/s); not measured further"
+        )
+        return base.model_copy(
+            update={
+                "samples_per_s": rate,
+                "speedup_vs_best": rate / best_rate,
+                "peak_memory_bytes": cand.peak_memory_bytes,
+                "compile_s": cand.compile_s,
+                "warmup_s": cand.warmup_s,
+                "reason": reason,
+            }
+        )
+
     def _apply(self, result: TrialResult, change: dict[str, Any], safety: SafetyClass) -> None:
         """Update the ladder from a (new or replayed) trial result."""
         if result.decision != "kept":
@@ -373,6 +433,7 @@ class Tuner:
         if self.best_arm is not None and self.best_arm.recipe != result.recipe:
             self.close()  # a replayed keep: the live best arm is stale
         self.best_recipe = dict(result.recipe)
+        self.best_trial = result
         self.kept_safety.append(safety)
         prev = self.rungs[-1]
         ratio = result.speedup_vs_best or 1.0
@@ -415,7 +476,9 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
     key = f"confirm:{recipe_key(baseline.recipe)}->{recipe_key(tuner.best_recipe)}"
     if key in tuner.stored:
         return tuner.record(tuner.stored[key], reused=True)
-    if tuner.remaining_s() < tuner.confirm_cost_s():
+    # The reserve was held for this: from here its requests may use all that is left.
+    tuner.confirm_planned = False
+    if tuner.remaining_s() + BUDGET_GRACE_S < tuner.confirm_cost_s():
         raise BudgetExhausted
     start = tuner.clock()
     plan = tuner.settings.plan
@@ -432,7 +495,7 @@ def confirm_against_baseline(tuner: Tuner) -> TrialResult | None:
         if tuner.best_arm is None:
             tuner.best_arm = tuner.open_arm_for(tuner.best_recipe, "best")
         base_arm = tuner.open_arm_for(baseline.recipe, "baseline")
-        interleave(base_arm, tuner.best_arm, plan, timeout_s=tuner.request_timeout())
+        interleave(base_arm, tuner.best_arm, plan, timeout=tuner.request_timeout)
     except TrialFailure as exc:
         tuner.close()
         record = record.model_copy(

@@ -1,0 +1,71 @@
+"""The budget is a hard stop that still leaves the final A/B, and hopeless candidates are cheap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tune_sim import FAST_KNOB, sim_config
+
+from torchdoctor.tune import TrialResult, tune
+from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.tuner import BUDGET_GRACE_S, FUTILE_SLOWDOWN
+
+HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
+GLACIAL_KNOB = KnobSpec("glacial", (False, True), "exact", False)
+SLOWER_KNOB = KnobSpec("slower", (False, True), "exact", False)
+
+#: Long enough for the baseline and one kept change in worker processes on a busy 2-core
+#: host (each arm is a process start plus a few simulated steps), short for a test.
+BUDGET_S = 20.0
+#: Killing a hung worker and writing the result after the deadline's grace period.
+SHUTDOWN_SLACK_S = 5.0
+
+
+def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> None:
+    config = sim_config(
+        [FAST_KNOB, HANG_KNOB],
+        isolate=True,
+        sleep=True,
+        effects={"fast": {"True": 0.5}},
+        hang={"hangs": "True"},
+    ).model_copy(
+        # Only the budget can stop the hung trial: its own timeout is far longer.
+        update={"budget_s": BUDGET_S, "trial_timeout_s": 600.0, "rounds": 6}
+    )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+
+    assert result.elapsed_s <= BUDGET_S + BUDGET_GRACE_S + SHUTDOWN_SLACK_S
+    assert result.budget_exhausted
+    assert result.best_recipe == {"fast": True}
+    # The headline is the final A/B's, run in the reserve the hung trial could not eat.
+    assert "speedup from a final interleaved A/B of the best against the baseline" in (result.notes)
+    kinds = [TrialResult.read(p).kind for p in sorted((run / "trials").iterdir())]
+    assert kinds == ["baseline", "ladder", "confirm"]
+    # The trial cut by the budget is not stored: a resumed study with more budget runs it.
+    assert all(next(iter(r.change)) != "hangs" for r in result.ladder.rejected)
+
+
+def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) -> None:
+    slowdown = 4 * FUTILE_SLOWDOWN
+    config = sim_config(
+        [GLACIAL_KNOB, SLOWER_KNOB],
+        noise=0.01,
+        effects={"glacial": {"True": slowdown}, "slower": {"True": 3.0}},
+    )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+
+    by_knob = {next(iter(r.change)): r for r in result.ladder.rejected}
+    glacial = by_knob["glacial"]
+    assert glacial.reason.startswith("futile:")
+    assert glacial.speedup_vs_best == pytest.approx(1 / slowdown, rel=0.1)
+    # A 3x slowdown is within what warm-up can explain: it gets the full interleaved A/B.
+    assert by_knob["slower"].reason.startswith("not a proven win")
+    records = {
+        next(iter(r.change), None): r
+        for r in (TrialResult.read(p) for p in sorted((run / "trials").iterdir()))
+    }
+    assert records["glacial"].chunk_times_s == []  # never scored
+    assert len(records["slower"].chunk_times_s) >= config.min_rounds
