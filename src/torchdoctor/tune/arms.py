@@ -126,18 +126,30 @@ class Arm:
             return total / max(len(rows), 1)
         return total / max(samples, 1)
 
-    def warm_up(self, plan: MeasurePlan, *, timeout: Timeout) -> None:
+    def warm_up(
+        self, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None = None
+    ) -> None:
+        """Run the warm-up steps and calibrate the chunk length from them.
+
+        With `give_up_above` (a score), warm-up stops after the first post-compile step when
+        that step's score exceeds it: the caller rejects such an arm without scoring it.
+        """
         first = self.worker.request({"op": "run", "steps": 1}, timeout_s=timeout())
         self.compile_s = float(first["steps"][0][0])
         self.losses.append(first["steps"][0][2])
         self.warmup_s = self.compile_s
         step_s = self.compile_s
         if plan.warmup_steps > 1:
-            before = len(self.losses)
-            score = self.run(plan.warmup_steps - 1, timeout=timeout)
+            score = self.run(1, timeout=timeout)
             self.warm_score = score
+            self.warmup_s += score * _scale(self, 1)
+            if give_up_above is not None and score > give_up_above:
+                return
+            if plan.warmup_steps > 2:
+                before = len(self.losses)
+                score = self.run(plan.warmup_steps - 2, timeout=timeout)
+                self.warmup_s += score * _scale(self, len(self.losses) - before)
             step_s = score * _scale(self, 1)
-            self.warmup_s += score * _scale(self, len(self.losses) - before)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
         wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
         self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
@@ -166,6 +178,7 @@ def open_arm(
     timeout: Timeout,
     memory_cap_bytes: int | None,
     log_path: Path | None,
+    give_up_above: float | None = None,
 ) -> Arm:
     """Start a worker for `spec`, prepare it and warm it up (raises TrialFailure)."""
     worker, prepare_s = start_worker(
@@ -177,7 +190,7 @@ def open_arm(
     )
     arm = Arm(recipe=dict(spec.recipe), worker=worker, objective=objective, prepare_s=prepare_s)
     try:
-        arm.warm_up(plan, timeout=timeout)
+        arm.warm_up(plan, timeout=timeout, give_up_above=give_up_above)
     except BaseException:
         arm.close()
         raise

@@ -182,7 +182,9 @@ class Tuner:
 
     # arms
 
-    def open_arm_for(self, recipe: dict[str, Any], tag: str) -> Arm:
+    def open_arm_for(
+        self, recipe: dict[str, Any], tag: str, *, give_up_above: float | None = None
+    ) -> Arm:
         log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
         return open_arm(
             self.base_spec.with_recipe(recipe),
@@ -192,6 +194,7 @@ class Tuner:
             timeout=self.request_timeout,
             memory_cap_bytes=self.settings.memory_cap_bytes,
             log_path=log,
+            give_up_above=give_up_above,
         )
 
     def close(self) -> None:
@@ -331,7 +334,9 @@ class Tuner:
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
-            cand = self.open_arm_for(base.recipe, "candidate")
+            cand = self.open_arm_for(
+                base.recipe, "candidate", give_up_above=self._futile_score(self.best_arm)
+            )
             futile = self._futile(base, cand)
             if futile is not None:
                 return futile, cand
@@ -393,6 +398,15 @@ class Tuner:
         if not parity.passed:
             return measured.model_copy(update={"reason": "quality: " + parity.reason}), cand
         return measured.model_copy(update={"decision": "kept"}), cand
+
+    def _futile_score(self, best: Arm) -> float | None:
+        """The warm-up score (s/sample, or s/step) past which a candidate is futile."""
+        rate = self.rungs[-1].samples_per_s
+        if rate <= 0 or best.samples_per_step <= 0:
+            return None
+        # The best's score at the rung's rate, in the candidate's units (see `_rate_of`).
+        score = best.samples_per_step / rate if best.objective == "latency" else 1.0 / rate
+        return score * FUTILE_SLOWDOWN
 
     def _futile(self, base: TrialResult, cand: Arm) -> TrialResult | None:
         """A rejection when the candidate's warm-up is hopelessly slower than the best."""
