@@ -66,7 +66,7 @@ def render_result(result: TuneResult, console: Console) -> None:
             f"{rung.samples_per_s:,.1f}/s",
             f"{rung.speedup_vs_baseline:.2f}x {_fmt_ci(rung.speedup_vs_baseline_ci)}",
             _fmt_mem(rung.peak_memory_bytes),
-            f"{rung.loss_deviation:.2%}" if rung.loss_deviation is not None else "-",
+            f"{rung.loss_deviation:+.2%}" if rung.loss_deviation is not None else "-",
             rung.verdict,
         )
     console.print(table)

@@ -230,6 +230,7 @@ def _finish(
             notes.append("speedup chained from the ladder's step ratios (no final A/B)")
     if outcome.budget_exhausted:
         notes.append("the budget ran out before every candidate was tried")
+    notes += _dynamics_notes(config, tuner)
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
@@ -258,6 +259,23 @@ def _finish(
         recipe_snippet(config.workload, result.best_recipe, config.baseline_recipe),
     )
     return result
+
+
+def _dynamics_notes(config: TuneConfig, tuner: Tuner) -> list[str]:
+    """What a kept batch change does to learning, which samples/s alone does not show."""
+    before = int(config.baseline_recipe.get("batch_size") or _default_batch(config))
+    after = int(tuner.best_recipe.get("batch_size") or before)
+    accum = int(tuner.best_recipe.get("grad_accum") or 1)
+    base_accum = int(config.baseline_recipe.get("grad_accum") or 1)
+    if after * accum == before * base_accum:
+        return []
+    return [
+        f"the effective batch changed from {before * base_accum} to {after * accum} samples "
+        "per optimizer step, which changes the learning dynamics (the quality check compares "
+        "loss per step); at the same learning rate the loss per sample seen can differ: "
+        "scale the learning rate with the batch (Goyal et al. 2017) or tune with "
+        "--hold-effective-batch to keep the dynamics"
+    ]
 
 
 def knob_space_config(specs: Sequence[KnobSpec]) -> list[KnobSpecModel]:

@@ -32,6 +32,8 @@ def test_grows_while_throughput_rises_then_searches_the_memory_edge(tmp_path: Pa
         batch_exponent=0.5,
         bytes_per_sample=MiB,
         memory_limit_bytes=200 * MiB,
+        # A larger batch learns more per step: a much lower loss is no quality regression.
+        loss_shift={"batch_size": {"64": -0.6}},
     )
     result = tune(config=config, out=tmp_path / "run")
     tried = _batches(tmp_path / "run" / "trials")
@@ -40,6 +42,11 @@ def test_grows_while_throughput_rises_then_searches_the_memory_edge(tmp_path: Pa
     best = result.best_recipe["batch_size"]
     assert 128 < best <= 200
     assert result.speedup > 2.0
+    assert result.ladder.rungs[1].loss_deviation is not None
+    assert result.ladder.rungs[1].loss_deviation < -0.5
+    # The result says that the learning dynamics changed, and how to keep them.
+    (note,) = [n for n in result.notes if n.startswith("the effective batch changed")]
+    assert f"from 32 to {best} samples" in note and "--hold-effective-batch" in note
 
 
 def test_stops_growing_when_throughput_flattens(tmp_path: Path) -> None:
@@ -62,3 +69,4 @@ def test_hold_effective_batch_trades_accumulation_for_micro_batch(tmp_path: Path
     best = result.best_recipe
     assert best["batch_size"] * best["grad_accum"] == 128
     assert best == {"batch_size": 128, "grad_accum": 1}
+    assert not any(n.startswith("the effective batch changed") for n in result.notes)

@@ -32,6 +32,30 @@ def test_three_percent_shift_fails_exact_passes_close() -> None:
     assert check_parity(BASE, shifted, "close", steps=16).passed
 
 
+def test_deviation_is_signed() -> None:
+    lower = check_parity(BASE, [v * 0.9 for v in BASE], "semantic", steps=16)
+    higher = check_parity(BASE, [v * 1.1 for v in BASE], "semantic", steps=16)
+    assert lower.deviation == pytest.approx(-0.1)
+    assert higher.deviation == pytest.approx(0.1)
+
+
+def test_lower_loss_fails_exact_and_close_but_not_semantic() -> None:
+    # A larger batch learns more per step: its loss is far lower, which is no regression. The
+    # same drop from an exact or close change means the math is not the same.
+    lower = [v * 0.4 for v in BASE]
+    for safety in ("exact", "close"):
+        result = check_parity(BASE, lower, safety, steps=16)
+        assert not result.passed and "either way" in result.reason
+    result = check_parity(BASE, lower, "semantic", steps=16)
+    assert result.passed and result.deviation == pytest.approx(-0.6)
+
+
+def test_higher_loss_fails_semantic() -> None:
+    result = check_parity(BASE, [v * 1.4 for v in BASE], "semantic", steps=16)
+    assert not result.passed
+    assert "+40.0%" in result.reason and "limit +" in result.reason
+
+
 def test_divergence_fails_semantic_with_reason() -> None:
     diverging = [v * (1 + 0.2 * i) for i, v in enumerate(BASE)]
     result = check_parity(BASE, diverging, "semantic", steps=16)
@@ -64,7 +88,7 @@ CNN_COMPILED = [2.484, 2.404, 2.271, 2.507, 2.556, 1.932, 1.937, 2.217,
 def test_chaotic_but_equivalent_trajectory_passes_close() -> None:
     result = check_parity(CNN_EAGER, CNN_COMPILED, "close", steps=16)
     assert result.passed
-    assert result.deviation is not None and result.deviation > CLOSE_TOLERANCE
+    assert result.deviation is not None and abs(result.deviation) > CLOSE_TOLERANCE
     assert result.limit is not None and result.limit > CLOSE_TOLERANCE
 
 
