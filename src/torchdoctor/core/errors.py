@@ -50,6 +50,15 @@ class KnobError(TorchDoctorError):
     """A knob or recipe is unknown, out of its domain, or does not apply here."""
 
 
+class KnobNotApplicable(KnobError):
+    """A knob setting that does not apply here; `reason` says why, without the value."""
+
+    def __init__(self, message: str, *, knob: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.knob = knob
+        self.reason = reason
+
+
 class EngineError(TorchDoctorError):
     """Running a workload under a recipe failed."""
 

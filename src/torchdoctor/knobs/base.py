@@ -13,7 +13,7 @@ from typing import Literal
 
 import torch
 
-from torchdoctor.core.errors import KnobError
+from torchdoctor.core.errors import KnobError, KnobNotApplicable
 
 KnobValue = int | bool | str | None
 
@@ -169,8 +169,10 @@ class Knob:
             return
         reason = self.not_applicable(ctx)
         if reason is not None:
-            raise KnobError(
+            raise KnobNotApplicable(
                 f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
+                knob=self.name,
+                reason=reason,
                 hint=f"remove '{self.name}' from the recipe",
             )
 

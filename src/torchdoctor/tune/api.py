@@ -217,7 +217,10 @@ def _finish(
     assert baseline is not None and baseline.samples_per_s is not None
     last = tuner.rungs[-1]
     confirm = outcome.confirmation
-    notes = list(outcome.skipped and [f"skipped (not applicable): {s}" for s in outcome.skipped])
+    notes = [
+        f"not tried, they do not apply here: {', '.join(knobs)} ({why})"
+        for why, knobs in outcome.skipped.items()
+    ]
     if confirm is not None and confirm.ok and confirm.speedup_vs_best is not None:
         speedup = confirm.speedup_vs_best
         ci = confirm.speedup_vs_best_ci or (speedup, speedup)

@@ -40,7 +40,8 @@ class LadderPlan:
 class ClimbOutcome:
     budget_exhausted: bool = False
     confirmation: TrialResult | None = None
-    skipped: list[str] = field(default_factory=list)
+    #: Why -> the knobs skipped for that reason (in the order they came up).
+    skipped: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -48,7 +49,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def candidate_changes(
-    tuner: Tuner, spec: KnobSpec, validate: Validator | None, skipped: list[str]
+    tuner: Tuner, spec: KnobSpec, validate: Validator | None, skipped: dict[str, list[str]]
 ) -> list[dict[str, Any]]:
     """The changes of one knob still worth a trial from the current best."""
     changes = []
@@ -59,7 +60,9 @@ def candidate_changes(
         change = {spec.name: value}
         reason = validate({**tuner.best_recipe, **change}) if validate else None
         if reason is not None:
-            skipped.append(f"{spec.name}={value}: {reason}")
+            knobs = skipped.setdefault(reason, [])
+            if spec.name not in knobs:
+                knobs.append(spec.name)
             continue
         changes.append(change)
     return changes

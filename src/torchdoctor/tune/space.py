@@ -134,8 +134,12 @@ def catalogue_space(device: str) -> list[KnobSpec]:
 
 
 def recipe_validator(workload: str, device: str) -> Callable[[dict[str, Any]], str | None]:
-    """A function returning why a recipe cannot run here (None when it can)."""
-    from torchdoctor.core.errors import KnobError
+    """A function returning why a recipe cannot run here (None when it can).
+
+    For a setting that does not apply here the reason is the knob's own, without the value
+    ("it only acts on CUDA devices ..."), so that the values of one knob share one reason.
+    """
+    from torchdoctor.core.errors import KnobError, KnobNotApplicable
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -144,6 +148,8 @@ def recipe_validator(workload: str, device: str) -> Callable[[dict[str, Any]], s
     def validate(recipe: dict[str, Any]) -> str | None:
         try:
             Recipe.from_dict(recipe, workload=wl, device=device)
+        except KnobNotApplicable as exc:
+            return exc.reason
         except KnobError as exc:
             return str(exc)
         return None

@@ -107,3 +107,22 @@ def test_a_change_on_top_of_a_kept_close_change_is_judged_by_the_loosest_class(
     )
     result = tune(config=config, out=tmp_path / "run")
     assert result.best_recipe == {"fast": True, "second": True}
+
+
+def test_inapplicable_knobs_are_skipped_and_grouped_by_reason() -> None:
+    from types import SimpleNamespace
+
+    from torchdoctor.tune.ladder import candidate_changes
+    from torchdoctor.tune.space import catalogue_space, recipe_validator
+
+    validate = recipe_validator("cnn", "cpu")
+    specs = {s.name: s for s in catalogue_space("cpu")}
+    tuner = SimpleNamespace(best_recipe={})
+    skipped: dict[str, list[str]] = {}
+    for name in ("tf32", "cudnn_benchmark", "prefetch_factor", "channels_last"):
+        changes = candidate_changes(tuner, specs[name], validate, skipped)  # type: ignore[arg-type]
+        assert (changes == []) is (name != "channels_last")
+    # One line per reason, naming each knob once (prefetch_factor has several values).
+    assert sorted(skipped.values()) == [["prefetch_factor"], ["tf32", "cudnn_benchmark"]]
+    # The reason is the knob's own, without the value tried.
+    assert not any(f"{knob}=" in why for why in skipped for knob in ("tf32", "prefetch_factor"))
