@@ -23,7 +23,7 @@ SLOWER = "sum(range(1100))"  # 10% more iterations of the same loop
 
 
 def _run(candidate: str) -> list[tuple[str, float]]:
-    out = []
+    out: list[tuple[str, float]] = []
     for i in range(REPEATS):
         c = compare({"a": BASE, "b": candidate}, baseline="a", budget_s=BUDGET_S, seed=i)
         est = c.estimates["b"]

@@ -49,13 +49,18 @@ FINAL_ROUNDS = 16
 ARM_TIMEOUT_S = 900.0
 
 
+def arm_timeout() -> float:
+    """Each worker request's timeout (the harness asks before every request)."""
+    return ARM_TIMEOUT_S
+
+
 def _arm(workload: str, recipe: dict[str, Any], plan: MeasurePlan) -> Any:
     return open_arm(
         SessionSpec(workload=workload, recipe=recipe),
         plan,
         objective="throughput",
         isolate=True,
-        timeout_s=ARM_TIMEOUT_S,
+        timeout=arm_timeout,
         memory_cap_bytes=None,
         log_path=None,
     )
@@ -70,7 +75,7 @@ def grid(workload: str, plan: MeasurePlan) -> dict[str, float]:
         recipe = dict(zip(KNOBS, values, strict=True))
         try:
             arm = _arm(workload, recipe, full)
-            measure_alone(arm, full, timeout_s=ARM_TIMEOUT_S)
+            measure_alone(arm, full, timeout=arm_timeout)
             results[_key(recipe)] = 1.0 / statistics.median(arm.chunk_scores)
             arm.close()
         except TrialFailure as exc:
@@ -103,7 +108,7 @@ def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) ->
     a = _arm(workload, grid_best, plan)
     b = _arm(workload, tuned, plan)
     try:
-        interleave(a, b, plan, timeout_s=ARM_TIMEOUT_S)
+        interleave(a, b, plan, timeout=arm_timeout)
         est = paired_speedup(a, b, confidence=plan.confidence)
         rates = [1.0 / statistics.median(x.chunk_scores) for x in (a, b)]
     finally:
