@@ -73,3 +73,24 @@ def test_sys_exit_code_passed_through(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 3
     assert (out / "diagnosis.json").is_file()
     assert json.loads((out / "diagnosis.json").read_text())["step_count"] == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no_such_trace.json"], "no such trace file or folder: no_such_trace.json"),
+        (["traces/missing.json.gz"], "no such trace file or folder"),
+        (["no_such_workload"], "unknown workload 'no_such_workload'"),
+        (["cnn", "--set", "no_such_knob=1"], "unknown knob 'no_such_knob'"),
+    ],
+)
+def test_bad_target_says_what_and_leaves_no_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    out = tmp_path / "run"
+    code = main(["diagnose", *args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+    assert not out.exists()

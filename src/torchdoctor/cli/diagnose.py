@@ -7,7 +7,9 @@ torchdoctor diagnose TRACE.json[.gz] | TRACE_FOLDER
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Final
 
 import typer
 from rich.console import Console
@@ -43,6 +45,17 @@ _WHY = {
     "other_host": "Python between the training phases dominates",
 }
 BAR_WIDTH = 50
+
+
+#: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
+TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
+
+
+def _looks_like_a_path(target: str) -> bool:
+    """A target that names a file (a trace ending, or a folder separator), not a workload."""
+    if ":" in target:  # path/to/file.py:factory is a user workload
+        return False
+    return target.endswith(TRACE_ENDINGS) or "/" in target or os.sep in target
 
 
 def _split_command(args: list[str]) -> tuple[list[str], bool]:
@@ -146,6 +159,12 @@ def diagnose(
         raise UsageError("nothing to diagnose", hint="torchdoctor diagnose -- python train.py")
     elif Path(target).exists() and not target.endswith(".py"):
         exam = runs.examine_trace(Path(target), out=out)
+    elif _looks_like_a_path(target):
+        raise UsageError(
+            f"no such trace file or folder: {target}",
+            hint="give an existing trace (.json, .json.gz or a folder of them), a workload "
+            "name (see `torchdoctor workloads`), or a script after `--`",
+        )
     else:
         settings: dict[str, str] = {}
         for item in set_:

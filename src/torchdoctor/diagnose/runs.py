@@ -157,8 +157,9 @@ def examine_workload(
     out: Path | None = None,
 ) -> Examination:
     """Run a built-in or user workload with phase timing, then a short profiled window."""
-    from torchdoctor.diagnose.workload_run import profile_workload
+    from torchdoctor.diagnose.workload_run import check_workload, profile_workload
 
+    check_workload(name, settings)  # a bad name or knob leaves no run folder behind
     run_dir = rundir.new_run_dir("diagnose", name, out=out)
     exam = Examination(run_dir=run_dir)
     try:
