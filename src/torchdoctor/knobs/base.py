@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 import torch
 
@@ -30,7 +30,9 @@ class ApplicabilityContext:
     """Where a recipe is going to run: what applicability checks look at.
 
     `settings` holds the recipe's resolved values, so a knob can depend on another one
-    (persistent_workers needs num_workers > 0).
+    (persistent_workers needs num_workers > 0). `cuda_capability` is the CUDA device's
+    (major, minor) compute capability; None off CUDA or when unknown (then no knob is refused
+    for it). `context_for` fills it with `cuda_capability_of(device)`.
     """
 
     device: str
@@ -39,10 +41,26 @@ class ApplicabilityContext:
     supports_checkpointing: bool = True
     torch_version: tuple[int, int] = field(default_factory=lambda: torch_version_tuple())
     settings: Mapping[str, KnobValue] = field(default_factory=dict)
+    cuda_capability: tuple[int, int] | None = None
 
     @property
     def device_type(self) -> str:
         return self.device.split(":", 1)[0]
+
+
+def cuda_capability_of(device: str) -> tuple[int, int] | None:
+    """(major, minor) compute capability of a CUDA device ("cuda", "cuda:1"), else None.
+
+    Never touches torch.cuda for another device type. None as well when CUDA is unavailable
+    (a recipe checked for a GPU on a machine without one is checked for domains only) and on
+    ROCm builds, whose "capability" is the gfx architecture, not NVIDIA's numbering that the
+    capability checks below are written against.
+    """
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or torch.version.hip or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(int(index) if index else None)
+    return int(major), int(minor)
 
 
 def torch_version_tuple(version: str | None = None) -> tuple[int, int]:
@@ -123,13 +141,19 @@ def always(_: ApplicabilityContext) -> str | None:
     return None
 
 
+def every_value(_value: KnobValue, _ctx: ApplicabilityContext) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Knob:
     """One optimization setting.
 
     `default` is the value that changes nothing about a plain training loop; `None` means
     "whatever the workload (or torch) picks" for knobs whose natural default depends on them.
-    `not_applicable` returns a reason when the knob cannot be set in a context, else None.
+    `not_applicable` returns a reason when the knob cannot be set in a context, else None;
+    `value_not_applicable` the same for one value of it (bf16 but not fp16 needs Ampere).
+    A reason never spells the `knob=value` it rules out: the tuner groups skipped settings by it.
     """
 
     name: str
@@ -140,6 +164,7 @@ class Knob:
     domain: Domain
     default: KnobValue
     not_applicable: Callable[[ApplicabilityContext], str | None] = always
+    value_not_applicable: Callable[[KnobValue, ApplicabilityContext], str | None] = every_value
     device_defaults: Mapping[str, KnobValue] = field(default_factory=dict)
 
     def default_for(self, device: str) -> KnobValue:
@@ -168,6 +193,8 @@ class Knob:
         if value == self.default_for(ctx.device):
             return
         reason = self.not_applicable(ctx)
+        if reason is None:
+            reason = self.value_not_applicable(value, ctx)
         if reason is not None:
             raise KnobNotApplicable(
                 f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
@@ -187,6 +214,23 @@ def cuda_only(ctx: ApplicabilityContext) -> str | None:
     if ctx.device_type != "cuda":
         return f"it only acts on CUDA devices and the device is '{ctx.device}'"
     return None
+
+
+#: First compute capability with bf16 and TF32 tensor cores (Ampere, sm_80); the threshold
+#: torch.cuda.is_bf16_supported(including_emulation=False) applies too (major >= 8).
+AMPERE: Final = (8, 0)
+
+
+def sm_name(capability: tuple[int, int]) -> str:
+    """NVIDIA's short name of a compute capability: (7, 5) -> "sm_75"."""
+    return f"sm_{capability[0]}{capability[1]}"
+
+
+def before_ampere(ctx: ApplicabilityContext) -> tuple[int, int] | None:
+    """The CUDA device's capability when it is known and older than Ampere, else None."""
+    if ctx.device_type != "cuda" or ctx.cuda_capability is None:
+        return None
+    return ctx.cuda_capability if ctx.cuda_capability < AMPERE else None
 
 
 def needs_workers(ctx: ApplicabilityContext) -> str | None:

@@ -8,7 +8,14 @@ import torch
 from torch import nn
 
 from torchdoctor.core.errors import KnobError
-from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, cuda_only
+from torchdoctor.knobs.base import (
+    ApplicabilityContext,
+    Choice,
+    Knob,
+    before_ampere,
+    cuda_only,
+    sm_name,
+)
 from torchdoctor.knobs.precision import autocast_context
 
 CUDNN_BENCHMARK = Knob(
@@ -22,6 +29,21 @@ CUDNN_BENCHMARK = Knob(
     not_applicable=cuda_only,
 )
 
+
+def _tf32_applies(ctx: ApplicabilityContext) -> str | None:
+    reason = cuda_only(ctx)
+    if reason is not None:
+        return reason
+    # TF32 is a tensor-core format introduced with Ampere; before it the flag changes nothing.
+    old = before_ampere(ctx)
+    if old is not None:
+        return (
+            "TF32 needs compute capability 8.0+ (Ampere or newer); "
+            f"this GPU is {sm_name(old)}, whose fp32 matmuls it would not change"
+        )
+    return None
+
+
 TF32 = Knob(
     name="tf32",
     family="cuda",
@@ -33,7 +55,7 @@ TF32 = Knob(
     safety="close",
     domain=Choice((False, True)),
     default=False,
-    not_applicable=cuda_only,
+    not_applicable=_tf32_applies,
 )
 
 

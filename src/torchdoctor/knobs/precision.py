@@ -7,7 +7,28 @@ from typing import Any
 
 import torch
 
-from torchdoctor.knobs.base import Choice, Knob
+from torchdoctor.knobs.base import (
+    ApplicabilityContext,
+    Choice,
+    Knob,
+    KnobValue,
+    before_ampere,
+    sm_name,
+)
+
+
+def _value_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:
+    # Before Ampere a CUDA GPU has no bf16 tensor cores: torch emulates bf16 (slower than
+    # fp16, often than fp32) or a kernel fails. fp16 runs on tensor cores since Volta (sm_70).
+    # bf16 on CPU is left to measurement (with AMX it beats fp32).
+    old = before_ampere(ctx)
+    if value == "bf16" and old is not None:
+        return (
+            "bf16 needs a GPU with native bfloat16 (compute capability 8.0+, Ampere or newer); "
+            f"this GPU is {sm_name(old)}: use fp16 (with its GradScaler)"
+        )
+    return None
+
 
 PRECISION = Knob(
     name="precision",
@@ -20,6 +41,7 @@ PRECISION = Knob(
     safety="close",
     domain=Choice(("fp32", "bf16", "fp16")),
     default="fp32",
+    value_not_applicable=_value_applies,
 )
 
 KNOBS = (PRECISION,)

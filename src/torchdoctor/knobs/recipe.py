@@ -8,24 +8,30 @@ re-checks it against the real workload and device in `prepare()`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from torchdoctor.core.errors import KnobError
-from torchdoctor.knobs.base import ApplicabilityContext, KnobValue
+from torchdoctor.knobs.base import ApplicabilityContext, KnobValue, cuda_capability_of
 from torchdoctor.knobs.catalogue import catalogue, get_knob
 
 
 def context_for(workload: Any | None, device: str | None) -> ApplicabilityContext | None:
-    """The applicability context of a workload (any object with `kind`, `name`) on a device."""
+    """The applicability context of a workload (any object with `kind`, `name`) on a device.
+
+    Asks torch.cuda for the compute capability only when the device is CUDA.
+    """
     if workload is None and device is None:
         return None
+    device = device or "cpu"
     return ApplicabilityContext(
-        device=device or "cpu",
+        device=device,
         workload_kind=getattr(workload, "kind", None),
         workload_name=getattr(workload, "name", None),
         supports_checkpointing=workload is None
         or callable(getattr(workload, "checkpoint_blocks", None)),
+        cuda_capability=cuda_capability_of(device),
     )
 
 
@@ -99,14 +105,7 @@ class Recipe(Mapping[str, KnobValue]):
     def check_applicable(self, ctx: ApplicabilityContext) -> None:
         """Raise KnobError naming the first knob whose setting does not apply in `ctx`."""
         resolved = self.resolved(ctx.device)
-        full = ApplicabilityContext(
-            device=ctx.device,
-            workload_kind=ctx.workload_kind,
-            workload_name=ctx.workload_name,
-            supports_checkpointing=ctx.supports_checkpointing,
-            torch_version=ctx.torch_version,
-            settings=resolved,
-        )
+        full = dataclasses.replace(ctx, settings=resolved)
         for name, value in self._values.items():
             get_knob(name).check_applicable(value, full)
 

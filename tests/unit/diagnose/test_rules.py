@@ -118,6 +118,25 @@ def test_lower_precision_silent_when_measured_slower() -> None:
     )
 
 
+def test_lower_precision_prescribes_fp16_on_a_pre_ampere_gpu() -> None:
+    # The precision knob refuses bf16 before Ampere (sm_80), so the rule must not prescribe it
+    # there: a V100's datasheet lists no bf16 peak, and where torch emulates bf16 its measured
+    # peak is far below the fp16 tensor cores', so fp16 (with its GradScaler) wins.
+    from torchdoctor.analyze.devices import datasheet_ceilings
+
+    v100 = datasheet_ceilings("Tesla V100-SXM2-32GB")
+    assert v100 is not None
+    tr = TraceEvidence(has_device=True, time_by_bound={"compute": 0.8})
+    sheets = CeilingEvidence(device="cuda", peak_flops=v100.peak_flops, source=v100.source)
+    emulated = CeilingEvidence(
+        device="cuda", peak_flops={"float32": 14e12, "bfloat16": 15e12, "float16": 110e12}
+    )
+    for ceilings in (sheets, emulated):
+        f = lower_precision_available.check(evidence(steps=phases(), trace=tr, ceilings=ceilings))
+        assert f is not None and f.prescription.knobs == {"precision": "fp16"}
+        assert "GradScaler" in f.prescription.code_change
+
+
 def test_channels_last() -> None:
     tr = TraceEvidence(has_device=False, conv_time_frac=0.5)
     assert channels_last.check(evidence(steps=phases(), trace=tr)) is not None
