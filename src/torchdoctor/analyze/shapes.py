@@ -17,6 +17,15 @@ multiply-add as 2 FLOPs, as torch.utils.flop_counter does:
   the _flash/_efficient_attention_forward kernels): 2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev
   (attn v), forward only and with no discount for a causal mask, as flop_counter's sdpa rule.
 
+- elementwise, normalization and copy ops (ELEMENTWISE_FLOPS): a per-element count times the
+  largest input's size (the output's size under broadcasting). The counts are orders of
+  magnitude (an add is 1; a batch norm's statistics, normalization and affine about 6); they
+  only have to place the op on the roofline, and there they cannot be wrong enough to matter:
+  at 4 bytes per fp32 element read and written, even 8 FLOPs per element is an intensity
+  under 1 FLOP/byte, an order of magnitude below any ridge point (CPU here: ~10 FLOP/byte;
+  A100: fp32 19.5 TFLOP/s over 2 TB/s, ~10), so they are memory-bound unless too small to
+  be anything but overhead. Without them such ops had no class at all ("unknown").
+
 Bytes moved: the sum of the input tensors' sizes plus the output's (known for the ops above;
 for any other op, the largest input, the usual size of an elementwise/reduction output). This
 is the DRAM traffic a perfectly cached kernel would need, the denominator of arithmetic
@@ -86,6 +95,26 @@ CONV_OPS = frozenset(
 CONV_BACKWARD_OPS = frozenset({"aten::convolution_backward"})
 #: Index of output_mask among aten::convolution_backward's inputs.
 CONV_BACKWARD_MASK_INDEX = 10
+#: FLOPs per output element of elementwise, normalization and copy ops (see the module doc).
+ELEMENTWISE_FLOPS: dict[str, float] = {
+    **dict.fromkeys(("aten::copy_", "aten::_to_copy", "aten::fill_", "aten::zero_"), 0.0),
+    **dict.fromkeys(
+        (
+            "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
+            "aten::div", "aten::div_", "aten::neg", "aten::relu", "aten::relu_",
+            "aten::clamp_min", "aten::clamp_min_", "aten::threshold_backward",
+            "aten::maximum", "aten::minimum", "aten::where", "aten::sqrt", "aten::rsqrt",
+        ),
+        1.0,
+    ),
+    **dict.fromkeys(("aten::addcmul_", "aten::addcdiv_", "aten::lerp_"), 2.0),
+    **dict.fromkeys(("aten::_softmax", "aten::_log_softmax", "aten::sigmoid", "aten::silu"), 4.0),
+    **dict.fromkeys(("aten::native_batch_norm", "aten::native_layer_norm"), 6.0),
+    **dict.fromkeys(("aten::gelu", "aten::tanh", "aten::exp", "aten::log"), 8.0),
+    **dict.fromkeys(
+        ("aten::native_batch_norm_backward", "aten::native_layer_norm_backward"), 8.0
+    ),
+}  # fmt: skip
 SDPA_OPS = frozenset(
     {
         "aten::scaled_dot_product_attention",
@@ -182,6 +211,14 @@ def _conv_backward_flops(dims: list[list[int]], concrete: Any) -> tuple[float, l
     return forward * grads, list(x)
 
 
+def _elementwise_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | None:
+    shapes = [d for d in dims if d]
+    if not shapes:
+        return None
+    largest = max(shapes, key=_numel)
+    return ELEMENTWISE_FLOPS[name] * _numel(largest), list(largest)
+
+
 def _sdpa_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | None:
     q, k, v = dims[0], dims[1], dims[2]
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
@@ -217,6 +254,8 @@ def _flops_and_output(
             result = _conv_backward_flops(dims, concrete)
         elif name in SDPA_OPS and len(dims) >= 3:
             result = _sdpa_flops(name, dims)
+        elif name in ELEMENTWISE_FLOPS:
+            result = _elementwise_flops(name, dims)
     except (IndexError, TypeError, ValueError):
         result = None
     return result

@@ -325,7 +325,7 @@ def prepare(
     Raises KnobError when a knob does not apply to this workload or device.
     """
     dev = resolve_device(device)
-    ctx = context_for(workload, dev.type)
+    ctx = context_for(workload, str(dev))  # with its index: capability is per GPU
     assert ctx is not None
     recipe.check_applicable(ctx)
     return TrainingSession(workload, recipe, device=dev, seed=seed, clock=clock)

@@ -79,6 +79,10 @@ def _conv_backward_concrete(mask: str) -> list[str]:
             2 * 2 * 6 * 5 * 6 * 2 * 3 * 3,
             [2, 4, 9, 11],
         ),
+        # elementwise: a per-element count times the broadcast (largest) input's size
+        ("aten::add", [[8, 1], [8, 8], []], None, 64, [8, 8]),
+        ("aten::native_batch_norm", [[4, 3, 5, 5], [3], [3]], None, 6 * 300, [4, 3, 5, 5]),
+        ("aten::copy_", [[4, 4], [4, 4]], None, 0, [4, 4]),
         # sdpa q [2,3,5,4], k [2,3,7,4], v [2,3,7,6]: 2*B*H*L*S*E + 2*B*H*L*S*Ev
         (
             "aten::scaled_dot_product_attention",
@@ -106,7 +110,7 @@ def test_flops_and_output_shape(
 @pytest.mark.parametrize(
     ("name", "dims"),
     [
-        ("aten::add", [[8, 8], [8, 8]]),  # not a FLOP-counted op
+        ("aten::embedding", [[100, 8], [10]]),  # a lookup: no FLOPs to count
         ("aten::mm", [[3, 4]]),  # one operand missing
         ("aten::bmm", [[3, 4], [4, 5]]),  # not 3-D
         ("aten::scaled_dot_product_attention", [[2, 3, 4], [2, 3, 4], [2, 3, 4]]),
@@ -180,7 +184,8 @@ def test_flops_and_bytes_together_match_each_alone() -> None:
         )
         == (288, (24 + 24 + 6 + 36) * 4)
     )
-    assert op_flops_and_bytes("aten::add", [[8]], [F32], None) == (None, (8 + 8) * 4)
+    assert op_flops_and_bytes("aten::add", [[8]], [F32], None) == (8, (8 + 8) * 4)
+    assert op_flops_and_bytes("aten::embedding", [[8]], [F32], None) == (None, (8 + 8) * 4)
 
 
 def test_convolution_backward_matches_torch_flop_counter() -> None:
@@ -208,3 +213,14 @@ def test_convolution_backward_matches_torch_flop_counter() -> None:
     flops, _ = op_flops_and_output(event.name, event.input_shapes, event.concrete_inputs)
     assert backward_expected > 0
     assert flops == backward_expected
+
+
+def test_elementwise_ops_fall_far_below_any_ridge() -> None:
+    """The counts only need to place the op: even the largest is well under 1 FLOP/byte."""
+    from torchdoctor.analyze.shapes import ELEMENTWISE_FLOPS
+
+    dims = [[64, 64], [64, 64]]
+    for name in ELEMENTWISE_FLOPS:
+        flops, nbytes = op_flops_and_bytes(name, dims, [F32, F32], None)
+        assert flops is not None and nbytes is not None
+        assert flops / nbytes < 1.0, name
