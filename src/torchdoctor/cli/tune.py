@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
@@ -53,26 +54,41 @@ def _fmt_mem(value: int | None) -> str:
     return f"{value / 2**20:.0f} MiB" if value else "-"
 
 
+def _fmt_range(ci: tuple[float, float] | None) -> str:
+    return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""
+
+
 def render_result(result: TuneResult, console: Console) -> None:
-    table = Table(title=f"Ladder: {result.workload} ({result.objective})")
-    for col in ("Step", "Change", "Throughput", "Speedup vs baseline", "Peak memory"):
-        table.add_column(col, justify="right" if col != "Change" else "left")
-    table.add_column("Loss dev.", justify="right")
-    table.add_column("Verdict")
+    # Every rung after the baseline is a kept change, so there is no verdict column; the
+    # columns are sized to fit an 80-column terminal with the change names whole.
+    table = Table(
+        title=f"Ladder: {result.workload} ({result.objective})",
+        caption="Speedup: vs the baseline, the product of each rung's interleaved A/B. "
+        "Loss: late-loss deviation from the baseline's.",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("#", justify="right")
+    # Wide enough for the catalogue's usual knob=value (compile=max-autotune).
+    table.add_column("Change", overflow="fold", min_width=20)
+    table.add_column("Samples/s", justify="right")
+    table.add_column("Speedup", justify="right")
+    table.add_column("CI", justify="right", no_wrap=True)
+    table.add_column("Memory", justify="right", no_wrap=True)
+    table.add_column("Loss", justify="right", no_wrap=True)
     for rung in result.ladder.rungs:
         table.add_row(
             str(rung.step),
             _fmt_change(rung.change),
-            f"{rung.samples_per_s:,.1f}/s",
-            f"{rung.speedup_vs_baseline:.2f}x {_fmt_ci(rung.speedup_vs_baseline_ci)}",
+            f"{rung.samples_per_s:,.1f}",
+            f"{rung.speedup_vs_baseline:.2f}x",
+            _fmt_range(rung.speedup_vs_baseline_ci) if rung.step else "",
             _fmt_mem(rung.peak_memory_bytes),
-            f"{rung.loss_deviation:+.2%}" if rung.loss_deviation is not None else "-",
-            rung.verdict,
+            f"{rung.loss_deviation:+.1%}" if rung.step and rung.loss_deviation is not None else "",
         )
     console.print(table)
     if result.ladder.rejected:
-        rejected = Table(title="Rejected changes")
-        rejected.add_column("Change")
+        rejected = Table(title="Rejected changes", box=box.SIMPLE_HEAD)
+        rejected.add_column("Change", overflow="fold", min_width=20)
         rejected.add_column("Speedup vs best", justify="right")
         rejected.add_column("Why")
         for rej in result.ladder.rejected:

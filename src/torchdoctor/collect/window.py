@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from torchdoctor.collect.quiet import quietly
 from torchdoctor.core.io import atomic_path
 
 
@@ -60,7 +61,7 @@ class ProfileWindow:
             activities.append(ProfilerActivity.CUDA)
         try:
             prof = profile(activities=activities, record_shapes=True, with_flops=True)
-            prof.__enter__()
+            quietly(prof.__enter__)
         except Exception as exc:  # a profiler that cannot start must not kill the script
             self.errors.append(f"profiler did not start: {type(exc).__name__}: {exc}")
             self.steps = 0
@@ -88,7 +89,7 @@ class ProfileWindow:
         self._prof = None
         self._exit_step_range()
         try:
-            prof.__exit__(None, None, None)
+            quietly(lambda: prof.__exit__(None, None, None))
             if self.profiled_steps and self.trace_path is not None:
                 self.written = _export_gz(prof, self.trace_path)
         except Exception as exc:

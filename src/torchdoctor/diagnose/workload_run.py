@@ -62,6 +62,7 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from torchdoctor.collect.quiet import quietly
     from torchdoctor.collect.window import _export_gz
 
     activities = [ProfilerActivity.CPU]
@@ -69,12 +70,16 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
         activities.append(ProfilerActivity.CUDA)
     with session:  # type: ignore[attr-defined]
         session.run_steps(PROFILE_WARMUP_STEPS, measure_phases=False)  # type: ignore[attr-defined]
-        with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+        prof = profile(activities=activities, record_shapes=True, with_flops=True)
+        quietly(prof.__enter__)
+        try:
             for i in range(steps):
                 # Same step marker torch.profiler's own schedule writes, so the analyzer
                 # cuts the window into steps.
                 with record_function(f"ProfilerStep#{i}"):
                     session.run_steps(1, measure_phases=False)  # type: ignore[attr-defined]
+        finally:
+            quietly(lambda: prof.__exit__(None, None, None))
     try:
         return _export_gz(prof, trace_path)
     except (OSError, RuntimeError) as exc:
