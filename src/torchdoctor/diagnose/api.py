@@ -11,6 +11,7 @@ from torchdoctor.diagnose.evidence import CeilingEvidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 from torchdoctor.diagnose.from_run import evidence_from_run
 from torchdoctor.diagnose.from_trace import evidence_from_trace
+from torchdoctor.diagnose.hostinfo import cuda_capability_in
 from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS
 
 if TYPE_CHECKING:
@@ -42,7 +43,13 @@ def diagnose_profile(
     warmup: int = DEFAULT_WARMUP_STEPS,
 ) -> Diagnosis:
     """Diagnose one process of an instrumented script (and its profiled window's analysis)."""
-    ev = evidence_from_profile(profile, analysis, ceilings=ceilings, warmup=warmup)
+    ev = evidence_from_profile(
+        profile,
+        analysis,
+        ceilings=ceilings,
+        warmup=warmup,
+        cuda_capability=cuda_capability_in(environment, profile.device),
+    )
     return diagnose_evidence(ev, environment=environment)
 
 
@@ -60,5 +67,6 @@ def diagnose_run(
     environment: dict[str, Any] | None = None,
     **extra: Any,
 ) -> Diagnosis:
+    extra.setdefault("cuda_capability", cuda_capability_in(environment, run.device))
     ev = evidence_from_run(run, analysis, workload_kind=workload_kind, ceilings=ceilings, **extra)
     return diagnose_evidence(ev, environment=environment)

@@ -185,11 +185,18 @@ class Evidence(Record):
     """Everything the rules may read; None where the source could not observe it."""
 
     schema_name: ClassVar[str] = "evidence"
+    # 2: cuda_capability; version 1 records still read (as unknown capability).
+    schema_version: ClassVar[int] = 2
 
     source: EvidenceSource
     target: str = ""
     device: str = "cpu"
     device_name: str | None = None
+    cuda_capability: tuple[int, int] | None = Field(
+        default=None,
+        description="(major, minor) NVIDIA compute capability of the CUDA device; None off "
+        "CUDA, on ROCm (whose numbers are gfx architectures) and when the source does not say",
+    )
     workload_kind: str | None = None
     steps: StepEvidence | None = None
     dataloader: DataLoaderEvidence | None = None

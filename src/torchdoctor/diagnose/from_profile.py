@@ -92,8 +92,10 @@ def evidence_from_profile(
     *,
     ceilings: CeilingEvidence | None = None,
     warmup: int = DEFAULT_WARMUP_STEPS,
+    cuda_capability: tuple[int, int] | None = None,
 ) -> Evidence:
-    """What the script's instrumentation (and its profiled window, if any) showed."""
+    """What the script's instrumentation (and its profiled window, if any) showed.
+    `cuda_capability`: the script's GPU's, from this machine's environment fingerprint."""
     t = profile.threads
     threads = (
         ThreadEvidence(
@@ -115,6 +117,7 @@ def evidence_from_profile(
         target=" ".join(profile.argv),
         device=profile.device,
         device_name=analysis.device_name if analysis is not None else None,
+        cuda_capability=cuda_capability,
         steps=step_evidence(
             profile.steps,
             warmup=warmup,

@@ -61,8 +61,10 @@ def evidence_from_run(
     usable_cores: int | None = None,
     memory_limit_bytes: int | None = None,
     batch_scaling: dict[int, float] | None = None,
+    cuda_capability: tuple[int, int] | None = None,
 ) -> Evidence:
-    """RunResult steps are steady state already (the engine drops its warm-up)."""
+    """RunResult steps are steady state already (the engine drops its warm-up).
+    `cuda_capability`: the run's GPU's, from this machine's environment fingerprint."""
     r = run.recipe
     workers = r.get("num_workers")
     config = _config(run)
@@ -71,6 +73,7 @@ def evidence_from_run(
         target=run.workload,
         device=run.device,
         device_name=analysis.device_name if analysis is not None else None,
+        cuda_capability=cuda_capability,
         workload_kind=workload_kind,
         steps=step_evidence(run.steps, warmup=0) if run.steps else None,
         dataloader=DataLoaderEvidence(

@@ -260,6 +260,18 @@ def device_of_trace(ta: TraceAnalysis) -> str:
     return "cuda" if ta.device_timeline is not None else "cpu"
 
 
+def trace_cuda_capability(ta: TraceAnalysis) -> tuple[int, int] | None:
+    """The traced GPU's NVIDIA compute capability, as the analyzer read it from the trace's
+    `deviceProperties` (computeMajor/computeMinor); None on CPU-only and ROCm traces and when
+    the analysis does not carry it (analyses written before it did)."""
+    if ta.device_timeline is None:
+        return None
+    cap = getattr(ta, "cuda_capability", None)
+    if isinstance(cap, tuple | list) and len(cap) == 2 and all(isinstance(v, int) for v in cap):
+        return int(cap[0]), int(cap[1])
+    return None
+
+
 def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evidence:
     """Evidence from a trace alone (recorded here or elsewhere): only what the trace shows."""
     notes = [f"trace analysis: {w}" for w in ta.warnings[:5]]
@@ -270,6 +282,7 @@ def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evid
         target=target or ta.source,
         device=device_of_trace(ta),
         device_name=ta.device_name,
+        cuda_capability=trace_cuda_capability(ta),
         trace=trace_evidence(ta),
         ceilings=ceiling_evidence(ta.ceilings),
         world_size=ta.world_size,

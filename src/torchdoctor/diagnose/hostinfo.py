@@ -8,6 +8,7 @@ and `lower_precision_available` do), and says why in its notes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from torchdoctor.core.env import Ceilings
@@ -36,6 +37,31 @@ def local_environment() -> dict[str, Any] | None:
     except (TorchDoctorError, OSError) as exc:
         log.debug("environment fingerprint failed: %s", exc)
         return None
+
+
+def cuda_capability_in(
+    environment: Mapping[str, Any] | None, device: str
+) -> tuple[int, int] | None:
+    """The compute capability of `device` ("cuda", "cuda:1") by the environment fingerprint.
+
+    None when the fingerprint is missing, the device is not CUDA, torch is a ROCm build (its
+    "capability" is the gfx architecture, not NVIDIA's numbering), or the device is "cuda"
+    without an index on a machine whose visible GPUs differ (the job may use any of them).
+    """
+    kind, _, index = device.partition(":")
+    if environment is None or kind != "cuda" or environment.get("torch_hip"):
+        return None
+    found: dict[int, tuple[int, int]] = {}
+    for dev in environment.get("cuda_devices") or []:
+        try:
+            major, minor = str(dev["compute_capability"]).split(".", 1)
+            found[int(dev["index"])] = (int(major), int(minor))
+        except (KeyError, TypeError, ValueError):
+            continue
+    if index:
+        return found.get(int(index)) if index.isdigit() else None
+    distinct = set(found.values())
+    return distinct.pop() if len(distinct) == 1 else None
 
 
 def ceilings_as_evidence(ceilings: Ceilings | None) -> CeilingEvidence | None:

@@ -44,3 +44,25 @@ def knob_default_workers(usable_cores: int | None) -> int:
     least one, at most four (PyTorch's performance tuning guide suggests starting at four)."""
     cores = usable_cores or 1
     return max(1, min(4, cores - 1 if cores > 2 else cores))
+
+
+def pre_ampere_gpu(ev: Evidence) -> tuple[int, int] | None:
+    """The CUDA GPU's capability when it is known and older than Ampere (sm_80), else None.
+
+    Such a GPU has no bf16 or TF32 tensor cores, so the knobs refuse `precision=bf16` and
+    `tf32=true` there and a rule must not prescribe them. The threshold is the knob
+    catalogue's own (`knobs.base.before_ampere`); it is imported only when a capability is
+    known, i.e. for a GPU job, so CPU diagnoses stay torch-free.
+    """
+    if ev.cuda_capability is None:
+        return None
+    from torchdoctor.knobs.base import ApplicabilityContext, before_ampere
+
+    return before_ampere(ApplicabilityContext(device=ev.device, cuda_capability=ev.cuda_capability))
+
+
+def gpu_label(capability: tuple[int, int]) -> str:
+    """ "sm_70": how the knob catalogue names a compute capability in its reasons."""
+    from torchdoctor.knobs.base import sm_name
+
+    return sm_name(capability)

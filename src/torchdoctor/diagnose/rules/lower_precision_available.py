@@ -10,7 +10,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
-from torchdoctor.diagnose.rules._common import bound_share, compute_share
+from torchdoctor.diagnose.rules._common import bound_share, compute_share, pre_ampere_gpu
 
 RULE_ID: Final = "lower_precision_available"
 TITLE: Final = "Compute-bound fp32 where lower precision is faster"
@@ -31,7 +31,10 @@ def check(ev: Evidence) -> Finding | None:
     if not fp32:
         return None
     best, ratio = None, 0.0
-    for name in LOWER_PRECISIONS:
+    # A GPU known to be older than Ampere has no bf16 tensor cores (the precision knob refuses
+    # bf16 there): only fp16 is a candidate, whatever peak an emulated bf16 measured.
+    candidates = LOWER_PRECISIONS if pre_ampere_gpu(ev) is None else ("fp16",)
+    for name in candidates:
         peak = peaks.get(name) or peaks.get({"bf16": "bfloat16", "fp16": "float16"}[name])
         if peak and peak / fp32 > ratio:
             best, ratio = name, peak / fp32

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
-from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
+from torchdoctor.diagnose.rules._common import gpu_label, pre_ampere_gpu
 
 RULE_ID: Final = "memory_headroom"
 TITLE: Final = "Memory headroom"
@@ -22,26 +23,13 @@ def check(ev: Evidence) -> Finding | None:
     if m is None or not m.limit_bytes or m.peak_bytes <= 0:
         return None
     used = m.peak_bytes / m.limit_bytes
-    evidence = {"peak_bytes": m.peak_bytes, "limit_bytes": m.limit_bytes, "used": round(used, 4)}
+    evidence: dict[str, EvidenceValue] = {
+        "peak_bytes": m.peak_bytes,
+        "limit_bytes": m.limit_bytes,
+        "used": round(used, 4),
+    }
     if used >= NEAR_LIMIT:
-        knobs: dict[str, int | bool | str | None] = {"checkpointing": True}
-        if ev.config.precision in (None, "fp32"):
-            knobs["precision"] = "bf16"
-        return make_finding(
-            rule_id=RULE_ID,
-            title="Memory near the limit",
-            summary=f"peak memory is {used:.0%} of the limit: one longer batch away from OOM.",
-            bottleneck="compute",
-            share=0.0,
-            severity="medium",
-            evidence=evidence,
-            prescription=Prescription(
-                knobs=knobs,
-                code_change="activation checkpointing (torch.utils.checkpoint) or autocast "
-                "to halve activation memory",
-            ),
-            confidence=0.9,
-        )
+        return _near_limit(ev, used, evidence)
     if used < FAR_BELOW and ev.config.batch_size and ev.is_gpu:
         # Only on an accelerator: on CPU the limit is host RAM and a larger batch does not
         # raise throughput the same way; the batch-size finding there is framework_overhead's.
@@ -60,3 +48,36 @@ def check(ev: Evidence) -> Finding | None:
             confidence=0.7,
         )
     return None
+
+
+def _near_limit(ev: Evidence, used: float, evidence: dict[str, EvidenceValue]) -> Finding:
+    knobs: dict[str, int | bool | str | None] = {"checkpointing": True}
+    summary = f"peak memory is {used:.0%} of the limit: one longer batch away from OOM."
+    code_change = (
+        "activation checkpointing (torch.utils.checkpoint) or autocast to halve activation memory"
+    )
+    if ev.config.precision in (None, "fp32"):
+        # bf16 and fp16 both store activations in 2 bytes; bf16 needs no loss scaling, but a
+        # GPU before Ampere has no bf16 tensor cores (the precision knob refuses it there).
+        old = pre_ampere_gpu(ev)
+        knobs["precision"] = "bf16" if old is None else "fp16"
+        if old is not None:
+            sm = gpu_label(old)
+            summary += f" This GPU is {sm} (no native bf16 before sm_80), so fp16 is prescribed."
+            code_change = (
+                "activation checkpointing (torch.utils.checkpoint) or fp16 autocast with a "
+                "torch.amp.GradScaler to halve activation memory (bf16 needs sm_80+; this GPU "
+                f"is {sm})"
+            )
+            evidence = {**evidence, "cuda_capability": sm}
+    return make_finding(
+        rule_id=RULE_ID,
+        title="Memory near the limit",
+        summary=summary,
+        bottleneck="compute",
+        share=0.0,
+        severity="medium",
+        evidence=evidence,
+        prescription=Prescription(knobs=knobs, code_change=code_change),
+        confidence=0.9,
+    )
