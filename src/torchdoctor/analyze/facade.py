@@ -71,6 +71,7 @@ def analyze_timeline(
     return TraceAnalysis(
         source=tl.meta.source,
         device_name=tl.meta.device_name,
+        cuda_capability=tl.meta.cuda_capability,
         rank=tl.meta.rank,
         world_size=tl.meta.world_size,
         events=len(tl),

@@ -223,6 +223,15 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns | FastColumns) -
     device_name = None
     if isinstance(props, list) and props and isinstance(props[0], dict):
         device_name = str(props[0].get("name")) if props[0].get("name") else None
+    capability = None
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        p0 = props[0]
+        major, minor = p0.get("computeMajor"), p0.get("computeMinor")
+        # ROCm fills computeMajor/Minor with the gfx architecture (MI250: 9.0) and has a
+        # 64-wide wavefront: NVIDIA's numbering only where the warp is 32 and no AMD name.
+        nvidia = p0.get("warpSize") == 32 and "AMD" not in str(p0.get("name", "")).upper()
+        if nvidia and isinstance(major, int) and isinstance(minor, int):
+            capability = (major, minor)
     dist = top.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     rank = dist.get("rank")
@@ -237,6 +246,7 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: _Columns | FastColumns) -
     return TraceMeta(
         source=str(path),
         device_name=device_name,
+        cuda_capability=capability,
         rank=rank if isinstance(rank, int) else None,
         world_size=world if isinstance(world, int) else None,
         backend=str(dist["backend"]) if isinstance(dist.get("backend"), str) else None,

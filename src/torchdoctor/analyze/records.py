@@ -131,8 +131,9 @@ class TraceAnalysis(Record):
     """Where the time of one trace (or one rank of a folder of traces) went."""
 
     schema_name = "trace_analysis"
-    # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; version 1 records still read.
-    schema_version = 2
+    # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability.
+    # Version 1 and 2 records still read.
+    schema_version = 3
 
     source: str
     device_name: str | None
@@ -145,6 +146,7 @@ class TraceAnalysis(Record):
     ops: list[OpRow]
     launches: LaunchStats | None
     host_ops: HostOpStats | None = None  # schema 2
+    cuda_capability: tuple[int, int] | None = None  # schema 3
     syncs: SyncStats
     idle: IdleStats | None
     ceilings: CeilingsInfo | None

@@ -64,6 +64,7 @@ class TraceMeta:
 
     source: str
     device_name: str | None = None
+    cuda_capability: tuple[int, int] | None = None
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None

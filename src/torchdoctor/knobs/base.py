@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Literal
 
 import torch
 
 from torchdoctor.core.errors import KnobError, KnobNotApplicable
+from torchdoctor.core.gpu import older_than_ampere
 
 KnobValue = int | bool | str | None
 
@@ -216,21 +217,9 @@ def cuda_only(ctx: ApplicabilityContext) -> str | None:
     return None
 
 
-#: First compute capability with bf16 and TF32 tensor cores (Ampere, sm_80); the threshold
-#: torch.cuda.is_bf16_supported(including_emulation=False) applies too (major >= 8).
-AMPERE: Final = (8, 0)
-
-
-def sm_name(capability: tuple[int, int]) -> str:
-    """NVIDIA's short name of a compute capability: (7, 5) -> "sm_75"."""
-    return f"sm_{capability[0]}{capability[1]}"
-
-
 def before_ampere(ctx: ApplicabilityContext) -> tuple[int, int] | None:
     """The CUDA device's capability when it is known and older than Ampere, else None."""
-    if ctx.device_type != "cuda" or ctx.cuda_capability is None:
-        return None
-    return ctx.cuda_capability if ctx.cuda_capability < AMPERE else None
+    return older_than_ampere(ctx.device, ctx.cuda_capability)
 
 
 def needs_workers(ctx: ApplicabilityContext) -> str | None:

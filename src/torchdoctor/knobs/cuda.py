@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from torchdoctor.core.errors import KnobError
+from torchdoctor.core.gpu import sm_name
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
     Knob,
     before_ampere,
     cuda_only,
-    sm_name,
 )
 from torchdoctor.knobs.precision import autocast_context
 

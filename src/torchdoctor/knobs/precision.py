@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 
+from torchdoctor.core.gpu import sm_name
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
     Knob,
     KnobValue,
     before_ampere,
-    sm_name,
 )
 
 

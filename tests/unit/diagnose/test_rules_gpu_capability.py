@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from diagnose_builders import evidence, phases
 
-from torchdoctor.analyze.records import TraceAnalysis
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.diagnose import api
 from torchdoctor.diagnose.evidence import (
@@ -178,20 +177,12 @@ def test_api_fills_the_capability_from_the_environment(monkeypatch: pytest.Monke
 
 # Real traces (../shared/traces): every NVIDIA one comes from an A100 or H100 (sm_80, sm_90),
 # none from a pre-Ampere GPU, so they check that the capability is read, not the fp16 path.
-# The analyzer must carry deviceProperties' computeMajor/Minor for the NVIDIA ones to pass.
-_NEEDS_ANALYZE = pytest.mark.xfail(
-    "cuda_capability" not in TraceAnalysis.model_fields,
-    reason="analyze does not yet expose deviceProperties' computeMajor/computeMinor",
-    strict=True,
-)
-
-
 @pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
 @pytest.mark.parametrize(
     ("name", "cap"),
     [
-        pytest.param("hta_alexnet_a100.json.gz", A100, marks=_NEEDS_ANALYZE),
-        pytest.param("tracelens_h100_bert_small.json.gz", (9, 0), marks=_NEEDS_ANALYZE),
+        ("hta_alexnet_a100.json.gz", A100),
+        ("tracelens_h100_bert_small.json.gz", (9, 0)),
         ("hta_mi250_minitoy.json.gz", None),  # ROCm reports gfx90a as "9.0": not NVIDIA's
         ("hta_cpu_only.json.gz", None),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torchdoctor.core.gpu import older_than_ampere, sm_name
 from torchdoctor.diagnose.evidence import Evidence
 
 
@@ -50,19 +51,12 @@ def pre_ampere_gpu(ev: Evidence) -> tuple[int, int] | None:
     """The CUDA GPU's capability when it is known and older than Ampere (sm_80), else None.
 
     Such a GPU has no bf16 or TF32 tensor cores, so the knobs refuse `precision=bf16` and
-    `tf32=true` there and a rule must not prescribe them. The threshold is the knob
-    catalogue's own (`knobs.base.before_ampere`); it is imported only when a capability is
-    known, i.e. for a GPU job, so CPU diagnoses stay torch-free.
+    `tf32=true` there and a rule must not prescribe them. The threshold is the one the knob
+    catalogue uses (`torchdoctor.core.gpu`, torch-free, so diagnosing a trace needs no torch).
     """
-    if ev.cuda_capability is None:
-        return None
-    from torchdoctor.knobs.base import ApplicabilityContext, before_ampere
-
-    return before_ampere(ApplicabilityContext(device=ev.device, cuda_capability=ev.cuda_capability))
+    return older_than_ampere(ev.device, ev.cuda_capability)
 
 
 def gpu_label(capability: tuple[int, int]) -> str:
     """ "sm_70": how the knob catalogue names a compute capability in its reasons."""
-    from torchdoctor.knobs.base import sm_name
-
     return sm_name(capability)
