@@ -221,11 +221,18 @@ def _finish(
         f"not tried, they do not apply here: {', '.join(knobs)} ({why})"
         for why, knobs in outcome.skipped.items()
     ]
+    best_recipe = dict(tuner.best_recipe)
     if confirm is not None and confirm.ok and confirm.speedup_vs_best is not None:
         speedup = confirm.speedup_vs_best
         ci = confirm.speedup_vs_best_ci or (speedup, speedup)
         best_sps = baseline.samples_per_s * speedup
-        notes.append("speedup from a final interleaved A/B of the best against the baseline")
+        if ci[0] > 1.0:
+            notes.append("speedup from a final interleaved A/B of the best against the baseline")
+        else:
+            changed = {k: v for k, v in best_recipe.items() if config.baseline_recipe.get(k) != v}
+            notes.append(unconfirmed_note(changed, speedup, ci))
+            best_recipe = dict(config.baseline_recipe)
+            speedup, ci, best_sps = 1.0, (1.0, 1.0), baseline.samples_per_s
     else:
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
         best_sps = baseline.samples_per_s * speedup
@@ -233,14 +240,14 @@ def _finish(
             notes.append("speedup chained from the ladder's step ratios (no final A/B)")
     if outcome.budget_exhausted:
         notes.append("the budget ran out before every candidate was tried")
-    notes += _dynamics_notes(config, tuner)
+    notes += _dynamics_notes(config, best_recipe)
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
         device=config.device,
         run_dir=str(run_dir),
         baseline_recipe=dict(config.baseline_recipe),
-        best_recipe=dict(tuner.best_recipe),
+        best_recipe=best_recipe,
         baseline_samples_per_s=baseline.samples_per_s,
         best_samples_per_s=best_sps,
         speedup=speedup,
@@ -264,11 +271,27 @@ def _finish(
     return result
 
 
-def _dynamics_notes(config: TuneConfig, tuner: Tuner) -> list[str]:
+def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, float]) -> str:
+    """Why the ladder's best is not recommended: the end-to-end A/B did not prove it faster.
+
+    Every rung cleared its own A/B, but those compare two worker processes, and a process can
+    run a few percent faster than another with the same recipe (memory placement, the core it
+    lands on): on a noisy host a marginal keep may not reproduce in fresh processes. The
+    recommendation follows the ladder's rule, a change only when proven, end to end.
+    """
+    shown = " ".join(f"{k}={v}" for k, v in recipe.items())
+    return (
+        f"the final A/B did not confirm the ladder's best ({shown}) against the baseline: "
+        f"{speedup:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}], an interval that includes no gain; the "
+        "baseline recipe is recommended (re-run with a larger --budget or --min-gain to settle it)"
+    )
+
+
+def _dynamics_notes(config: TuneConfig, best_recipe: dict[str, Any]) -> list[str]:
     """What a kept batch change does to learning, which samples/s alone does not show."""
     before = int(config.baseline_recipe.get("batch_size") or _default_batch(config))
-    after = int(tuner.best_recipe.get("batch_size") or before)
-    accum = int(tuner.best_recipe.get("grad_accum") or 1)
+    after = int(best_recipe.get("batch_size") or before)
+    accum = int(best_recipe.get("grad_accum") or 1)
     base_accum = int(config.baseline_recipe.get("grad_accum") or 1)
     if after * accum == before * base_accum:
         return []

@@ -16,12 +16,16 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
 - ``loss_shift``: ``{knob: {str(value): shift}}``; the loss is multiplied by ``1 + shift``
   (a change that moves the trajectory a little, like compilation's reordered arithmetic).
 - ``noise``: relative standard deviation of step times; ``noise_seed`` varies it per tune.
+- ``first_session_effects``: like ``effects``, but only for the first session of a recipe
+  prepared in this process (with this model): a stand-in for the "process lottery", a worker
+  that runs a recipe a little faster or slower than a fresh one would. In-process studies only.
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -41,6 +45,10 @@ class SimStep:
     samples: int
 
 
+#: Sessions prepared so far per (recipe, seed, model), for ``first_session_effects``.
+_PREPARED: collections.Counter[str] = collections.Counter()
+
+
 def _triggered(recipe: dict[str, Any], triggers: dict[str, Any] | None) -> bool:
     return any(str(recipe.get(k)) == str(v) for k, v in (triggers or {}).items())
 
@@ -55,6 +63,11 @@ class SimulatedSession:
         step_s *= (self.batch / base_batch) ** float(model.get("batch_exponent", 1.0))
         for knob, factors in (model.get("effects") or {}).items():
             step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
+        key = json.dumps([recipe, seed, model], sort_keys=True, default=str)
+        if _PREPARED[key] == 0:
+            for knob, factors in (model.get("first_session_effects") or {}).items():
+                step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
+        _PREPARED[key] += 1
         self.step_s = step_s
         self.peak_memory_bytes = int(model.get("bytes_per_sample", 1_000_000)) * self.batch
         self.index = 0

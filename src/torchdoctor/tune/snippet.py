@@ -35,7 +35,7 @@ def recipe_snippet(workload: str, best: dict[str, Any], baseline: dict[str, Any]
         "# The same changes in your own training loop:",
     ]
     if not changed:
-        lines.append("#   (none: the baseline was already the best)")
+        lines.append("#   (none: no change was proven faster than the baseline)")
     for name, value in changed.items():
         how = _code_change(name)
         lines.append(f"#   {name} = {value!r}" + (f":  {how}" if how else ""))

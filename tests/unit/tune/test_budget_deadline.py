@@ -72,3 +72,27 @@ def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) 
     glacial_step_s = config.factory_options["base_step_s"] * slowdown
     assert records["glacial"].warmup_s == pytest.approx(2 * glacial_step_s, rel=0.1)
     assert len(records["slower"].chunk_times_s) >= config.min_rounds
+
+
+def test_a_gain_the_final_ab_does_not_confirm_is_not_recommended(tmp_path: Path) -> None:
+    # The baseline's first worker runs 1.3x slow (the process lottery); the "lucky" knob does
+    # nothing. The ladder keeps it against that slow worker; the final A/B, against a fresh
+    # baseline worker, finds no gain, so the recommendation falls back to the baseline.
+    lucky = KnobSpec("lucky", (False, True), "exact", False)
+    config = sim_config(
+        [lucky],
+        noise=0.01,
+        first_session_effects={"lucky": {"None": 1.3}},
+        lottery_id=str(tmp_path),  # a fresh count of prepared sessions for this test
+    )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+
+    assert [r.change for r in result.ladder.rungs] == [{}, {"lucky": True}]  # kept on the ladder
+    assert result.best_recipe == {}
+    assert result.speedup == 1.0
+    (note,) = [n for n in result.notes if n.startswith("the final A/B did not confirm")]
+    assert "lucky=True" in note and "baseline recipe is recommended" in note
+    assert (run / "best_recipe.json").read_text().strip() == "{}"
+    snippet = (run / "best_recipe.py").read_text()
+    assert "(none: no change was proven faster than the baseline)" in snippet
