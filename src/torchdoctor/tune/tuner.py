@@ -334,10 +334,9 @@ class Tuner:
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
-            cand = self.open_arm_for(
-                base.recipe, "candidate", give_up_above=self._futile_score(self.best_arm)
-            )
-            futile = self._futile(base, cand)
+            limit = self._futile_score(self.best_arm)
+            cand = self.open_arm_for(base.recipe, "candidate", give_up_above=limit)
+            futile = self._futile(base, cand, limit)
             if futile is not None:
                 return futile, cand
             est = interleave_until_clear(
@@ -408,14 +407,12 @@ class Tuner:
         score = best.samples_per_step / rate if best.objective == "latency" else 1.0 / rate
         return score * FUTILE_SLOWDOWN
 
-    def _futile(self, base: TrialResult, cand: Arm) -> TrialResult | None:
-        """A rejection when the candidate's warm-up is hopelessly slower than the best."""
+    def _futile(self, base: TrialResult, cand: Arm, limit: float | None) -> TrialResult | None:
+        """A rejection when the candidate's warm-up score is past `limit` (`_futile_score`)."""
+        if limit is None or cand.warm_score is None or cand.warm_score <= limit:
+            return None
         best_rate = self.rungs[-1].samples_per_s
-        if cand.warm_score is None or cand.warm_score <= 0 or best_rate <= 0:
-            return None
         rate = _rate_of(cand.warm_score, cand)
-        if rate * FUTILE_SLOWDOWN > best_rate:
-            return None
         reason = (
             f"futile: its warm-up ran at {rate:.3g}/s, {best_rate / rate:.0f}x slower than the "
             f"current best ({best_rate:.3g}/s); not measured further"
