@@ -276,7 +276,8 @@ def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, fl
 
     Every rung cleared its own A/B, but those compare two worker processes, and a process can
     run a few percent faster than another with the same recipe (memory placement, the core it
-    lands on): on a noisy host a marginal keep may not reproduce in fresh processes. The
+    lands on): on a noisy host a marginal keep may not reproduce against a fresh baseline
+    worker. The
     recommendation follows the ladder's rule, a change only when proven, end to end.
     """
     shown = " ".join(f"{k}={v}" for k, v in recipe.items())

@@ -107,8 +107,8 @@ class Arm:
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
     chunk_steps: int = DEFAULT_CHUNK_STEPS
-    #: Score (s/sample or s/step) of the warm-up steps after the first (None with one warm-up
-    #: step): a first look at the arm's speed, before anything is scored.
+    #: Score (s/sample or s/step) of the first warm-up step after the compiling one (None with
+    #: one warm-up step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
