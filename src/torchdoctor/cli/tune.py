@@ -63,8 +63,9 @@ def render_result(result: TuneResult, console: Console) -> None:
     # columns are sized to fit an 80-column terminal with the change names whole.
     table = Table(
         title=f"Ladder: {result.workload} ({result.objective})",
-        caption="Speedup: vs the baseline, the product of each rung's interleaved A/B. "
-        "Loss: late-loss deviation from the baseline's.",
+        caption="Samples/s: as measured in the rung's own trial (the machine drifts between "
+        "trials). Speedup: vs the baseline, the product of each rung's paired A/B. Loss: "
+        "late-loss deviation from the baseline's.",
         box=box.SIMPLE_HEAD,
     )
     table.add_column("#", justify="right")
