@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from torchdoctor.collect.quiet import quietly
+from torchdoctor.collect.quiet import quiet_profiling, quietly
 from torchdoctor.core.errors import CollectError
 from torchdoctor.core.io import atomic_path
 from torchdoctor.core.records import Record
@@ -175,13 +175,10 @@ def profile_workload(
         )
         # The schedule starts and stops the tracer inside start/step/stop calls: each runs
         # with Kineto's log lines filtered out (see torchdoctor.collect.quiet).
-        quietly(prof.__enter__)
-        try:
+        with quiet_profiling(prof):
             timings = session.run_steps(
                 wait + warmup + active, measure_phases=False, on_step=lambda: quietly(prof.step)
             )
-        finally:
-            quietly(lambda: prof.__exit__(None, None, None))
         memory_rows = _memory_by_op(prof)
         total, by_op, modules = count_flops(lambda: session.run_steps(1, measure_phases=False))
         memory = session.read_memory()

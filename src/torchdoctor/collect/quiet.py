@@ -17,7 +17,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 #: Kineto's informational log lines: LEVEL:date time pid:tid File.cpp:line] message.
 #: ERROR lines are kept: they can say why a trace is empty.
@@ -57,6 +57,16 @@ def kineto_quiet() -> Iterator[None]:
             ]
             if kept:
                 os.write(fd, b"".join(kept))
+
+
+@contextlib.contextmanager
+def quiet_profiling(prof: Any) -> Iterator[Any]:
+    """`with prof:` for a torch.profiler.profile, its start and stop run `quietly`."""
+    quietly(prof.__enter__)
+    try:
+        yield prof
+    finally:
+        quietly(lambda: prof.__exit__(None, None, None))
 
 
 def quietly(call: Callable[[], T]) -> T:

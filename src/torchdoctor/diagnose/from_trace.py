@@ -262,14 +262,9 @@ def device_of_trace(ta: TraceAnalysis) -> str:
 
 def trace_cuda_capability(ta: TraceAnalysis) -> tuple[int, int] | None:
     """The traced GPU's NVIDIA compute capability, as the analyzer read it from the trace's
-    `deviceProperties` (computeMajor/computeMinor); None on CPU-only and ROCm traces and when
-    the analysis does not carry it (analyses written before it did)."""
-    if ta.device_timeline is None:
-        return None
-    cap = getattr(ta, "cuda_capability", None)
-    if isinstance(cap, tuple | list) and len(cap) == 2 and all(isinstance(v, int) for v in cap):
-        return int(cap[0]), int(cap[1])
-    return None
+    `deviceProperties` (computeMajor/computeMinor); None on CPU-only and ROCm traces and in
+    analyses written before it was recorded (schema < 3)."""
+    return ta.cuda_capability if ta.device_timeline is not None else None
 
 
 def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evidence:

@@ -62,7 +62,7 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from torchdoctor.collect.quiet import quietly
+    from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.window import _export_gz
 
     activities = [ProfilerActivity.CPU]
@@ -71,15 +71,12 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
     with session:  # type: ignore[attr-defined]
         session.run_steps(PROFILE_WARMUP_STEPS, measure_phases=False)  # type: ignore[attr-defined]
         prof = profile(activities=activities, record_shapes=True, with_flops=True)
-        quietly(prof.__enter__)
-        try:
+        with quiet_profiling(prof):
             for i in range(steps):
                 # Same step marker torch.profiler's own schedule writes, so the analyzer
                 # cuts the window into steps.
                 with record_function(f"ProfilerStep#{i}"):
                     session.run_steps(1, measure_phases=False)  # type: ignore[attr-defined]
-        finally:
-            quietly(lambda: prof.__exit__(None, None, None))
     try:
         return _export_gz(prof, trace_path)
     except (OSError, RuntimeError) as exc:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torchdoctor.collect.quiet import kineto_quiet, quietly
+from torchdoctor.collect.quiet import kineto_quiet, quiet_profiling
 
 USDT = b"USDT:2026-11-22 00:56:53 1342:1342 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
 STAGE = b"STAGE:2026-11-22 00:57:02 1428:1428 SyncActivityProfilerHandler.cpp:51] Completed\n"
@@ -29,9 +29,8 @@ def test_informational_lines_go_and_the_rest_stays_in_order(
 
 def test_a_real_profiler_start_and_stop_print_nothing(capfd: pytest.CaptureFixture[str]) -> None:
     prof = profile(activities=[ProfilerActivity.CPU])
-    quietly(prof.__enter__)
-    torch.ones(4).sum()
-    quietly(lambda: prof.__exit__(None, None, None))
+    with quiet_profiling(prof):
+        torch.ones(4).sum()
     assert "USDT" not in capfd.readouterr().err
     assert any(e.name == "aten::sum" for e in prof.events())
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchdoctor.core.gpu import older_than_ampere, sm_name
+from torchdoctor.core.gpu import older_than_ampere
 from torchdoctor.diagnose.evidence import Evidence
 
 
@@ -55,8 +55,3 @@ def pre_ampere_gpu(ev: Evidence) -> tuple[int, int] | None:
     catalogue uses (`torchdoctor.core.gpu`, torch-free, so diagnosing a trace needs no torch).
     """
     return older_than_ampere(ev.device, ev.cuda_capability)
-
-
-def gpu_label(capability: tuple[int, int]) -> str:
-    """ "sm_70": how the knob catalogue names a compute capability in its reasons."""
-    return sm_name(capability)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from torchdoctor.core.gpu import sm_name
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
-from torchdoctor.diagnose.rules._common import gpu_label, pre_ampere_gpu
+from torchdoctor.diagnose.rules._common import pre_ampere_gpu
 
 RULE_ID: Final = "memory_headroom"
 TITLE: Final = "Memory headroom"
@@ -62,7 +63,7 @@ def _near_limit(ev: Evidence, used: float, evidence: dict[str, EvidenceValue]) -
         old = pre_ampere_gpu(ev)
         knobs["precision"] = "bf16" if old is None else "fp16"
         if old is not None:
-            sm = gpu_label(old)
+            sm = sm_name(old)
             summary += f" This GPU is {sm} (no native bf16 before sm_80), so fp16 is prescribed."
             code_change = (
                 "activation checkpointing (torch.utils.checkpoint) or fp16 autocast with a "
