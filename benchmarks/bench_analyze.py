@@ -1,6 +1,6 @@
 """Benchmark: torchdoctor analyze vs HolisticTraceAnalysis (load + temporal breakdown).
 
-Runs both on (1) the largest trace in ../shared/traces and (2) a 100+ MB trace synthesized at
+Runs both on (1) the largest trace in tests/data/traces and (2) a 100+ MB trace synthesized at
 run time (the real A100 rank-0 trace repeated with shifted timestamps, written to a temp dir,
 never committed). torchdoctor runs twice: as the command a user types (`torchdoctor --json
 analyze TRACE --no-report`, through the CLI's `main`, JSON written to stdout; HTA renders no
@@ -36,7 +36,7 @@ import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_TRACES = REPO / ".." / "shared" / "traces"
+SHARED_TRACES = REPO / "tests" / "data" / "traces"
 # Seeded from a trace HTA can read (it fails on the Qwen trace with an AssertionError).
 SEED_TRACE = "hta_a100_ws16_rank0.json.gz"
 HTA_VENV = Path("/tmp/td-hta-venv")

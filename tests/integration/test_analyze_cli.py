@@ -13,12 +13,8 @@ import pytest
 
 from torchdoctor.cli.main import main
 
-SHARED_TRACES = Path(__file__).parents[2] / ".." / "shared" / "traces"
+SHARED_TRACES = Path(__file__).parents[1] / "data" / "traces"
 BERT = SHARED_TRACES / "tracelens_h100_bert_small.json.gz"
-
-needs_traces = pytest.mark.skipif(
-    not BERT.exists(), reason=f"real traces not found at {SHARED_TRACES} (../shared/traces)"
-)
 
 
 def _event(name: str, ts: float, dur: float | None, cat: str = "cpu_op") -> dict[str, object]:
@@ -28,7 +24,6 @@ def _event(name: str, ts: float, dur: float | None, cat: str = "cpu_op") -> dict
     return ev
 
 
-@needs_traces
 def test_rich_output_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(BERT), "--top", "3"]) == 0
     out = capsys.readouterr().out
@@ -36,7 +31,6 @@ def test_rich_output_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None
     assert "92.1%" in out  # the idle share TraceLens reports
 
 
-@needs_traces
 def test_json_output_is_the_versioned_record(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json", "analyze", str(BERT), "--top", "2"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -1,4 +1,4 @@
-"""`torchdoctor diagnose TRACE` on the real GPU/CPU traces in ../shared/traces."""
+"""`torchdoctor diagnose TRACE` on the real GPU/CPU traces in tests/data/traces."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 
 from torchdoctor.cli.main import main
 
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 
 
 def _diagnose(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:

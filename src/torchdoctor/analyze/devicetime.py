@@ -18,7 +18,7 @@ restrict itself to the profiled steps; its idle share differs from TraceLens's b
 disagree we follow TraceLens: its definitions are stated (a device is idle only when no
 stream runs anything) and the step restriction keeps profiler warm-up work out of the window.
 Our figures match TraceLens's golden numbers within 0.01 points and HTA's idle share within
-2.5 points on every reference trace in ../shared/traces (tests assert both).
+2.5 points on every reference trace in tests/data/traces (tests assert both).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real traces beside the repository clone (../shared/traces)."""
+"""Shared fixtures: the real traces kept with the tests (tests/data/traces, licences beside)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(__file__).parents[3] / ".." / "shared" / "traces"
+REAL_TRACES = Path(__file__).parents[2] / "data" / "traces"
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"real traces not found at {SHARED_TRACES.resolve()} (../shared/traces)")
-    return SHARED_TRACES
+    return REAL_TRACES

@@ -1,6 +1,6 @@
-"""Every real trace in ../shared/traces: no crash, and the peers' golden numbers reproduced.
+"""Every real trace in tests/data/traces: no crash, and the peers' golden numbers reproduced.
 
-Golden numbers are copied from ../shared/traces/README.md (TraceLens gpu_timeline CSVs and
+Golden numbers are copied from tests/data/traces/README.md (TraceLens gpu_timeline CSVs and
 HolisticTraceAnalysis 0.5.0 get_temporal_breakdown on the same files).
 """
 

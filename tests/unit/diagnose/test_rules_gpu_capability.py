@@ -175,7 +175,7 @@ def test_api_fills_the_capability_from_the_environment(monkeypatch: pytest.Monke
     assert got["cuda_capability"] == V100
 
 
-# Real traces (../shared/traces): every NVIDIA one comes from an A100 or H100 (sm_80, sm_90),
+# Real traces (tests/data/traces): every NVIDIA one comes from an A100 or H100 (sm_80, sm_90),
 # none from a pre-Ampere GPU, so they check that the capability is read, not the fp16 path.
 @pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
 @pytest.mark.parametrize(
