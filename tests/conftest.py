@@ -27,3 +27,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", str(base / "td-cache"))
     monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(base / "td-runs"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measurements in tests read a quiet machine: the real host's load (other test runs,
+    other users) would otherwise decide what tests see. Tests of the load signal itself pass
+    their own probe, or run the CLI in a subprocess where this does not apply."""
+    from load_fakes import ScriptedLoadProbe
+
+    from torchdoctor.measure import load
+
+    monkeypatch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe())

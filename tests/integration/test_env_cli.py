@@ -16,7 +16,7 @@ def quick_ceilings(monkeypatch: pytest.MonkeyPatch) -> None:
     real = ceilings_mod.measure_ceilings
 
     def quick(device: str, **kwargs: Any) -> Ceilings:
-        return real(device, sizes=(32, 64), copy_bytes=2**20, run_time=0.02)
+        return real(device, sizes=(32, 64), copy_bytes=2**20, run_time=0.02, warmup_s=0.01)
 
     monkeypatch.setattr(ceilings_mod, "measure_ceilings", quick)
 
@@ -54,3 +54,19 @@ def test_env_unknown_device_is_one_line_exit_2(capsys: pytest.CaptureFixture[str
     assert main(["env", "--device", "tpu"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "unknown device 'tpu'" in err[0]
+
+
+def test_env_labels_disturbed_ceilings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from load_fakes import ScriptedLoadProbe
+
+    from torchdoctor.measure import load
+
+    monkeypatch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe.of([], then=True))
+    assert main(["--json", "env", "--refresh"]) == 0
+    ceil = json.loads(capsys.readouterr().out)["ceilings"]
+    assert ceil["version"] == 2 and ceil["machine_load"]["disturbed"] is True
+    assert main(["env", "--refresh"]) == 0
+    out = capsys.readouterr().out
+    assert "DISTURBED" in out and "not cached" in out and "other processes used" in out

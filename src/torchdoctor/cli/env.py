@@ -55,6 +55,8 @@ def _ceilings_table(c: Ceilings) -> Table:
         n = c.method.get("matmul_n", {}).get(dtype)
         table.add_row(f"matmul {dtype}" + (f" (n={n})" if n else ""), f"{flops / 1e9:.1f} GFLOP/s")
     table.add_row("memory bandwidth (copy)", f"{c.mem_bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+    if c.disturbed:
+        table.add_row("[yellow]DISTURBED[/]", "[yellow]not cached[/]")
     return table
 
 
@@ -77,5 +79,7 @@ def env_command(
     def render(console: Console) -> None:
         console.print(_fingerprint_table(fp))
         console.print(_ceilings_table(ceilings))
+        if ceilings.machine_load is not None and ceilings.machine_load.warning:
+            console.print(f"[yellow]warning:[/] {ceilings.machine_load.warning}", highlight=False)
 
     emit({"fingerprint": fp.to_json_dict(), "ceilings": ceilings.to_json_dict()}, render)

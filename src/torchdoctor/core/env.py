@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 
 #: CPU flags that decide matmul speed, as /proc/cpuinfo names them (Linux kernel spelling).
@@ -87,9 +88,17 @@ class Ceilings(Record):
     machine, `measured_at` when. `source="datasheet"`: a vendor's published figures for a
     device model, true of no machine in particular, so both may be None; `method` can say
     where the figures come from (e.g. {"reference": "<datasheet title or URL>"}).
+
+    `peak_flops` keys are torch dtype names, plus "tf32" (float32 matmuls on tensor cores,
+    CUDA compute capability 8.0 and later). `machine_load` is the other work on the machine
+    while they were measured; measured ceilings whose `machine_load.disturbed` is true are
+    not this machine's peaks and are never cached.
+
+    Version 2 added "tf32" and `machine_load`; version 1 files still read.
     """
 
     schema_name: ClassVar[str] = "ceilings"
+    schema_version: ClassVar[int] = 2
 
     device: str
     device_name: str
@@ -101,6 +110,11 @@ class Ceilings(Record):
     method: dict[str, Any] = Field(
         default_factory=dict, description="how: matmul sizes, copy bytes, timing budget"
     )
+    machine_load: MachineLoad | None = None
+
+    @property
+    def disturbed(self) -> bool:
+        return self.machine_load is not None and self.machine_load.disturbed
 
     @model_validator(mode="after")
     def _measured_names_its_machine(self) -> Self:
