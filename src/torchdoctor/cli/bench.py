@@ -40,26 +40,31 @@ def bench_command(
     if not target > 0:
         raise UsageError(f"--target {target:g} must be positive", hint="e.g. 0.01 for ±1%")
     from torchdoctor.measure import Timer, compare
+    from torchdoctor.measure.load import watch_load
     from torchdoctor.measure.render import render_comparison, render_measurement
 
     namespace = _namespace()
     if vs is None:
-        m = Timer(stmt, setup, namespace).adaptive_autorange(
-            target_rel_ci=target, budget_s=budget, confidence=confidence
-        )
+        with watch_load() as load:
+            m = Timer(stmt, setup, namespace).adaptive_autorange(
+                target_rel_ci=target, budget_s=budget, confidence=confidence
+            )
+        m = m.with_load(load.reading)
         emit(m, lambda console: render_measurement(console, m))
         return
     if vs == stmt:
         raise UsageError("--vs is the same statement as STMT", hint="compare two different ones")
-    c = compare(
-        {stmt: stmt, vs: vs},
-        baseline=stmt,
-        setup=setup,
-        globals=namespace,
-        budget_s=budget,
-        confidence=confidence,
-        target_rel_ci=target,
-    )
+    with watch_load() as load:
+        c = compare(
+            {stmt: stmt, vs: vs},
+            baseline=stmt,
+            setup=setup,
+            globals=namespace,
+            budget_s=budget,
+            confidence=confidence,
+            target_rel_ci=target,
+        )
+    c = c.with_load(load.reading)
 
     def render(console: Console) -> None:
         render_comparison(console, c)

@@ -21,9 +21,10 @@ from typing import Any, ClassVar, Final
 from pydantic import Field
 
 from torchdoctor.core.errors import MeasureError
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.measure._bootstrap import BOOTSTRAP_RESAMPLES
-from torchdoctor.measure._measurement import Measurement, summarize
+from torchdoctor.measure._measurement import Measurement, load_warnings, summarize
 from torchdoctor.measure._ratio import (
     DEFAULT_MIN_EFFECT,
     MIN_SAMPLES_PER_SIDE,
@@ -47,6 +48,8 @@ class Comparison(Record):
     """Measurements of every candidate and, for each non-baseline one, its ratio estimate."""
 
     schema_name: ClassVar[str] = "comparison"
+    #: Version 2: `machine_load`, the other work on the machine during the rounds.
+    schema_version: ClassVar[int] = 2
 
     baseline: str
     measurements: dict[str, Measurement]
@@ -55,6 +58,13 @@ class Comparison(Record):
     budget_s: float
     confidence: float
     warnings: list[str] = Field(default_factory=list)
+    machine_load: MachineLoad | None = None
+
+    def with_load(self, load: MachineLoad | None) -> Comparison:
+        """A copy carrying `load`, and its warning when the machine was disturbed."""
+        return self.model_copy(
+            update={"machine_load": load, "warnings": [*self.warnings, *load_warnings(load)]}
+        )
 
 
 def _rel_halfwidth(est: RatioEstimate) -> float:

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from torchdoctor.core.errors import MeasureError
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.measure._bootstrap import median_ci
 
@@ -34,10 +35,13 @@ class Measurement(Record):
     """Timings of one statement: per-call seconds, their percentiles and the median's CI.
 
     `times` holds one entry per sample: a block of `number_per_block` calls, divided by
-    `number_per_block`. All statistics are in seconds per call.
+    `number_per_block`. All statistics are in seconds per call. `machine_load` is the other
+    work on the machine meanwhile (version 2); when it disturbed the measurement, its warning
+    is also in `warnings`.
     """
 
     schema_name: ClassVar[str] = "measurement"
+    schema_version: ClassVar[int] = 2
 
     label: str = ""
     times: list[float] = Field(min_length=1)
@@ -58,6 +62,7 @@ class Measurement(Record):
     ci_high: float
     confidence: float = Field(gt=0, lt=1)
     warnings: list[str] = Field(default_factory=list)
+    machine_load: MachineLoad | None = None
 
     @property
     def n(self) -> int:
@@ -82,6 +87,16 @@ class Measurement(Record):
     def with_warnings(self, *extra: str) -> Measurement:
         """A copy with `extra` warnings appended (records are frozen)."""
         return self.model_copy(update={"warnings": [*self.warnings, *extra]})
+
+    def with_load(self, load: MachineLoad | None) -> Measurement:
+        """A copy carrying `load`, and its warning when the machine was disturbed."""
+        return self.model_copy(
+            update={"machine_load": load, "warnings": [*self.warnings, *load_warnings(load)]}
+        )
+
+
+def load_warnings(load: MachineLoad | None) -> list[str]:
+    return [load.warning] if load is not None and load.warning else []
 
 
 def noise_warnings(times: np.ndarray, median: float, iqr: float, p99: float) -> list[str]:
