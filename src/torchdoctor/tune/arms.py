@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
+from torchdoctor.core.load import MachineLoad, combine
 from torchdoctor.measure import summarize
+from torchdoctor.measure import load as load_signal
+from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
 
@@ -69,6 +72,12 @@ DEFAULT_SETTLE_ROUNDS: Final = 1
 #: warmup + (settle + min_rounds) * chunk = 31 steps by its first look anyway, so 32 costs
 #: at most a step more and gives the late-half comparison 16 steps to average batch noise over.
 DEFAULT_PARITY_STEPS: Final = 32
+#: Times a comparison disturbed by other work on the machine is measured again before its
+#: (still disturbed) result is used. Pairing cancels load that hits both arms of a round
+#: alike, not load that comes and goes within one, and a disturbed machine also shifts which
+#: resource binds; two more tries let a passing disturbance end without tripling a trial's
+#: cost on a machine that is busy all along.
+DEFAULT_REMEASURES: Final = 2
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class MeasurePlan:
     settle_rounds: int = DEFAULT_SETTLE_ROUNDS
     parity_steps: int = DEFAULT_PARITY_STEPS
     confidence: float = 0.95
+    remeasures: int = DEFAULT_REMEASURES
 
     def looks(self) -> list[int]:
         """Scored-round counts at which the sequential A/B looks at its interval."""
@@ -216,33 +226,70 @@ def interleave(best: Arm, candidate: Arm, plan: MeasurePlan, *, timeout: Timeout
 
 
 def interleave_until_clear(
-    best: Arm, candidate: Arm, plan: MeasurePlan, *, threshold: float, timeout: Timeout
+    best: Arm,
+    candidate: Arm,
+    plan: MeasurePlan,
+    *,
+    threshold: float,
+    timeout: Timeout,
+    load: LoadProbe | None = None,
 ) -> PairedSpeedup:
-    """Sequential interleaved A/B: stop at the first look where the decision is clear.
+    """Sequential interleaved A/B, measured again while the machine was disturbed.
+
+    Each round's load is read (`load`, by default `measure.load.default_load_probe()`); a
+    comparison in which any round was disturbed by other work is run again from scratch, up to
+    `plan.remeasures` times. The returned estimate is the last comparison's, with its load
+    and how many comparisons were discarded.
+    """
+    probe = load or load_signal.default_load_probe()
+    remeasured = 0
+    while True:
+        est, readings = _interleave_once(best, candidate, plan, threshold, timeout, probe)
+        total = combine(readings)
+        if total is None or not total.disturbed or remeasured >= plan.remeasures:
+            return replace(est, load=total, remeasured=remeasured)
+        remeasured += 1
+
+
+def _interleave_once(
+    best: Arm,
+    candidate: Arm,
+    plan: MeasurePlan,
+    threshold: float,
+    timeout: Timeout,
+    probe: LoadProbe,
+) -> tuple[PairedSpeedup, list[MachineLoad]]:
+    """One sequential A/B: stop at the first look where the decision is clear.
 
     At each look (`MeasurePlan.looks`) the paired speedup's interval is computed at the
     look-adjusted confidence; the trial stops early when its lower end clears `threshold` (a
     proven win) or its upper end falls below it (it cannot be one). Stopping for futility
-    never accepts, so it does not add to the false-accept rate. Returns the last estimate.
+    never accepts, so it does not add to the false-accept rate. Returns the last estimate and
+    the load of every scored round.
     """
     best.chunk_scores.clear()
     candidate.chunk_scores.clear()
     looks = plan.looks()
     confidence = plan.look_confidence()
+    readings: list[MachineLoad] = []
     i = 0
     while True:
         # Alternate who goes first, so a slow drift within a round favours neither side.
         order = (best, candidate) if i % 2 == 0 else (candidate, best)
+        window = probe.start()
         for arm in order:
             score = arm.run(arm.chunk_steps, timeout=timeout)
             if i >= plan.settle_rounds:
                 arm.chunk_scores.append(score)
+        round_load = window.stop()
+        if i >= plan.settle_rounds:
+            readings.append(round_load)
         i += 1
         scored = len(candidate.chunk_scores)
         if scored in looks:
             est = paired_speedup(best, candidate, confidence=confidence)
             if est.ci_low > threshold or est.ci_high < threshold or scored >= looks[-1]:
-                return est
+                return est, readings
 
 
 def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
@@ -260,6 +307,10 @@ class PairedSpeedup:
     ci_low: float
     ci_high: float
     confidence: float
+    #: Other work on the machine during the comparison's scored rounds (None: not read).
+    load: MachineLoad | None = None
+    #: Comparisons discarded because the machine was disturbed, before this one.
+    remeasured: int = 0
 
 
 def paired_speedup(best: Arm, candidate: Arm, *, confidence: float) -> PairedSpeedup:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 
 TrialStatus = Literal["ok", "crash", "oom", "timeout", "nan", "error"]
@@ -22,10 +23,13 @@ class TrialResult(Record):
 
     Throughput fields are samples per second from steady-state chunks only; `compile_s` (the
     first step) and `warmup_s` (all warm-up steps) are kept apart because a user with short
-    jobs pays them on every launch.
+    jobs pays them on every launch. `machine_load` is the other work on the machine during the
+    comparison that was used; `remeasured` how many comparisons before it were discarded
+    because the machine was disturbed (version 2).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
+    schema_version: ClassVar[int] = 2
 
     key: str
     kind: TrialKind
@@ -48,10 +52,16 @@ class TrialResult(Record):
     wall_s: float = Field(ge=0, default=0.0)
     chunk_times_s: list[float] = Field(default_factory=list)
     best_chunk_times_s: list[float] = Field(default_factory=list)
+    machine_load: MachineLoad | None = None
+    remeasured: int = Field(ge=0, default=0)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def disturbed(self) -> bool:
+        return self.machine_load is not None and self.machine_load.disturbed
 
 
 class Rung(Record):

@@ -376,6 +376,8 @@ class Tuner:
                 "warmup_s": cand.warmup_s,
                 "chunk_times_s": list(cand.chunk_scores),
                 "best_chunk_times_s": list(best.chunk_scores),
+                "machine_load": est.load,
+                "remeasured": est.remeasured,
             }
         )
         bad = first_non_finite(losses)
