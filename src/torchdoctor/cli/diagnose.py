@@ -126,7 +126,10 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
     if d.phase_fractions:
         out.print("Step breakdown:\n" + _phase_bar(d))
     for note in d.notes:
-        out.print(f"[dim]note: {escape(note)}[/]")
+        if note.startswith("warning: "):
+            out.print(f"[yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
+        else:
+            out.print(f"[dim]note: {escape(note)}[/]")
     if run_dir is not None:
         out.print(f"Run folder: [bold]{display_path(run_dir)}[/]")
 

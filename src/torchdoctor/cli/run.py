@@ -60,7 +60,9 @@ def run_command(
         if bar is not None and task is not None:
             bar.update(task, completed=done, total=total)
 
-    with bar if bar is not None else nullcontext():
+    from torchdoctor.measure.load import watch_load
+
+    with bar if bar is not None else nullcontext(), watch_load() as load:
         result = run_workload(
             job,
             recipe,
@@ -71,6 +73,7 @@ def run_command(
             seed=seed,
             progress=progress,
         )
+    result = result.model_copy(update={"machine_load": load.reading})
 
     def render(console: Console) -> None:
         from torchdoctor.cli.run_render import render_run

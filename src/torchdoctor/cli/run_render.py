@@ -51,6 +51,8 @@ def render_run(console: Console, result: RunResult) -> None:
     console.print(summary)
     for warning in m.warnings:
         console.print(f"[yellow]note:[/] {warning}")
+    if result.machine_load is not None and result.machine_load.warning:
+        console.print(f"[yellow]warning:[/] {result.machine_load.warning}", highlight=False)
 
     if result.phase_fractions is None:
         return

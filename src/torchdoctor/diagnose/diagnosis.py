@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.core.steps import Phase
 from torchdoctor.diagnose.evidence import CeilingEvidence, Evidence, EvidenceSource
@@ -25,6 +26,8 @@ class Diagnosis(Record):
     """Which regime a job is in, its primary bottleneck, and the findings behind it."""
 
     schema_name: ClassVar[str] = "diagnosis"
+    #: Version 2: `machine_load`, the other work on the machine while the job was measured.
+    schema_version: ClassVar[int] = 2
 
     source: EvidenceSource
     target: str
@@ -46,6 +49,12 @@ class Diagnosis(Record):
     rank: int | None = None
     world_size: int | None = None
     notes: list[str] = Field(default_factory=list)
+    machine_load: MachineLoad | None = None
+
+    def with_load(self, load: MachineLoad | None) -> Diagnosis:
+        """A copy carrying `load`; a disturbed machine's warning leads the notes."""
+        warning = [f"warning: {load.warning}"] if load is not None and load.warning else []
+        return self.model_copy(update={"machine_load": load, "notes": [*warning, *self.notes]})
 
     @property
     def high_findings(self) -> list[Finding]:

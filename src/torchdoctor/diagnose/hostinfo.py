@@ -69,6 +69,8 @@ def ceilings_as_evidence(ceilings: Ceilings | None) -> CeilingEvidence | None:
     if ceilings is None:
         return None
     when = f", {ceilings.measured_at}" if ceilings.measured_at else ""
+    if ceilings.disturbed:
+        when += ", on a disturbed machine (not cached)"
     return CeilingEvidence(
         device=ceilings.device,
         device_name=ceilings.device_name,

@@ -19,6 +19,7 @@ from torchdoctor.diagnose.api import analyze_if_present, diagnose_profile, diagn
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
 from torchdoctor.diagnose.from_trace import evidence_from_trace
 from torchdoctor.diagnose.hostinfo import ceilings_as_evidence, local_ceilings, local_environment
+from torchdoctor.measure.load import watch_load
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +71,15 @@ def examine_script(
     exam = Examination(run_dir=run_dir)
     collect_dir = run_dir / COLLECT_SUBDIR
     try:
-        main = run_script(
-            argv,
-            module=module,
-            steps=steps,
-            warmup=warmup,
-            profile_steps=profile_steps,
-            out_dir=collect_dir,
-        )
+        with watch_load() as load:
+            main = run_script(
+                argv,
+                module=module,
+                steps=steps,
+                warmup=warmup,
+                profile_steps=profile_steps,
+                out_dir=collect_dir,
+            )
     except TorchDoctorError as exc:
         exam.error = str(exc)
         _finish(exam)
@@ -109,6 +111,7 @@ def examine_script(
         )
         if why:
             diag = diag.model_copy(update={"notes": [*diag.notes, why]})
+        diag = diag.with_load(load.reading)
         diag.write(run_dir / _diag_name(i, prof.rank))
         exam.diagnoses.append(diag)
     if not main.steps and not exam.diagnoses:
@@ -164,14 +167,16 @@ def examine_workload(
     exam = Examination(run_dir=run_dir)
     try:
         ceilings, why = local_ceilings()
-        run, kind, trace, cores = profile_workload(
-            name,
-            settings,
-            steps=steps,
-            warmup=warmup,
-            profile_steps=profile_steps,
-            trace_path=run_dir / rundir.TRACE,
-        )
+        with watch_load() as load:
+            run, kind, trace, cores = profile_workload(
+                name,
+                settings,
+                steps=steps,
+                warmup=warmup,
+                profile_steps=profile_steps,
+                trace_path=run_dir / rundir.TRACE,
+            )
+        run = run.model_copy(update={"machine_load": load.reading})
         run.write(run_dir / rundir.RUN_RESULT)
         analysis, twhy = analyze_if_present(trace, ceilings)
         if analysis is not None:
@@ -187,6 +192,7 @@ def examine_workload(
         notes = [n for n in (why, twhy) if n]
         if notes:
             diag = diag.model_copy(update={"notes": [*diag.notes, *notes]})
+        diag = diag.with_load(load.reading)
         diag.write(run_dir / rundir.DIAGNOSIS)
         exam.diagnoses.append(diag)
     except TorchDoctorError as exc:

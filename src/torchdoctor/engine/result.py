@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.core.steps import Phase, StepTiming
 from torchdoctor.engine.memory import MemoryStats
@@ -30,6 +31,8 @@ class RunResult(Record):
     """
 
     schema_name: ClassVar[str] = "run_result"
+    #: Version 2: `machine_load`, other work on the machine during the run (set by callers).
+    schema_version: ClassVar[int] = 2
 
     workload: str
     workload_params: dict[str, RecipeValue | float] = Field(default_factory=dict)
@@ -54,6 +57,7 @@ class RunResult(Record):
     threads: int
     nonfinite_loss_step: int | None = None
     nonfinite_loss_value: Literal["nan", "inf", "-inf"] | None = None
+    machine_load: MachineLoad | None = None
 
     @property
     def diverged(self) -> bool:

@@ -41,6 +41,8 @@ def _head(v: ReportView) -> list[str]:
     out = [f"# {md(h.title)}", "", f"Status: **{md(h.status)}**"]
     out += [f"Error: {md(h.error)}"] if h.error else []
     out.append("")
+    out += [f"> **Warning:** {md(w)}" for w in v.warnings]
+    out += [""] if v.warnings else []
     if v.missing:
         out += ["## What is missing", ""]
         out += [f"- {md(r.file)} ({md(r.section)}): {md(r.why)}." for r in v.missing]

@@ -222,3 +222,5 @@ class ReportView:
     reproduce: ReproduceSection | None = None
     missing: list[MissingRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The machine was disturbed while these records were measured (shown first).
+    warnings: list[str] = field(default_factory=list)

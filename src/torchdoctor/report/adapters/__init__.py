@@ -11,6 +11,7 @@ from torchdoctor.core.rundir import display_path
 from torchdoctor.report.adapters._access import text
 from torchdoctor.report.adapters.analysis import roofline_section, timeline_section
 from torchdoctor.report.adapters.diagnosis import findings, verdict_section
+from torchdoctor.report.adapters.disturbance import disturbance_warnings
 from torchdoctor.report.adapters.env import env_section
 from torchdoctor.report.adapters.missing import missing_records
 from torchdoctor.report.adapters.reproduce import reproduce_section
@@ -87,4 +88,5 @@ def build_view(found: RunRecords) -> ReportView:
             found.manifest, tune, _shown(found.source), found.recipe_snippet
         ),
         missing=missing_records(found.manifest, present),
+        warnings=disturbance_warnings(records, found.env, found.trials),
     )
