@@ -35,7 +35,6 @@ def _quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     other users) would otherwise decide what tests see. Tests of the load signal itself pass
     their own probe, or run the CLI in a subprocess where this does not apply."""
     from load_fakes import ScriptedLoadProbe
-
     from torchdoctor.measure import load
 
     monkeypatch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe())

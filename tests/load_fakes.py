@@ -44,9 +44,7 @@ class FakeMachine:
 
 def reading(disturbed: bool, *, cores: int = 2) -> MachineLoad:
     """A one-second window's reading: 1.5 other cores when disturbed, none when quiet."""
-    return judge(
-        interval_s=1.0, cores=cores, own_cpu_s=1.0, other_cpu_s=1.5 if disturbed else 0.0
-    )
+    return judge(interval_s=1.0, cores=cores, own_cpu_s=1.0, other_cpu_s=1.5 if disturbed else 0.0)
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from load_fakes import ScriptedLoadProbe
 
+from load_fakes import ScriptedLoadProbe
 from torchdoctor.cli.main import main
 from torchdoctor.core.env import Ceilings
 from torchdoctor.measure import ceilings as ceilings_mod

@@ -60,7 +60,6 @@ def test_env_labels_disturbed_ceilings(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from load_fakes import ScriptedLoadProbe
-
     from torchdoctor.measure import load
 
     monkeypatch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe.of([], then=True))

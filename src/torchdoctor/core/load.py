@@ -123,6 +123,8 @@ def combine(readings: Sequence[MachineLoad]) -> MachineLoad | None:
         other_cpu_s=sum(r.other_cpu_s for r in readings),
         load_avg_1m=max(averages) if averages else None,
         gpu_other_pids=gpu,
-        disturbed_windows=sum(r.disturbed_windows if r.windows > 1 else r.disturbed for r in readings),
+        disturbed_windows=sum(
+            r.disturbed_windows if r.windows > 1 else r.disturbed for r in readings
+        ),
         windows=sum(r.windows for r in readings),
     )

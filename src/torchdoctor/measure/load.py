@@ -141,7 +141,11 @@ class _PsutilWindow:
         own = p.own() - self.own0
         other = (p.busy(p.cpus) - self.busy0) - own
         gpu1 = p.gpu()
-        gpu = None if self.gpu0 is None and gpu1 is None else sorted({*(self.gpu0 or []), *(gpu1 or [])})
+        gpu = (
+            None
+            if self.gpu0 is None and gpu1 is None
+            else sorted({*(self.gpu0 or []), *(gpu1 or [])})
+        )
         cores = len(p.cpus) if p.cpus is not None else (os.cpu_count() or 1)
         return judge(
             interval_s=interval,

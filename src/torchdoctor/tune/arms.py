@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Final, Literal
 
 from torchdoctor.core.load import MachineLoad, combine
-from torchdoctor.measure import summarize
 from torchdoctor.measure import load as load_signal
+from torchdoctor.measure import summarize
 from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker

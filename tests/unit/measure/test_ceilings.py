@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from pathlib import Path
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,7 +144,6 @@ def test_disturbed_ceilings_are_returned_labelled_and_not_cached(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from load_fakes import ScriptedLoadProbe
-
     from torchdoctor.measure import load
 
     real = ceilings_mod.measure_ceilings

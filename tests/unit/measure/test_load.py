@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from load_fakes import FakeMachine, reading
 
+from load_fakes import FakeMachine, reading
 from torchdoctor.core.load import DISTURBED_OTHER_CORES, MIN_WINDOW_S, combine
 from torchdoctor.measure import load as load_mod
 from torchdoctor.measure.load import watch_load

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from load_fakes import ScriptedLoadProbe
 from tune_sim import FAST_KNOB, sim_config
 
+from load_fakes import ScriptedLoadProbe
 from torchdoctor.measure import load
 from torchdoctor.tune import TrialResult, tune
 
@@ -36,7 +36,10 @@ def test_a_comparison_disturbed_midway_is_measured_again(
     assert trial.remeasured == 1
     assert trial.machine_load is not None and not trial.machine_load.disturbed
     # Two comparisons ran; the kept one is the second, scored in full.
-    assert probe.opened == 2 * (plan.settle_rounds + first_look) and len(trial.chunk_times_s) == first_look
+    assert (
+        probe.opened == 2 * (plan.settle_rounds + first_look)
+        and len(trial.chunk_times_s) == first_look
+    )
     assert trial.decision == "kept" and result.best_recipe == {"fast": True}
     assert any("measured again" in n and "fast=True (1x)" in n for n in result.notes)
 
