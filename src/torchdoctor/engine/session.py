@@ -19,6 +19,7 @@ from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.engine.loader import EndlessBatches, build_loader
 from torchdoctor.engine.memory import MemoryStats, MemoryTracker
+from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import Recipe
 from torchdoctor.knobs.base import KnobValue
@@ -48,6 +49,7 @@ class TrainingSession:
         seed: int,
         clock: Clock = time.perf_counter,
         step_marks: StepMarks | None = None,
+        perturbation: int = 0,
     ) -> None:
         self.workload = workload
         self.recipe = recipe
@@ -78,6 +80,8 @@ class TrainingSession:
         # The model's initial weights depend on the seed alone.
         torch.manual_seed(seed)
         model = workload.build_model().to(device)
+        # A quality reference run (`perturbation` > 0): the same model up to one bf16 rounding.
+        perturb_weights(model, perturbation)
         if self.channels_last:
             model = model_to_channels_last(model)
         self.checkpointed_blocks = 0
@@ -319,13 +323,17 @@ def prepare(
     device: str = "cpu",
     seed: int = 0,
     clock: Clock = time.perf_counter,
+    perturbation: int = 0,
 ) -> TrainingSession:
     """Build a training session of `workload` configured by `recipe` on `device`.
 
+    `perturbation` > 0 builds a quality reference run (`torchdoctor.engine.perturb`).
     Raises KnobError when a knob does not apply to this workload or device.
     """
     dev = resolve_device(device)
     ctx = context_for(workload, str(dev))  # with its index: capability is per GPU
     assert ctx is not None
     recipe.check_applicable(ctx)
-    return TrainingSession(workload, recipe, device=dev, seed=seed, clock=clock)
+    return TrainingSession(
+        workload, recipe, device=dev, seed=seed, clock=clock, perturbation=perturbation
+    )
