@@ -49,11 +49,28 @@ def test_tf32_off_keeps_torch_default_conv_precision_and_restores_everything() -
     before = read_cuda_flags()
     previous = apply_cuda_flags(cudnn_benchmark=False, tf32=False)
     try:
-        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
-        assert cuda_knobs._cudnn_conv().fp32_precision == before["conv_fp32_precision"]
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.backends.cudnn.allow_tf32 == before["cudnn_allow_tf32"]
     finally:
         restore_cuda_flags(previous)
     assert read_cuda_flags() == before
+
+
+def test_tf32_on_leaves_the_legacy_getters_readable() -> None:
+    # Inductor reads torch.get_float32_matmul_precision() and matmul.allow_tf32 while it
+    # compiles; torch >= 2.9 raises on either once the new fp32_precision API was set
+    # (pytorch#166387), so tf32 with compile failed. Both getters must read, set and after
+    # a restore, and agree with the new API's view.
+    before = torch.get_float32_matmul_precision()
+    previous = apply_cuda_flags(cudnn_benchmark=False, tf32=True)
+    try:
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        restore_cuda_flags(previous)
+    assert torch.get_float32_matmul_precision() == before
+    assert isinstance(torch.backends.cuda.matmul.allow_tf32, bool)
 
 
 class FakeCudaMemory:
