@@ -207,3 +207,89 @@ def test_fp16_scaler_scales_each_micro_batch_then_steps_and_updates_once() -> No
 def test_bf16_uses_no_scaler() -> None:
     with prepare(small_mlp(), Recipe.parse(["precision=bf16"])) as s:
         assert s.scaler is None
+
+
+class FakeCudaDevices:
+    """Stands in for `torch.cuda` on a two-GPU machine: a current-device index that
+    set_device changes, and graph capture that happens on the current device's streams."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.count = count
+        self.current = 0
+        self.captured_on: list[int] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in (
+            "is_available",
+            "device_count",
+            "current_device",
+            "set_device",
+            "get_device_capability",
+            "reset_peak_memory_stats",
+            "make_graphed_callables",
+        ):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    def is_available(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return self.count
+
+    def current_device(self) -> int:
+        return self.current
+
+    def set_device(self, device: int | torch.device) -> None:
+        index = device.index if isinstance(device, torch.device) else int(device)
+        assert index is not None and 0 <= index < self.count
+        self.current = index
+
+    def get_device_capability(self, device: int | None = None) -> tuple[int, int]:
+        return (9, 0)
+
+    def reset_peak_memory_stats(self, device: object = None) -> None:
+        return None
+
+    def make_graphed_callables(self, model: nn.Module, args: tuple[Any, ...]) -> nn.Module:
+        # make_graphed_callables captures on a side stream of the *current* device.
+        self.captured_on.append(self.current)
+        return model
+
+
+class DeviceRecordingModel(nn.Sequential):
+    """A real CPU model whose `.to(cuda:N)` notes which device was current at the move."""
+
+    def __init__(self, fake: FakeCudaDevices, inner: nn.Module) -> None:
+        super().__init__(*inner.children())
+        self.fake = fake
+        self.moved: list[tuple[object, int]] = []
+
+    def to(self, *args: Any, **kwargs: Any) -> DeviceRecordingModel:  # type: ignore[override]
+        self.moved.append((args[0] if args else kwargs.get("device"), self.fake.current))
+        return self
+
+
+def test_session_on_cuda_1_makes_it_current_for_model_and_graph_capture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeCudaDevices()
+    fake.install(monkeypatch)
+    workload = small_mlp()
+    models: list[DeviceRecordingModel] = []
+    build = workload.build_model
+
+    def build_model() -> nn.Module:
+        models.append(DeviceRecordingModel(fake, build()))
+        return models[-1]
+
+    monkeypatch.setattr(workload, "build_model", build_model)
+    # Batches stay on the CPU: only the device bookkeeping is under test.
+    monkeypatch.setattr(workload, "to_device", lambda batch, device, non_blocking: batch)
+    session = prepare(workload, Recipe.parse(["cuda_graphs=true"]), device="cuda:1")
+    try:
+        assert fake.current == 1
+        assert models[0].moved == [(torch.device("cuda", 1), 1)]
+        assert fake.captured_on == [1]
+    finally:
+        session.close()
+    assert fake.current == 0  # the caller's current device is back
