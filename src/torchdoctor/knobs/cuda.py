@@ -16,6 +16,7 @@ from torchdoctor.knobs.base import (
     before_ampere,
     cuda_only,
 )
+from torchdoctor.knobs.checkpointing import GRAPHS_VS_CHECKPOINTING
 from torchdoctor.knobs.precision import autocast_context
 
 CUDNN_BENCHMARK = Knob(
@@ -64,6 +65,8 @@ def _graphs_apply(ctx: ApplicabilityContext) -> str | None:
         return reason
     if ctx.settings.get("compile", "off") != "off":
         return "torch.compile manages its own CUDA graphs (compile=reduce-overhead); use one"
+    if ctx.settings.get("checkpointing"):
+        return GRAPHS_VS_CHECKPOINTING
     return None
 
 
