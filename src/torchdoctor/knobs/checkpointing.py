@@ -11,7 +11,6 @@ from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
 
-
 #: Why activation checkpointing and CUDA graph capture exclude each other; both knobs say it,
 #: so whichever of the two a recipe adds second is refused before a trial is spent on it.
 GRAPHS_VS_CHECKPOINTING = (
