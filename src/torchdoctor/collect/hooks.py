@@ -108,7 +108,9 @@ class Instrumentation:
     def __init__(self, config: CollectConfig | None = None, *, clock: Clock | None = None) -> None:
         self.config = config or CollectConfig()
         use_events = clock is None and self.config.cuda_events and torch.cuda.is_available()
-        self.clock: Clock = clock or (CudaEventClock() if use_events else HostClock())
+        self.clock: Clock = clock or (
+            CudaEventClock(_launcher_device()) if use_events else HostClock()
+        )
         self.recorder = StepRecorder(self.clock, on_step_end=self._on_step_end)
         self.window = ProfileWindow(
             warmup=self.config.warmup,
@@ -359,6 +361,9 @@ class Instrumentation:
                 dst = device or target_device(args, kwargs)
                 if dst is None or dst.type == t.device.type:
                     return original(t, *args, **kwargs)
+                if dst.type == "cuda":
+                    # The script's data and model go there: time its steps on that device.
+                    self._saw_device(dst)
                 if dst.type == "cpu":  # device -> host: waits for the device
                     return self._timed_sync(original, "cpu", t, *args, **kwargs)
                 return self._timed_h2d(original, t, args, kwargs)
@@ -380,6 +385,15 @@ class Instrumentation:
         self._patcher.set(
             torch.cuda, "synchronize", self._counting(torch.cuda.synchronize, "cuda_synchronize")
         )
+
+    def _saw_device(self, device: torch.device) -> None:
+        use_device = getattr(self.clock, "use_device", None)
+        if use_device is None:
+            return
+        if device.index is None:  # "cuda": the current device, whichever that is then
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device != getattr(self.clock, "device", None):
+            use_device(device)
 
     def _timed_h2d(
         self, original: Callable[..., Any], t: torch.Tensor, args: Any, kwargs: Any
@@ -582,6 +596,18 @@ def thread_info() -> ThreadInfo:
         cpu_count=os.cpu_count(),
         usable_cores=usable,
     )
+
+
+def _launcher_device() -> torch.device | None:
+    """The first guess at a script's GPU: cuda:LOCAL_RANK under torchrun, else None.
+
+    DDP scripts conventionally use the GPU of their local rank; the first host-to-device
+    copy confirms or corrects it (`Instrumentation._saw_device`).
+    """
+    rank = _env_int("LOCAL_RANK")
+    if rank is None or not 0 <= rank < torch.cuda.device_count():
+        return None
+    return torch.device("cuda", rank)
 
 
 def _env_int(name: str) -> int | None:
