@@ -23,7 +23,7 @@ import gc
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,7 +184,8 @@ class Instrumentation:
         if not self._installed:
             return
         self._installed = False
-        self.window.stop()
+        with self._uncounted_syncs():
+            self.window.stop()
         self.recorder.finish()
         for handle in self._handles:
             handle.remove()
@@ -202,10 +203,12 @@ class Instrumentation:
         self.sync_outside_seconds.append(self._sync_outside_s)
         self._sync_step = Counter()
         self._sync_s = self._sync_outside_s = 0.0
-        self.window.on_step_end(closed)
+        with self._uncounted_syncs():
+            self.window.on_step_end(closed)
         limit = self.config.max_steps
         if limit is not None and closed >= limit and self._installed:
-            self.window.stop()
+            with self._uncounted_syncs():
+                self.window.stop()
             raise StopCollection(f"stopped after {closed} steps (max_steps={limit})")
 
     def _hook_optimizer(self) -> None:
@@ -412,6 +415,16 @@ class Instrumentation:
         finally:
             self.recorder.end("h2d")
             h2d["seconds"] += time.perf_counter() - start
+
+    @contextlib.contextmanager
+    def _uncounted_syncs(self) -> Iterator[None]:
+        """Syncs made by torchdoctor itself in here are not the script's: the profiler's
+        stop calls torch.cuda.synchronize (the patched one) to flush the device's activity."""
+        was, self._in_sync = self._in_sync, True
+        try:
+            yield
+        finally:
+            self._in_sync = was
 
     def _counting(self, original: Callable[..., Any], kind: SyncKind) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:

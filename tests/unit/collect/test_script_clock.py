@@ -109,3 +109,40 @@ def test_first_copy_to_a_gpu_tells_the_clock_its_device() -> None:
     ):
         torch.ones(2).to("cuda:1")
     assert clock.device == torch.device("cuda", 1)
+
+
+class SyncingWindow:
+    """A profile window whose stop flushes the device the way torch.profiler's does: it looks
+    up torch.cuda.synchronize at call time, so it reaches the patched, counting one."""
+
+    def __init__(self) -> None:
+        self.stops = 0
+
+    def on_install(self) -> None:
+        return None
+
+    def on_step_end(self, closed: int) -> None:
+        if closed == 2:
+            self.stop()
+
+    def stop(self) -> None:
+        self.stops += 1
+        torch.cuda.synchronize()
+
+
+def test_the_profilers_own_stop_is_not_counted_as_a_script_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)  # no GPU here
+    inst = Instrumentation(CollectConfig(profile_steps=0))
+    window = SyncingWindow()
+    inst.window = window  # type: ignore[assignment]
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with inst:
+        for _ in range(4):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    assert window.stops >= 2  # at step 2 and at uninstall
+    assert all(counts.get("cuda_synchronize", 0) == 0 for counts in inst.sync_counts)
