@@ -265,6 +265,10 @@ class TrainingSession:
     def compiled(self) -> bool:
         return self.compile_mode != "off"
 
+    def reset_peak_memory(self) -> None:
+        """Start the peak-memory window again (after warm-up)."""
+        self.memory.start()
+
     def read_memory(self) -> MemoryStats:
         return self.memory.read()
 

@@ -293,3 +293,39 @@ def test_session_on_cuda_1_makes_it_current_for_model_and_graph_capture(
     finally:
         session.close()
     assert fake.current == 0  # the caller's current device is back
+
+
+#: A warm-up workspace far above the small MLP's own footprint (tens of MiB), like cuDNN's
+#: benchmark mode or autotuning trying algorithms with large scratch buffers.
+WARMUP_WORKSPACE_BYTES = 256 * 2**20
+
+
+def test_peak_memory_covers_the_steady_state_not_the_warm_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchdoctor.engine import run_workload
+
+    workload = small_mlp()
+    build = workload.build_model
+    calls = {"n": 0}
+
+    def build_model() -> nn.Module:
+        model = build()
+
+        def workspace(_module: nn.Module, _args: Any) -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:  # the first (warm-up) forward only
+                scratch = torch.ones(WARMUP_WORKSPACE_BYTES // 4)
+                del scratch
+
+        model.register_forward_pre_hook(workspace)
+        return model
+
+    monkeypatch.setattr(workload, "build_model", build_model)
+    result = run_workload(workload, Recipe(), steps=2, warmup_steps=1, measure_phases=False)
+    if not result.memory.cpu_peak_is_run_scoped:
+        pytest.skip("this OS cannot reset the peak RSS counter")
+    assert result.memory.cpu_rss_end_bytes is not None
+    assert result.memory.cpu_peak_rss_bytes < result.memory.cpu_rss_end_bytes + (
+        WARMUP_WORKSPACE_BYTES // 2
+    )
