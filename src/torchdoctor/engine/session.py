@@ -265,6 +265,21 @@ class TrainingSession:
     def compiled(self) -> bool:
         return self.compile_mode != "off"
 
+    @property
+    def replays_graphs(self) -> bool:
+        """Whether steps replay CUDA graphs: their kernels bypass the dispatcher, so
+        dispatcher-level counters (FlopCounterMode) see almost nothing of them."""
+        return self.cuda_graphs or self.mark_cudagraph_steps
+
+    def eager_step(self) -> None:
+        """One forward and backward through the model as built, without graphs, compilation
+        or an optimizer step (its gradients are cleared): what a FLOP counter can see."""
+        inputs, target = self._prepare_batch(self.batches.next())
+        with autocast_context(self.precision, self.device.type):
+            loss = self.workload.loss(self.raw_model(inputs), target)
+        loss.backward()
+        self.raw_model.zero_grad(set_to_none=True)
+
     def reset_peak_memory(self) -> None:
         """Start the peak-memory window again (after warm-up)."""
         self.memory.start()
