@@ -156,7 +156,7 @@ def flop_counting_step(session: Any) -> Callable[[], Any]:
     update, which the counter does not count either, is left out).
     """
     if getattr(session, "replays_graphs", False):
-        return session.eager_step  # type: ignore[no-any-return]
+        return session.eager_step
     return lambda: session.run_steps(1, measure_phases=False)
 
 
