@@ -42,6 +42,7 @@ def test_bench_rich_table(capsys: pytest.CaptureFixture[str]) -> None:
         (["bench", "pass", "--budget", "-1"], "--budget -1"),
         (["bench", "pass", "--confidence", "1.5"], "--confidence 1.5"),
         (["bench", "pass", "--vs", "1/0", "--budget", "0.2"], "raised ZeroDivisionError"),
+        (["bench", "pass", "--device", "tpu"], "--device tpu"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(
@@ -50,3 +51,10 @@ def test_bad_input_is_one_line_exit_2(
     assert main(args) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and err[0].startswith("error:") and fragment in err[0], err
+
+
+def test_bench_takes_a_device(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--json", "bench", "y = x * 2", "-s", "x = torch.ones(8)", "--device", "cpu",
+                 "--budget", "0.2"])  # fmt: skip
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["median"] > 0

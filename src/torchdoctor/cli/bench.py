@@ -19,6 +19,17 @@ def _namespace() -> dict[str, object]:
     return {"torch": torch, "math": math}
 
 
+def _check_device(device: str) -> None:
+    """A device the timer can use, or the user's error (exit 2) before anything runs."""
+    from torchdoctor.core.errors import TorchDoctorError
+    from torchdoctor.engine.session import resolve_device
+
+    try:
+        resolve_device(device)
+    except TorchDoctorError as exc:
+        raise UsageError(f"--device {device}: {exc.message}", hint=exc.hint) from None
+
+
 @app.command("bench")
 def bench_command(
     stmt: str = typer.Argument(..., help="Python statement to time, e.g. 'a @ b'."),
@@ -31,6 +42,12 @@ def bench_command(
     target: float = typer.Option(
         0.01, "--target", help="Stop once the CI half-width is this fraction of the median."
     ),
+    device: str | None = typer.Option(
+        None,
+        "--device",
+        help="cpu or cuda[:N]: cuda times each block with CUDA events on that device. "
+        "Unset: host clock, synchronizing CUDA whenever the statements initialized it.",
+    ),
 ) -> None:
     """Time STMT (warm-up, adaptive repetition, CI of the median), or compare it with --vs."""
     if not (budget > 0 and math.isfinite(budget)):
@@ -39,6 +56,8 @@ def bench_command(
         raise UsageError(f"--confidence {confidence:g} must be between 0 and 1", hint="e.g. 0.95")
     if not target > 0:
         raise UsageError(f"--target {target:g} must be positive", hint="e.g. 0.01 for ±1%")
+    if device is not None:
+        _check_device(device)
     from torchdoctor.measure import Timer, compare
     from torchdoctor.measure.load import watch_load
     from torchdoctor.measure.render import render_comparison, render_measurement
@@ -46,7 +65,7 @@ def bench_command(
     namespace = _namespace()
     if vs is None:
         with watch_load() as load:
-            m = Timer(stmt, setup, namespace).adaptive_autorange(
+            m = Timer(stmt, setup, namespace, device=device).adaptive_autorange(
                 target_rel_ci=target, budget_s=budget, confidence=confidence
             )
         m = m.with_load(load.reading)
@@ -63,6 +82,7 @@ def bench_command(
             budget_s=budget,
             confidence=confidence,
             target_rel_ci=target,
+            device=device,
         )
     c = c.with_load(load.reading)
 

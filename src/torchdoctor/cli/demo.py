@@ -15,6 +15,7 @@ from typing import Final
 import typer
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.cli.tune import (
     diagnose_into_run_dir,
@@ -43,12 +44,15 @@ DEMO_KNOBS: Final = ("compile", "channels_last", "threads", "optimizer_impl", "p
 def demo_command(
     budget: str = typer.Option(DEFAULT_DEMO_BUDGET, "--budget", help="Tuning budget, e.g. 8m."),
     out: Path = typer.Option(None, "--out", help="Run folder to create."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
     budget_s = parse_duration(budget)
-    run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out)
+    device = default_device(device)
+    run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
     config = TuneConfig(
         workload=DEMO_WORKLOAD,
+        device=device,
         budget_s=budget_s,
         # The diagnosis's prescriptions come first and are tried even outside DEMO_KNOBS.
         knobs=[*prescribed, *(k for k in DEMO_KNOBS if k not in prescribed)],

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
@@ -146,6 +147,9 @@ def diagnose(
     profile_steps: int = typer.Option(5, "--profile-steps", help="Steps to profile."),
     out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
+    device: str | None = typer.Option(
+        None, "--device", help=f"For a workload: {DEVICE_HELP} A script picks its own."
+    ),
 ) -> None:
     from torchdoctor.diagnose import runs
 
@@ -182,6 +186,7 @@ def diagnose(
             warmup=warmup,
             profile_steps=profile_steps,
             out=out,
+            device=default_device(device),
         )
     for i, d in enumerate(exam.diagnoses):
         last = i == len(exam.diagnoses) - 1

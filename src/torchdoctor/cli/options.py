@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torchdoctor.core.errors import UsageError
+
+#: --device's help for the commands that run a workload.
+DEVICE_HELP = "cpu or cuda[:N]; default: cuda when a GPU is available, else cpu."
+
+
+def default_device(device: str | None, *, cuda_available: Callable[[], bool] | None = None) -> str:
+    """The device a command runs on: the one given, else the GPU when there is one.
+
+    PyTorch users expect a tool on a GPU machine to use the GPU; a CPU default would measure
+    and tune a job they never run. torch is imported only when no device was given.
+    """
+    if device is not None:
+        return device
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available
+    return "cuda" if cuda_available() else "cpu"
 
 
 def parse_workload_params(items: list[str]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import parse_workload_params
+from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
@@ -72,7 +72,7 @@ def profile_command(
     active: int = typer.Option(3, "--active", min=1, help="Steps recorded in the trace."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     ceilings: bool = typer.Option(
         True,
         "--ceilings/--no-ceilings",
@@ -86,6 +86,7 @@ def profile_command(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
+    device = default_device(device)
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
     if out is not None and out.exists() and any(out.iterdir()):

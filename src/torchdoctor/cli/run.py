@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import parse_workload_params
+from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError
 
@@ -26,7 +26,7 @@ def run_command(
     steps: int = typer.Option(30, "--steps", min=1, help="Steady-state steps to measure."),
     warmup: int = typer.Option(5, "--warmup", min=0, help="Warm-up steps (compile happens here)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     throughput: bool = typer.Option(
         False, "--throughput", help="No per-phase device syncs (no phase table)."
     ),
@@ -41,6 +41,7 @@ def run_command(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
+    device = default_device(device)
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
 

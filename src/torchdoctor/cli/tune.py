@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
@@ -172,7 +173,7 @@ def tune_command(
         True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
     ),
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
     diagnose: bool = typer.Option(
         True, "--diagnose/--no-diagnose", help="Diagnose first; try its prescriptions first."
@@ -186,6 +187,7 @@ def tune_command(
             raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
         if objective not in ("throughput", "latency"):
             raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        device = default_device(device)
         baseline = _baseline(workload, settings, device)
         budget_s = parse_duration(budget)
         max_memory_bytes = parse_size(max_memory) if max_memory else None
@@ -193,7 +195,7 @@ def tune_command(
             Study(storage)  # a URL that cannot be opened fails here, before any folder exists
         prescribed: list[str] = []
         if diagnose:
-            out, prescribed = diagnose_into_run_dir(workload, out)
+            out, prescribed = diagnose_into_run_dir(workload, out, device=device)
         config = TuneConfig(
             workload=workload,
             prescribed=prescribed,
@@ -232,13 +234,15 @@ def finish_with_report(result: TuneResult) -> None:
             err_console.print(f"Report: {display_path(path)}", highlight=False)
 
 
-def diagnose_into_run_dir(workload: str, out: Path | None) -> tuple[Path, list[str]]:
-    """Run the diagnosis into the (new) run folder; returns the folder and prescribed knobs."""
+def diagnose_into_run_dir(
+    workload: str, out: Path | None, *, device: str = "cpu"
+) -> tuple[Path, list[str]]:
+    """Diagnose on `device` into the (new) run folder; returns it and the prescribed knobs."""
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.tune.prescriptions import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(workload, run_dir)
+    prescribed = diagnose_before_tuning(workload, run_dir, device=device)
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)

@@ -23,7 +23,7 @@ import gc
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,9 @@ class Instrumentation:
     def __init__(self, config: CollectConfig | None = None, *, clock: Clock | None = None) -> None:
         self.config = config or CollectConfig()
         use_events = clock is None and self.config.cuda_events and torch.cuda.is_available()
-        self.clock: Clock = clock or (CudaEventClock() if use_events else HostClock())
+        self.clock: Clock = clock or (
+            CudaEventClock(_launcher_device()) if use_events else HostClock()
+        )
         self.recorder = StepRecorder(self.clock, on_step_end=self._on_step_end)
         self.window = ProfileWindow(
             warmup=self.config.warmup,
@@ -182,7 +184,8 @@ class Instrumentation:
         if not self._installed:
             return
         self._installed = False
-        self.window.stop()
+        with self._uncounted_syncs():
+            self.window.stop()
         self.recorder.finish()
         for handle in self._handles:
             handle.remove()
@@ -200,10 +203,12 @@ class Instrumentation:
         self.sync_outside_seconds.append(self._sync_outside_s)
         self._sync_step = Counter()
         self._sync_s = self._sync_outside_s = 0.0
-        self.window.on_step_end(closed)
+        with self._uncounted_syncs():
+            self.window.on_step_end(closed)
         limit = self.config.max_steps
         if limit is not None and closed >= limit and self._installed:
-            self.window.stop()
+            with self._uncounted_syncs():
+                self.window.stop()
             raise StopCollection(f"stopped after {closed} steps (max_steps={limit})")
 
     def _hook_optimizer(self) -> None:
@@ -359,6 +364,9 @@ class Instrumentation:
                 dst = device or target_device(args, kwargs)
                 if dst is None or dst.type == t.device.type:
                     return original(t, *args, **kwargs)
+                if dst.type == "cuda":
+                    # The script's data and model go there: time its steps on that device.
+                    self._saw_device(dst)
                 if dst.type == "cpu":  # device -> host: waits for the device
                     return self._timed_sync(original, "cpu", t, *args, **kwargs)
                 return self._timed_h2d(original, t, args, kwargs)
@@ -381,6 +389,15 @@ class Instrumentation:
             torch.cuda, "synchronize", self._counting(torch.cuda.synchronize, "cuda_synchronize")
         )
 
+    def _saw_device(self, device: torch.device) -> None:
+        use_device = getattr(self.clock, "use_device", None)
+        if use_device is None:
+            return
+        if device.index is None:  # "cuda": the current device, whichever that is then
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device != getattr(self.clock, "device", None):
+            use_device(device)
+
     def _timed_h2d(
         self, original: Callable[..., Any], t: torch.Tensor, args: Any, kwargs: Any
     ) -> Any:
@@ -398,6 +415,16 @@ class Instrumentation:
         finally:
             self.recorder.end("h2d")
             h2d["seconds"] += time.perf_counter() - start
+
+    @contextlib.contextmanager
+    def _uncounted_syncs(self) -> Iterator[None]:
+        """Syncs made by torchdoctor itself in here are not the script's: the profiler's
+        stop calls torch.cuda.synchronize (the patched one) to flush the device's activity."""
+        was, self._in_sync = self._in_sync, True
+        try:
+            yield
+        finally:
+            self._in_sync = was
 
     def _counting(self, original: Callable[..., Any], kind: SyncKind) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -582,6 +609,18 @@ def thread_info() -> ThreadInfo:
         cpu_count=os.cpu_count(),
         usable_cores=usable,
     )
+
+
+def _launcher_device() -> torch.device | None:
+    """The first guess at a script's GPU: cuda:LOCAL_RANK under torchrun, else None.
+
+    DDP scripts conventionally use the GPU of their local rank; the first host-to-device
+    copy confirms or corrects it (`Instrumentation._saw_device`).
+    """
+    rank = _env_int("LOCAL_RANK")
+    if rank is None or not 0 <= rank < torch.cuda.device_count():
+        return None
+    return torch.device("cuda", rank)
 
 
 def _env_int(name: str) -> int | None:

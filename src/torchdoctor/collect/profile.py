@@ -147,6 +147,19 @@ def count_flops(run_step: Callable[[], Any]) -> tuple[int, dict[str, int], list[
     return int(counter.get_total_flops()), by_op, modules
 
 
+def flop_counting_step(session: Any) -> Callable[[], Any]:
+    """The step FLOPs are counted on: a training step, or an eager one under CUDA graphs.
+
+    A graph replay launches its recorded kernels without going through the dispatcher, so
+    FlopCounterMode would count about zero FLOPs for it; the eager forward and backward of
+    the same model run the same matmuls and convolutions (the optimizer's elementwise
+    update, which the counter does not count either, is left out).
+    """
+    if getattr(session, "replays_graphs", False):
+        return session.eager_step
+    return lambda: session.run_steps(1, measure_phases=False)
+
+
 def profile_workload(
     workload: Workload,
     recipe: Recipe,
@@ -180,7 +193,7 @@ def profile_workload(
                 wait + warmup + active, measure_phases=False, on_step=lambda: quietly(prof.step)
             )
         memory_rows = _memory_by_op(prof)
-        total, by_op, modules = count_flops(lambda: session.run_steps(1, measure_phases=False))
+        total, by_op, modules = count_flops(flop_counting_step(session))
         memory = session.read_memory()
     if not (run_dir / TRACE).is_file():
         raise CollectError(f"the profiler wrote no trace to {run_dir / TRACE}")

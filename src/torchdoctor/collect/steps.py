@@ -44,26 +44,51 @@ class HostClock:
         return max(0.0, end - start)
 
 
-class CudaEventClock:
-    """CUDA events on the current stream: phase times as the device saw them, no sync per phase.
+@dataclass(frozen=True)
+class _EventMark:
+    event: Any
+    device: Any  # the device whose stream the event was recorded on; None: the current one
+    host_s: float
 
-    `seconds` waits for the end event only; the recorder resolves a step's intervals one step
-    late, when the device has long finished them, so that wait is normally free.
+
+class CudaEventClock:
+    """CUDA events on the script's device's stream: phase times as that device saw them.
+
+    No sync per phase: `seconds` waits for the end event only, and the recorder resolves a
+    step's intervals one step late, when the device has long finished them.
+
+    The device is the one the script's tensors live on, not whichever is current: a DDP
+    script that moves its model and batches to `cuda:{LOCAL_RANK}` without set_device leaves
+    cuda:0 current, and events recorded there would time GPU 0's (empty) stream. The hooks
+    call `use_device` with the destination of the script's host-to-device copies; `device`
+    is the first guess. Two marks on different devices (the device was learned between them)
+    cannot be compared by events, so that interval falls back to the host clock.
+    `cuda` is `torch.cuda` (a fake in tests).
     """
 
-    def __init__(self) -> None:
-        import torch
+    def __init__(self, device: Any = None, cuda: Any = None) -> None:
+        if cuda is None:
+            import torch
 
-        self._torch = torch
+            cuda = torch.cuda
+        self._cuda = cuda
+        self.device = device
 
-    def mark(self) -> Any:
-        event = self._torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
+    def use_device(self, device: Any) -> None:
+        self.device = device
 
-    def seconds(self, start: Any, end: Any) -> float:
-        end.synchronize()
-        return max(0.0, float(start.elapsed_time(end)) / 1e3)  # elapsed_time is in ms
+    def mark(self) -> _EventMark:
+        event = self._cuda.Event(enable_timing=True)
+        # An event is recorded on the stream given; without one, on the current device's.
+        event.record(self._cuda.current_stream(self.device))
+        return _EventMark(event, self.device, time.perf_counter())
+
+    def seconds(self, start: _EventMark, end: _EventMark) -> float:
+        if start.device != end.device:
+            return max(0.0, end.host_s - start.host_s)
+        end.event.synchronize()
+        # elapsed_time is in ms
+        return max(0.0, float(start.event.elapsed_time(end.event)) / 1e3)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from torchdoctor.diagnose.evidence import CeilingEvidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 from torchdoctor.diagnose.from_run import evidence_from_run
 from torchdoctor.diagnose.from_trace import evidence_from_trace
-from torchdoctor.diagnose.hostinfo import cuda_capability_in
+from torchdoctor.diagnose.hostinfo import cuda_capability_in, cuda_memory_in
 from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS
 
 if TYPE_CHECKING:
@@ -68,5 +68,8 @@ def diagnose_run(
     **extra: Any,
 ) -> Diagnosis:
     extra.setdefault("cuda_capability", cuda_capability_in(environment, run.device))
+    # The device's memory is the limit the memory-headroom rule compares the peak with; off
+    # CUDA there is none (host RAM is shared, and a larger batch is not the cure there).
+    extra.setdefault("memory_limit_bytes", cuda_memory_in(environment, run.device))
     ev = evidence_from_run(run, analysis, workload_kind=workload_kind, ceilings=ceilings, **extra)
     return diagnose_evidence(ev, environment=environment)

@@ -64,6 +64,27 @@ def cuda_capability_in(
     return distinct.pop() if len(distinct) == 1 else None
 
 
+def cuda_memory_in(environment: Mapping[str, Any] | None, device: str) -> int | None:
+    """Total memory (bytes) of `device` ("cuda", "cuda:1") by the environment fingerprint.
+
+    The limit the memory-headroom rule compares a run's device peak with. None off CUDA,
+    without a fingerprint, or for "cuda" without an index when the visible GPUs differ.
+    """
+    kind, _, index = device.partition(":")
+    if environment is None or kind != "cuda":
+        return None
+    found: dict[int, int] = {}
+    for dev in environment.get("cuda_devices") or []:
+        try:
+            found[int(dev["index"])] = int(dev["total_memory_bytes"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    if index:
+        return found.get(int(index)) if index.isdigit() else None
+    distinct = set(found.values())
+    return distinct.pop() if len(distinct) == 1 else None
+
+
 def ceilings_as_evidence(ceilings: Ceilings | None) -> CeilingEvidence | None:
     """Ceilings (core.env) -> CeilingEvidence, labelled by how they were obtained."""
     if ceilings is None:

@@ -158,15 +158,16 @@ def examine_workload(
     warmup: int = 5,
     profile_steps: int = 3,
     out: Path | None = None,
+    device: str = "cpu",
 ) -> Examination:
     """Run a built-in or user workload with phase timing, then a short profiled window."""
     from torchdoctor.diagnose.workload_run import check_workload, profile_workload
 
-    check_workload(name, settings)  # a bad name or knob leaves no run folder behind
+    check_workload(name, settings, device)  # a bad name or knob leaves no run folder behind
     run_dir = rundir.new_run_dir("diagnose", name, out=out)
     exam = Examination(run_dir=run_dir)
     try:
-        ceilings, why = local_ceilings()
+        ceilings, why = local_ceilings("cuda" if device.startswith("cuda") else "cpu")
         with watch_load() as load:
             run, kind, trace, cores = profile_workload(
                 name,
@@ -175,6 +176,7 @@ def examine_workload(
                 warmup=warmup,
                 profile_steps=profile_steps,
                 trace_path=run_dir / rundir.TRACE,
+                device=device,
             )
         run = run.model_copy(update={"machine_load": load.reading})
         run.write(run_dir / rundir.RUN_RESULT)

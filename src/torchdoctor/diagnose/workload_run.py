@@ -26,12 +26,14 @@ def usable_cores() -> int | None:
         return os.cpu_count()
 
 
-def check_workload(name: str, settings: dict[str, str]) -> None:
+def check_workload(name: str, settings: dict[str, str], device: str = "cpu") -> None:
     """Raise the user's error (unknown workload, bad knob) before anything is written."""
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    Recipe.parse([f"{k}={v}" for k, v in settings.items()], workload=get_workload(name))
+    Recipe.parse(
+        [f"{k}={v}" for k, v in settings.items()], workload=get_workload(name), device=device
+    )
 
 
 def profile_workload(

@@ -49,6 +49,9 @@ def run_workload(
         if warmup_steps:
             # Warm-up never measures phases: the first step holds compilation.
             warm = session.run_steps(warmup_steps, measure_phases=False, on_step=tick)
+            # Peaks cover the steady state: warm-up holds one-off workspaces (cuDNN benchmark
+            # trying algorithms, autotuning, compilation) that the job does not keep using.
+            session.reset_peak_memory()
         steady = session.run_steps(steps, measure_phases=measure_phases, on_step=tick)
         memory = session.read_memory()
         compiled = session.compiled

@@ -54,6 +54,11 @@ class TrainingSession:
         self.workload = workload
         self.recipe = recipe
         self.device = device
+        # First, before anything touches the GPU: CUDA graphs capture on the current device's
+        # streams and the caching allocator opens its context there.
+        self._previous_cuda_device: int | None = None
+        if device.type == "cuda":
+            self._previous_cuda_device = select_cuda_device(device)
         self.seed = seed
         self.clock = clock
         # Throughput-mode step boundaries: CUDA events on a GPU, the host clock elsewhere.
@@ -264,6 +269,25 @@ class TrainingSession:
     def compiled(self) -> bool:
         return self.compile_mode != "off"
 
+    @property
+    def replays_graphs(self) -> bool:
+        """Whether steps replay CUDA graphs: their kernels bypass the dispatcher, so
+        dispatcher-level counters (FlopCounterMode) see almost nothing of them."""
+        return self.cuda_graphs or self.mark_cudagraph_steps
+
+    def eager_step(self) -> None:
+        """One forward and backward through the model as built, without graphs, compilation
+        or an optimizer step (its gradients are cleared): what a FLOP counter can see."""
+        inputs, target = self._prepare_batch(self.batches.next())
+        with autocast_context(self.precision, self.device.type):
+            loss = self.workload.loss(self.raw_model(inputs), target)
+        loss.backward()
+        self.raw_model.zero_grad(set_to_none=True)
+
+    def reset_peak_memory(self) -> None:
+        """Start the peak-memory window again (after warm-up)."""
+        self.memory.start()
+
     def read_memory(self) -> MemoryStats:
         return self.memory.read()
 
@@ -274,6 +298,9 @@ class TrainingSession:
         if self._previous_cuda_flags is not None:
             restore_cuda_flags(self._previous_cuda_flags)
             self._previous_cuda_flags = None
+        if self._previous_cuda_device is not None:
+            torch.cuda.set_device(self._previous_cuda_device)
+            self._previous_cuda_device = None
 
     def __enter__(self) -> TrainingSession:
         return self
@@ -293,12 +320,31 @@ def marks_cudagraph_steps(device_type: str, compile_mode: str) -> bool:
     return device_type == "cuda" and compile_mode in CUDAGRAPH_COMPILE_MODES
 
 
+def select_cuda_device(device: torch.device, cuda: Any = None) -> int:
+    """Make `device` the current CUDA device; returns the index that was current before.
+
+    Without it "cuda:1" would still leave cuda:0 current: torch.cuda.make_graphed_callables
+    captures on the current device's side stream, `torch.cuda.current_stream()` and new
+    events default to it, and a worker process would open a context on GPU 0 as well
+    (torch.cuda.set_device docs). "cuda" without an index keeps whichever device is current.
+    `cuda` is `torch.cuda` (a fake in tests).
+    """
+    cuda = torch.cuda if cuda is None else cuda
+    previous = int(cuda.current_device())
+    if device.index is not None:
+        cuda.set_device(device.index)
+    return previous
+
+
 def resolve_device(
     device: str,
     *,
-    cuda_available: Callable[[], bool] = torch.cuda.is_available,
-    cuda_device_count: Callable[[], int] = torch.cuda.device_count,
+    cuda_available: Callable[[], bool] | None = None,
+    cuda_device_count: Callable[[], int] | None = None,
 ) -> torch.device:
+    # Looked up per call, not bound at import, so a patched torch.cuda is seen.
+    cuda_available = cuda_available or torch.cuda.is_available
+    cuda_device_count = cuda_device_count or torch.cuda.device_count
     try:
         dev = torch.device(device)
     except RuntimeError as exc:

@@ -11,6 +11,13 @@ from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
 
+#: Why activation checkpointing and CUDA graph capture exclude each other; both knobs say it,
+#: so whichever of the two a recipe adds second is refused before a trial is spent on it.
+GRAPHS_VS_CHECKPOINTING = (
+    "activation checkpointing saves the CUDA RNG state in forward, which fails during CUDA "
+    "graph capture (pytorch#83148); use checkpointing or cuda_graphs, not both"
+)
+
 
 def _needs_blocks(ctx: ApplicabilityContext) -> str | None:
     if not ctx.supports_checkpointing:
@@ -18,6 +25,8 @@ def _needs_blocks(ctx: ApplicabilityContext) -> str | None:
             f"workload '{ctx.workload_name}' declares no blocks to checkpoint "
             "(it has no checkpoint_blocks(model) method)"
         )
+    if ctx.settings.get("cuda_graphs"):
+        return GRAPHS_VS_CHECKPOINTING
     return None
 
 

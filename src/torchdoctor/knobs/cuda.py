@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,6 +16,7 @@ from torchdoctor.knobs.base import (
     before_ampere,
     cuda_only,
 )
+from torchdoctor.knobs.checkpointing import GRAPHS_VS_CHECKPOINTING
 from torchdoctor.knobs.precision import autocast_context
 
 CUDNN_BENCHMARK = Knob(
@@ -49,8 +50,7 @@ TF32 = Knob(
     family="cuda",
     description="TF32 tensor-core matmuls/convs for fp32 tensors (Ampere or newer).",
     code_change=(
-        'torch.backends.cuda.matmul.fp32_precision = "tf32"; '
-        'torch.backends.cudnn.conv.fp32_precision = "tf32"'
+        'torch.set_float32_matmul_precision("high"); torch.backends.cudnn.allow_tf32 = True'
     ),
     safety="close",
     domain=Choice((False, True)),
@@ -65,6 +65,8 @@ def _graphs_apply(ctx: ApplicabilityContext) -> str | None:
         return reason
     if ctx.settings.get("compile", "off") != "off":
         return "torch.compile manages its own CUDA graphs (compile=reduce-overhead); use one"
+    if ctx.settings.get("checkpointing"):
+        return GRAPHS_VS_CHECKPOINTING
     return None
 
 
@@ -85,41 +87,26 @@ KNOBS = (CUDNN_BENCHMARK, TF32, CUDA_GRAPHS)
 #: Process-wide backend flags the CUDA knobs touch, as saved by `apply_cuda_flags`.
 CudaFlags = dict[str, bool | str]
 
-
-def _has_fp32_precision_api() -> bool:
-    # torch >= 2.9 controls TF32 with `fp32_precision` ("ieee" | "tf32") per backend and op;
-    # allow_tf32 is the legacy API, and reading one after the other was set raises a
-    # RuntimeError about mixing them (PyTorch CUDA semantics notes, "TensorFloat-32").
-    return hasattr(torch.backends.cuda.matmul, "fp32_precision")
-
-
-def _cudnn_conv() -> Any:
-    # torch.backends.cudnn is replaced at import by a module object with `conv`/`rnn`
-    # sub-settings that type stubs do not declare.
-    return cast(Any, torch.backends.cudnn).conv
+#: `torch.set_float32_matmul_precision` values: "highest" keeps IEEE fp32 matmuls, "high"
+#: lets them use TF32 tensor cores (torch.set_float32_matmul_precision docs).
+_MATMUL_TF32 = "high"
+_MATMUL_IEEE = "highest"
 
 
 def read_cuda_flags() -> CudaFlags:
     """The current values of every flag `apply_cuda_flags` may change."""
-    flags: CudaFlags = {"cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
-    if _has_fp32_precision_api():
-        flags["matmul_fp32_precision"] = str(torch.backends.cuda.matmul.fp32_precision)
-        flags["conv_fp32_precision"] = str(_cudnn_conv().fp32_precision)
-    else:
-        flags["matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        flags["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
-    return flags
+    return {
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
 
 
 def restore_cuda_flags(flags: CudaFlags) -> None:
     """Put back flags saved by `read_cuda_flags` (or returned by `apply_cuda_flags`)."""
     torch.backends.cudnn.benchmark = bool(flags["cudnn_benchmark"])
-    if "matmul_fp32_precision" in flags:
-        torch.backends.cuda.matmul.fp32_precision = str(flags["matmul_fp32_precision"])
-        _cudnn_conv().fp32_precision = str(flags["conv_fp32_precision"])
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = bool(flags["matmul_allow_tf32"])
-        torch.backends.cudnn.allow_tf32 = bool(flags["cudnn_allow_tf32"])
+    torch.set_float32_matmul_precision(str(flags["matmul_precision"]))
+    torch.backends.cudnn.allow_tf32 = bool(flags["cudnn_allow_tf32"])
 
 
 def apply_cuda_flags(*, cudnn_benchmark: bool, tf32: bool) -> CudaFlags:
@@ -128,17 +115,17 @@ def apply_cuda_flags(*, cudnn_benchmark: bool, tf32: bool) -> CudaFlags:
     tf32=True: fp32 matmuls and cuDNN convolutions may use TF32 tensor cores. tf32=False
     (the knob's default, a plain training loop) means torch's defaults: IEEE fp32 matmuls,
     and cuDNN convolutions left as they are, which torch already runs in TF32 by default.
+
+    Only the legacy API is used (`set_float32_matmul_precision`, `cudnn.allow_tf32`), never
+    torch >= 2.9's `fp32_precision` attributes: once the new one is set, reading the legacy
+    getter raises about mixing the two APIs, and inductor reads it, so torch.compile failed
+    under tf32=true (pytorch#166387). The legacy setters keep both views consistent.
     """
     previous = read_cuda_flags()
     torch.backends.cudnn.benchmark = cudnn_benchmark
-    if _has_fp32_precision_api():
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
-        if tf32:
-            _cudnn_conv().fp32_precision = "tf32"
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        if tf32:
-            torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision(_MATMUL_TF32 if tf32 else _MATMUL_IEEE)
+    if tf32:
+        torch.backends.cudnn.allow_tf32 = True
     return previous
 
 

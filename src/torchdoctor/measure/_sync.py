@@ -7,6 +7,7 @@ same protocol torch.utils.benchmark uses. On CPU there is nothing to wait for.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +40,29 @@ def _no_sync() -> None:
     return None
 
 
+def sync_cuda_if_initialized() -> None:
+    """Synchronize the current CUDA device if this process has initialized CUDA.
+
+    For timing without a named device (`torchdoctor bench 'a @ b'`, `compare`): a statement
+    that created a CUDA tensor queued its kernels asynchronously, and without this wait the
+    host clock would time their launch only. CUDA is initialized lazily by the first CUDA
+    call, so `torch.cuda.is_initialized()` says whether anything could be queued; a CPU-only
+    statement never initializes it and pays one cheap check. torch is only looked up, not
+    imported: if nothing imported it, nothing can be on a device.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def make_sync(device: Any = None) -> Callable[[], None]:
-    """A zero-argument synchronize for `device`; a no-op on CPU so the hot path stays cheap."""
+    """A zero-argument synchronize for `device`; a no-op on CPU so the hot path stays cheap.
+
+    `device=None` (not named) synchronizes CUDA whenever it is initialized, see
+    `sync_cuda_if_initialized`; an explicit "cpu" never synchronizes anything.
+    """
+    if device is None:
+        return sync_cuda_if_initialized
     if device_type(device) == "cpu":
         return _no_sync
 

@@ -125,10 +125,14 @@ class Arm:
     #: Score (s/sample or s/step) of the first warm-up step after the compiling one (None with
     #: one warm-up step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
+    #: Whether the worker returns its cached device memory after each chunk (CUDA): the
+    #: other arm runs next on the same GPU (see torchdoctor.tune.worker.release_device_memory).
+    release_after_run: bool = False
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
-        reply = self.worker.request({"op": "run", "steps": steps}, timeout_s=timeout())
+        request = {"op": "run", "steps": steps, "release": self.release_after_run}
+        reply = self.worker.request(request, timeout_s=timeout())
         rows = reply["steps"]
         total = sum(float(r[0]) for r in rows)
         samples = sum(int(r[1]) if r[1] is not None else 1 for r in rows)
@@ -149,7 +153,9 @@ class Arm:
         With `give_up_above` (a score), warm-up stops after the first post-compile step when
         that step's score exceeds it: the caller rejects such an arm without scoring it.
         """
-        first = self.worker.request({"op": "run", "steps": 1}, timeout_s=timeout())
+        first = self.worker.request(
+            {"op": "run", "steps": 1, "release": self.release_after_run}, timeout_s=timeout()
+        )
         self.compile_s = float(first["steps"][0][0])
         self.losses.append(first["steps"][0][2])
         self.warmup_s = self.compile_s
@@ -203,7 +209,13 @@ def open_arm(
         memory_cap_bytes=memory_cap_bytes,
         log_path=log_path,
     )
-    arm = Arm(recipe=dict(spec.recipe), worker=worker, objective=objective, prepare_s=prepare_s)
+    arm = Arm(
+        recipe=dict(spec.recipe),
+        worker=worker,
+        objective=objective,
+        prepare_s=prepare_s,
+        release_after_run=spec.device.split(":", 1)[0] == "cuda",
+    )
     try:
         arm.warm_up(plan, timeout=timeout, give_up_above=give_up_above)
     except BaseException:

@@ -30,8 +30,13 @@ def prescribed_knobs(diagnosis: Any) -> list[str]:
     return names
 
 
-def diagnose_before_tuning(workload: str, run_dir: Path) -> list[str]:
-    """Diagnose `workload` into RUN_DIR/diagnosis/ (and RUN_DIR/diagnosis.json); its knobs."""
+def diagnose_before_tuning(workload: str, run_dir: Path, *, device: str = "cpu") -> list[str]:
+    """Diagnose `workload` on `device` into RUN_DIR/diagnosis/ (and RUN_DIR/diagnosis.json).
+
+    Returns its prescribed knobs. The device is the one the trials run on: a CPU diagnosis
+    of a GPU job names other bottlenecks (threads and data loading, not precision or launch
+    overhead) and would order the GPU trials by them.
+    """
     from torchdoctor.diagnose.runs import examine_workload
 
     exam = examine_workload(
@@ -41,6 +46,7 @@ def diagnose_before_tuning(workload: str, run_dir: Path) -> list[str]:
         warmup=DIAGNOSIS_WARMUP,
         profile_steps=DIAGNOSIS_PROFILE_STEPS,
         out=run_dir / DIAGNOSIS_SUBDIR,
+        device=device,
     )
     if not exam.diagnoses:
         return []

@@ -183,8 +183,10 @@ def start_worker(
     else:
         worker = InProcessWorker()
     try:
+        # The cap goes to the worker too: on CUDA it bounds the device memory there.
+        prepare = {"op": "prepare", "spec": dataclasses.asdict(spec)}
         reply = worker.request(
-            {"op": "prepare", "spec": dataclasses.asdict(spec)}, timeout_s=timeout_s
+            {**prepare, "memory_cap_bytes": memory_cap_bytes}, timeout_s=timeout_s
         )
     except TrialFailure:
         worker.close()

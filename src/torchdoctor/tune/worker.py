@@ -4,9 +4,12 @@ The parent (`torchdoctor.tune.trial`) sends plain dict requests over a pipe and 
 replies, so a crash, a hang or an out-of-memory inside the session kills at most this
 process. Requests:
 
-- ``{"op": "prepare", "spec": SessionSpec}`` -> ``{"ok": True, "prepare_s": ...}``
-- ``{"op": "run", "steps": n}`` -> ``{"ok": True, "steps": [[total_s, samples, loss], ...],
-  "peak_memory_bytes": ...}``
+- ``{"op": "prepare", "spec": SessionSpec, "memory_cap_bytes": n | None}`` ->
+  ``{"ok": True, "prepare_s": ...}``; on CUDA the cap bounds this process's device memory.
+- ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[total_s,
+  samples, loss], ...], "peak_memory_bytes": ...}``; with "release", the CUDA caching
+  allocator's free blocks go back to the device after the steps (see `release_device_memory`).
+- ``{"op": "release"}`` -> ``{"ok": True}``: the same, on its own.
 - ``{"op": "exit"}``
 
 An exception raised by the session becomes ``{"ok": False, "status": ..., "reason": ...}``.
@@ -43,17 +46,66 @@ def _rss_peak_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-class SessionHost:
-    """Holds one session and answers requests; used in the child and by the in-process mode."""
+def _torch_cuda() -> Any:
+    import torch
 
-    def __init__(self) -> None:
+    return torch.cuda
+
+
+def limit_device_memory(cuda: Any, device: str, cap_bytes: int) -> float:
+    """Bound this process's CUDA caching allocator to `cap_bytes` of `device`; the fraction.
+
+    The parent's resident-memory watch sees host memory only; device memory is bounded here,
+    with torch.cuda.set_per_process_memory_fraction: an allocation past it raises the same
+    OutOfMemoryError a full GPU would, which the trial records as "oom".
+    """
+    _, _, index_text = device.partition(":")
+    index = int(index_text) if index_text else int(cuda.current_device())
+    total = int(cuda.get_device_properties(index).total_memory)
+    fraction = min(1.0, cap_bytes / total)
+    cuda.set_per_process_memory_fraction(fraction, index)
+    return fraction
+
+
+def release_device_memory(cuda: Any) -> None:
+    """Hand the caching allocator's free blocks back to the device (torch.cuda.empty_cache).
+
+    The tuner runs two workers on one GPU in turns; blocks one keeps cached while the other
+    runs count against the other's memory, so candidates ran out of memory early and the
+    batch search stopped near half the real capacity. Only when CUDA was initialized here:
+    the call would otherwise create a context for nothing.
+    """
+    if cuda.is_initialized():
+        cuda.empty_cache()
+
+
+class SessionHost:
+    """Holds one session and answers requests; used in the child and by the in-process mode.
+
+    `cuda` is `torch.cuda` (imported on first CUDA use; a fake allocator in tests).
+    """
+
+    def __init__(self, cuda: Any = None) -> None:
         self.session: SessionLike | None = None
+        self._cuda = cuda
+        self._on_cuda = False
+
+    @property
+    def cuda(self) -> Any:
+        if self._cuda is None:
+            self._cuda = _torch_cuda()
+        return self._cuda
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
             if request["op"] == "prepare":
                 start = time.perf_counter()
-                self.session = build_session(SessionSpec(**request["spec"]))
+                spec = SessionSpec(**request["spec"])
+                self._on_cuda = spec.device.split(":", 1)[0] == "cuda"
+                cap = request.get("memory_cap_bytes")
+                if cap and self._on_cuda:
+                    limit_device_memory(self.cuda, spec.device, int(cap))
+                self.session = build_session(spec)
                 return {"ok": True, "prepare_s": time.perf_counter() - start}
             if request["op"] == "run":
                 if self.session is None:
@@ -61,11 +113,17 @@ class SessionHost:
                 steps = self.session.run_steps(int(request["steps"]), measure_phases=False)
                 rows = [[float(s.total_s), s.samples, _finite_or_none(s.loss)] for s in steps]
                 peak = peak_memory_of(self.session)
+                if request.get("release") and self._on_cuda:
+                    release_device_memory(self.cuda)
                 return {
                     "ok": True,
                     "steps": rows,
                     "peak_memory_bytes": peak if peak is not None else _rss_peak_bytes(),
                 }
+            if request["op"] == "release":
+                if self._on_cuda:
+                    release_device_memory(self.cuda)
+                return {"ok": True}
             return {"ok": False, "status": "error", "reason": f"unknown op {request['op']!r}"}
         except Exception as exc:
             return {

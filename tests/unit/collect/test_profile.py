@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from torchdoctor.collect.profile import ProfileCapture, profile_workload
 from torchdoctor.core.errors import CollectError
@@ -125,3 +126,31 @@ def test_cuda_activity_only_for_a_cuda_device(monkeypatch: pytest.MonkeyPatch) -
     assert _activities(torch.device("cuda:0")) == [cpu, cuda]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert _activities(torch.device("cuda:0")) == [cpu]
+
+
+class GraphReplaySession:
+    """A session whose steps replay CUDA graphs: the kernels run, the dispatcher sees none."""
+
+    replays_graphs = True
+
+    def __init__(self) -> None:
+        self.model = torch.nn.Linear(64, 32)
+        self.replays = 0
+
+    def run_steps(self, n: int, *, measure_phases: bool) -> list[object]:
+        self.replays += n  # a graph launch: no aten op is dispatched
+        return []
+
+    def eager_step(self) -> None:
+        self.model(torch.randn(16, 64)).sum().backward()
+
+
+def test_flops_under_cuda_graphs_come_from_an_eager_step() -> None:
+    from torchdoctor.collect.profile import count_flops, flop_counting_step
+
+    session = GraphReplaySession()
+    total, _, _ = count_flops(flop_counting_step(session))
+    # forward 2*16*64*32 (addmm), backward the same for the weight's gradient (the input
+    # needs none)
+    assert total == 2 * (2 * 16 * 64 * 32)
+    assert session.replays == 0

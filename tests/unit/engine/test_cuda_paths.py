@@ -49,11 +49,28 @@ def test_tf32_off_keeps_torch_default_conv_precision_and_restores_everything() -
     before = read_cuda_flags()
     previous = apply_cuda_flags(cudnn_benchmark=False, tf32=False)
     try:
-        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
-        assert cuda_knobs._cudnn_conv().fp32_precision == before["conv_fp32_precision"]
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.backends.cudnn.allow_tf32 == before["cudnn_allow_tf32"]
     finally:
         restore_cuda_flags(previous)
     assert read_cuda_flags() == before
+
+
+def test_tf32_on_leaves_the_legacy_getters_readable() -> None:
+    # Inductor reads torch.get_float32_matmul_precision() and matmul.allow_tf32 while it
+    # compiles; torch >= 2.9 raises on either once the new fp32_precision API was set
+    # (pytorch#166387), so tf32 with compile failed. Both getters must read, set and after
+    # a restore, and agree with the new API's view.
+    before = torch.get_float32_matmul_precision()
+    previous = apply_cuda_flags(cudnn_benchmark=False, tf32=True)
+    try:
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        restore_cuda_flags(previous)
+    assert torch.get_float32_matmul_precision() == before
+    assert isinstance(torch.backends.cuda.matmul.allow_tf32, bool)
 
 
 class FakeCudaMemory:
@@ -190,3 +207,125 @@ def test_fp16_scaler_scales_each_micro_batch_then_steps_and_updates_once() -> No
 def test_bf16_uses_no_scaler() -> None:
     with prepare(small_mlp(), Recipe.parse(["precision=bf16"])) as s:
         assert s.scaler is None
+
+
+class FakeCudaDevices:
+    """Stands in for `torch.cuda` on a two-GPU machine: a current-device index that
+    set_device changes, and graph capture that happens on the current device's streams."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.count = count
+        self.current = 0
+        self.captured_on: list[int] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in (
+            "is_available",
+            "device_count",
+            "current_device",
+            "set_device",
+            "get_device_capability",
+            "reset_peak_memory_stats",
+            "make_graphed_callables",
+        ):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    def is_available(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return self.count
+
+    def current_device(self) -> int:
+        return self.current
+
+    def set_device(self, device: int | torch.device) -> None:
+        index = device.index if isinstance(device, torch.device) else int(device)
+        assert index is not None and 0 <= index < self.count
+        self.current = index
+
+    def get_device_capability(self, device: int | None = None) -> tuple[int, int]:
+        return (9, 0)
+
+    def reset_peak_memory_stats(self, device: object = None) -> None:
+        return None
+
+    def make_graphed_callables(self, model: nn.Module, args: tuple[Any, ...]) -> nn.Module:
+        # make_graphed_callables captures on a side stream of the *current* device.
+        self.captured_on.append(self.current)
+        return model
+
+
+class DeviceRecordingModel(nn.Sequential):
+    """A real CPU model whose `.to(cuda:N)` notes which device was current at the move."""
+
+    def __init__(self, fake: FakeCudaDevices, inner: nn.Module) -> None:
+        super().__init__(*inner.children())
+        self.fake = fake
+        self.moved: list[tuple[object, int]] = []
+
+    def to(self, *args: Any, **kwargs: Any) -> DeviceRecordingModel:  # type: ignore[override]
+        self.moved.append((args[0] if args else kwargs.get("device"), self.fake.current))
+        return self
+
+
+def test_session_on_cuda_1_makes_it_current_for_model_and_graph_capture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeCudaDevices()
+    fake.install(monkeypatch)
+    workload = small_mlp()
+    models: list[DeviceRecordingModel] = []
+    build = workload.build_model
+
+    def build_model() -> nn.Module:
+        models.append(DeviceRecordingModel(fake, build()))
+        return models[-1]
+
+    monkeypatch.setattr(workload, "build_model", build_model)
+    # Batches stay on the CPU: only the device bookkeeping is under test.
+    monkeypatch.setattr(workload, "to_device", lambda batch, device, non_blocking: batch)
+    session = prepare(workload, Recipe.parse(["cuda_graphs=true"]), device="cuda:1")
+    try:
+        assert fake.current == 1
+        assert models[0].moved == [(torch.device("cuda", 1), 1)]
+        assert fake.captured_on == [1]
+    finally:
+        session.close()
+    assert fake.current == 0  # the caller's current device is back
+
+
+#: A warm-up workspace far above the small MLP's own footprint (tens of MiB), like cuDNN's
+#: benchmark mode or autotuning trying algorithms with large scratch buffers.
+WARMUP_WORKSPACE_BYTES = 256 * 2**20
+
+
+def test_peak_memory_covers_the_steady_state_not_the_warm_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchdoctor.engine import run_workload
+
+    workload = small_mlp()
+    build = workload.build_model
+    calls = {"n": 0}
+
+    def build_model() -> nn.Module:
+        model = build()
+
+        def workspace(_module: nn.Module, _args: Any) -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:  # the first (warm-up) forward only
+                scratch = torch.ones(WARMUP_WORKSPACE_BYTES // 4)
+                del scratch
+
+        model.register_forward_pre_hook(workspace)
+        return model
+
+    monkeypatch.setattr(workload, "build_model", build_model)
+    result = run_workload(workload, Recipe(), steps=2, warmup_steps=1, measure_phases=False)
+    if not result.memory.cpu_peak_is_run_scoped:
+        pytest.skip("this OS cannot reset the peak RSS counter")
+    assert result.memory.cpu_rss_end_bytes is not None
+    assert result.memory.cpu_peak_rss_bytes < result.memory.cpu_rss_end_bytes + (
+        WARMUP_WORKSPACE_BYTES // 2
+    )

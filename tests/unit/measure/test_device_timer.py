@@ -154,3 +154,65 @@ def test_real_cuda_events_time_a_matmul() -> None:
     m = timer.blocked_autorange(min_run_time=0.1)
     # 2 n^3 FLOP in more than zero and less than a second per call on any CUDA GPU.
     assert 0 < m.median < 1.0
+
+
+class FakeCudaQueue:
+    """Stands in for `torch.cuda` seen from the host: kernels are queued asynchronously.
+
+    A launch costs the host nothing and initializes CUDA lazily (as the first CUDA call
+    does); `synchronize()` waits for the queue to drain, which moves the host clock by the
+    queued work. A host clock read without it sees the launches only.
+    """
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.pending_s: list[float] = []
+        self.initialized = False
+        self.syncs = 0
+
+    def launch(self, seconds: float) -> None:
+        self.initialized = True
+        self.pending_s.append(seconds)
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def synchronize(self, device: object = None) -> None:
+        self.syncs += 1
+        self.clock.advance(sum(self.pending_s))
+        self.pending_s.clear()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(torch.cuda, "is_initialized", self.is_initialized)
+        monkeypatch.setattr(torch.cuda, "synchronize", self.synchronize)
+
+
+def test_timer_without_a_device_waits_for_queued_cuda_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `torchdoctor bench 'a @ b'` with CUDA tensors names no device: the statement's kernels
+    # must be inside the block that queued them, not just their launch.
+    clock = FakeClock()
+    cuda = FakeCudaQueue(clock)
+    cuda.install(monkeypatch)
+    Timer(lambda: clock.advance(1e-3), clock=clock).blocked_autorange(min_run_time=0.05)
+    assert cuda.syncs == 0  # a CPU statement never initialized CUDA: nothing to wait for
+    m = Timer(lambda: cuda.launch(1e-3), clock=clock).blocked_autorange(min_run_time=0.05)
+    assert m.median == pytest.approx(1e-3)
+    assert cuda.pending_s == []
+
+
+def test_compare_without_a_device_times_queued_cuda_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchdoctor.measure import compare
+
+    clock = FakeClock()
+    cuda = FakeCudaQueue(clock)
+    cuda.install(monkeypatch)
+    c = compare(
+        {"slow": lambda: cuda.launch(2e-3), "fast": lambda: cuda.launch(1e-3)},
+        baseline="slow",
+        clock=clock,
+        budget_s=0.5,
+    )
+    assert c.measurements["slow"].median == pytest.approx(2e-3)
+    assert c.estimates["fast"].speedup == pytest.approx(2.0)

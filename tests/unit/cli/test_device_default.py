@@ -1,0 +1,27 @@
+"""Commands that run a workload default to the GPU when there is one, and say so."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from torchdoctor.cli.main import main
+from torchdoctor.cli.options import default_device
+
+
+def test_default_device_is_cuda_when_a_gpu_is_available() -> None:
+    assert default_device(None, cuda_available=lambda: True) == "cuda"
+    assert default_device(None, cuda_available=lambda: False) == "cpu"
+    assert default_device("cuda:1", cuda_available=lambda: False) == "cuda:1"
+    assert default_device("cpu", cuda_available=lambda: True) == "cpu"
+
+
+@pytest.mark.parametrize("command", ["run", "profile", "diagnose", "tune", "demo"])
+def test_help_says_the_default_device(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--help"]) == 0
+    # rich wraps the help inside a box: join its lines back into one text.
+    text = " ".join(
+        re.sub("[\u2502\u256d\u256e\u2570\u256f\u2500]", " ", capsys.readouterr().out).split()
+    )
+    assert "default: cuda when a GPU is available, else cpu" in text

@@ -1,0 +1,34 @@
+"""The diagnosis that orders the tuner's trials runs on the trials' device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import torchdoctor.diagnose.runs as runs
+import torchdoctor.diagnose.workload_run as workload_run
+from torchdoctor.tune.prescriptions import diagnose_before_tuning
+
+
+class StopHere(Exception):
+    pass
+
+
+def test_tune_on_cuda_diagnoses_on_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def ceilings(device: str = "cpu") -> tuple[None, str]:
+        seen["ceilings"] = device
+        return None, "not measured here"
+
+    def profile(name: str, settings: dict[str, str], **kwargs: Any) -> Any:
+        seen["run"] = kwargs.get("device", "cpu")
+        raise StopHere  # the device is all this test is about
+
+    monkeypatch.setattr(runs, "local_ceilings", ceilings)
+    monkeypatch.setattr(workload_run, "profile_workload", profile)
+    with pytest.raises(StopHere):
+        diagnose_before_tuning("mlp", tmp_path, device="cuda:1")
+    assert seen == {"ceilings": "cuda", "run": "cuda:1"}
