@@ -115,13 +115,8 @@ def refine_jointly(
                     "chunk_times_s": list(arm.chunk_scores),
                 }
             )
-            assert tuner.baseline is not None
             parity = check_parity(
-                tuner.baseline.losses,
-                losses,
-                safety,
-                steps=plan.parity_steps,
-                tolerances=tuner.settings.tolerances,
+                tuner.quality_reference(), losses, safety, tolerances=tuner.settings.tolerances
             )
             if first_non_finite(losses) is not None:
                 result = result.model_copy(

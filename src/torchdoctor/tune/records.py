@@ -25,11 +25,12 @@ class TrialResult(Record):
     first step) and `warmup_s` (all warm-up steps) are kept apart because a user with short
     jobs pays them on every launch. `machine_load` is the other work on the machine during the
     comparison that was used; `remeasured` how many comparisons before it were discarded
-    because the machine was disturbed (version 2).
+    because the machine was disturbed (version 2). The baseline carries `reference_losses`,
+    the trajectories its quality check is judged against (version 3).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
     key: str
     kind: TrialKind
@@ -54,6 +55,9 @@ class TrialResult(Record):
     best_chunk_times_s: list[float] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
     remeasured: int = Field(ge=0, default=0)
+    #: The baseline only: loss trajectories of the baseline recipe retrained with a no-op
+    #: weight perturbation, the yardstick of the quality check (`torchdoctor.tune.parity`).
+    reference_losses: list[list[float | None]] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:

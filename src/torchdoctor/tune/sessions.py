@@ -46,6 +46,8 @@ class SessionSpec:
     seed: int = 0
     factory: str = ENGINE_FACTORY
     options: dict[str, Any] = field(default_factory=dict)
+    #: > 0: a quality reference run, its initial weights carrying this no-op perturbation.
+    perturbation: int = 0
 
     def with_recipe(self, recipe: dict[str, Any]) -> SessionSpec:
         return SessionSpec(
@@ -67,20 +69,32 @@ def resolve_factory(path: str) -> Any:
 
 def build_session(spec: SessionSpec) -> SessionLike:
     factory = resolve_factory(spec.factory)
+    # Factories take `perturbation` only when it is asked for, so a user's factory written
+    # before reference runs existed still builds the sessions it always built.
+    extra = {"perturbation": spec.perturbation} if spec.perturbation else {}
     session: SessionLike = factory(
-        spec.workload, dict(spec.recipe), device=spec.device, seed=spec.seed, **spec.options
+        spec.workload,
+        dict(spec.recipe),
+        device=spec.device,
+        seed=spec.seed,
+        **spec.options,
+        **extra,
     )
     return session
 
 
-def engine_session(workload: str, recipe: dict[str, Any], *, device: str, seed: int) -> SessionLike:
+def engine_session(
+    workload: str, recipe: dict[str, Any], *, device: str, seed: int, perturbation: int = 0
+) -> SessionLike:
     """The real thing: a built-in workload prepared by the engine under `recipe`."""
     from torchdoctor.engine import prepare
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
     wl = get_workload(workload)
-    session: SessionLike = prepare(wl, Recipe.from_dict(recipe), device=device, seed=seed)
+    session: SessionLike = prepare(
+        wl, Recipe.from_dict(recipe), device=device, seed=seed, perturbation=perturbation
+    )
     return session
 
 

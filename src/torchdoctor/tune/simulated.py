@@ -54,7 +54,9 @@ def _triggered(recipe: dict[str, Any], triggers: dict[str, Any] | None) -> bool:
 
 
 class SimulatedSession:
-    def __init__(self, recipe: dict[str, Any], seed: int, **model: Any) -> None:
+    def __init__(
+        self, recipe: dict[str, Any], seed: int, *, perturbation: int = 0, **model: Any
+    ) -> None:
         self.recipe = recipe
         self.model = model
         self.batch = int(recipe.get("batch_size", model.get("base_batch", 32)))
@@ -73,7 +75,9 @@ class SimulatedSession:
         self.index = 0
         key = json.dumps([recipe, seed, model.get("noise_seed", 0)], sort_keys=True, default=str)
         self.rng = np.random.default_rng(zlib.crc32(key.encode()))
-        self.loss_rng = np.random.default_rng(seed)
+        # A no-op perturbation (a quality reference run) draws other loss noise from the
+        # same model, as a rounding-sized change does to a chaotic training run.
+        self.loss_rng = np.random.default_rng([seed, perturbation] if perturbation else seed)
 
     def _loss(self, i: int) -> float:
         loss = 2.0 * math.exp(-0.05 * i) + 0.2 + 0.002 * float(self.loss_rng.standard_normal())
@@ -98,7 +102,13 @@ class SimulatedSession:
 
 
 def make_session(
-    workload: str, recipe: dict[str, Any], *, device: str, seed: int, **model: Any
+    workload: str,
+    recipe: dict[str, Any],
+    *,
+    device: str,
+    seed: int,
+    perturbation: int = 0,
+    **model: Any,
 ) -> SimulatedSession:
     """Session factory (see `torchdoctor.tune.sessions.SessionSpec.factory`)."""
     if model.get("log_path"):
@@ -118,4 +128,4 @@ def make_session(
     need = int(model.get("bytes_per_sample", 1_000_000)) * int(recipe.get("batch_size", 32))
     if limit is not None and need > int(limit):
         raise MemoryError(f"simulated allocation of {need} bytes exceeds {limit}")
-    return SimulatedSession(recipe, seed, **model)
+    return SimulatedSession(recipe, seed, perturbation=perturbation, **model)

@@ -35,7 +35,9 @@ from torchdoctor.tune.arms import (
     paired_speedup,
 )
 from torchdoctor.tune.parity import (
+    REFERENCE_RUNS,
     TOLERANCES,
+    QualityReference,
     SafetyClass,
     check_parity,
     first_non_finite,
@@ -94,6 +96,8 @@ class TuneSettings:
     memory_cap_bytes: int | None = None
     budget_s: float = 600.0
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+    #: Baseline retrainings with a no-op perturbation that the quality check is judged by.
+    reference_runs: int = REFERENCE_RUNS
 
 
 def recipe_key(recipe: dict[str, Any]) -> str:
@@ -235,6 +239,12 @@ class Tuner:
             arm = self.open_arm_for(self.best_recipe, "baseline")
             measure_alone(arm, plan, timeout=self.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.request_timeout)
+            measured_s = self.clock() - start
+            # The quality check's yardstick, paid once per study (see tune.parity).
+            references = [
+                arm.reference_losses(i, plan.parity_steps, timeout=self.request_timeout)
+                for i in range(1, self.settings.reference_runs + 1)
+            ]
         except TrialFailure as exc:
             if exc.status == "timeout" and self.remaining_s() <= 0:
                 raise self._budget_too_small() from None
@@ -261,13 +271,25 @@ class Tuner:
             losses=list(arm.losses[: plan.parity_steps]),
             compile_s=arm.compile_s,
             warmup_s=arm.warmup_s,
-            wall_s=self.clock() - start,
+            # The measurement alone: later trials and the final A/B are sized from it.
+            wall_s=measured_s,
             chunk_times_s=list(arm.chunk_scores),
+            reference_losses=references,
         )
         self.best_arm = arm
         self.baseline = result
         self._add_baseline_rung(result)
         return self.record(result, reused=False)
+
+    def quality_reference(self) -> QualityReference:
+        """The baseline's late-window losses and their spread under no-op perturbations."""
+        if self.baseline is None:
+            raise TuneError("internal: a quality check before the baseline")
+        return QualityReference.from_trajectories(
+            self.baseline.losses,
+            self.baseline.reference_losses,
+            steps=self.settings.plan.parity_steps,
+        )
 
     def _budget_too_small(self) -> TuneError:
         return TuneError(
@@ -392,13 +414,8 @@ class Tuner:
                 f"[{est.ci_low:.3f}, {est.ci_high:.3f}] does not clear {threshold:.2f}x"
             )
             return measured.model_copy(update={"reason": reason}), cand
-        assert self.baseline is not None
         parity = check_parity(
-            self.baseline.losses,
-            losses,
-            safety,
-            steps=plan.parity_steps,
-            tolerances=self.settings.tolerances,
+            self.quality_reference(), losses, safety, tolerances=self.settings.tolerances
         )
         measured = measured.model_copy(update={"loss_deviation": parity.deviation})
         if not parity.passed:

@@ -10,6 +10,9 @@ process. Requests:
   samples, loss], ...], "peak_memory_bytes": ...}``; with "release", the CUDA caching
   allocator's free blocks go back to the device after the steps (see `release_device_memory`).
 - ``{"op": "release"}`` -> ``{"ok": True}``: the same, on its own.
+- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
+  the loss trajectory of a fresh session of the prepared spec whose initial weights carry the
+  no-op perturbation `i` (`torchdoctor.engine.perturb`); the prepared session is untouched.
 - ``{"op": "exit"}``
 
 An exception raised by the session becomes ``{"ok": False, "status": ..., "reason": ...}``.
@@ -17,6 +20,7 @@ An exception raised by the session becomes ``{"ok": False, "status": ..., "reaso
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import resource
@@ -87,6 +91,7 @@ class SessionHost:
 
     def __init__(self, cuda: Any = None) -> None:
         self.session: SessionLike | None = None
+        self.spec: SessionSpec | None = None
         self._cuda = cuda
         self._on_cuda = False
 
@@ -106,7 +111,10 @@ class SessionHost:
                 if cap and self._on_cuda:
                     limit_device_memory(self.cuda, spec.device, int(cap))
                 self.session = build_session(spec)
+                self.spec = spec
                 return {"ok": True, "prepare_s": time.perf_counter() - start}
+            if request["op"] == "reference":
+                return self._reference(int(request["perturbation"]), int(request["steps"]))
             if request["op"] == "run":
                 if self.session is None:
                     return {"ok": False, "status": "error", "reason": "run before prepare"}
@@ -131,6 +139,22 @@ class SessionHost:
                 "status": classify_exception(exc),
                 "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
             }
+
+
+    def _reference(self, perturbation: int, steps: int) -> dict[str, Any]:
+        if self.spec is None:
+            return {"ok": False, "status": "error", "reason": "reference before prepare"}
+        # A second session in this process, built and run to the end, then dropped: one worker
+        # serves every reference run, so the cost is steps, not process starts.
+        session = build_session(dataclasses.replace(self.spec, perturbation=perturbation))
+        try:
+            rows = session.run_steps(steps, measure_phases=False)
+            return {"ok": True, "losses": [_finite_or_none(r.loss) for r in rows]}
+        finally:
+            close = getattr(session, "close", None)
+            if callable(close):
+                close()
+            del session
 
 
 def _finite_or_none(loss: float | None) -> float | None:
