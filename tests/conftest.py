@@ -27,3 +27,14 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", str(base / "td-cache"))
     monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(base / "td-runs"))
     yield
+
+
+@pytest.fixture(params=["old", "new"])
+def v100_trace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The synthetic V100 job's trace (tests/gpu_traces.py) in the 2021 schema without
+    deviceProperties ("old", gzipped) and in today's schema ("new", plain JSON)."""
+    from gpu_traces import write_v100_trace
+
+    folder = tmp_path_factory.mktemp(f"v100_{request.param}")
+    name = "trace.json.gz" if request.param == "old" else "trace.json"
+    return write_v100_trace(folder / name, request.param)
