@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from torchdoctor.analyze.breakdown import step_breakdown
+from torchdoctor.analyze.breakdown import dataloader_iter, step_breakdown
 from torchdoctor.analyze.devices import (
     CeilingsLike,
     datasheet_ceilings,
@@ -129,6 +129,7 @@ def analyze_timeline(
         cuda_capability=capability,
         cuda_capability_source=capability_source,
         kernels=mix,
+        dataloader_iter=dataloader_iter(tl),
         rank=tl.meta.rank,
         world_size=tl.meta.world_size,
         events=len(tl),

@@ -174,6 +174,9 @@ class TraceAnalysis(Record):
     # deviceProperties, as in traces before torch 1.9); None when unknown.
     cuda_capability_source: str | None = None
     kernels: KernelMix | None = None  # schema 4
+    # schema 4: the DataLoader iterator class its __next__ spans name
+    # ("_SingleProcessDataLoaderIter": num_workers=0; "_MultiProcessingDataLoaderIter").
+    dataloader_iter: str | None = None
     syncs: SyncStats
     idle: IdleStats | None
     ceilings: CeilingsInfo | None

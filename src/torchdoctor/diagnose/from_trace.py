@@ -10,6 +10,7 @@ import numpy as np
 
 from torchdoctor.diagnose.evidence import (
     CeilingEvidence,
+    DataLoaderEvidence,
     Evidence,
     OpBound,
     OpEvidence,
@@ -300,6 +301,10 @@ def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evid
         cuda_capability=trace_cuda_capability(ta),
         cuda_capability_inferred=ta.cuda_capability_source == "kernel names",
         trace=trace_evidence(ta),
+        # The iterator the DataLoader spans name says whether it loads in worker processes.
+        dataloader=DataLoaderEvidence(uses_dataloader=True, num_workers=0)
+        if ta.dataloader_iter == "_SingleProcessDataLoaderIter"
+        else None,
         ceilings=ceiling_evidence(ta.ceilings),
         world_size=ta.world_size,
         rank=ta.rank,

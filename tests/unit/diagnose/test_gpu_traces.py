@@ -68,6 +68,9 @@ def test_v100_job_data_loading_first_then_precision(v100_trace: Path) -> None:
     assert ids.index("dataloader_wait") < ids.index("lower_precision_available")
     assert ids[0] == "dataloader_wait"
     assert "host_sync" not in ids
+    # The spans name _SingleProcessDataLoaderIter: num_workers=0, so load in workers.
+    data = d.finding("dataloader_wait")
+    assert data is not None and data.prescription.knobs["num_workers"] >= 1
     precision = d.finding("lower_precision_available")
     assert precision is not None
     # Volta: fp16 with a GradScaler, never bf16 (no bf16 tensor cores before sm_80).
