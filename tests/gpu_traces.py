@@ -58,8 +58,12 @@ _BACKWARD = [
      " at::native::threshold_kernel_impl<float>(float)>", 300.0),
 ]  # fmt: skip
 _FC = ("aten::addmm", [[1000], [32, 2048], [2048, 1000]], "volta_sgemm_128x64_nn", 900.0)
-_OPTIM = ("aten::add_", [[256, 256, 3, 3], [256, 256, 3, 3]], "void at::native::"
-          "vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(float)", 150.0)  # fmt: skip
+_OPTIM = (
+    "aten::add_",
+    [[256, 256, 3, 3], [256, 256, 3, 3]],
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(float)",
+    150.0,
+)
 LAUNCH_GAP_US = 30.0  # host time between two kernel launches beyond the kernel's own time
 
 
@@ -164,9 +168,7 @@ def v100_events(schema: str) -> list[dict[str, Any]]:
     return w.events
 
 
-def write_v100_trace(
-    path: Path, schema: str, *, device_properties: bool | None = None
-) -> Path:
+def write_v100_trace(path: Path, schema: str, *, device_properties: bool | None = None) -> Path:
     """Write the V100 job's trace (gzip when `path` ends in .gz). `device_properties`:
     include deviceProperties (default: only in the new schema, as 2021 traces lacked it)."""
     doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": v100_events(schema)}

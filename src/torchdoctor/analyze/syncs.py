@@ -79,7 +79,9 @@ def _grad_scaler_reads(tl: Timeline, lsd: np.ndarray) -> BoolArray:
     read on the same thread after each unscale is it.
     """
     out = np.zeros(lsd.size, dtype=bool)
-    unscale = np.flatnonzero(tl.name_mask(lambda n: n == GRAD_SCALER_UNSCALE) & tl.mask(Kind.CPU_OP))
+    unscale = np.flatnonzero(
+        tl.name_mask(lambda n: n == GRAD_SCALER_UNSCALE) & tl.mask(Kind.CPU_OP)
+    )
     if unscale.size == 0 or lsd.size == 0:
         return out
     order = np.argsort(tl.ts[lsd], kind="stable")
@@ -134,7 +136,9 @@ def sync_stats(tl: Timeline, windows: iv.Intervals, selected: BoolArray | None =
         by_start = np.argsort(tl.ts[lsd], kind="stable")
         pos = np.searchsorted(tl.ts[lsd][by_start], tl.ts[sync_idx], side="right") - 1
         cand = lsd[by_start][np.clip(pos, 0, None)]
-        inside = (pos >= 0) & (tl.end[sync_idx] <= tl.end[cand]) & (tl.tid[sync_idx] == tl.tid[cand])
+        inside = (
+            (pos >= 0) & (tl.end[sync_idx] <= tl.end[cand]) & (tl.tid[sync_idx] == tl.tid[cand])
+        )
         owner[inside] = np.searchsorted(lsd, cand[inside])
     own_sync = np.zeros(lsd.size, dtype=bool)
     own_sync[owner[owner >= 0]] = True
@@ -178,6 +182,10 @@ def _parents(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> BoolArray:
     out = np.zeros(outer.size, dtype=bool)
     for j, i in enumerate(outer.tolist()):
         out[j] = bool(
-            np.any((tl.ts[inner] >= tl.ts[i]) & (tl.end[inner] <= tl.end[i]) & (tl.tid[inner] == tl.tid[i]))
+            np.any(
+                (tl.ts[inner] >= tl.ts[i])
+                & (tl.end[inner] <= tl.end[i])
+                & (tl.tid[inner] == tl.tid[i])
+            )
         )
     return out

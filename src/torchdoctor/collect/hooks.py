@@ -80,8 +80,9 @@ _CALLER_FRAMES = 6
 def _called_from(suffix: str, *, depth: int) -> bool:
     """Whether one of the few frames above `depth` runs code from a file ending in `suffix`."""
     import sys
+    import types
 
-    frame = sys._getframe(depth)
+    frame: types.FrameType | None = sys._getframe(depth)
     for _ in range(_CALLER_FRAMES):
         if frame is None:
             return False

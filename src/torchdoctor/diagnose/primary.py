@@ -73,7 +73,6 @@ def candidate_shares(ev: Evidence, findings: Sequence[Finding]) -> dict[Bottlene
     return shares
 
 
-
 def model_category(ev: Evidence) -> Bottleneck:
     """What the model's own time (forward + backward) is spent on: the roofline class with
     the most operator time; compute when unclassified time (no ceilings) is the largest."""

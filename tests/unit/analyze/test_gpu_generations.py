@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpu_traces import DATA_US, STEP_US, SYNC_US
 
+from gpu_traces import DATA_US, STEP_US, SYNC_US
 from torchdoctor.analyze import analyze_trace, load_trace
 from torchdoctor.analyze.fastload import fast_columns
 
@@ -148,8 +148,16 @@ def _sync_trace(path: Path, *, gap_after_us: float, blocked_us: float) -> Path:
 
     sync_end = 100.0 + blocked_us
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-         "ts": 0.0, "dur": 10_000.0, "args": {}},  # fmt: skip
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0.0,
+            "dur": 10_000.0,
+            "args": {},
+        },
         rt("cudaLaunchKernel", 10.0, 5.0, 1),
         dev("volta_sgemm_128x64_nn", 20.0, sync_end - 20.0, 1),
         rt("cudaStreamSynchronize", 100.0, blocked_us),
@@ -191,4 +199,3 @@ def test_grad_scaler_found_inf_read_is_not_a_sync_point(tmp_path: Path) -> None:
     s = analyze_trace(write_trace(tmp_path / "t.json", events)).syncs
     assert s.per_step == 1 and s.grad_scaler_reads == 1
     assert s.by_name == {"aten::_local_scalar_dense": 1, "aten::item": 1}
-

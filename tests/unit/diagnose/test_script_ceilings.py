@@ -33,9 +33,7 @@ LOCAL_V100 = Ceilings(
 )
 
 
-def _fake_machine(
-    monkeypatch: pytest.MonkeyPatch, trace: Path, gpu: Ceilings | None
-) -> list[str]:
+def _fake_machine(monkeypatch: pytest.MonkeyPatch, trace: Path, gpu: Ceilings | None) -> list[str]:
     """A GPU job whose profiled window is `trace`; this machine measures CPU ceilings and,
     when `gpu` is given, GPU ones (else it has no usable GPU ceilings)."""
     asked: list[str] = []
@@ -88,7 +86,6 @@ def test_gpu_job_without_gpu_ceilings_uses_the_datasheet(
 
 def test_cpu_ceilings_given_for_a_gpu_trace_are_not_used(tmp_path: Path) -> None:
     from gpu_traces import write_v100_trace
-
     from torchdoctor.analyze import analyze_trace
 
     ta = analyze_trace(write_v100_trace(tmp_path / "t.json", "new"), ceilings=CPU)

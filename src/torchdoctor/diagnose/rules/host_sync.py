@@ -44,9 +44,7 @@ def _share(ev: Evidence) -> tuple[float | None, str]:
     if tr is not None and tr.has_device and tr.sync_cost_share is not None:
         return tr.sync_cost_share, "device_idle_after_syncs_share"
     if ev.syncs is not None and ev.syncs.time_share is not None:
-        return ev.syncs.time_share, (
-            "host_blocked_share" if ev.is_gpu else "sync_time_share"
-        )
+        return ev.syncs.time_share, ("host_blocked_share" if ev.is_gpu else "sync_time_share")
     other = ev.phase("other")
     if other is not None:
         return other, "share_outside_phases"

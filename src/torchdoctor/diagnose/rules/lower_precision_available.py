@@ -81,9 +81,7 @@ def check(ev: Evidence) -> Finding | None:
     return make_finding(
         rule_id=RULE_ID,
         title=TITLE,
-        summary=(
-            f"{seen}, and this device's {where} {best} peak is {ratio:.1f}x its fp32 peak."
-        ),
+        summary=(f"{seen}, and this device's {where} {best} peak is {ratio:.1f}x its fp32 peak."),
         bottleneck="compute",
         share=base * fraction,
         local_speedup=ratio,
