@@ -38,3 +38,14 @@ def _quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from torchdoctor.measure import load
 
     monkeypatch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe())
+
+
+@pytest.fixture(params=["old", "new"])
+def v100_trace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The synthetic V100 job's trace (tests/gpu_traces.py) in the 2021 schema without
+    deviceProperties ("old", gzipped) and in today's schema ("new", plain JSON)."""
+    from gpu_traces import write_v100_trace
+
+    folder = tmp_path_factory.mktemp(f"v100_{request.param}")
+    name = "trace.json.gz" if request.param == "old" else "trace.json"
+    return write_v100_trace(folder / name, request.param)

@@ -67,3 +67,22 @@ def test_cpu_only_gloo_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_missing_trace_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "no_such_trace.json.gz"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("schema", ["old", "new"])
+def test_v100_job_from_2021_and_today(
+    schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # fp32 ResNet on a V100 with a 0-worker DataLoader taking a third of each step and two
+    # .item() syncs under 1% of it: data loading first, then fp16 autocast; no sync finding.
+    from gpu_traces import write_v100_trace
+
+    trace = write_v100_trace(tmp_path / f"{schema}.json.gz", schema)
+    code = main(["--json", "diagnose", "--out", str(tmp_path / "run"), str(trace)])
+    assert code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["primary_bottleneck"] == "data_loading"
+    assert d["regime"] == "compute"
+    ids = [f["rule_id"] for f in d["findings"]]
+    assert ids[:2] == ["dataloader_wait", "lower_precision_available"]
+    assert "host_sync" not in ids

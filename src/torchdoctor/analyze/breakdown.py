@@ -92,3 +92,18 @@ def step_breakdown(
         basis="device" if has_device else "host",
     )
     return {name: float(v) for name, v in zip(STEP_CATEGORIES, mean, strict=True)}, summary
+
+
+#: The iterator classes torch.utils.data names in its `enumerate(DataLoader)#<Iter>.__next__`
+#: profiler spans: the single-process one means num_workers=0.
+DATALOADER_ITERS = ("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
+
+
+def dataloader_iter(tl: Timeline) -> str | None:
+    """The DataLoader iterator class the trace's __next__ spans name (the first seen)."""
+    for name in tl.names:
+        if _is_dataloader(name):
+            for cls in DATALOADER_ITERS:
+                if cls in name:
+                    return cls
+    return None

@@ -24,6 +24,7 @@ TERA = 1e12
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021), dense figures"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet (2023), dense figures"
 _V100 = "NVIDIA Tesla V100 GPU datasheet (2020), SXM2"
+_T4 = "NVIDIA T4 Tensor Core GPU datasheet (2019)"
 _MI250 = "AMD Instinct MI250X / MI250 accelerator product pages, peak matrix figures"
 _MI300 = "AMD Instinct MI300X accelerator datasheet, dense figures"
 
@@ -70,6 +71,8 @@ _TABLE: tuple[tuple[tuple[str, ...], str, dict[str, float], float, str], ...] = 
     # HBM2 900 GB/s.
     (("V100",), "V100",
      {"float64": 7.8 * TERA, "float32": 15.7 * TERA, "float16": 125 * TERA}, 0.9e12, _V100),
+    # T4: FP32 8.1 TF, FP16 tensor (mixed precision) 65 TF, GDDR6 320 GB/s.
+    (("T4",), "T4", {"float32": 8.1 * TERA, "float16": 65 * TERA}, 0.32e12, _T4),
     # MI250X: FP64 and FP32 matrix 95.7 TF, FP16/BF16 383 TF, HBM2e 3.2 TB/s.
     (("MI250X",), "MI250X",
      {"float64": 95.7 * TERA, "float32": 95.7 * TERA, "bfloat16": 383 * TERA,
@@ -109,3 +112,25 @@ def datasheet_ceilings(device_name: str | None) -> Ceilings | None:
                 method={"model": model, "reference": reference},
             )
     return None
+
+
+#: The part whose datasheet stands for a GPU generation read from kernel names (a trace
+#: without deviceProperties): the data-center part of each generation, the one training
+#: traces most often come from. The ceilings say it was inferred.
+GENERATION_PARTS: dict[str, str] = {
+    "Volta": "Tesla V100",
+    "Turing": "Tesla T4",
+    "Ampere": "A100-SXM4-80GB",
+    "Hopper": "H100 SXM",
+}
+
+
+def datasheet_for_generation(generation: str | None) -> Ceilings | None:
+    """Datasheet ceilings of the representative part of `generation`, labelled as inferred
+    (`method["inferred"]`); None for a generation without one."""
+    part = GENERATION_PARTS.get(generation or "")
+    sheet = datasheet_ceilings(part)
+    if sheet is None:
+        return None
+    method = {**sheet.method, "inferred": f"{generation} (from kernel names)"}
+    return sheet.model_copy(update={"device_name": None, "method": method})

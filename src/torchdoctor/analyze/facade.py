@@ -11,38 +11,91 @@ from pathlib import Path
 
 import numpy as np
 
-from torchdoctor.analyze.breakdown import step_breakdown
-from torchdoctor.analyze.devices import CeilingsLike, datasheet_ceilings
+from torchdoctor.analyze.breakdown import dataloader_iter, step_breakdown
+from torchdoctor.analyze.devices import (
+    CeilingsLike,
+    datasheet_ceilings,
+    datasheet_for_generation,
+)
 from torchdoctor.analyze.devicetime import device_timeline
 from torchdoctor.analyze.hostops import host_op_stats
 from torchdoctor.analyze.idle import idle_stats
+from torchdoctor.analyze.kernels import kernel_mix
 from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
 from torchdoctor.analyze.ops import fallback_note, op_table, self_times
-from torchdoctor.analyze.records import CeilingsInfo, RankSummary, TraceAnalysis
+from torchdoctor.analyze.records import CeilingsInfo, KernelMix, RankSummary, TraceAnalysis
 from torchdoctor.analyze.steps import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats
 from torchdoctor.analyze.timeline import Kind, Timeline
 
 
-def _ceilings_for(tl: Timeline, ceilings: CeilingsLike | None) -> tuple[CeilingsLike | None, str]:
+def _device_kind(device: str) -> str:
+    return device.split(":", 1)[0]
+
+
+def _given_applies(tl: Timeline, ceilings: CeilingsLike) -> str | None:
+    """None when the given ceilings describe the trace's device; else why they do not.
+
+    A GPU trace is judged against a GPU's ceilings: this machine's CPU ceilings (what a
+    CPU-side caller measured) say nothing about its kernels. Ceilings of a named GPU other
+    than the one the trace names do not apply either.
+    """
+    on_gpu = tl.has_device_activity
+    kind = _device_kind(ceilings.device)
+    if on_gpu and kind == "cpu":
+        return f"the given ceilings are this machine's {kind}'s and the trace ran on a GPU"
+    named, theirs = tl.meta.device_name, ceilings.device_name
+    if on_gpu and named and theirs and named.strip().upper() != theirs.strip().upper():
+        return f"the given ceilings are {theirs!r}'s and the trace ran on {named!r}"
+    return None
+
+
+def _ceilings_for(
+    tl: Timeline, ceilings: CeilingsLike | None, mix: KernelMix | None
+) -> tuple[CeilingsLike | None, str]:
+    """The ceilings the trace's ops are placed against, and a note saying where they came
+    from: the given (measured) ones when they describe the trace's device, else the
+    datasheet of the device the trace names, else of the generation its kernel names show."""
+    prefix = ""
     if ceilings is not None:
-        return ceilings, f"ceilings from {ceilings.source} ({ceilings.device})"
+        mismatch = _given_applies(tl, ceilings)
+        if mismatch is None:
+            return ceilings, f"ceilings from {ceilings.source} ({ceilings.device})"
+        prefix = f"{mismatch}, so they are not used; "
     sheet = datasheet_ceilings(tl.meta.device_name)
     if sheet is not None:
-        return sheet, (
+        return sheet, prefix + (
             f"datasheet ceilings of {sheet.method['model']} (device named in the trace; "
             f"{sheet.method['reference']})"
         )
+    if mix is not None and mix.generation is not None and tl.has_device_activity:
+        inferred = datasheet_for_generation(mix.generation)
+        if inferred is not None:
+            return inferred, prefix + (
+                f"datasheet ceilings of {inferred.method['model']}, the representative "
+                f"{mix.generation} part: the GPU generation is inferred from kernel names "
+                f"(e.g. {mix.generation_evidence!r}), the trace does not name its device "
+                f"({inferred.method['reference']})"
+            )
     if tl.meta.device_name:
-        return None, (
+        return None, prefix + (
             f"ceilings unknown for device {tl.meta.device_name!r}: no datasheet entry; "
             "roofline classes other than 'overhead' are not given"
         )
-    return None, (
+    return None, prefix + (
         "ceilings unknown: the trace names no device; pass this machine's ceilings "
         "(torchdoctor env) to classify ops as compute- or memory-bound"
     )
+
+
+def _capability(tl: Timeline, mix: KernelMix | None) -> tuple[tuple[int, int] | None, str | None]:
+    """The CUDA compute capability: deviceProperties', else the one kernel names show."""
+    if tl.meta.cuda_capability is not None:
+        return tl.meta.cuda_capability, "deviceProperties"
+    if mix is not None and mix.capability is not None and tl.meta.device_name is None:
+        return mix.capability, "kernel names"
+    return None, None
 
 
 def analyze_timeline(
@@ -52,7 +105,9 @@ def analyze_timeline(
     windows = step_windows(tl)
     selected = device_activity_in_steps(tl, windows)
     breakdown, steps = step_breakdown(tl, windows)
-    used, note = _ceilings_for(tl, ceilings)
+    mix = kernel_mix(tl, selected)
+    used, note = _ceilings_for(tl, ceilings, mix)
+    capability, capability_source = _capability(tl, mix)
     info = None
     if used is not None:
         info = CeilingsInfo(
@@ -71,7 +126,10 @@ def analyze_timeline(
     return TraceAnalysis(
         source=tl.meta.source,
         device_name=tl.meta.device_name,
-        cuda_capability=tl.meta.cuda_capability,
+        cuda_capability=capability,
+        cuda_capability_source=capability_source,
+        kernels=mix,
+        dataloader_iter=dataloader_iter(tl),
         rank=tl.meta.rank,
         world_size=tl.meta.world_size,
         events=len(tl),
@@ -81,7 +139,7 @@ def analyze_timeline(
         ops=ops,
         launches=launch_stats(tl, selected),
         host_ops=host_op_stats(tl.dur[cpu_ops], self_t),
-        syncs=sync_stats(tl, windows),
+        syncs=sync_stats(tl, windows, selected),
         idle=idle_stats(tl, selected),
         ceilings=info,
         ceilings_note=note,

@@ -59,6 +59,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     external_id_lc: Any = msgspec.field(name="external id", default=-1)
     flops: Any = None
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NULL)
+    # torch 1.8's spelling (lower-case d); read where "Input Dims" is absent.
+    dims_lc: msgspec.Raw = msgspec.field(name="Input dims", default=_NULL)
     types: msgspec.Raw = msgspec.field(name="Input type", default=_NULL)
     concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NULL)
     nbytes: Any = msgspec.field(name="bytes", default=None)
@@ -66,6 +68,11 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
 
 
 _NO_ARGS = _Args()
+
+
+def _dims(args: _Args) -> msgspec.Raw:
+    """The recorded input shapes under either spelling of the key."""
+    return args.dims if bytes(args.dims) != b"null" else args.dims_lc
 
 
 class _Event(msgspec.Struct, frozen=True, gc=False, tag_field="ph", tag="X"):
@@ -271,7 +278,7 @@ class FastColumns:
         if cpu.size:
             memo = self._estimates
             ids = [
-                memo[(e.name, e.args.flops, bytes(e.args.dims), bytes(e.args.types),
+                memo[(e.name, e.args.flops, bytes(_dims(e.args)), bytes(e.args.types),
                       bytes(e.args.concrete))]
                 for e in map(xs.__getitem__, cpu.tolist())
             ]  # fmt: skip

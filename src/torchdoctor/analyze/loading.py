@@ -151,6 +151,8 @@ def _add_event(cols: _Columns, ev: Any) -> None:
         dtype = op_dtype_code(args.get("Input type"))
         recorded = args.get("flops")
         dims = args.get("Input Dims")
+        if dims is None:  # torch 1.8 spelled it with a lower-case d
+            dims = args.get("Input dims")
         if dims is not None:
             est_flops, est_bytes = op_flops_and_bytes(
                 name, dims, args.get("Input type"), args.get("Concrete Inputs")

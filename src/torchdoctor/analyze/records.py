@@ -100,6 +100,29 @@ class SyncStats(_Part):
     per_step: float | None
     by_name: dict[str, int]
     copies: list[CopyStat]
+    # Schema 4 (analyze.syncs): what the sync points inside the steps cost. None where the
+    # trace has no steps or no device. `blocked_us`: host time inside them (on a GPU-bound
+    # job, the queue draining: not lost time); `idle_after_us`: the device idle gaps they
+    # leave (from the sync's return to the next device activity); `cost_us`: per sync point
+    # the smaller of the two, the device time removing the sync could give back.
+    step_us: float | None = None
+    blocked_us: float | None = None
+    idle_after_us: float | None = None
+    cost_us: float | None = None
+    grad_scaler_reads: int = 0  # GradScaler's found_inf reads, not counted as sync points
+
+
+class KernelMix(_Part):
+    """Kernel time by the units that ran it, and the GPU generation the names reveal
+    (analyze.kernels). Communication kernels are left out."""
+
+    kernel_us: float
+    tensor_core_us: float  # kernels using tensor/matrix cores (any dtype, TF32 included)
+    fp32_cuda_core_math_us: float  # fp32 GEMM/convolution on CUDA cores: autocast-eligible
+    generation: str | None = None  # "Volta", "Ampere", ... from kernel names
+    capability: tuple[int, int] | None = None
+    generation_evidence: str | None = None  # a kernel name it was read from
+    vendor: str | None = None  # "nvidia" or "amd" when the names tell
 
 
 class IdleStats(_Part):
@@ -131,9 +154,9 @@ class TraceAnalysis(Record):
     """Where the time of one trace (or one rank of a folder of traces) went."""
 
     schema_name = "trace_analysis"
-    # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability.
-    # Version 1 and 2 records still read.
-    schema_version = 3
+    # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability;
+    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs. Older records still read.
+    schema_version = 4
 
     source: str
     device_name: str | None
@@ -147,6 +170,13 @@ class TraceAnalysis(Record):
     launches: LaunchStats | None
     host_ops: HostOpStats | None = None  # schema 2
     cuda_capability: tuple[int, int] | None = None  # schema 3
+    # schema 4: "deviceProperties", or "kernel names" when inferred from them (no
+    # deviceProperties, as in traces before torch 1.9); None when unknown.
+    cuda_capability_source: str | None = None
+    kernels: KernelMix | None = None  # schema 4
+    # schema 4: the DataLoader iterator class its __next__ spans name
+    # ("_SingleProcessDataLoaderIter": num_workers=0; "_MultiProcessingDataLoaderIter").
+    dataloader_iter: str | None = None
     syncs: SyncStats
     idle: IdleStats | None
     ceilings: CeilingsInfo | None

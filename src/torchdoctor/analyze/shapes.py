@@ -93,6 +93,15 @@ CONV_OPS = frozenset(
     }
 )
 CONV_BACKWARD_OPS = frozenset({"aten::convolution_backward"})
+# The backends' own backward ops, as torch < 1.11 traces record them (the unified
+# aten::convolution_backward came in 1.11): inputs (input, grad_output, weight, ...).
+LEGACY_CONV_BACKWARD_OPS = frozenset(
+    {
+        "aten::cudnn_convolution_backward",
+        "aten::miopen_convolution_backward",
+        "aten::mkldnn_convolution_backward",
+    }
+)
 #: Index of output_mask among aten::convolution_backward's inputs.
 CONV_BACKWARD_MASK_INDEX = 10
 #: FLOPs per output element of elementwise, normalization and copy ops (see the module doc).
@@ -252,6 +261,10 @@ def _flops_and_output(
             result = _conv_flops(dims, concrete)
         elif name in CONV_BACKWARD_OPS and len(dims) >= 3:
             result = _conv_backward_flops(dims, concrete)
+        elif name in LEGACY_CONV_BACKWARD_OPS and len(dims) >= 3:
+            # Reordered to (grad_output, input, weight); their output_mask is not recorded
+            # at the unified op's index, so both gradients are assumed.
+            result = _conv_backward_flops([dims[1], dims[0], dims[2]], None)
         elif name in SDPA_OPS and len(dims) >= 3:
             result = _sdpa_flops(name, dims)
         elif name in ELEMENTWISE_FLOPS:

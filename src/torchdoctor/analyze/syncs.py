@@ -19,7 +19,7 @@ import numpy as np
 from torchdoctor.analyze import intervals as iv
 from torchdoctor.analyze.records import CopyStat, SyncStats
 from torchdoctor.analyze.steps import in_windows
-from torchdoctor.analyze.timeline import Kind, Timeline
+from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
 
 SYNC_CALLS = frozenset(
     {
@@ -35,6 +35,8 @@ SYNC_CALLS = frozenset(
     }
 )
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+# The op GradScaler.unscale_ runs before GradScaler.step reads found_inf (torch.amp).
+GRAD_SCALER_UNSCALE = "aten::_amp_foreach_non_finite_check_and_unscale_"
 _COPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 
 
@@ -68,20 +70,122 @@ def copy_stats(tl: Timeline) -> list[CopyStat]:
     ]
 
 
-def sync_stats(tl: Timeline, windows: iv.Intervals) -> SyncStats:
+def _grad_scaler_reads(tl: Timeline, lsd: np.ndarray) -> BoolArray:
+    """Which of the `_local_scalar_dense` calls (indices) are GradScaler's found_inf read.
+
+    GradScaler.step unscales the gradients (`aten::_amp_foreach_non_finite_check_and_unscale_`)
+    and then, in `_maybe_opt_step`, reads found_inf with `.item()` to decide whether to run
+    optimizer.step. That read is the AMP recipe's own sync, not the script's: the first scalar
+    read on the same thread after each unscale is it.
+    """
+    out = np.zeros(lsd.size, dtype=bool)
+    unscale = np.flatnonzero(
+        tl.name_mask(lambda n: n == GRAD_SCALER_UNSCALE) & tl.mask(Kind.CPU_OP)
+    )
+    if unscale.size == 0 or lsd.size == 0:
+        return out
+    order = np.argsort(tl.ts[lsd], kind="stable")
+    taken: set[int] = set()
+    for u in unscale[np.argsort(tl.ts[unscale], kind="stable")].tolist():
+        for k in order.tolist():
+            i = int(lsd[k])
+            if k in taken or tl.ts[i] < tl.end[u] or tl.tid[i] != tl.tid[u]:
+                continue
+            if tl.pid[i] == tl.pid[u]:
+                taken.add(k)
+                out[k] = True
+                break
+    return out
+
+
+def _idle_after(
+    tl: Timeline, selected: BoolArray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per host-resume instant in `ends`: the device idle from it to the next device activity
+    (0 when the device is busy then), and where that idle stretch ends."""
+    dev = np.flatnonzero(selected)
+    busy_s, busy_e = iv.union(tl.ts[dev], tl.end[dev])
+    if busy_s.size == 0:
+        return np.zeros(ends.size), ends.copy()
+    k = np.searchsorted(busy_s, ends, side="right")  # busy intervals starting at or before
+    inside = (k > 0) & (ends < busy_e[np.clip(k - 1, 0, None)])
+    nxt = np.where(k < busy_s.size, busy_s[np.clip(k, 0, busy_s.size - 1)], ends)
+    gap = np.where(inside, 0.0, np.clip(nxt - ends, 0.0, None))
+    return gap, ends + gap
+
+
+def sync_stats(tl: Timeline, windows: iv.Intervals, selected: BoolArray | None = None) -> SyncStats:
+    """Sync points, and on a GPU trace with steps, what the ones inside the steps cost.
+
+    The cost of a sync on a GPU is not the time the host spends blocked in it (on a GPU-bound
+    job that is the launch queue draining, work the device does anyway) but the device idle
+    that follows it: once the sync returns the queue is empty, and the device waits until the
+    host launches again. Removing the sync lets the host run ahead by at most the time it was
+    blocked, so each sync point is charged min(device idle after it, host time blocked in it);
+    overlapping charges count once.
+    """
     is_sync = tl.name_mask(lambda n: n in SYNC_CALLS) & tl.mask(Kind.RUNTIME)
     is_scalar = tl.name_mask(lambda n: n in SCALAR_READS) & tl.mask(Kind.CPU_OP)
-    by_name = Counter(tl.names[int(i)] for i in tl.name_id[is_sync | is_scalar])
-    sync_ts = np.sort(tl.ts[is_sync])
-    lsd = is_scalar & tl.name_mask(lambda n: n == "aten::_local_scalar_dense")
-    inside = np.searchsorted(sync_ts, tl.end[lsd]) - np.searchsorted(sync_ts, tl.ts[lsd])
-    points = np.concatenate((tl.ts[is_sync], tl.ts[lsd][inside == 0]))
+    lsd_mask = is_scalar & tl.name_mask(lambda n: n == "aten::_local_scalar_dense")
+    lsd = np.flatnonzero(lsd_mask)
+    scaler = _grad_scaler_reads(tl, lsd)
+    sync_idx = np.flatnonzero(is_sync)
+    # A sync call inside a scalar read is that read's sync, not another point.
+    owner = np.full(sync_idx.size, -1)
+    if lsd.size and sync_idx.size:
+        by_start = np.argsort(tl.ts[lsd], kind="stable")
+        pos = np.searchsorted(tl.ts[lsd][by_start], tl.ts[sync_idx], side="right") - 1
+        cand = lsd[by_start][np.clip(pos, 0, None)]
+        inside = (
+            (pos >= 0) & (tl.end[sync_idx] <= tl.end[cand]) & (tl.tid[sync_idx] == tl.tid[cand])
+        )
+        owner[inside] = np.searchsorted(lsd, cand[inside])
+    own_sync = np.zeros(lsd.size, dtype=bool)
+    own_sync[owner[owner >= 0]] = True
+    # GradScaler's reads drop out with their aten::item parents and inner sync calls.
+    excluded = set(lsd[scaler].tolist())
+    keep_sync = ~np.isin(owner, np.flatnonzero(scaler)) | (owner < 0)
+    keep_lsd = ~scaler
+    by_name: Counter[str] = Counter(tl.names[int(i)] for i in tl.name_id[sync_idx[keep_sync]])
+    by_name.update(tl.names[int(i)] for i in tl.name_id[lsd[keep_lsd]])
+    items = np.flatnonzero(is_scalar & ~lsd_mask)
+    drop_items = _parents(tl, items, lsd[scaler])
+    by_name.update(tl.names[int(i)] for i in tl.name_id[items[~drop_items]])
+    # Each point: (host blocked from, to).
+    point_idx = np.concatenate((sync_idx[keep_sync], lsd[keep_lsd & ~own_sync]))
+    starts, ends = tl.ts[point_idx], tl.end[point_idx]
     per_step = None
+    extra: dict[str, float | None] = {}
     if windows[0].size:
-        per_step = float(in_windows(windows, points).sum()) / windows[0].size
+        inside_steps = in_windows(windows, starts)
+        per_step = float(inside_steps.sum()) / windows[0].size
+        extra["step_us"] = float(np.sum(windows[1] - windows[0]))
+        extra["blocked_us"] = iv.length(iv.union(starts[inside_steps], ends[inside_steps]))
+        if selected is not None and selected.any():
+            s_in, e_in = starts[inside_steps], ends[inside_steps]
+            gap, gap_end = _idle_after(tl, selected, e_in)
+            extra["idle_after_us"] = iv.length(iv.union(e_in, gap_end))
+            cost = np.minimum(gap, e_in - s_in)
+            extra["cost_us"] = iv.length(iv.union(e_in, e_in + cost))
     return SyncStats(
-        total=int(points.size),
+        total=int(point_idx.size),
         per_step=per_step,
         by_name=dict(sorted(by_name.items())),
         copies=copy_stats(tl),
+        grad_scaler_reads=len(excluded),
+        **extra,
     )
+
+
+def _parents(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> BoolArray:
+    """Which `outer` events (e.g. aten::item) enclose one of the `inner` events."""
+    out = np.zeros(outer.size, dtype=bool)
+    for j, i in enumerate(outer.tolist()):
+        out[j] = bool(
+            np.any(
+                (tl.ts[inner] >= tl.ts[i])
+                & (tl.end[inner] <= tl.end[i])
+                & (tl.tid[inner] == tl.tid[i])
+            )
+        )
+    return out

@@ -71,6 +71,25 @@ MIN_HOOK_SAVING_SHARE = 0.01
 #: Distinct sync call sites kept; a script syncing from more places than this is already
 #: clearly sync-heavy, and the record stays small.
 MAX_SYNC_SITES = 50
+#: GradScaler's module (torch.amp.grad_scaler; torch.cuda.amp's is a thin subclass of it).
+GRAD_SCALER_FILE = os.path.join("amp", "grad_scaler.py")
+#: Frames walked up from a sync call to find who made it (wrapper, genexpr, caller).
+_CALLER_FRAMES = 6
+
+
+def _called_from(suffix: str, *, depth: int) -> bool:
+    """Whether one of the few frames above `depth` runs code from a file ending in `suffix`."""
+    import sys
+    import types
+
+    frame: types.FrameType | None = sys._getframe(depth)
+    for _ in range(_CALLER_FRAMES):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith(suffix):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class StopCollection(BaseException):
@@ -459,6 +478,10 @@ class Instrumentation:
         # torch.optim reads its step counters with .item() and collate builds batches: those
         # are the library's own, not the script's sync points.
         if not self.recorder.in_step or self.recorder.active_phase in ("optimizer", "data_wait"):
+            return False
+        # GradScaler.step reads its found_inf flags with .item() before optimizer.step (in
+        # torch.amp.grad_scaler's _maybe_opt_step): the AMP recipe's own sync, not the script's.
+        if _called_from(GRAD_SCALER_FILE, depth=3):
             return False
         self._sync_step[kind] += 1
         site = user_site(3)

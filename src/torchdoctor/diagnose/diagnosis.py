@@ -12,6 +12,7 @@ from torchdoctor.core.records import Record
 from torchdoctor.core.steps import Phase
 from torchdoctor.diagnose.evidence import CeilingEvidence, Evidence, EvidenceSource
 from torchdoctor.diagnose.findings import (
+    BOTTLENECKS,
     SEVERITY_ORDER,
     Bottleneck,
     EvidenceValue,
@@ -65,8 +66,25 @@ class Diagnosis(Record):
 
 
 def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Largest bound on gain first; then severity; then rule id for a stable order."""
-    return sorted(findings, key=lambda f: (-f.amdahl_bound, -SEVERITY_ORDER[f.severity], f.rule_id))
+    """What to fix first: by severity; within one severity, the cheaper and surer fix first
+    (the order of `findings.BOTTLENECKS`: the device waiting on data, copies, syncs or
+    communication before the device's own work); then the larger bound; then rule id.
+
+    Bounds order findings only across severities: they are upper bounds from different
+    assumptions (a data wait removed entirely, a datasheet peak ratio), so 1.5x against 1.9x
+    says less than which fix is a line of exact code and which changes the numerics. And a
+    device that waits for its input a third of the step gains from faster math only on the
+    other two thirds until the wait is gone.
+    """
+    return sorted(
+        findings,
+        key=lambda f: (
+            -SEVERITY_ORDER[f.severity],
+            BOTTLENECKS.index(f.bottleneck),
+            -f.amdahl_bound,
+            f.rule_id,
+        ),
+    )
 
 
 def diagnose_evidence(

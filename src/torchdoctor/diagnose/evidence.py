@@ -153,6 +153,18 @@ class TraceEvidence(_Part):
     pageable_copies: int = 0
     comm_share: float | None = None
     comm_exposed_share: float | None = None
+    # Schema 3. Sync points inside the steps as shares of step time (analyze.syncs): the host
+    # blocked in them, and their cost on a GPU (the device idle they leave, at most the
+    # blocked time); None where the trace cannot tell.
+    sync_blocked_share: float | None = None
+    sync_cost_share: float | None = None
+    # Shares of kernel time (analyze.kernels): on tensor/matrix cores, and fp32 GEMM or
+    # convolution on the CUDA cores (what autocast would move to tensor cores).
+    tensor_core_kernel_frac: float | None = None
+    fp32_cuda_core_math_frac: float | None = None
+    gpu_generation: str | None = Field(
+        default=None, description="GPU generation read from kernel names (Volta, Ampere, ...)"
+    )
 
 
 class MemoryEvidence(_Part):
@@ -185,8 +197,9 @@ class Evidence(Record):
     """Everything the rules may read; None where the source could not observe it."""
 
     schema_name: ClassVar[str] = "evidence"
-    # 2: cuda_capability; version 1 records still read (as unknown capability).
-    schema_version: ClassVar[int] = 2
+    # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
+    # mix. Older records still read.
+    schema_version: ClassVar[int] = 3
 
     source: EvidenceSource
     target: str = ""
@@ -196,6 +209,10 @@ class Evidence(Record):
         default=None,
         description="(major, minor) NVIDIA compute capability of the CUDA device; None off "
         "CUDA, on ROCm (whose numbers are gfx architectures) and when the source does not say",
+    )
+    cuda_capability_inferred: bool = Field(
+        default=False,
+        description="cuda_capability was inferred from kernel names (no deviceProperties)",
     )
     workload_kind: str | None = None
     steps: StepEvidence | None = None

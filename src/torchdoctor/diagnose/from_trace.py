@@ -10,6 +10,7 @@ import numpy as np
 
 from torchdoctor.diagnose.evidence import (
     CeilingEvidence,
+    DataLoaderEvidence,
     Evidence,
     OpBound,
     OpEvidence,
@@ -203,6 +204,10 @@ def trace_evidence(ta: TraceAnalysis, *, precision: str | None = None) -> TraceE
             pinned += c.count if c.memory == "pinned" else 0
             pageable += c.count if c.memory == "pageable" else 0
     ranked = sorted(zip(ta.ops, times, frac, bounds, strict=True), key=lambda t: -t[1])[:TOP_OPS]
+    sync = ta.syncs
+    step_us = sync.step_us if sync.step_us else None
+    mix = ta.kernels if on_device else None
+    kernel_us = mix.kernel_us if mix is not None and mix.kernel_us > 0 else None
     return TraceEvidence(
         has_device=on_device,
         steps=steps,
@@ -240,7 +245,16 @@ def trace_evidence(ta: TraceAnalysis, *, precision: str | None = None) -> TraceE
         pageable_copies=pageable,
         comm_share=comm_share if comm_share else None,
         comm_exposed_share=comm_exposed if comm_exposed else None,
+        sync_blocked_share=_ratio(sync.blocked_us, step_us),
+        sync_cost_share=_ratio(sync.cost_us, step_us) if on_device else None,
+        tensor_core_kernel_frac=_ratio(mix.tensor_core_us, kernel_us) if mix else None,
+        fp32_cuda_core_math_frac=_ratio(mix.fp32_cuda_core_math_us, kernel_us) if mix else None,
+        gpu_generation=mix.generation if mix else None,
     )
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return min(1.0, part / whole) if part is not None and whole else None
 
 
 def ceiling_evidence(info: CeilingsInfo | None) -> CeilingEvidence | None:
@@ -262,23 +276,35 @@ def device_of_trace(ta: TraceAnalysis) -> str:
 
 def trace_cuda_capability(ta: TraceAnalysis) -> tuple[int, int] | None:
     """The traced GPU's NVIDIA compute capability, as the analyzer read it from the trace's
-    `deviceProperties` (computeMajor/computeMinor); None on CPU-only and ROCm traces and in
-    analyses written before it was recorded (schema < 3)."""
+    `deviceProperties` (computeMajor/computeMinor), or inferred from its kernel names when
+    the trace has no deviceProperties (`cuda_capability_source`); None on CPU-only and ROCm
+    traces and in analyses written before it was recorded (schema < 3)."""
     return ta.cuda_capability if ta.device_timeline is not None else None
 
 
 def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evidence:
     """Evidence from a trace alone (recorded here or elsewhere): only what the trace shows."""
     notes = [f"trace analysis: {w}" for w in ta.warnings[:5]]
-    if ta.ceilings is None:
+    if ta.ceilings is None or "inferred" in ta.ceilings_note:
         notes.append(ta.ceilings_note)
+    if ta.cuda_capability_source == "kernel names" and ta.cuda_capability is not None:
+        generation = ta.kernels.generation if ta.kernels is not None else None
+        notes.append(
+            f"compute capability {ta.cuda_capability[0]}.{ta.cuda_capability[1]} "
+            f"({generation}) is inferred from kernel names: the trace has no deviceProperties"
+        )
     return Evidence(
         source="trace",
         target=target or ta.source,
         device=device_of_trace(ta),
         device_name=ta.device_name,
         cuda_capability=trace_cuda_capability(ta),
+        cuda_capability_inferred=ta.cuda_capability_source == "kernel names",
         trace=trace_evidence(ta),
+        # The iterator the DataLoader spans name says whether it loads in worker processes.
+        dataloader=DataLoaderEvidence(uses_dataloader=True, num_workers=0)
+        if ta.dataloader_iter == "_SingleProcessDataLoaderIter"
+        else None,
         ceilings=ceiling_evidence(ta.ceilings),
         world_size=ta.world_size,
         rank=ta.rank,

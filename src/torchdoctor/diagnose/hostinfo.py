@@ -28,6 +28,16 @@ def local_ceilings(device: str = "cpu") -> tuple[Ceilings | None, str | None]:
         return None, f"ceilings unavailable: {exc}"
 
 
+def ceilings_for_device(device: str) -> tuple[Ceilings | None, str | None]:
+    """This machine's measured ceilings for the device a job ran on ("cuda:0" -> the GPU's,
+    "cpu" -> the CPU's), or (None, why not). A job's trace is placed against the ceilings of
+    the device its kernels ran on: a GPU job's against this machine's GPU, never its CPU.
+    When they cannot be had, the analyzer falls back to the datasheet of the GPU the trace
+    names (or its kernel names show) and labels the ceilings so."""
+    kind = device.split(":", 1)[0].lower()
+    return local_ceilings(device=kind if kind in ("cpu", "cuda") else "cpu")
+
+
 def local_environment() -> dict[str, Any] | None:
     """The environment fingerprint as a JSON dict, or None when it cannot be taken."""
     from torchdoctor.core.env import fingerprint

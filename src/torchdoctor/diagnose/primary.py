@@ -21,7 +21,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import BOTTLENECKS, SEVERITY_ORDER, Bottleneck, Finding
 from torchdoctor.diagnose.regime import Regime
-from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.diagnose.rules._common import compute_share, unexplained_idle_share
 
 #: Shares closer than this are a tie: step-time shares on a busy machine move by about a
 #: point between runs (measure's noise warnings start at 10% IQR of the whole step).
@@ -30,6 +30,13 @@ TIE_TOLERANCE: Final = 0.01
 #: Confidence of a category proposed only by a measured phase: the time is measured, its
 #: cause is only inferred from where it was spent.
 PHASE_CONFIDENCE: Final = 0.5
+
+#: The model's own work, and the categories in which the device (or the step) waits on
+#: something outside it; see `select_primary`.
+OWN_WORK: Final[frozenset[Bottleneck]] = frozenset({"compute", "memory_bandwidth"})
+DEVICE_WAITS: Final[frozenset[Bottleneck]] = frozenset(
+    {"data_loading", "host_device_transfer", "host_sync", "communication"}
+)
 
 _PHASE_CATEGORY: Final[dict[str, Bottleneck]] = {
     "data_wait": "data_loading",
@@ -62,7 +69,7 @@ def candidate_shares(ev: Evidence, findings: Sequence[Finding]) -> dict[Bottlene
     if model is not None:
         propose(model_category(ev), model)
     if ev.trace is not None and ev.trace.has_device and ev.trace.idle_pct is not None:
-        propose("framework_overhead", ev.trace.idle_pct / 100.0)
+        propose("framework_overhead", unexplained_idle_share(ev))
     return shares
 
 
@@ -99,10 +106,22 @@ def non_op_other_share(ev: Evidence, other: float) -> float:
 def select_primary(shares: dict[Bottleneck, float], findings: Sequence[Finding] = ()) -> Bottleneck:
     """The category with the largest share. Ties go to the category whose findings are more
     confident (a category proposed by a phase alone counts PHASE_CONFIDENCE), then to the
-    earlier one in BOTTLENECKS."""
+    earlier one in BOTTLENECKS.
+
+    One exception: when the largest share is the model's own work (compute or memory
+    bandwidth) and a high-severity finding says the device waits on something else (data,
+    copies, syncs, communication), the wait is the primary bottleneck: while the device
+    idles that long for its input, faster math shortens only the rest of the step, and the
+    wait is the cheaper, exact fix.
+    """
     if not shares:
         return "other_host"
     top = max(shares.values())
+    largest = next(c for c in BOTTLENECKS if c in shares and shares[c] >= top)
+    if largest in OWN_WORK:
+        waits = [f for f in findings if f.severity == "high" and f.bottleneck in DEVICE_WAITS]
+        if waits:
+            return min(waits, key=lambda f: (BOTTLENECKS.index(f.bottleneck), -f.share)).bottleneck
     tied = [c for c in BOTTLENECKS if c in shares and shares[c] >= top - TIE_TOLERANCE]
     conf = {c: PHASE_CONFIDENCE for c in tied}
     for f in findings:

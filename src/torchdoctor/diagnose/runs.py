@@ -18,7 +18,12 @@ from torchdoctor.core.errors import DiagnoseError, TorchDoctorError
 from torchdoctor.diagnose.api import analyze_if_present, diagnose_profile, diagnose_run
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
 from torchdoctor.diagnose.from_trace import evidence_from_trace
-from torchdoctor.diagnose.hostinfo import ceilings_as_evidence, local_ceilings, local_environment
+from torchdoctor.diagnose.hostinfo import (
+    ceilings_as_evidence,
+    ceilings_for_device,
+    local_ceilings,
+    local_environment,
+)
 from torchdoctor.measure.load import watch_load
 
 log = logging.getLogger(__name__)
@@ -89,13 +94,11 @@ def examine_script(
     profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
     ranked = [p for p in profiles if p.rank is not None]
     to_diagnose = ranked or ([main] if main.steps else [])
-    if ceilings is None and to_diagnose:
-        ceilings, why = local_ceilings()
-        if why:
-            log.info(why)
+    by_device: dict[str, Any] = {}
     env = local_environment()
     for i, prof in enumerate(to_diagnose):
-        analysis, why = analyze_if_present(prof.trace_path, ceilings)
+        used = ceilings if ceilings is not None else _device_ceilings(prof.device, by_device)
+        analysis, why = analyze_if_present(prof.trace_path, used)
         if analysis is not None:
             analysis.write(
                 run_dir / (rundir.ANALYSIS if i == 0 else f"analysis.rank{prof.rank}.json")
@@ -105,7 +108,7 @@ def examine_script(
         diag = diagnose_profile(
             prof,
             analysis,
-            ceilings=ceilings_as_evidence(ceilings),
+            ceilings=_evidence_ceilings(used, analysis, prof.device),
             environment=env,
             warmup=warmup,
         )
@@ -119,6 +122,31 @@ def examine_script(
     elif main.exit_code:
         exam.error = f"the script exited with code {main.exit_code}"
     return _finish(exam)
+
+
+def _device_ceilings(device: str, cache: dict[str, Any]) -> Any | None:
+    """This machine's ceilings for the job's device kind, measured or read once per kind."""
+    kind = device.split(":", 1)[0].lower()
+    if kind not in cache:
+        found, why = ceilings_for_device(kind)
+        if why:
+            log.info(why)
+        cache[kind] = found
+    return cache[kind]
+
+
+def _evidence_ceilings(used: Any | None, analysis: Any | None, device: str) -> Any | None:
+    """The ceilings the rules read: `used` when they describe the job's device (the trace's
+    analysis kept them); else None, so the evidence takes the ones the analysis chose (the
+    datasheet of the traced GPU when this machine's ceilings are another device's)."""
+    if used is None:
+        return None
+    if analysis is not None:
+        kept = analysis.ceilings
+        same = kept is not None and (kept.source, kept.device) == (used.source, used.device)
+        return ceilings_as_evidence(used) if same else None
+    same_kind = used.device.split(":", 1)[0] == device.split(":", 1)[0].lower()
+    return ceilings_as_evidence(used) if same_kind else None
 
 
 def _never_trained_reason(ended_by: str, error: str | None, code: int | None) -> str:

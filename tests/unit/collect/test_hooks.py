@@ -182,3 +182,21 @@ def test_watch_context_manager() -> None:
     assert profile.step_count == 3
     assert profile.ended_by == "completed"
     assert profile.threads is not None and profile.threads.torch_num_threads >= 1
+
+
+def test_grad_scaler_found_inf_read_is_not_the_scripts_sync() -> None:
+    # GradScaler.step reads found_inf with .item() (torch.amp.grad_scaler._maybe_opt_step)
+    # before optimizer.step: the AMP recipe's own sync. The script's one loss.item() counts.
+    scaler = torch.amp.GradScaler("cpu")
+    with Instrumentation(CollectConfig(profile_steps=0)) as inst:
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.item()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    profile = inst.result()
+    assert profile.sync_counts == [{"item": 1}] * 3

@@ -55,3 +55,15 @@ def pre_ampere_gpu(ev: Evidence) -> tuple[int, int] | None:
     catalogue uses (`torchdoctor.core.gpu`, torch-free, so diagnosing a trace needs no torch).
     """
     return older_than_ampere(ev.device, ev.cuda_capability)
+
+
+def unexplained_idle_share(ev: Evidence) -> float:
+    """The device idle share of a GPU trace that no other cause explains: minus the step
+    time the host spent in the DataLoader with nothing running on the device (the step
+    breakdown counts DataLoader only where no kernel, copy or runtime call covers it) and
+    minus the idle the sync points left (`sync_cost_share`)."""
+    tr = ev.trace
+    if tr is None or tr.idle_pct is None:
+        return 0.0
+    explained = tr.step_breakdown.get("DataLoader", 0.0) + (tr.sync_cost_share or 0.0)
+    return max(0.0, tr.idle_pct / 100.0 - explained)

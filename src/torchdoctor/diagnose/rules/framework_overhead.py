@@ -6,7 +6,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
-from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.diagnose.rules._common import compute_share, unexplained_idle_share
 
 RULE_ID: Final = "framework_overhead"
 TITLE: Final = "Framework overhead: many tiny operators"
@@ -50,8 +50,11 @@ def check(ev: Evidence) -> Finding | None:
     reasons: list[str] = []
     tr = ev.trace
     if tr is not None and tr.has_device and tr.idle_pct is not None:
-        idle = tr.idle_pct / 100.0
-        evidence["device_idle_share"] = round(idle, 4)
+        # Idle the DataLoader or the sync points explain is theirs (dataloader_wait, host_sync).
+        idle = unexplained_idle_share(ev)
+        evidence["device_idle_share"] = round(tr.idle_pct / 100.0, 4)
+        if idle < tr.idle_pct / 100.0:
+            evidence["idle_share_not_data_or_syncs"] = round(idle, 4)
         if tr.short_kernel_frac is not None:
             evidence["kernels_shorter_than_launch"] = round(tr.short_kernel_frac, 4)
         if idle >= MIN_GPU_IDLE_SHARE:

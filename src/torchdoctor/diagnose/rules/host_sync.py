@@ -31,20 +31,38 @@ def _syncs_per_step(ev: Evidence) -> float | None:
 def _share(ev: Evidence) -> tuple[float | None, str]:
     """The share of step time the syncs cost, and how it was obtained.
 
-    Measured when the instrumentation timed the sync calls: the host is blocked inside them
-    (on a GPU waiting for the queue to drain, on CPU converting or formatting the tensor).
+    On a GPU, what a sync costs is the device idle it leaves: the host waits for the launch
+    queue to drain (work the device does anyway on a GPU-bound job), and after the sync the
+    device idles until the host launches again. A trace measures that directly (analyze.syncs:
+    per sync, the idle after it, at most the time blocked in it); it is used whenever there is
+    one, for a script too. Without it, on CPU the time blocked inside the sync calls is the
+    cost (converting or formatting the tensor), and on a GPU it is only an upper bound.
     Otherwise an upper bound: what a step holds outside its named phases (a script without
-    timed syncs), or the device idle share (a trace: a sync starves the device until the
-    host launches again).
+    timed syncs), or the device idle share (a trace analysed before sync costs were recorded).
     """
+    tr = ev.trace
+    if tr is not None and tr.has_device and tr.sync_cost_share is not None:
+        return tr.sync_cost_share, "device_idle_after_syncs_share"
     if ev.syncs is not None and ev.syncs.time_share is not None:
-        return ev.syncs.time_share, "sync_time_share"
+        return ev.syncs.time_share, ("host_blocked_share" if ev.is_gpu else "sync_time_share")
     other = ev.phase("other")
     if other is not None:
         return other, "share_outside_phases"
-    if ev.trace is not None and ev.trace.idle_pct is not None:
-        return ev.trace.idle_pct / 100.0, "device_idle_share"
+    if tr is not None and tr.idle_pct is not None:
+        return tr.idle_pct / 100.0, "device_idle_share"
     return None, ""
+
+
+#: Confidence by how the share was obtained: measured cost (the device idle a trace shows
+#: after each sync, or the time in sync calls on CPU), an upper bound from timed calls on a
+#: GPU (includes queue draining), one from the phases, one from the device idle alone.
+_CONFIDENCE: Final = {
+    "device_idle_after_syncs_share": 0.8,
+    "sync_time_share": 0.8,
+    "host_blocked_share": 0.6,
+    "share_outside_phases": 0.7,
+    "device_idle_share": 0.4,
+}
 
 
 def check(ev: Evidence) -> Finding | None:
@@ -64,13 +82,21 @@ def check(ev: Evidence) -> Finding | None:
     }
     if top:
         evidence["top_sites"] = ", ".join(f"{s} ({n})" for s, n in top)
+    if ev.trace is not None and ev.trace.sync_blocked_share is not None:
+        evidence["host_blocked_share"] = round(ev.trace.sync_blocked_share, 4)
     return make_finding(
         rule_id=RULE_ID,
         title=TITLE,
         summary=(
             f"{per_step:.1f} host sync points per step (.item(), .cpu(), printing tensors); "
             f"{share:.0%} of the step is spent "
-            + ("inside them." if basis == "sync_time_share" else "around them.")
+            + (
+                "inside them."
+                if basis == "sync_time_share"
+                else "as device idle after them."
+                if basis == "device_idle_after_syncs_share"
+                else "around them."
+            )
         ),
         bottleneck="host_sync",
         share=share,
@@ -82,6 +108,8 @@ def check(ev: Evidence) -> Finding | None:
                 "torch.cuda.set_sync_debug_mode('warn')"
             )
         ),
-        # From a trace alone the idle time may as well be launch overhead: lower confidence.
-        confidence=0.8 if basis == "sync_time_share" else 0.7 if ev.syncs is not None else 0.4,
+        # Phases without any sync timing at all (a workload run) say less: 0.4 as the idle.
+        confidence=_CONFIDENCE[basis]
+        if basis != "share_outside_phases" or ev.syncs is not None
+        else _CONFIDENCE["device_idle_share"],
     )

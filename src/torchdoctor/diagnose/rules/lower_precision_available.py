@@ -1,7 +1,17 @@
-"""lower_precision_available: compute-bound fp32 work where a lower precision is measured faster.
+"""lower_precision_available: fp32 math where a lower precision runs on faster units.
 
-The gain is read from the measured ceilings (`torchdoctor env`), never from a datasheet
-assumption: on a CPU whose bf16 matmul is slower than fp32 the rule stays silent.
+Two kinds of evidence, one verdict:
+- the roofline: most op time compute-bound in fp32, and the ceilings' lower-precision peak
+  well above the fp32 one (measured by `torchdoctor env` on this machine, so on a CPU whose
+  bf16 matmul is slower than fp32 the rule stays silent);
+- on a GPU trace, the kernels themselves (analyze.kernels): most kernel time in fp32 GEMMs and
+  convolutions on the CUDA cores (`volta_sgemm_*`, `implicit_convolve_sgemm`, cuDNN's fp32
+  engines) on a GPU with tensor cores, where autocast moves them onto the tensor cores. This
+  is how the TensorBoard profiler plugin recommended AMP, and it needs no shapes in the trace.
+  A trace whose matrix kernels already run on tensor cores (bf16/fp16, TF32) gets no finding.
+
+The gain bound uses the ceilings' peak ratio (datasheet ones for a trace from elsewhere, said
+so in the evidence) as the local speedup of the share it applies to.
 """
 
 from __future__ import annotations
@@ -9,7 +19,7 @@ from __future__ import annotations
 from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
-from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import bound_share, compute_share, pre_ampere_gpu
 
 RULE_ID: Final = "lower_precision_available"
@@ -21,6 +31,12 @@ MIN_PEAK_RATIO: Final = 1.2
 #: Share of op time that must be compute-bound (roofline) for peak FLOP/s to matter.
 MIN_COMPUTE_BOUND_SHARE: Final = 0.5
 LOWER_PRECISIONS: Final = ("bf16", "fp16")
+#: Share of kernel time in fp32 CUDA-core GEMM/convolution from which that work dominates the
+#: device: the same majority as MIN_COMPUTE_BOUND_SHARE.
+MIN_FP32_MATH_KERNEL_SHARE: Final = 0.5
+#: First compute capability with tensor cores (Volta, sm_70; NVIDIA CUDA C++ Programming
+#: Guide, "Warp Matrix Functions": wmma needs compute capability 7.0 or higher).
+FIRST_TENSOR_CORE_CAPABILITY: Final = (7, 0)
 
 
 def check(ev: Evidence) -> Finding | None:
@@ -40,23 +56,37 @@ def check(ev: Evidence) -> Finding | None:
             best, ratio = name, peak / fp32
     if best is None or ratio < MIN_PEAK_RATIO:
         return None
-    compute_bound = bound_share(ev, "compute")
     base = compute_share(ev)
-    if base is None or compute_bound < MIN_COMPUTE_BOUND_SHARE:
+    if base is None:
         return None
-    share = base * compute_bound
+    evidence: dict[str, EvidenceValue] = {}
+    kernels = _fp32_kernel_share(ev)
+    compute_bound = bound_share(ev, "compute")
+    if kernels is not None:
+        fraction = kernels
+        evidence["fp32_cuda_core_math_kernel_share"] = round(kernels, 4)
+        if ev.trace is not None and ev.trace.tensor_core_kernel_frac is not None:
+            evidence["tensor_core_kernel_share"] = round(ev.trace.tensor_core_kernel_frac, 4)
+        seen = f"{kernels:.0%} of kernel time is fp32 GEMM/convolution on the CUDA cores"
+    elif compute_bound >= MIN_COMPUTE_BOUND_SHARE and not _on_tensor_cores(ev):
+        fraction = compute_bound
+        evidence["compute_bound_op_share"] = round(compute_bound, 4)
+        seen = f"{compute_bound:.0%} of op time is compute-bound in fp32"
+    else:
+        return None
+    where = "measured" if ev.ceilings.source.startswith("measured") else ev.ceilings.source
+    if ev.cuda_capability is not None:
+        evidence["cuda_capability"] = f"{ev.cuda_capability[0]}.{ev.cuda_capability[1]}"
+        evidence["cuda_capability_inferred"] = ev.cuda_capability_inferred
     return make_finding(
         rule_id=RULE_ID,
         title=TITLE,
-        summary=(
-            f"{compute_bound:.0%} of op time is compute-bound in fp32, and this device's "
-            f"measured {best} peak is {ratio:.1f}x its fp32 peak."
-        ),
+        summary=(f"{seen}, and this device's {where} {best} peak is {ratio:.1f}x its fp32 peak."),
         bottleneck="compute",
-        share=share,
+        share=base * fraction,
         local_speedup=ratio,
         evidence={
-            "compute_bound_op_share": round(compute_bound, 4),
+            **evidence,
             f"{best}_over_fp32_peak": round(ratio, 3),
             "ceilings_source": ev.ceilings.source,
         },
@@ -67,3 +97,31 @@ def check(ev: Evidence) -> Finding | None:
         ),
         confidence=0.7 if ev.ceilings.source.startswith("measured") else 0.5,
     )
+
+
+def _has_tensor_cores(ev: Evidence) -> bool:
+    """A GPU whose capability (deviceProperties, or inferred from kernel names) is Volta or
+    newer, or one whose kernels already use tensor/matrix cores (ROCm: MFMA)."""
+    if ev.cuda_capability is not None:
+        return tuple(ev.cuda_capability) >= FIRST_TENSOR_CORE_CAPABILITY
+    tr = ev.trace
+    return tr is not None and bool(tr.tensor_core_kernel_frac)
+
+
+def _fp32_kernel_share(ev: Evidence) -> float | None:
+    """The share of kernel time autocast would move onto tensor cores, when it dominates on a
+    GPU that has them; None when the kernels do not show such work."""
+    tr = ev.trace
+    if tr is None or not tr.has_device or tr.fp32_cuda_core_math_frac is None:
+        return None
+    if tr.fp32_cuda_core_math_frac < MIN_FP32_MATH_KERNEL_SHARE or not _has_tensor_cores(ev):
+        return None
+    return tr.fp32_cuda_core_math_frac
+
+
+def _on_tensor_cores(ev: Evidence) -> bool:
+    """The trace's matrix math already runs on tensor cores (more of it than on CUDA cores)."""
+    tr = ev.trace
+    if tr is None or tr.tensor_core_kernel_frac is None or tr.fp32_cuda_core_math_frac is None:
+        return False
+    return tr.tensor_core_kernel_frac > tr.fp32_cuda_core_math_frac
