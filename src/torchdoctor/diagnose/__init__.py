@@ -11,6 +11,7 @@ from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_fi
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import (
     BOTTLENECKS,
+    SEVERITY_ORDER,
     Bottleneck,
     Finding,
     Prescription,
@@ -22,6 +23,7 @@ from torchdoctor.diagnose.rules import RULES
 __all__ = [
     "BOTTLENECKS",
     "RULES",
+    "SEVERITY_ORDER",
     "Bottleneck",
     "Diagnosis",
     "Evidence",

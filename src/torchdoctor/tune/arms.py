@@ -175,7 +175,9 @@ class Arm:
         wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
         self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
 
-    def reference_losses(self, perturbation: int, steps: int, *, timeout: Timeout) -> list[float | None]:
+    def reference_losses(
+        self, perturbation: int, steps: int, *, timeout: Timeout
+    ) -> list[float | None]:
         """The loss trajectory of this arm's recipe with a no-op weight perturbation.
 
         Run by the worker in a fresh session beside the live one (`torchdoctor.tune.worker`),

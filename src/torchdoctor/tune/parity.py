@@ -218,18 +218,27 @@ def check_parity(
         f"averaged {centre:.3g} (sd {reference.spread:.2g}), so a change that trains the same "
         f"lands {band} ({confidence:.0%} prediction interval)"
     )
-    reason = _verdict(reference, cand, too_high) + evidence
+    reason = _verdict(reference, cand, half) + evidence
     return ParityResult(False, deviation, tolerance, reason, half / scale)
 
 
-def _verdict(reference: QualityReference, cand: float, too_high: bool) -> str:
-    """What a deviation means, in words: learning less, diverging, or computing otherwise."""
-    if not too_high:
-        return "it learns faster than the baseline can by chance, so it computes something else: "
-    learned = reference.first_loss - reference.mean
-    if math.isfinite(learned) and learned > 0:
-        own = reference.first_loss - cand
-        if own <= 0:
-            return "it stopped learning (the loss did not fall below its start): "
-        return f"it learns {own / learned:.0%} as much as the baseline: "
-    return "its loss is higher than the baseline's: "
+def _verdict(reference: QualityReference, cand: float, half: float) -> str:
+    """What a deviation means, in words: learning less, not at all, diverging, or otherwise.
+
+    `half` (the interval's half-width) is also how far from its start a run's late loss must
+    be before it counts as having moved at all.
+    """
+    if cand < reference.mean:
+        return (
+            "its loss falls further than the baseline's can by chance, so it computes "
+            "something else: "
+        )
+    first = reference.first_loss
+    learned = first - reference.mean
+    if not (math.isfinite(learned) and learned > 0):
+        return "its loss is higher than the baseline's: "
+    if cand > first + half:
+        return "training diverges (its loss ends above where it started): "
+    if cand >= first - half:
+        return "it stopped learning (its loss stays where it started): "
+    return f"it learns {(first - cand) / learned:.0%} as much as the baseline: "

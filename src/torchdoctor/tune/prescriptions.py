@@ -19,11 +19,21 @@ DIAGNOSIS_PROFILE_STEPS: Final = 2
 
 
 def prescribed_knobs(diagnosis: Any) -> list[str]:
-    """Knob names from the diagnosis's findings, in order of their Amdahl bound on gain."""
-    from torchdoctor.diagnose import rank_findings
+    """Knob names from the diagnosis's findings: by severity, then the Amdahl bound on gain.
+
+    Not the diagnosis's own "what to fix first" order (`diagnose.rank_findings`), which puts
+    the cheap, exact fix first for a person: the ladder keeps each change that proves itself,
+    and trying the largest possible gain first keeps a smaller one from locking in a worse
+    local optimum (on `cnn`, bf16 before compile: 2.0x against 1.66x).
+    """
+    from torchdoctor.diagnose import SEVERITY_ORDER
 
     names: list[str] = []
-    for finding in rank_findings(diagnosis.findings):
+    ranked = sorted(
+        diagnosis.findings,
+        key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id),
+    )
+    for finding in ranked:
         for knob in finding.prescription.knobs:
             if knob not in names:
                 names.append(knob)

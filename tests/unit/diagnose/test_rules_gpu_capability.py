@@ -24,7 +24,7 @@ from torchdoctor.diagnose.rules import RULES, lower_precision_available, memory_
 
 NEAR = MemoryEvidence(peak_bytes=95, limit_bytes=100)
 V100, T4, A100 = (7, 0), (7, 5), (8, 0)
-TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 
 
 def _headroom(**fields: Any) -> Any:
@@ -177,7 +177,6 @@ def test_api_fills_the_capability_from_the_environment(monkeypatch: pytest.Monke
 
 # Real traces (tests/data/traces): every NVIDIA one comes from an A100 or H100 (sm_80, sm_90),
 # none from a pre-Ampere GPU, so they check that the capability is read, not the fp16 path.
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
 @pytest.mark.parametrize(
     ("name", "cap"),
     [

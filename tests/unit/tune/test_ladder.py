@@ -39,7 +39,7 @@ def test_learning_breaking_knobs_are_always_rejected_with_reason(tmp_path: Path)
         reasons = {next(iter(r.change)): r for r in result.ladder.rejected}
         assert reasons["fp16_no_scaler"].status == "nan"
         assert "NaN/inf" in reasons["fp16_no_scaler"].reason
-        assert reasons["bad_lr"].reason.startswith("quality: loss deviates")
+        assert reasons["bad_lr"].reason.startswith("quality: training diverges")
 
 
 def test_ladder_credits_each_kept_change_its_own_gain(tmp_path: Path) -> None:
