@@ -12,6 +12,7 @@ from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError
+from torchdoctor.measure import MIN_WARMUP_STEPS
 
 
 @app.command("run")
@@ -24,14 +25,26 @@ def run_command(
         [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
     ),
     steps: int = typer.Option(30, "--steps", min=1, help="Steady-state steps to measure."),
-    warmup: int = typer.Option(5, "--warmup", min=0, help="Warm-up steps (compile happens here)."),
+    warmup: int = typer.Option(
+        MIN_WARMUP_STEPS,
+        "--warmup",
+        min=0,
+        help="Least warm-up steps (compile happens here); more run until step times settle "
+        "within 10%, as the tuner warms up.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
     device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
     throughput: bool = typer.Option(
-        False, "--throughput", help="No per-phase device syncs (no phase table)."
+        False,
+        "--throughput",
+        help="Skip the extra synchronized steps that time the phases (no phase table).",
     ),
 ) -> None:
     """Run WORKLOAD under a recipe: throughput, compile time, phase breakdown, memory.
+
+    Throughput comes from STEPS steady-state steps timed without per-phase syncs (the median
+    over chunks of at least 0.3 s, as the tuner measures a recipe); the phase table from up
+    to 10 further steps that synchronize at every phase boundary.
 
     pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as

@@ -56,13 +56,16 @@ def render_run(console: Console, result: RunResult) -> None:
 
     if result.phase_fractions is None:
         return
-    steps = len(result.steps)
-    phases = Table(title="Where each step's time goes (steady state)")
+    # The phase split comes from the steps timed with per-phase syncs, apart from the
+    # throughput steps (`RunResult.phase_steps`; older records hold phases in `steps`).
+    timed = result.phase_steps or result.steps
+    steps = len(timed)
+    phases = Table(title=f"Where each step's time goes (steady state, {steps} synchronized steps)")
     phases.add_column("phase")
     phases.add_column("ms / step", justify="right")
     phases.add_column("share", justify="right")
     for phase in PHASES:
-        seconds = sum(s.phases.get(phase, 0.0) for s in result.steps) / steps
+        seconds = sum(s.phases.get(phase, 0.0) for s in timed) / steps
         share = result.phase_fractions[phase]
         phases.add_row(phase, f"{seconds * 1e3:.2f}", f"{share:6.1%}")
     console.print(phases)

@@ -75,7 +75,9 @@ def evidence_from_run(
         device_name=analysis.device_name if analysis is not None else None,
         cuda_capability=cuda_capability,
         workload_kind=workload_kind,
-        steps=step_evidence(run.steps, warmup=0) if run.steps else None,
+        steps=step_evidence(run.steps, warmup=0, phases_from=run.phase_steps or None)
+        if run.steps
+        else None,
         dataloader=DataLoaderEvidence(
             uses_dataloader=True,
             num_workers=workers if isinstance(workers, int) else 0,

@@ -43,7 +43,10 @@ def step_evidence(
     warmup: int = DEFAULT_WARMUP_STEPS,
     exclude: Iterable[int] = (),
     timing_method: str = "host_clock",
+    phases_from: Sequence[StepTiming] | None = None,
 ) -> StepEvidence:
+    """Step-time statistics of `steps`; the phase split of `phases_from` when given (steps
+    timed with per-phase syncs apart from the throughput steps, as the engine runs them)."""
     kept = steady_steps(steps, warmup=warmup, exclude=exclude)
     if not kept:
         return StepEvidence(count=len(steps), measured=0, timing_method=timing_method)
@@ -53,6 +56,6 @@ def step_evidence(
         measured=len(kept),
         median_s=stats.median,
         p95_s=stats.p95,
-        phase_fractions=phase_fractions(kept),
+        phase_fractions=phase_fractions(kept if phases_from is None else phases_from),
         timing_method=timing_method,
     )

@@ -18,7 +18,13 @@ RecipeValue = bool | int | str | None
 class RunResult(Record):
     """Steady-state throughput, per-step phases, warm-up/compile cost, memory and losses.
 
-    - `steps`: steady-state steps only (after `warmup_steps`).
+    - `steps`: steady-state steps only (after warm-up), timed without per-phase syncs: the
+      throughput (`samples_per_s`, the median over chunks of at least 0.3 s, as the tuner
+      measures it; see `torchdoctor.engine.steady`) and `step_time` come from them.
+    - `phase_steps`: further steps timed with a sync at every phase boundary; the phase split
+      (`phase_fractions`) comes from them (version 3; before, from `steps`).
+    - `warmup_steps`: steps run before the steady state: at least the requested minimum, more
+      until step times settled.
     - `first_step_s`: the first step's wall time (torch.compile compiles during it).
     - `warmup_s`: wall time of all warm-up steps, the first included.
     - `compile_s`: the warm-up's excess over steady state, sum of (warm-up step - steady
@@ -32,7 +38,8 @@ class RunResult(Record):
 
     schema_name: ClassVar[str] = "run_result"
     #: Version 2: `machine_load`, other work on the machine during the run (set by callers).
-    schema_version: ClassVar[int] = 2
+    #: Version 3: `phase_steps`; `steps` no longer carry phases; throughput is a chunk median.
+    schema_version: ClassVar[int] = 3
 
     workload: str
     workload_params: dict[str, RecipeValue | float] = Field(default_factory=dict)
@@ -48,6 +55,7 @@ class RunResult(Record):
     warmup_s: float
     compile_s: float
     steps: list[StepTiming]
+    phase_steps: list[StepTiming] = Field(default_factory=list)
     samples_per_s: float
     tokens_per_s: float | None = None
     step_time: Measurement
@@ -69,9 +77,10 @@ class RunResult(Record):
         step = self.nonfinite_loss_step
         if step is None:
             return None
+        measured = len(self.steps) + len(self.phase_steps)
         where = (
             f"warm-up step {step + 1} of {self.warmup_steps}"
             if step < self.warmup_steps
-            else f"measured step {step - self.warmup_steps + 1} of {len(self.steps)}"
+            else f"measured step {step - self.warmup_steps + 1} of {measured}"
         )
         return f"the loss became {self.nonfinite_loss_value} at {where} (step index {step})"

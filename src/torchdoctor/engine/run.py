@@ -12,11 +12,23 @@ from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.session import prepare
 from torchdoctor.knobs import Recipe
-from torchdoctor.measure import summarize
+from torchdoctor.measure import (
+    MAX_EXTRA_WARMUP_STEPS,
+    MIN_WARMUP_STEPS,
+    steady_rate,
+    summarize,
+    warm_up,
+)
 from torchdoctor.workloads.base import Workload
 
-#: progress(done_steps, total_steps), called after every step (warm-up included).
+#: progress(done_steps, total_steps), called after every step (warm-up included; the total
+#: grows when warm-up needs more steps to settle).
 Progress = Callable[[int, int], None]
+
+#: Steps timed with per-phase synchronization for the phase split, after the throughput steps
+#: (at most `steps` of them). Ten give each phase's share within a few percent on the built-in
+#: workloads, and their syncs never touch the throughput figure.
+DEFAULT_PHASE_STEPS = 10
 
 
 def run_workload(
@@ -24,46 +36,63 @@ def run_workload(
     recipe: Recipe,
     *,
     steps: int = 30,
-    warmup_steps: int = 5,
+    warmup_steps: int = MIN_WARMUP_STEPS,
     measure_phases: bool = True,
+    phase_steps: int | None = None,
+    settle_warmup: bool = True,
     device: str = "cpu",
     seed: int = 0,
     progress: Progress | None = None,
 ) -> RunResult:
-    """Run `warmup_steps` then `steps` training steps of `workload` under `recipe`."""
+    """Warm up (at least `warmup_steps`, until step times settle), time `steps` steady steps
+    without per-phase syncs, then, with `measure_phases`, `phase_steps` more for the phase
+    split (see `torchdoctor.measure.warm_up`). `settle_warmup=False` runs exactly
+    `warmup_steps` warm-up steps."""
     if steps < 1:
         raise EngineError(f"cannot measure {steps} steps", hint="give --steps 1 or more")
     if warmup_steps < 0:
         raise EngineError(f"invalid warm-up of {warmup_steps} steps", hint="give 0 or more")
-    total = steps + warmup_steps
+    n_phased = (min(steps, DEFAULT_PHASE_STEPS) if phase_steps is None else phase_steps) * int(
+        measure_phases
+    )
+    if n_phased < 0:
+        raise EngineError(f"invalid phase steps {phase_steps}", hint="give 0 or more")
+    total = steps + warmup_steps + n_phased
     done = 0
 
     def tick() -> None:
-        nonlocal done
+        nonlocal done, total
         done += 1
+        total = max(total, done + steps + n_phased if done <= warmup_steps else total)
         if progress is not None:
             progress(done, total)
 
     with prepare(workload, recipe, device=device, seed=seed) as session:
-        warm: list[StepTiming] = []
-        if warmup_steps:
-            # Warm-up never measures phases: the first step holds compilation.
-            warm = session.run_steps(warmup_steps, measure_phases=False, on_step=tick)
-            # Peaks cover the steady state: warm-up holds one-off workspaces (cuDNN benchmark
-            # trying algorithms, autotuning, compilation) that the job does not keep using.
-            session.reset_peak_memory()
-        steady = session.run_steps(steps, measure_phases=measure_phases, on_step=tick)
+        # Warm-up never measures phases: the first step holds compilation.
+        warm = warm_up(
+            session,
+            min_steps=warmup_steps,
+            max_extra=MAX_EXTRA_WARMUP_STEPS if settle_warmup else 0,
+            on_step=tick,
+        )
+        total = done + steps + n_phased
+        # Peaks cover the steady state: warm-up holds one-off workspaces (cuDNN benchmark
+        # trying algorithms, autotuning, compilation) that the job does not keep using.
+        session.reset_peak_memory()
+        # Throughput from steps without per-phase syncs: on a GPU a sync at every phase
+        # boundary serializes launch and execution, which the real job never does.
+        steady = session.run_steps(steps, measure_phases=False, on_step=tick)
+        phased = session.run_steps(n_phased, measure_phases=True, on_step=tick)
         memory = session.read_memory()
         compiled = session.compiled
         batch_size, grad_accum, threads = session.batch_size, session.grad_accum, session.threads
 
-    losses, first_bad, bad_kind = _losses_for_json([s.loss for s in (*warm, *steady)])
+    losses, first_bad, bad_kind = _losses_for_json([s.loss for s in (*warm, *steady, *phased)])
     steady = [_without_nonfinite_loss(s) for s in steady]
+    phased = [_without_nonfinite_loss(s) for s in phased]
     steady_times = [s.total_s for s in steady]
     median = statistics.median(steady_times)
-    samples = sum(s.samples or 0 for s in steady)
-    wall = sum(steady_times)
-    samples_per_s = samples / wall if wall > 0 else 0.0
+    samples_per_s = steady_rate(steady)
     tokens = workload.tokens_per_sample
     return RunResult(
         workload=workload.name,
@@ -75,15 +104,16 @@ def run_workload(
         batch_size=batch_size,
         grad_accum=grad_accum,
         samples_per_step=batch_size * grad_accum,
-        warmup_steps=warmup_steps,
+        warmup_steps=len(warm),
         first_step_s=warm[0].total_s if warm else None,
         warmup_s=sum(s.total_s for s in warm),
         compile_s=sum(max(0.0, s.total_s - median) for s in warm),
         steps=steady,
+        phase_steps=phased,
         samples_per_s=samples_per_s,
         tokens_per_s=samples_per_s * tokens if tokens else None,
         step_time=summarize(steady_times, label=f"{workload.name} step"),
-        phase_fractions=mean_phase_fractions(steady) if measure_phases else None,
+        phase_fractions=mean_phase_fractions(phased) if phased else None,
         memory=memory,
         losses=losses,
         threads=threads,

@@ -7,6 +7,9 @@
 - `compare({name: stmt}, baseline=...)` -> `Comparison`: interleaved rounds, one estimate per
   candidate.
 - `synchronize(device)`: wait for queued device work.
+- `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
+  `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
+  `torchdoctor run` and the tuner.
 - `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
   ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
 
@@ -17,20 +20,40 @@ from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._steady import (
+    MAX_CHUNK_STEPS,
+    MAX_EXTRA_WARMUP_STEPS,
+    MIN_CHUNK_S,
+    MIN_WARMUP_STEPS,
+    chunk_rates,
+    chunk_steps,
+    steady_rate,
+    warm_up,
+)
 from torchdoctor.measure._sync import make_sync, synchronize
-from torchdoctor.measure._timer import Clock, Timer
+from torchdoctor.measure._timer import SETTLE_WINDOW, Clock, Timer, settled
 
 __all__ = [
+    "MAX_CHUNK_STEPS",
+    "MAX_EXTRA_WARMUP_STEPS",
+    "MIN_CHUNK_S",
+    "MIN_WARMUP_STEPS",
+    "SETTLE_WINDOW",
     "BlockTimer",
     "Clock",
     "Comparison",
     "Measurement",
     "RatioEstimate",
     "Timer",
+    "chunk_rates",
+    "chunk_steps",
     "compare",
     "compare_samples",
     "make_block_timer",
     "make_sync",
+    "settled",
+    "steady_rate",
     "summarize",
     "synchronize",
+    "warm_up",
 ]

@@ -25,7 +25,7 @@ import math
 import statistics
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from torchdoctor.core.errors import MeasureError
@@ -59,6 +59,19 @@ WARMUP_FRACTION: Final = 0.25
 CHECK_GROWTH: Final = 1.25
 #: Resamples for those checks: they need the interval's width only roughly.
 CHECK_RESAMPLES: Final = 400
+
+
+def settled(times: Sequence[float]) -> bool:
+    """Whether the last `SETTLE_WINDOW` timings are within `SETTLE_TOLERANCE` of their median.
+
+    The one warm-up rule: the Timer's blocks, `torchdoctor run`'s steps and the tuner's arms
+    all stop warming up by it.
+    """
+    if len(times) < SETTLE_WINDOW:
+        return False
+    recent = times[-SETTLE_WINDOW:]
+    mid = statistics.median(recent)
+    return mid <= 0 or (max(recent) - min(recent)) <= SETTLE_TOLERANCE * mid
 
 
 def _describe(stmt: Statement) -> str:
@@ -200,9 +213,8 @@ class Timer:
             recent = [*recent[-(SETTLE_WINDOW - 1) :], taken]
             if len(recent) < SETTLE_WINDOW:
                 continue  # judging "settled" needs a full window, whatever the time limit
-            mid = statistics.median(recent)
-            self.last_block_s = mid
-            if mid <= 0 or (max(recent) - min(recent)) <= SETTLE_TOLERANCE * mid:
+            self.last_block_s = statistics.median(recent)
+            if settled(recent):
                 return True
             if spent >= max_time:
                 return False

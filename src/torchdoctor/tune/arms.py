@@ -18,14 +18,22 @@ trial spanned [0.17, 18]; the paired ones a few tens of percent).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
 from torchdoctor.core.load import MachineLoad, combine
+from torchdoctor.measure import (
+    MAX_CHUNK_STEPS,
+    MAX_EXTRA_WARMUP_STEPS,
+    MIN_CHUNK_S,
+    SETTLE_WINDOW,
+    settled,
+    summarize,
+)
 from torchdoctor.measure import load as load_signal
-from torchdoctor.measure import summarize
 from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
@@ -43,14 +51,9 @@ DEFAULT_WARMUP_STEPS: Final = 3
 #: Steps per chunk: long enough that one chunk's time is not dominated by timer granularity
 #: or a single scheduler hiccup, short enough that many chunks fit in a trial.
 DEFAULT_CHUNK_STEPS: Final = 4
-#: A chunk lasts at least this long (more steps for fast models): on a shared, busy machine
-#: scheduler preemptions last tens of milliseconds, so a chunk of a few short steps can be
-#: slowed 2-10x by one of them; 0.3 s chunks average such hiccups out (measured on this
-#: project's 2-core CI host under load 10: 4-step chunks of an MLP varied 10x, 0.3 s chunks
-#: a few percent).
-DEFAULT_MIN_CHUNK_S: Final = 0.3
-#: Cap on the steps of one chunk (a very fast model still alternates arms often).
-MAX_CHUNK_STEPS: Final = 256
+#: A chunk lasts at least this long (more steps for fast models); one definition with `run`'s
+#: chunks (`torchdoctor.measure.MIN_CHUNK_S`, which says why 0.3 s).
+DEFAULT_MIN_CHUNK_S: Final = MIN_CHUNK_S
 #: Most scored A/B rounds of one trial (the sequential design's last look). Clear wins and
 #: clear losses stop at the first look (6 rounds); only an unclear trial runs on, and a 5-10%
 #: gain needs this many rounds to clear 1 + min_gain on a 2-core host: with a maximum of 12,
@@ -166,11 +169,17 @@ class Arm:
             self.warmup_s += score * _scale(self, 1)
             if give_up_above is not None and score > give_up_above:
                 return
-            if plan.warmup_steps > 2:
-                before = len(self.losses)
-                score = self.run(plan.warmup_steps - 2, timeout=timeout)
-                self.warmup_s += score * _scale(self, len(self.losses) - before)
-            step_s = score * _scale(self, 1)
+            # The rest of warm-up step by step, then on until step times settle: the same
+            # rule as `torchdoctor run` (`torchdoctor.measure.warm_up`), so both measure the
+            # same steady state of a recipe.
+            recent = [score]
+            while len(recent) < plan.warmup_steps - 1:
+                recent.append(self._warm_step(timeout))
+            for _ in range(MAX_EXTRA_WARMUP_STEPS):
+                if settled(recent):
+                    break
+                recent.append(self._warm_step(timeout))
+            step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
         wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
         self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
@@ -187,6 +196,12 @@ class Arm:
             {"op": "reference", "perturbation": perturbation, "steps": steps}, timeout_s=timeout()
         )
         return list(reply["losses"])
+
+    def _warm_step(self, timeout: Timeout) -> float:
+        """One more warm-up step: its score, its seconds added to the warm-up total."""
+        score = self.run(1, timeout=timeout)
+        self.warmup_s += score * _scale(self, 1)
+        return score
 
     def fill_losses(self, steps: int, *, timeout: Timeout) -> None:
         """Run unscored steps until the loss trajectory has `steps` entries (for parity)."""

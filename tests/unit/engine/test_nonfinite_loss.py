@@ -30,7 +30,14 @@ def poisoned_mlp(after_calls: int, poison: float) -> Workload:
 
 @pytest.mark.parametrize(("poison", "kind"), [(float("nan"), "nan"), (float("inf"), "inf")])
 def test_nonfinite_losses_become_null_and_the_first_is_located(poison: float, kind: str) -> None:
-    result = run_workload(poisoned_mlp(3, poison), Recipe(), steps=3, warmup_steps=2)
+    result = run_workload(
+        poisoned_mlp(3, poison),
+        Recipe(),
+        steps=3,
+        warmup_steps=2,
+        settle_warmup=False,
+        measure_phases=False,
+    )
     assert all(isinstance(x, float) for x in result.losses[:3])
     assert result.losses[3:] == [None, None]
     assert result.nonfinite_loss_step == 3 and result.nonfinite_loss_value == kind
@@ -45,7 +52,9 @@ def test_nonfinite_losses_become_null_and_the_first_is_located(poison: float, ki
 
 
 def test_divergence_in_warm_up_is_named_as_such() -> None:
-    result = run_workload(poisoned_mlp(0, float("nan")), Recipe(), steps=1, warmup_steps=2)
+    result = run_workload(
+        poisoned_mlp(0, float("nan")), Recipe(), steps=1, warmup_steps=2, settle_warmup=False
+    )
     assert result.nonfinite_loss_step == 0
     assert "warm-up step 1 of 2" in (result.divergence_message() or "")
 

@@ -27,7 +27,10 @@ def _fractions_of(step: JsonDict) -> dict[str, float]:
 
 def phase_bar(label: str, record: JsonDict) -> PhaseBar | None:
     fractions = floats(mapping(record, "phase_fractions"))
-    steps = [s for s in items(record, "steps") if isinstance(s, dict)]
+    # A run's phases are timed on its `phase_steps`; a script profile's on its `steps`.
+    steps = [
+        s for s in items(record, "phase_steps") or items(record, "steps") if isinstance(s, dict)
+    ]
     median = _median_step(steps)
     if not fractions and median is not None:
         fractions = _fractions_of(median)

@@ -1,0 +1,90 @@
+"""The steady state: when warm-up is over, and the throughput of the steps after it.
+
+One rule for `torchdoctor run` (`torchdoctor.engine.run`) and the tuner's arms
+(`torchdoctor.tune.arms`), so that a user
+who re-runs a tuned recipe with `run` sees the number the tuner measured:
+
+- warm-up runs at least `MIN_WARMUP_STEPS` steps (the first holds torch.compile's
+  compilation, cuDNN autotuning, first-touch allocation), then goes on one step at a time until
+  the last few steps after the first agree within 10% (`settled`), at most
+  `MAX_EXTRA_WARMUP_STEPS` more: compiled code keeps paying for a few steps after its first
+  (guards, recompiles for the backward, allocator growth), and a fixed count let a short run's
+  window hold that cost (compile measured 0.82x of eager in a 20-step run, 1.23x in 40);
+- steady-state steps are timed without per-phase synchronization (phases are timed on
+  separate steps), in chunks of at least `MIN_CHUNK_S`; the throughput is the median over
+  chunks of samples per second, which one scheduler hiccup cannot move.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
+
+from torchdoctor.core.steps import StepTiming
+from torchdoctor.measure._timer import settled
+
+#: Warm-up steps before the settle rule is even asked: the compiling step, and two after it
+#: for allocator caches and CPU frequency.
+MIN_WARMUP_STEPS: Final = 3
+#: Steps warm-up may add waiting for step times to settle. A job whose steps never agree within
+#: 10% (a data pipeline with periodic work) is measured after these, its spread reported.
+MAX_EXTRA_WARMUP_STEPS: Final = 30
+#: A chunk lasts at least this long: scheduler preemptions on a shared machine last tens of
+#: milliseconds, so a chunk of a few short steps can be slowed 2-10x by one of them; 0.3 s
+#: chunks average such hiccups out (4-step chunks of an MLP varied 10x under load 10 on a
+#: 2-core host, 0.3 s chunks a few percent).
+MIN_CHUNK_S: Final = 0.3
+#: Cap on the steps of one chunk (a very fast model still yields many chunks).
+MAX_CHUNK_STEPS: Final = 256
+
+
+class Stepper(Protocol):
+    def run_steps(
+        self, n: int, *, measure_phases: bool, on_step: Callable[[], None] | None = None
+    ) -> list[StepTiming]: ...
+
+
+def warm_up(
+    session: Stepper,
+    *,
+    min_steps: int = MIN_WARMUP_STEPS,
+    max_extra: int = MAX_EXTRA_WARMUP_STEPS,
+    on_step: Callable[[], None] | None = None,
+) -> list[StepTiming]:
+    """Run warm-up steps until step times settle (`settled` over the steps after the first)."""
+    steps = session.run_steps(min_steps, measure_phases=False, on_step=on_step) if min_steps else []
+    extra = 0
+    while min_steps and extra < max_extra and not settled([s.total_s for s in steps[1:]]):
+        steps += session.run_steps(1, measure_phases=False, on_step=on_step)
+        extra += 1
+    return steps
+
+
+def chunk_steps(step_s: float, *, least: int = 1) -> int:
+    """Steps per chunk for steps of `step_s` seconds: at least `MIN_CHUNK_S` of work."""
+    wanted = math.ceil(MIN_CHUNK_S / step_s) if step_s > 0 else least
+    return min(max(least, wanted), MAX_CHUNK_STEPS)
+
+
+def chunk_rates(steps: Sequence[StepTiming]) -> list[float]:
+    """Samples per second of consecutive chunks of at least `MIN_CHUNK_S` (the last chunk may
+    be shorter only when it is the sole one)."""
+    rates: list[float] = []
+    seconds, samples = 0.0, 0
+    for step in steps:
+        seconds += step.total_s
+        samples += step.samples or 0
+        if seconds >= MIN_CHUNK_S:
+            rates.append(samples / seconds)
+            seconds, samples = 0.0, 0
+    if not rates and seconds > 0:
+        rates.append(samples / seconds)
+    return rates
+
+
+def steady_rate(steps: Sequence[StepTiming]) -> float:
+    """Steady-state samples per second: the median over chunks (0 with no timed steps)."""
+    rates = chunk_rates(steps)
+    return statistics.median(rates) if rates else 0.0
