@@ -1,49 +1,90 @@
 """Tune vs an exhaustive grid over the same knobs, side by side in one run.
 
-For each workload (`mlp`, `gpt`):
+For each workload (`cnn`, `mlp`, `gpt`):
 
 1. the grid: every combination of the knob values, each measured on its own with the tuner's
    harness (a worker process per recipe, warm-up with compilation excluded, then the tuner's
-   full `rounds` of steady-state chunks) -> the grid's best recipe;
-2. `tune` over the same knobs (the ladder with its sequential A/B, batch search off because
-   the grid does not vary the batch);
+   full `rounds` of steady-state chunks), and each held to the tuner's quality check against
+   the same yardstick (the baseline retrained with no-op perturbations, measured once): only
+   grid points that pass count -> the grid's best recipe;
+2. `tune` over the same knobs (the ladder with its sequential A/B and quality check; the batch
+   size is one of the grid's knobs for `cnn`, so the separate batch search is off);
 3. a final interleaved A/B of the tuned recipe against the grid's best (same harness, both
-   arms alive, chunks alternating), so both throughputs come from the same measurement.
+   arms alive, chunks alternating), so both throughputs come from the same measurement;
+4. an independent re-measurement of the tuner's claim with `torchdoctor run`: the baseline and
+   the tuned recipe alternately, each run a fresh process, `REMEASURE_PAIRS` pairs; their
+   median ratio must lie inside the interval the tuner reported for its speedup.
 
-Printed: the tuned recipe's throughput as a fraction of the grid's best (target >= 95%) with
-the paired interval, and the wall time of tune vs the grid.
+Printed: the tuned recipe's throughput as a fraction of the grid's quality-passing best
+(target >= 95%) with the paired interval, the wall time of tune vs the grid, and the
+re-measured speedup against the tuner's interval.
 
-    python benchmarks/bench_tune_vs_grid.py            # mlp and gpt
+    python benchmarks/bench_tune_vs_grid.py            # cnn, mlp and gpt
     python benchmarks/bench_tune_vs_grid.py --quick    # mlp only
+    python benchmarks/bench_tune_vs_grid.py cnn        # named workloads
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchdoctor.knobs import catalogue
 from torchdoctor.tune import KnobSpec, TuneConfig, tune
 from torchdoctor.tune.api import knob_space_config
-from torchdoctor.tune.arms import MeasurePlan, interleave, measure_alone, open_arm, paired_speedup
+from torchdoctor.tune.arms import (
+    Arm,
+    MeasurePlan,
+    interleave,
+    measure_alone,
+    open_arm,
+    paired_speedup,
+)
+from torchdoctor.tune.parity import (
+    REFERENCE_RUNS,
+    QualityReference,
+    check_parity,
+    loosest,
+)
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import TrialFailure
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
 #: thread count; the optimizer's implementation vs compile): 2 x 2 x 3 = 12 recipes, against a
 #: ladder of about 1 + 1 + 1 + 2 trials. The first value of each is the workload's default.
-KNOBS: dict[str, tuple[Any, ...]] = {
+MODEL_KNOBS: dict[str, tuple[Any, ...]] = {
     "compile": ("off", "default"),
     "threads": (2, 1),
     "optimizer_impl": ("for_loop", "foreach", "fused"),
 }
+#: For the convolutional net: precision and memory format (the two wins whose quality the
+#: check must tell from noise) and the batch size (a semantic change): 2 x 2 x 2 = 8 recipes.
+#: compile is left out here: it costs 40 s per grid point on 2 cores and is covered above.
+CNN_KNOBS: dict[str, tuple[Any, ...]] = {
+    "precision": ("fp32", "bf16"),
+    "channels_last": (False, True),
+    "batch_size": (32, 64),
+}
+KNOBS_BY_WORKLOAD: dict[str, dict[str, tuple[Any, ...]]] = {
+    "cnn": CNN_KNOBS,
+    "mlp": MODEL_KNOBS,
+    "gpt": MODEL_KNOBS,
+}
 #: Each knob's safety class, from the catalogue (what the tuner's parity check uses).
-SAFETY = {k.name: k.safety for k in catalogue() if k.name in KNOBS}
+SAFETY = {k.name: k.safety for k in catalogue()}
+#: `torchdoctor run` pairs (baseline, tuned), each a fresh process, for the re-measurement.
+REMEASURE_PAIRS = 3
+#: Steady steps per `torchdoctor run`: several seconds of steady state on this host.
+RUN_STEPS = {"cnn": 60, "mlp": 300, "gpt": 20}
 #: Rounds of the final interleaved A/B (more than a trial's, for a tight headline interval).
 FINAL_ROUNDS = 16
 ARM_TIMEOUT_S = 900.0
@@ -66,22 +107,62 @@ def _arm(workload: str, recipe: dict[str, Any], plan: MeasurePlan) -> Any:
     )
 
 
-def grid(workload: str, plan: MeasurePlan) -> dict[str, float]:
-    """samples/s of every combination (recipe key -> throughput; 0 when it failed)."""
+def quality_reference(workload: str, knobs: dict[str, tuple[Any, ...]]) -> QualityReference:
+    """The baseline's late-window losses and their spread under no-op perturbations."""
+    plan = MeasurePlan()
+    arm = _arm(workload, _defaults(knobs), plan)
+    try:
+        arm.fill_losses(plan.parity_steps, timeout=arm_timeout)
+        references = [
+            arm.reference_losses(i, plan.parity_steps, timeout=arm_timeout)
+            for i in range(1, REFERENCE_RUNS + 1)
+        ]
+    finally:
+        arm.close()
+    return QualityReference.from_trajectories(
+        arm.losses[: plan.parity_steps], references, steps=plan.parity_steps
+    )
+
+
+def _defaults(knobs: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+    return {k: values[0] for k, values in knobs.items()}
+
+
+def _quality(
+    arm: Arm, recipe: dict[str, Any], knobs: dict[str, tuple[Any, ...]], ref: QualityReference
+) -> str:
+    """ "" when the recipe passes the tuner's quality check, else the reason."""
+    plan = MeasurePlan()
+    arm.fill_losses(plan.parity_steps, timeout=arm_timeout)
+    changed = [SAFETY[k] for k, v in recipe.items() if v != knobs[k][0]]
+    result = check_parity(ref, arm.losses[: plan.parity_steps], loosest(changed))
+    return "" if result.passed else result.reason
+
+
+def grid(
+    workload: str, knobs: dict[str, tuple[Any, ...]], plan: MeasurePlan, ref: QualityReference
+) -> dict[str, float]:
+    """samples/s of every combination (recipe key -> throughput; 0 when it failed or did not
+    pass the quality check)."""
     # Measured alone over the tuner's full (maximum) rounds, not the baseline's shorter count.
     full = MeasurePlan(min_rounds=plan.rounds, rounds=plan.rounds)
     results: dict[str, float] = {}
-    for values in itertools.product(*KNOBS.values()):
-        recipe = dict(zip(KNOBS, values, strict=True))
+    for values in itertools.product(*knobs.values()):
+        recipe = dict(zip(knobs, values, strict=True))
+        key = _key(recipe)
         try:
             arm = _arm(workload, recipe, full)
             measure_alone(arm, full, timeout=arm_timeout)
-            results[_key(recipe)] = 1.0 / statistics.median(arm.chunk_scores)
+            rate = 1.0 / statistics.median(arm.chunk_scores)
+            why = _quality(arm, recipe, knobs, ref)
             arm.close()
         except TrialFailure as exc:
-            print(f"  grid {_key(recipe)}: {exc.status} {exc.reason}")
-            results[_key(recipe)] = 0.0
-        print(f"  grid {_key(recipe)}: {results[_key(recipe)]:,.1f} samples/s", flush=True)
+            print(f"  grid {key}: {exc.status} {exc.reason}")
+            results[key] = 0.0
+            continue
+        results[key] = 0.0 if why else rate
+        verdict = f"quality: {why[:100]}" if why else "passes the quality check"
+        print(f"  grid {key}: {rate:,.1f} samples/s, {verdict}", flush=True)
     return results
 
 
@@ -89,17 +170,42 @@ def _key(recipe: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(recipe.items()))
 
 
-def _recipe(key: str) -> dict[str, Any]:
+def _recipe(key: str, knobs: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in key.split():
         name, _, text = part.partition("=")
-        out[name] = next(v for v in KNOBS[name] if str(v) == text)
+        out[name] = next(v for v in knobs[name] if str(v) == text)
     return out
 
 
-def _resolved(best: dict[str, Any]) -> dict[str, Any]:
+def _resolved(best: dict[str, Any], knobs: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
     # The tuner only stores changed knobs; fill the rest with each knob's first (default) value.
-    return {k: best.get(k, values[0]) for k, values in KNOBS.items()}
+    return {k: best.get(k, values[0]) for k, values in knobs.items()}
+
+
+def run_rate(workload: str, recipe: dict[str, Any]) -> float:
+    """samples/s of `torchdoctor run` in a fresh process (its own warm-up and steady state)."""
+    sets = [arg for k, v in sorted(recipe.items()) for arg in ("--set", f"{k}={v}")]
+    command = [sys.executable, "-m", "torchdoctor", "--json", "run", workload, *sets]
+    command += ["--steps", str(RUN_STEPS[workload]), "--throughput"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-300:]}")
+    return float(json.loads(done.stdout)["samples_per_s"])
+
+
+def remeasure(workload: str, baseline: dict[str, Any], tuned: dict[str, Any]) -> list[float]:
+    """Ratios tuned / baseline of `REMEASURE_PAIRS` pairs of fresh `torchdoctor run`s."""
+    ratios = []
+    for i in range(REMEASURE_PAIRS):
+        # Alternate which goes first, so a slow drift of the machine favours neither.
+        if i % 2 == 0:
+            base, best = run_rate(workload, baseline), run_rate(workload, tuned)
+        else:
+            best, base = run_rate(workload, tuned), run_rate(workload, baseline)
+        ratios.append(best / base)
+        print(f"  run pair {i + 1}: baseline {base:,.1f}, tuned {best:,.1f} samples/s", flush=True)
+    return ratios
 
 
 def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) -> tuple[Any, ...]:
@@ -117,65 +223,98 @@ def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) ->
     return rates[0], rates[1], est
 
 
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    grid_best: str
+    grid_best_sps: float
+    tuned: str
+    tuned_sps: float
+    final: Any  # the paired speedup of tuned over the grid's best
+    result: Any  # the TuneResult
+    ratios: list[float]  # re-measured tuned / baseline, one per pair of runs
+    n_grid: int
+    grid_s: float
+    tune_s: float
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", help="cnn, mlp, gpt (default: all three)")
     parser.add_argument("--quick", action="store_true", help="mlp only")
     parser.add_argument("--budget", default=1800.0, type=float, help="tune budget (s)")
     args = parser.parse_args()
-    workloads = ["mlp"] if args.quick else ["mlp", "gpt"]
-    n_grid = len(list(itertools.product(*KNOBS.values())))
-    rows = []
-    for workload in workloads:
-        print(f"{workload}: grid over {n_grid} recipes", flush=True)
-        start = time.monotonic()
-        measured = grid(workload, MeasurePlan())
-        grid_s = time.monotonic() - start
-        start = time.monotonic()
-        with tempfile.TemporaryDirectory() as tmp:
-            config = TuneConfig(
-                workload=workload,
-                # Exactly the grid's values (the CPU catalogue would add max-autotune).
-                space=knob_space_config(
-                    [KnobSpec(k, v, SAFETY[k], v[0]) for k, v in KNOBS.items()]
-                ),
-                search_batch=False,
-                budget_s=args.budget,
-            )
-            result = tune(config=config, out=Path(tmp) / "run")
-        tune_s = time.monotonic() - start
-        tuned = _resolved(result.best_recipe)
-        best_key = max(measured, key=lambda k: measured[k])
-        print(f"  tune: {_key(tuned)} ({result.n_trials} trials, {tune_s:.0f} s)", flush=True)
-        if _key(tuned) == best_key:
-            print("  tuned recipe = grid best: the final A/B compares the recipe with itself")
-        best_sps, tuned_sps, est = final_ab(workload, _recipe(best_key), tuned)
-        rows.append(
-            (
-                workload,
-                best_key,
-                best_sps,
-                _key(tuned),
-                tuned_sps,
-                est,
-                result.n_trials,
-                grid_s,
-                tune_s,
-            )
-        )
+    workloads = ["mlp"] if args.quick else (args.workloads or ["cnn", "mlp", "gpt"])
+    rows = [bench(workload, args.budget) for workload in workloads]
     print()
     print(
-        f"{'workload':8} {'grid best':42} {'samples/s':>10} {'tuned':42} {'samples/s':>10} "
-        f"{'tuned/best [95% CI]':>22} {'grid':>11} {'tune':>11} {'tune time':>10}"
+        f"{'workload':8} {'grid best (quality-passing)':44} {'samples/s':>10} {'tuned':44} "
+        f"{'samples/s':>10} {'tuned/best [95% CI]':>22} {'grid':>11} {'tune':>11} "
+        f"{'tune time':>10}"
     )
-    for workload, best_key, best_sps, tuned_key, tuned_sps, est, trials, grid_s, tune_s in rows:
+    for r in rows:
+        est = r.final
         ci = f"{est.speedup:.1%} [{est.ci_low:.1%}, {est.ci_high:.1%}]"
         print(
-            f"{workload:8} {best_key:42} {best_sps:10.1f} {tuned_key:42} {tuned_sps:10.1f} "
-            f"{ci:>22} {n_grid:3d} / {grid_s:4.0f}s {trials:3d} / {tune_s:4.0f}s "
-            f"{tune_s / grid_s:9.0%}"
+            f"{r.workload:8} {r.grid_best:44} {r.grid_best_sps:10.1f} {r.tuned:44} "
+            f"{r.tuned_sps:10.1f} {ci:>22} {r.n_grid:3d} / {r.grid_s:4.0f}s "
+            f"{r.result.n_trials:3d} / {r.tune_s:4.0f}s {r.tune_s / r.grid_s:9.0%}"
         )
     print("tuned/best: median paired ratio of the final interleaved A/B (target >= 95%);")
     print("grid / tune: recipes or trials / wall time; tune time: tune's wall time / grid's.")
+    print()
+    print(f"{'workload':8} {'tuner claims [95% CI]':>26} {'re-measured by run':>22}  inside?")
+    for r in rows:
+        low, high = r.result.speedup_ci
+        again = statistics.median(r.ratios)
+        claim = f"{r.result.speedup:.3f}x [{low:.3f}, {high:.3f}]"
+        spread = f"{again:.3f}x ({min(r.ratios):.3f}-{max(r.ratios):.3f})"
+        if r.result.best_recipe == r.result.baseline_recipe:
+            verdict = "n/a: the tuner kept the baseline"
+        else:
+            verdict = "yes" if low <= again <= high else "NO"
+        print(f"{r.workload:8} {claim:>26} {spread:>22}  {verdict}")
+    print(
+        f"re-measured: median over {REMEASURE_PAIRS} pairs of fresh `torchdoctor run` "
+        "processes (tuned / baseline), their range in brackets."
+    )
+
+
+def bench(workload: str, budget_s: float) -> Row:
+    knobs = KNOBS_BY_WORKLOAD[workload]
+    n_grid = len(list(itertools.product(*knobs.values())))
+    print(f"{workload}: grid over {n_grid} recipes", flush=True)
+    start = time.monotonic()
+    ref = quality_reference(workload, knobs)
+    measured = grid(workload, knobs, MeasurePlan(), ref)
+    grid_s = time.monotonic() - start
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = TuneConfig(
+            workload=workload,
+            # Exactly the grid's values (the CPU catalogue would add max-autotune).
+            space=knob_space_config([KnobSpec(k, v, SAFETY[k], v[0]) for k, v in knobs.items()]),
+            search_batch=False,
+            budget_s=budget_s,
+        )
+        result = tune(config=config, out=Path(tmp) / "run")
+    tune_s = time.monotonic() - start
+    tuned = _resolved(result.best_recipe, knobs)
+    best_key = max(measured, key=lambda k: measured[k])
+    low, high = result.speedup_ci
+    print(
+        f"  tune: {_key(tuned)} ({result.n_trials} trials, {tune_s:.0f} s), claims "
+        f"{result.speedup:.3f}x [{low:.3f}, {high:.3f}]",
+        flush=True,
+    )
+    if _key(tuned) == best_key:
+        print("  tuned recipe = grid best: the final A/B compares the recipe with itself")
+    best_sps, tuned_sps, est = final_ab(workload, _recipe(best_key, knobs), tuned)
+    ratios = remeasure(workload, _defaults(knobs), tuned)
+    return Row(
+        workload, best_key, best_sps, _key(tuned), tuned_sps, est, result, ratios,
+        n_grid, grid_s, tune_s,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
