@@ -26,6 +26,7 @@ from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.disturbed import disturbed_notes
+from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.records import Ladder, TrialResult, TuneResult
@@ -243,6 +244,7 @@ def _finish(
         notes.append("the budget ran out before every candidate was tried")
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
+    notes += quality_notes(tuner.quality_reference())
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,

@@ -242,3 +242,18 @@ def _verdict(reference: QualityReference, cand: float, half: float) -> str:
     if cand >= first - half:
         return "it stopped learning (its loss stays where it started): "
     return f"it learns {(first - cand) / learned:.0%} as much as the baseline: "
+
+
+def quality_notes(reference: QualityReference) -> list[str]:
+    """One line for the result: the yardstick every candidate's loss was judged by."""
+    if reference.runs < 2:
+        return ["quality judged by the class floors alone: no reference runs were measured"]
+    lo, hi = reference.window
+    two = reference.half_width(one_sided=False)
+    return [
+        f"quality yardstick: the baseline trained {reference.runs} times with a rounding-sized "
+        f"change of its initial weights averaged a loss of {reference.mean:.3g} over steps "
+        f"{lo}..{hi - 1} (sd {reference.spread:.2g}); a change that trains the same lands "
+        f"within {reference.mean - two:.3g}..{reference.mean + two:.3g} "
+        f"({QUALITY_CONFIDENCE:.0%} prediction interval)"
+    ]

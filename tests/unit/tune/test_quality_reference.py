@@ -27,9 +27,7 @@ def reference_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_reference_runs_are_paid_once_per_study(
-    tmp_path: Path, reference_calls: list[int]
-) -> None:
+def test_reference_runs_are_paid_once_per_study(tmp_path: Path, reference_calls: list[int]) -> None:
     config = sim_config([FAST_KNOB, NOOP_KNOB], effects={"fast": {"True": 0.5}})
     result = tune(config=config, out=tmp_path / "run")
     assert result.n_trials >= 3  # baseline and two candidates (at least one parity check)
@@ -51,3 +49,10 @@ def test_a_resumed_study_reuses_the_stored_reference(
     resumed = tune(resume=tmp_path / "run")
     assert reference_calls == []
     assert resumed.best_recipe == {"fast": True}
+
+
+def test_the_result_states_the_yardstick(tmp_path: Path) -> None:
+    config = sim_config([FAST_KNOB], effects={"fast": {"True": 0.5}})
+    result = tune(config=config, out=tmp_path / "run")
+    line = next(n for n in result.notes if n.startswith("quality yardstick"))
+    assert f"trained {REFERENCE_RUNS + 1} times" in line and "99% prediction interval" in line
