@@ -26,9 +26,9 @@ from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.disturbed import disturbed_notes
-from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
+from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, TrialResult, TuneResult
 from torchdoctor.tune.sessions import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
