@@ -12,6 +12,7 @@ from pydantic import Field
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
+from torchdoctor.core.vocabulary import Objective
 
 TrialStatus = Literal["ok", "crash", "oom", "timeout", "nan", "error"]
 TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm"]
@@ -122,7 +123,7 @@ class TuneResult(Record):
     schema_name: ClassVar[str] = "tune_result"
 
     workload: str
-    objective: Literal["throughput", "latency"]
+    objective: Objective
     device: str
     run_dir: str
     baseline_recipe: dict[str, Any]

@@ -38,7 +38,7 @@ from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     TOLERANCES,
     QualityReference,
-    SafetyClass,
+    Safety,
     check_parity,
     first_non_finite,
     loosest,
@@ -91,7 +91,7 @@ class TuneSettings:
     objective: Literal["throughput", "latency"] = "throughput"
     min_gain: float = DEFAULT_MIN_GAIN
     plan: MeasurePlan = field(default_factory=MeasurePlan)
-    tolerances: dict[SafetyClass, float] = field(default_factory=lambda: dict(TOLERANCES))
+    tolerances: dict[Safety, float] = field(default_factory=lambda: dict(TOLERANCES))
     isolate: bool = True
     memory_cap_bytes: int | None = None
     budget_s: float = 600.0
@@ -147,7 +147,7 @@ class Tuner:
         #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
         #: eager baseline, so its tolerance is the loosest class of everything it differs by
         #: (threads=1 on top of a kept compile is not held to "exact" against eager).
-        self.kept_safety: list[SafetyClass] = []
+        self.kept_safety: list[Safety] = []
 
     # budget
 
@@ -317,7 +317,7 @@ class Tuner:
     # one change
 
     def try_change(
-        self, change: dict[str, Any], *, kind: TrialKind, safety: SafetyClass
+        self, change: dict[str, Any], *, kind: TrialKind, safety: Safety
     ) -> TrialResult:
         if self.baseline is None:
             raise TuneError("internal: try_change before the baseline")
@@ -354,7 +354,7 @@ class Tuner:
         self._apply(result, change, safety)
         return self.record(result, reused=False)
 
-    def _measure(self, base: TrialResult, safety: SafetyClass) -> tuple[TrialResult, Arm | None]:
+    def _measure(self, base: TrialResult, safety: Safety) -> tuple[TrialResult, Arm | None]:
         plan = self.settings.plan
         threshold = 1.0 + self.settings.min_gain
         cand: Arm | None = None
@@ -452,7 +452,7 @@ class Tuner:
             }
         )
 
-    def _apply(self, result: TrialResult, change: dict[str, Any], safety: SafetyClass) -> None:
+    def _apply(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result."""
         if result.decision != "kept":
             self.rejected.append(
