@@ -6,6 +6,9 @@
   verdict (faster / slower / no_significant_difference).
 - `compare({name: stmt}, baseline=...)` -> `Comparison`: interleaved rounds, one estimate per
   candidate.
+- `SequentialTest(threshold).look(a, b)` -> `Look`: the sequential interleaved paired A/B
+  (is B faster than A?) at one look: `paired_speedup`, Bonferroni-adjusted looks, and the
+  verdict faster / futile / undecided (`speed_verdict`).
 - `synchronize(device)`: wait for queued device work.
 - `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
   ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
@@ -17,6 +20,16 @@ from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._sequential import (
+    Look,
+    PairedSpeedup,
+    SequentialTest,
+    SpeedVerdict,
+    look_confidence,
+    paired_speedup,
+    sequential_looks,
+    speed_verdict,
+)
 from torchdoctor.measure._sync import make_sync, synchronize
 from torchdoctor.measure._timer import Clock, Timer
 
@@ -24,13 +37,21 @@ __all__ = [
     "BlockTimer",
     "Clock",
     "Comparison",
+    "Look",
     "Measurement",
+    "PairedSpeedup",
     "RatioEstimate",
+    "SequentialTest",
+    "SpeedVerdict",
     "Timer",
     "compare",
     "compare_samples",
+    "look_confidence",
     "make_block_timer",
     "make_sync",
+    "paired_speedup",
+    "sequential_looks",
+    "speed_verdict",
     "summarize",
     "synchronize",
 ]

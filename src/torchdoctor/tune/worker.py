@@ -140,7 +140,6 @@ class SessionHost:
                 "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
             }
 
-
     def _reference(self, perturbation: int, steps: int) -> dict[str, Any]:
         if self.spec is None:
             return {"ok": False, "status": "error", "reason": "reference before prepare"}

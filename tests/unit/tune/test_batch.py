@@ -12,11 +12,11 @@ MiB = 2**20
 
 
 def _batches(result_trials: Path) -> list[tuple[int, str, str]]:
-    from torchdoctor.tune import TrialResult
+    from torchdoctor.tune.records import read_trial
 
     out = []
     for p in sorted(result_trials.iterdir()):
-        r = TrialResult.read(p)
+        r = read_trial(p)
         if r.kind == "batch":
             out.append((r.change["batch_size"], r.status, r.decision))
     return out

@@ -15,10 +15,10 @@ SLOW_KNOB = KnobSpec("slow", (False, True), "exact", False)
 
 
 def _scored_rounds(run: Path, knob: str) -> int:
-    from torchdoctor.tune import TrialResult
+    from torchdoctor.tune.records import read_trial
 
     for path in sorted((run / "trials").iterdir()):
-        trial = TrialResult.read(path)
+        trial = read_trial(path)
         if trial.kind == "ladder" and knob in trial.change:
             return len(trial.chunk_times_s)
     raise AssertionError(f"no trial of {knob}")
