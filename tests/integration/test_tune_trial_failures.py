@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tune_sim import sim_config
-
 from torchdoctor.tune import tune
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
+from tune_sim import sim_config
 
 CAP_BYTES = 400 * 2**20
 

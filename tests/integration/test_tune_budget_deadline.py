@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tune_sim import FAST_KNOB, sim_config
 
 from torchdoctor.tune import Confirmation, TrialResult, tune
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
+from tune_sim import FAST_KNOB, sim_config
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
 GLACIAL_KNOB = KnobSpec("glacial", (False, True), "exact", False)
