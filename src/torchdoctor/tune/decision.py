@@ -13,7 +13,7 @@ against the current best, `torchdoctor.measure.SequentialTest`) and a joint-sear
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from torchdoctor.measure import PairedSpeedup, speed_verdict
 from torchdoctor.tune.parity import ParityResult, first_non_finite
@@ -45,6 +45,10 @@ class Verdict:
     decision: Decision
     reason: str = ""
     loss_deviation: float | None = None
+
+    def fields(self) -> dict[str, object]:
+        """The verdict as fields of a `TrialResult`."""
+        return asdict(self)
 
 
 def judge(

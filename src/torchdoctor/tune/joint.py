@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from torchdoctor.tune.arms import measure_alone
-from torchdoctor.tune.decision import judge
-from torchdoctor.tune.parity import check_parity, loosest
+from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import ParetoPoint, Trial, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
@@ -102,19 +101,8 @@ def refine_jointly(
             arm.fill_losses(plan.parity_steps, timeout=budget.request_timeout)
             losses = list(arm.losses[: plan.parity_steps])
             # Measured alone, so no speed verdict: the ladder's decision on the rest.
-            verdict = judge(
-                losses,
-                speed=None,
-                parity=lambda losses: check_parity(
-                    tuner.quality_reference(), losses, safety, tolerances=tuner.settings.tolerances
-                ),
-                accepted="measured",
-            )
             fields = {
-                "status": verdict.status,
-                "decision": verdict.decision,
-                "reason": verdict.reason,
-                "loss_deviation": verdict.loss_deviation,
+                **tuner.judge(losses, safety, speed=None, accepted="measured").fields(),
                 "samples_per_s": arm.rate(),
                 "peak_memory_bytes": arm.peak_memory_bytes,
                 "losses": losses,

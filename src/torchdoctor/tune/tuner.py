@@ -34,7 +34,7 @@ from torchdoctor.tune.budget import (
     BudgetExhausted,
 )
 from torchdoctor.tune.confirm import confirm_cost_s
-from torchdoctor.tune.decision import SpeedCheck, judge
+from torchdoctor.tune.decision import SpeedCheck, Verdict, judge
 from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     TOLERANCES,
@@ -45,6 +45,7 @@ from torchdoctor.tune.parity import (
 )
 from torchdoctor.tune.records import (
     Confirmation,
+    Decision,
     Rejection,
     Rung,
     Trial,
@@ -340,19 +341,8 @@ class Tuner:
             return {"status": exc.status, "decision": "failed", "reason": exc.reason}, None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
-        verdict = judge(
-            losses,
-            speed=speed,
-            parity=lambda losses: check_parity(
-                self.quality_reference(), losses, safety, tolerances=self.settings.tolerances
-            ),
-            accepted="kept",
-        )
         return {
-            "status": verdict.status,
-            "decision": verdict.decision,
-            "reason": verdict.reason,
-            "loss_deviation": verdict.loss_deviation,
+            **self.judge(losses, safety, speed=speed, accepted="kept").fields(),
             "samples_per_s": cand.rate(),
             "best_samples_per_s": best.rate(),
             "step_time_s": statistics.median(cand.chunk_scores) * cand.per_step(),
@@ -367,6 +357,24 @@ class Tuner:
             "machine_load": est.load,
             "remeasured": est.remeasured,
         }, cand
+
+    def judge(
+        self,
+        losses: list[float | None],
+        safety: Safety,
+        *,
+        speed: SpeedCheck | None,
+        accepted: Decision,
+    ) -> Verdict:
+        """`tune.decision.judge` against this study's quality reference."""
+        return judge(
+            losses,
+            speed=speed,
+            parity=lambda losses: check_parity(
+                self.quality_reference(), losses, safety, tolerances=self.settings.tolerances
+            ),
+            accepted=accepted,
+        )
 
     def _futile_score(self, best: Arm) -> float | None:
         """The warm-up score (s/sample, or s/step) past which a candidate is futile."""
