@@ -16,11 +16,12 @@ import pytest
 import torch
 from torch import nn
 
+from torchdoctor.core.optimizer import make_optimizer
+from torchdoctor.core.vocabulary import Safety
 from torchdoctor.engine import prepare
 from torchdoctor.knobs import Recipe
-from torchdoctor.knobs.optimizer import make_optimizer
 from torchdoctor.tune.arms import DEFAULT_PARITY_STEPS
-from torchdoctor.tune.parity import REFERENCE_RUNS, QualityReference, SafetyClass, check_parity
+from torchdoctor.tune.parity import REFERENCE_RUNS, QualityReference, check_parity
 from torchdoctor.workloads.cnn import LEARNING_RATE, CnnWorkload
 
 pytestmark = pytest.mark.slow
@@ -100,7 +101,7 @@ def reference(request: pytest.FixtureRequest) -> tuple[int, QualityReference]:
     ("recipe", "safety"), [({"channels_last": True}, "exact"), ({"precision": "bf16"}, "close")]
 )
 def test_harmless_changes_pass(
-    reference: tuple[int, QualityReference], recipe: dict[str, Any], safety: SafetyClass
+    reference: tuple[int, QualityReference], recipe: dict[str, Any], safety: Safety
 ) -> None:
     seed, ref = reference
     result = check_parity(ref, _losses(_workload(), recipe, seed), safety)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.cli.main import main
-from torchdoctor.tune import TrialResult
+from torchdoctor.tune.records import read_trial
 
 
 @pytest.mark.slow
@@ -47,7 +47,7 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     assert data["ladder"]["rungs"][0]["verdict"] == "baseline"
     names = {p.name for p in run.iterdir()}
     assert {"tune.json", "best_recipe.json", "best_recipe.py", "study.db", "trials"} <= names
-    trials = [TrialResult.read(p) for p in sorted((run / "trials").iterdir())]
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
     assert trials[0].kind == "baseline" and trials[0].ok
     assert [t.change for t in trials if t.kind == "ladder"] == [{"set_to_none": False}]
     snippet = (run / "best_recipe.py").read_text()

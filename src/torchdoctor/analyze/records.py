@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, SubRecord
 
 # Step-breakdown categories, in attribution priority: an instant of a step covered by
 # several activities counts once, for the first category in this tuple (as the PyTorch
@@ -21,11 +19,7 @@ STEP_CATEGORIES: tuple[str, ...] = (
 )
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class DeviceTimeline(_Part):
+class DeviceTimeline(SubRecord):
     """Shares of the device window; definitions in `torchdoctor.analyze.devicetime`."""
 
     total_us: float
@@ -38,7 +32,7 @@ class DeviceTimeline(_Part):
     comm_pct: float
 
 
-class StepSummary(_Part):
+class StepSummary(SubRecord):
     """ProfilerStep windows found and how the breakdown was computed."""
 
     count: int
@@ -46,7 +40,7 @@ class StepSummary(_Part):
     basis: str  # "device" (GPU trace: device activity attributed) or "host" (CPU-only trace)
 
 
-class OpRow(_Part):
+class OpRow(SubRecord):
     """One operator name aggregated over the trace."""
 
     name: str
@@ -66,7 +60,7 @@ class OpRow(_Part):
     peak_dtype: str | None = None
 
 
-class LaunchStats(_Part):
+class LaunchStats(SubRecord):
     kernels: int
     launches_matched: int
     kernels_shorter_than_launch: int
@@ -77,7 +71,7 @@ class LaunchStats(_Part):
     tiny_kernel_time_pct: float  # share of kernel time
 
 
-class HostOpStats(_Part):
+class HostOpStats(SubRecord):
     """Operator calls on the host and the share of their time in tiny calls (analyze.hostops)."""
 
     calls: int
@@ -87,7 +81,7 @@ class HostOpStats(_Part):
     tiny_op_time_pct: float  # share of op_time_us spent in those calls
 
 
-class CopyStat(_Part):
+class CopyStat(SubRecord):
     direction: str  # HtoD, DtoH, DtoD, other
     memory: str  # pinned, pageable, unknown
     count: int
@@ -95,7 +89,7 @@ class CopyStat(_Part):
     time_us: float
 
 
-class SyncStats(_Part):
+class SyncStats(SubRecord):
     total: int
     per_step: float | None
     by_name: dict[str, int]
@@ -112,7 +106,7 @@ class SyncStats(_Part):
     grad_scaler_reads: int = 0  # GradScaler's found_inf reads, not counted as sync points
 
 
-class KernelMix(_Part):
+class KernelMix(SubRecord):
     """Kernel time by the units that ran it, and the GPU generation the names reveal
     (analyze.kernels). Communication kernels are left out."""
 
@@ -125,7 +119,7 @@ class KernelMix(_Part):
     vendor: str | None = None  # "nvidia" or "amd" when the names tell
 
 
-class IdleStats(_Part):
+class IdleStats(SubRecord):
     """Device idle gaps inside the window and what they were waiting on."""
 
     gaps: int
@@ -135,7 +129,7 @@ class IdleStats(_Part):
     unattributed_us: float  # no launch record links the next activity to the host
 
 
-class CeilingsInfo(_Part):
+class CeilingsInfo(SubRecord):
     device: str
     device_name: str | None
     source: str
@@ -143,7 +137,7 @@ class CeilingsInfo(_Part):
     mem_bandwidth_bytes_per_s: float | None
 
 
-class RankSummary(_Part):
+class RankSummary(SubRecord):
     rank: int | None
     source: str
     device_timeline: DeviceTimeline | None

@@ -18,7 +18,8 @@ from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
-from torchdoctor.tune import Study, TrialResult, TuneConfig, TuneResult, tune
+from torchdoctor.tune import Study, TuneConfig, TuneResult, tune
+from torchdoctor.tune.records import Confirmation, Trial
 from torchdoctor.tune.tuner import Tuner
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
@@ -137,15 +138,18 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         if bar is not None:
             state["task"] = bar.add_task("tuning", total=tuner.settings.budget_s, status="")
 
-    def on_trial(result: TrialResult, tuner: Tuner) -> None:
+    def on_trial(result: Trial, tuner: Tuner) -> None:
         if bar is None:
             return
         k = len(tuner.trials)
-        left = max(0.0, tuner.remaining_s())
-        what = f"{_fmt_change(result.change)}: {result.decision}"
+        left = max(0.0, tuner.budget.remaining_s())
+        if isinstance(result, Confirmation):
+            what = f"final A/B against the baseline: {result.status}"
+        else:
+            what = f"{_fmt_change(result.change)}: {result.decision}"
         bar.update(
             state["task"],
-            completed=tuner.elapsed_s(),
+            completed=tuner.budget.elapsed_s(),
             description=f"trial {k} of ~{max(k, state['planned'])}",
             status=f"{what} | budget left {left:.0f} s",
         )

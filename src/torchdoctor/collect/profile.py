@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from torchdoctor.collect.quiet import quiet_profiling, quietly
 from torchdoctor.core.errors import CollectError
 from torchdoctor.core.io import atomic_path
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.rundir import TRACE
 
 if TYPE_CHECKING:
@@ -44,20 +44,16 @@ PROFILE_SUMMARY = "profile_summary.json"
 MEMORY_TOP_OPS = 15
 
 
-class ModuleFlops(BaseModel):
+class ModuleFlops(SubRecord):
     """FLOPs of one module (its whole subtree) in one training step, by op."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     module: str
     flops: int
     by_op: dict[str, int]
 
 
-class OpMemory(BaseModel):
+class OpMemory(SubRecord):
     """Memory an op allocated itself during the window (profile_memory), summed over calls."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     calls: int

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import StepTiming
 
 StepDetection = Literal["optimizer_hook", "backward", "none"]
@@ -21,13 +21,7 @@ TimingMethod = Literal["host_clock", "cuda_events"]
 SyncKind = Literal["item", "cpu", "tolist", "numpy", "print", "cuda_synchronize"]
 
 
-class _Part(BaseModel):
-    """A frozen sub-record (no schema of its own; versioned with its parent)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class DataLoaderInfo(_Part):
+class DataLoaderInfo(SubRecord):
     """One torch DataLoader the script iterated, with the settings that shape its speed."""
 
     num_workers: int
@@ -41,7 +35,7 @@ class DataLoaderInfo(_Part):
     wait_s: float = 0.0
 
 
-class H2DInfo(_Part):
+class H2DInfo(SubRecord):
     """Host-to-device copies seen through Tensor.to / Tensor.cuda."""
 
     calls: int = 0
@@ -51,7 +45,7 @@ class H2DInfo(_Part):
     seconds: float = 0.0
 
 
-class ForwardEvidence(_Part):
+class ForwardEvidence(SubRecord):
     """Outermost module calls, for the evaluation-without-no_grad rule.
 
     `grad_forwards_without_backward`: forwards run with autograd enabled whose graph no
@@ -64,14 +58,14 @@ class ForwardEvidence(_Part):
     grad_forwards_without_backward: int = 0
 
 
-class ZeroGradEvidence(_Part):
+class ZeroGradEvidence(SubRecord):
     """zero_grad calls (optimizer and module), split by set_to_none."""
 
     calls: int = 0
     set_to_none_false_calls: int = 0
 
 
-class ThreadInfo(_Part):
+class ThreadInfo(SubRecord):
     """CPU thread settings at the end of the run and the cores the process may use."""
 
     torch_num_threads: int

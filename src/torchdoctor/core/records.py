@@ -23,6 +23,12 @@ from torchdoctor.core.io import atomic_write_text
 SCHEMA_PREFIX = "torchdoctor/"
 
 
+class SubRecord(BaseModel):
+    """A frozen part of a record, with no schema of its own: versioned with its parent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
 class Record(BaseModel):
     """Base of all result records. Subclasses set `schema_name` and `schema_version`."""
 

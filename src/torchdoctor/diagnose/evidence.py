@@ -13,22 +13,16 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 
 EvidenceSource = Literal["script", "workload", "trace"]
 OpBound = Literal["compute", "memory", "overhead", "unknown"]
 
 
-class _Part(BaseModel):
-    """A frozen sub-record (versioned with `Evidence`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StepEvidence(_Part):
+class StepEvidence(SubRecord):
     """Per-step wall times (after warm-up) and each phase's share of their sum."""
 
     count: int = Field(ge=0, description="every step seen, warm-up included")
@@ -39,7 +33,7 @@ class StepEvidence(_Part):
     timing_method: str = "host_clock"
 
 
-class DataLoaderEvidence(_Part):
+class DataLoaderEvidence(SubRecord):
     """The input pipeline. `uses_dataloader` False: the script batches tensors itself."""
 
     uses_dataloader: bool
@@ -50,14 +44,14 @@ class DataLoaderEvidence(_Part):
     batch_size: int | None = None
 
 
-class ThreadEvidence(_Part):
+class ThreadEvidence(SubRecord):
     torch_threads: int
     interop_threads: int | None = None
     usable_cores: int | None = None
     omp_num_threads: str | None = None
 
 
-class CopyEvidence(_Part):
+class CopyEvidence(SubRecord):
     """Host-to-device copies: how many came from pinned memory, how many were async."""
 
     calls: int = 0
@@ -71,7 +65,7 @@ class CopyEvidence(_Part):
         return max(0, self.calls - self.pinned_calls)
 
 
-class SyncEvidence(_Part):
+class SyncEvidence(SubRecord):
     """Host synchronization points per step, by kind (item, cpu, print, ...)."""
 
     per_step: dict[str, float] = Field(default_factory=dict)
@@ -88,7 +82,7 @@ class SyncEvidence(_Part):
         return sum(self.per_step.values())
 
 
-class UsageEvidence(_Part):
+class UsageEvidence(SubRecord):
     """How the script used the model and optimizer (instrumented scripts only)."""
 
     forward_calls: int = 0
@@ -100,7 +94,7 @@ class UsageEvidence(_Part):
     optimizer_steps: int = 0
 
 
-class ConfigEvidence(_Part):
+class ConfigEvidence(SubRecord):
     """Settings known from a recipe or a trace; None where the source does not say."""
 
     batch_size: int | None = None
@@ -114,7 +108,7 @@ class ConfigEvidence(_Part):
     fixed_shapes: bool | None = None
 
 
-class OpEvidence(_Part):
+class OpEvidence(SubRecord):
     """One row of the op table: an operator's time, work and roofline class."""
 
     name: str
@@ -127,7 +121,7 @@ class OpEvidence(_Part):
     bound: OpBound = "unknown"
 
 
-class TraceEvidence(_Part):
+class TraceEvidence(SubRecord):
     """What a profiler trace says about the window it covers."""
 
     has_device: bool
@@ -167,23 +161,23 @@ class TraceEvidence(_Part):
     )
 
 
-class MemoryEvidence(_Part):
+class MemoryEvidence(SubRecord):
     peak_bytes: int
     limit_bytes: int | None = None
 
 
-class CompileEvidence(_Part):
+class CompileEvidence(SubRecord):
     graph_breaks: int = 0
     recompiles: int = 0
 
 
-class BatchScalingEvidence(_Part):
+class BatchScalingEvidence(SubRecord):
     """Median step time at two or more batch sizes (batch -> seconds)."""
 
     points: dict[int, float]
 
 
-class CeilingEvidence(_Part):
+class CeilingEvidence(SubRecord):
     """Measured (or datasheet) peaks of the device the job ran on."""
 
     device: str

@@ -18,9 +18,9 @@ import math
 from collections.abc import Mapping
 from typing import ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, SubRecord
 
 Severity = Literal["high", "medium", "low", "info"]
 SEVERITY_ORDER: Final[dict[Severity, int]] = {"high": 3, "medium": 2, "low": 1, "info": 0}
@@ -88,10 +88,8 @@ def severity_for_share(share: float) -> Severity:
     return "info"
 
 
-class Prescription(BaseModel):
+class Prescription(SubRecord):
     """What to change: knob settings from the catalogue, and the code change in words."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     knobs: dict[str, int | bool | str | None] = Field(default_factory=dict)
     code_change: str

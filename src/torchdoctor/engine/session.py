@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, default_collate
 from torchdoctor.core.errors import EngineError
 from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
+from torchdoctor.core.vocabulary import Clock
 from torchdoctor.engine.loader import EndlessBatches, build_loader
 from torchdoctor.engine.memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
@@ -33,8 +34,6 @@ from torchdoctor.knobs.threads import apply_threads
 from torchdoctor.workloads.base import Batch, Workload
 
 log = get_logger(__name__)
-
-Clock = Callable[[], float]
 
 
 class TrainingSession:

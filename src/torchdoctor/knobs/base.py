@@ -9,18 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 
 from torchdoctor.core.errors import KnobError, KnobNotApplicable
 from torchdoctor.core.gpu import older_than_ampere
+from torchdoctor.core.vocabulary import Safety
 
 KnobValue = int | bool | str | None
-
-#: `exact`: same math, bit-for-bit or up to reduction order; `close`: numerically close
-#: (precision, compilation); `semantic`: changes training dynamics (batch size, accumulation).
-Safety = Literal["exact", "close", "semantic"]
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-import torch
-
+from torchdoctor.core.optimizer import OPTIMIZER_IMPLS, impl_kwargs, make_optimizer
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
 
 #: torch gained fused Adam/AdamW/SGD kernels on CPU in 2.4 (earlier: CUDA only).
 FUSED_CPU_MIN_TORCH = (2, 4)
-
-OPTIMIZER_IMPLS = ("for_loop", "foreach", "fused")
 
 
 def _fused_applies(ctx: ApplicabilityContext) -> str | None:
@@ -48,23 +42,4 @@ SET_TO_NONE = Knob(
 
 KNOBS = (OPTIMIZER_IMPL, SET_TO_NONE)
 
-
-def impl_kwargs(impl: str) -> dict[str, Any]:
-    """Keyword arguments selecting an implementation in torch.optim constructors."""
-    if impl == "for_loop":
-        return {"foreach": False, "fused": False}
-    if impl == "foreach":
-        return {"foreach": True, "fused": False}
-    if impl == "fused":
-        return {"foreach": False, "fused": True}
-    raise ValueError(f"unknown optimizer implementation {impl!r}; expected {OPTIMIZER_IMPLS}")
-
-
-def make_optimizer(
-    cls: type[torch.optim.Optimizer],
-    params: Iterable[torch.nn.Parameter],
-    impl: str,
-    **hyper: Any,
-) -> torch.optim.Optimizer:
-    """Build `cls(params, **hyper)` with the implementation `impl` selected."""
-    return cls(params, **hyper, **impl_kwargs(impl))
+__all__ = ["KNOBS", "OPTIMIZER_IMPLS", "impl_kwargs", "make_optimizer"]

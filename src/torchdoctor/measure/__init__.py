@@ -6,6 +6,9 @@
   verdict (faster / slower / no_significant_difference).
 - `compare({name: stmt}, baseline=...)` -> `Comparison`: interleaved rounds, one estimate per
   candidate.
+- `SequentialTest(threshold).look(a, b)` -> `Look`: the sequential interleaved paired A/B
+  (is B faster than A?) at one look: `paired_speedup`, Bonferroni-adjusted looks, and the
+  verdict faster / futile / undecided (`speed_verdict`).
 - `synchronize(device)`: wait for queued device work.
 - `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
   `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
@@ -20,6 +23,16 @@ from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._sequential import (
+    Look,
+    PairedSpeedup,
+    SequentialTest,
+    SpeedVerdict,
+    look_confidence,
+    paired_speedup,
+    sequential_looks,
+    speed_verdict,
+)
 from torchdoctor.measure._steady import (
     MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
@@ -42,16 +55,24 @@ __all__ = [
     "BlockTimer",
     "Clock",
     "Comparison",
+    "Look",
     "Measurement",
+    "PairedSpeedup",
     "RatioEstimate",
+    "SequentialTest",
+    "SpeedVerdict",
     "Timer",
     "chunk_rates",
     "chunk_steps",
     "compare",
     "compare_samples",
+    "look_confidence",
     "make_block_timer",
     "make_sync",
+    "paired_speedup",
+    "sequential_looks",
     "settled",
+    "speed_verdict",
     "steady_rate",
     "summarize",
     "synchronize",

@@ -72,9 +72,11 @@ def ratio_of_medians_ci(
 ) -> tuple[float, float]:
     """Interval of median(numerator) / median(denominator), resampling the two independently.
 
-    Independent resampling is right for interleaved A/B rounds: rounds are not paired
-    observations of the same thing (a block of A and a block of B run at different moments),
-    they only share slow drifts, which interleaving spreads over both sides equally.
+    For samples that were not taken in rounds (two separate runs, unequal counts). Samples of
+    interleaved A/B rounds are compared paired instead: the two blocks of a round run back to
+    back and share what the machine was doing then, which their ratio cancels; the median of
+    the per-round ratios and `median_ci` of it (see `measure._sequential`,
+    `compare_samples(paired=True)`).
     """
     num = np.asarray(numerator, dtype=np.float64)
     den = np.asarray(denominator, dtype=np.float64)

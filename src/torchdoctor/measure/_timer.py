@@ -29,12 +29,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from torchdoctor.core.errors import MeasureError
+from torchdoctor.core.vocabulary import Clock
 from torchdoctor.measure._bootstrap import median_ci
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import MIN_SAMPLES_FOR_STATS, Measurement, summarize
 from torchdoctor.measure._sync import make_sync
 
-Clock = Callable[[], float]
 Statement = str | Callable[[], object]
 
 #: Reading the clock may cost at most this fraction of a block (torch.utils.benchmark's

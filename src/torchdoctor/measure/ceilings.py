@@ -36,6 +36,7 @@ from typing import Any, Final
 from torchdoctor.core.env import Ceilings, cache_dir, fingerprint, fingerprint_key
 from torchdoctor.core.errors import EnvError, RecordError
 from torchdoctor.core.log import get_logger
+from torchdoctor.core.vocabulary import Clock
 from torchdoctor.measure._sync import make_sync
 from torchdoctor.measure.load import LoadProbe, watch_load
 
@@ -74,7 +75,6 @@ TF32_MIN_CAPABILITY: Final = (8, 0)
 TF32: Final = "tf32"
 
 Progress = Callable[[str], None]
-Clock = Callable[[], float]
 
 
 def sustained_seconds_per_call(

@@ -59,6 +59,11 @@ ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
 TRIAL_SPEC: Final = RecordSpec(
     "trial", "trials/*.json", "torchdoctor.tune.records", "TrialResult", "tune_trial"
 )
+#: The final A/B of a tune, written among the trials (trials/NNN-confirm.json).
+CONFIRMATION_SPEC: Final = RecordSpec(
+    "trial", "trials/*.json", "torchdoctor.tune.records", "Confirmation", "tune_confirmation"
+)
+TRIAL_SPECS: Final = (TRIAL_SPEC, CONFIRMATION_SPEC)
 #: The best recipe as a Python snippet, written by `torchdoctor tune` (tune.api.BEST_RECIPE_PY).
 BEST_RECIPE_PY: Final = "best_recipe.py"
 #: Largest snippet shown; a bigger file is not one tune wrote.
@@ -135,6 +140,14 @@ def _read_env(path: Path) -> dict[str, JsonDict]:
     return env
 
 
+def _trial_spec(data: Any) -> RecordSpec:
+    """The spec of a file in trials/: a trial, or the final A/B (by its schema)."""
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema == SCHEMA_PREFIX + CONFIRMATION_SPEC.schema:
+        return CONFIRMATION_SPEC
+    return TRIAL_SPEC
+
+
 def read_run_dir(run_dir: Path) -> RunRecords:
     """Read every record a run folder holds; absent records are simply not in the result."""
     manifest = rundir.read_manifest(run_dir)  # RecordError: no folder / not a run folder
@@ -148,9 +161,9 @@ def read_run_dir(run_dir: Path) -> RunRecords:
     trials_dir = run_dir / rundir.TRIALS
     if trials_dir.is_dir():
         for path in sorted(trials_dir.glob("*.json")):
-            found.trials.append(
-                _validate(_read_json(path), TRIAL_SPEC.module, TRIAL_SPEC.cls, str(path))
-            )
+            data = _read_json(path)
+            spec = _trial_spec(data)
+            found.trials.append(_validate(data, spec.module, spec.cls, str(path)))
     found.files = sorted(p.name for p in run_dir.iterdir() if p.is_file())
     snippet = run_dir / BEST_RECIPE_PY
     if snippet.is_file() and snippet.stat().st_size <= MAX_SNIPPET_BYTES:
@@ -170,11 +183,11 @@ def read_record_file(path: Path) -> RunRecords:
             hint="pass a run folder or a record file (diagnosis.json, tune.json, ...)",
         )
     schema = peeked[0]
-    for spec in (*RECORD_SPECS, TRIAL_SPEC):
+    for spec in (*RECORD_SPECS, *TRIAL_SPECS):
         if schema == SCHEMA_PREFIX + spec.schema:
             data = _validate(_read_json(path), spec.module, spec.cls, str(path))
             found = RunRecords(source=path, is_run_dir=False)
-            if spec is TRIAL_SPEC:
+            if spec in TRIAL_SPECS:
                 found.trials.append(data)
             else:
                 found.records[spec.key] = data

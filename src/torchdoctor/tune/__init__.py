@@ -9,12 +9,21 @@ from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.parity import TOLERANCES, check_parity
-from torchdoctor.tune.records import Ladder, ParetoPoint, Rejection, Rung, TrialResult, TuneResult
+from torchdoctor.tune.records import (
+    Confirmation,
+    Ladder,
+    ParetoPoint,
+    Rejection,
+    Rung,
+    TrialResult,
+    TuneResult,
+)
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 
 __all__ = [
     "TOLERANCES",
+    "Confirmation",
     "KnobSpec",
     "Ladder",
     "MeasurePlan",

@@ -6,7 +6,7 @@ Run folder (see `torchdoctor.core.rundir`)::
       run.json             manifest (running / complete / failed)
       tune_config.json     the study's settings (what --resume continues)
       study.db             the Optuna storage, unless --storage names another database
-      trials/NNN-kind.json every trial's TrialResult
+      trials/NNN-kind.json every trial's TrialResult (the final A/B's: a Confirmation)
       logs/                each worker process's stdout/stderr
       tune.json            TuneResult
       best_recipe.json     the best recipe
@@ -29,7 +29,7 @@ from torchdoctor.tune.disturbed import disturbed_notes
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
-from torchdoctor.tune.records import Ladder, TrialResult, TuneResult
+from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.sessions import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
@@ -40,7 +40,7 @@ BEST_RECIPE_JSON = "best_recipe.json"
 BEST_RECIPE_PY = "best_recipe.py"
 LOGS = "logs"
 
-TrialCallback = Callable[[TrialResult, Tuner], None]
+TrialCallback = Callable[[Trial, Tuner], None]
 
 
 def _default_batch(config: TuneConfig) -> int:
@@ -192,7 +192,7 @@ def _run(
         options=dict(config.factory_options),
     )
 
-    def record(result: TrialResult) -> None:
+    def record(result: Trial) -> None:
         result.write(trials_dir / f"{len(tuner.trials) - 1:03d}-{result.kind}.json")
         if on_trial is not None:
             on_trial(result, tuner)
@@ -224,9 +224,9 @@ def _finish(
         for why, knobs in outcome.skipped.items()
     ]
     best_recipe = dict(tuner.best_recipe)
-    if confirm is not None and confirm.ok and confirm.speedup_vs_best is not None:
-        speedup = confirm.speedup_vs_best
-        ci = confirm.speedup_vs_best_ci or (speedup, speedup)
+    if confirm is not None and confirm.ok and confirm.speedup is not None:
+        speedup = confirm.speedup
+        ci = confirm.speedup_ci or (speedup, speedup)
         best_sps = baseline.samples_per_s * speedup
         if ci[0] > 1.0:
             notes.append("speedup from a final interleaved A/B of the best against the baseline")
@@ -262,7 +262,7 @@ def _finish(
         n_failed=sum(1 for t in tuner.trials if not t.ok),
         n_reused=tuner.reused,
         budget_s=config.budget_s,
-        elapsed_s=tuner.elapsed_s(),
+        elapsed_s=tuner.budget.elapsed_s(),
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
     )

@@ -7,12 +7,9 @@ is doing at that moment slows both sides alike. Only steady-state chunks count: 
 are run but not scored.
 
 A chunk's score is seconds per sample (throughput objective) or seconds per step (latency
-objective). Because the rounds are interleaved, each round is a block: the speedup is the
-median of the per-round ratios best_i / candidate_i with the bootstrap interval of that median
-(`summarize`). Pairing cancels what a round's two chunks share: a load spike from another
-process that slows both sides 10x moves an unpaired ratio of medians a lot and a paired ratio
-hardly at all (on this project's busy 2-core host, unpaired 95% intervals of a torch.compile
-trial spanned [0.17, 18]; the paired ones a few tens of percent).
+objective). The statistic and the decision (paired per-round ratios best_i / candidate_i, their
+median and its bootstrap interval, Bonferroni-adjusted looks, faster / futile / undecided at a
+look) are `torchdoctor.measure.SequentialTest`'s; this module runs the live arms it judges.
 """
 
 from __future__ import annotations
@@ -22,23 +19,26 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
+from torchdoctor import measure
 from torchdoctor.core.load import MachineLoad, combine
+from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import (
     MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
+    PairedSpeedup,
+    SequentialTest,
+    look_confidence,
+    sequential_looks,
     settled,
-    summarize,
 )
 from torchdoctor.measure import load as load_signal
 from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.sessions import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
-
-Objective = Literal["throughput", "latency"]
 
 #: Seconds the next worker request may take. Called before every request, so that all the
 #: requests of a trial share one deadline: a slow candidate cannot run past the budget one
@@ -97,17 +97,24 @@ class MeasurePlan:
     remeasures: int = DEFAULT_REMEASURES
 
     def looks(self) -> list[int]:
-        """Scored-round counts at which the sequential A/B looks at its interval."""
-        first = min(max(self.min_rounds, 3), self.rounds)
-        return [*range(first, self.rounds, max(self.look_every, 1)), self.rounds]
+        """Scored-round counts at which the sequential A/B looks (`measure.sequential_looks`)."""
+        return sequential_looks(
+            min_rounds=self.min_rounds, rounds=self.rounds, look_every=self.look_every
+        )
 
     def look_confidence(self) -> float:
-        """Per-look confidence: Bonferroni over the looks keeps the family-wise error rate.
+        """Per-look confidence, Bonferroni over the looks (`measure.look_confidence`)."""
+        return look_confidence(self.confidence, len(self.looks()))
 
-        Accepting at any of K looks is a union of K events; each at most (1 - confidence) / K
-        keeps the whole sequential test's false-accept rate at most 1 - confidence.
-        """
-        return 1.0 - (1.0 - self.confidence) / len(self.looks())
+    def sequential(self, threshold: float) -> SequentialTest:
+        """The sequential A/B this plan runs, keeping a candidate above `threshold`."""
+        return SequentialTest(
+            threshold=threshold,
+            confidence=self.confidence,
+            rounds=self.rounds,
+            min_rounds=self.min_rounds,
+            look_every=self.look_every,
+        )
 
 
 @dataclass
@@ -209,6 +216,18 @@ class Arm:
         if missing > 0:
             self.run(missing, timeout=timeout)
 
+    def rate_of(self, score: float) -> float:
+        """Samples per second from a chunk score (s/sample, or s/step for latency)."""
+        return self.samples_per_step / score if self.objective == "latency" else 1.0 / score
+
+    def rate(self) -> float:
+        """Samples per second at the median of the scored chunks."""
+        return self.rate_of(statistics.median(self.chunk_scores))
+
+    def per_step(self) -> float:
+        """Units of a chunk score per step: 1 (latency, s/step) or samples per step."""
+        return 1.0 if self.objective == "latency" else self.samples_per_step
+
     def close(self) -> None:
         self.worker.close()
 
@@ -301,16 +320,12 @@ def _interleave_once(
 ) -> tuple[PairedSpeedup, list[MachineLoad]]:
     """One sequential A/B: stop at the first look where the decision is clear.
 
-    At each look (`MeasurePlan.looks`) the paired speedup's interval is computed at the
-    look-adjusted confidence; the trial stops early when its lower end clears `threshold` (a
-    proven win) or its upper end falls below it (it cannot be one). Stopping for futility
-    never accepts, so it does not add to the false-accept rate. Returns the last estimate and
-    the load of every scored round.
+    The looks and the decision at each are `measure.SequentialTest`'s (`plan.sequential`).
+    Returns the last estimate and the load of every scored round.
     """
     best.chunk_scores.clear()
     candidate.chunk_scores.clear()
-    looks = plan.looks()
-    confidence = plan.look_confidence()
+    test = plan.sequential(threshold)
     readings: list[MachineLoad] = []
     i = 0
     while True:
@@ -325,11 +340,9 @@ def _interleave_once(
         if i >= plan.settle_rounds:
             readings.append(round_load)
         i += 1
-        scored = len(candidate.chunk_scores)
-        if scored in looks:
-            est = paired_speedup(best, candidate, confidence=confidence)
-            if est.ci_low > threshold or est.ci_high < threshold or scored >= looks[-1]:
-                return est, readings
+        look = test.look(best.chunk_scores, candidate.chunk_scores)
+        if look is not None and look.stop:
+            return look.estimate, readings
 
 
 def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
@@ -341,22 +354,9 @@ def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
             arm.chunk_scores.append(score)
 
 
-@dataclass(frozen=True)
-class PairedSpeedup:
-    speedup: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    #: Other work on the machine during the comparison's scored rounds (None: not read).
-    load: MachineLoad | None = None
-    #: Comparisons discarded because the machine was disturbed, before this one.
-    remeasured: int = 0
-
-
 def paired_speedup(best: Arm, candidate: Arm, *, confidence: float) -> PairedSpeedup:
-    """Median over interleaved rounds of best_i / candidate_i (> 1: candidate faster)."""
-    ratios = [
-        b / c for b, c in zip(best.chunk_scores, candidate.chunk_scores, strict=True) if c > 0
-    ]
-    m = summarize(ratios, label="paired speedup", confidence=confidence)
-    return PairedSpeedup(m.median, m.ci_low, m.ci_high, confidence)
+    """`measure.paired_speedup` of two arms' scored chunks (> 1: candidate faster).
+
+    Kept for benchmarks/bench_tune_vs_grid.py, which compares arms it drives itself.
+    """
+    return measure.paired_speedup(best.chunk_scores, candidate.chunk_scores, confidence=confidence)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
 from torchdoctor.core.records import Record
+from torchdoctor.core.vocabulary import Objective, Safety
 from torchdoctor.tune.arms import (
     DEFAULT_CHUNK_STEPS,
     DEFAULT_LOOK_EVERY,
@@ -18,7 +19,6 @@ from torchdoctor.tune.arms import (
     DEFAULT_WARMUP_STEPS,
     MeasurePlan,
 )
-from torchdoctor.tune.parity import SafetyClass
 from torchdoctor.tune.sessions import ENGINE_FACTORY
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
@@ -37,7 +37,7 @@ class KnobSpecModel(Record):
 
     name: str
     values: list[Any]
-    safety: SafetyClass
+    safety: Safety
     default: Any = None
 
     def spec(self) -> KnobSpec:
@@ -48,7 +48,7 @@ class TuneConfig(Record):
     schema_name: ClassVar[str] = "tune_config"
 
     workload: str
-    objective: Literal["throughput", "latency"] = "throughput"
+    objective: Objective = "throughput"
     device: str = "cpu"
     seed: int = 0
     budget_s: float = Field(gt=0, default=DEFAULT_BUDGET_S)

@@ -1,7 +1,7 @@
 """What the tuner says about comparisons that ran while the machine was disturbed.
 
 A trial whose comparison was disturbed by other work (`core.load`) is measured again
-(`arms.interleave_until_clear`, `MeasurePlan.remeasures` times at most); these notes tell the
+(`tune.arms.interleave_until_clear`, `MeasurePlan.remeasures` times at most); these notes tell the
 user which trials needed it and which still ran disturbed, so a decision taken on a busy
 machine is not mistaken for one taken on a quiet machine.
 """
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from torchdoctor.tune.records import TrialResult
+from torchdoctor.tune.records import Trial, TrialResult
 
 
 def _name(trial: TrialResult) -> str:
     return ", ".join(f"{k}={v}" for k, v in trial.change.items()) or trial.kind
 
 
-def disturbed_notes(trials: Iterable[TrialResult]) -> list[str]:
+def disturbed_notes(records: Iterable[Trial]) -> list[str]:
     """Warnings for the result's notes: re-measured trials, and those still disturbed."""
-    trials = list(trials)
+    trials = [t for t in records if isinstance(t, TrialResult)]
     notes = []
     again = [t for t in trials if t.remeasured and not t.disturbed]
     if again:

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from torchdoctor.tune.arms import measure_alone
-from torchdoctor.tune.parity import check_parity, first_non_finite, loosest
-from torchdoctor.tune.records import ParetoPoint, TrialResult
+from torchdoctor.tune.parity import loosest
+from torchdoctor.tune.records import ParetoPoint, Trial, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
 from torchdoctor.tune.trial import TrialFailure
-from torchdoctor.tune.tuner import Tuner, _rate, recipe_key
+from torchdoctor.tune.tuner import Tuner
 
 #: Knobs whose effects interact (each changes what the others cost): compilation, numeric
 #: format, memory layout, parallelism and batch size.
@@ -37,14 +37,15 @@ def _choices(spec: KnobSpec, best: dict[str, Any]) -> list[Any]:
     return [max(1, current // 2), current, current * 2]
 
 
-def pareto_front(records: Sequence[TrialResult]) -> list[ParetoPoint]:
+def pareto_front(records: Sequence[Trial]) -> list[ParetoPoint]:
     """Non-dominated (samples/s up, peak memory down) among measured, quality-passing trials."""
     points = [
         ParetoPoint(
             recipe=r.recipe, samples_per_s=r.samples_per_s, peak_memory_bytes=r.peak_memory_bytes
         )
         for r in records
-        if r.ok
+        if isinstance(r, TrialResult)
+        and r.ok
         and r.decision in ("baseline", "kept", "measured")
         and r.kind != "confirm"
         and r.samples_per_s is not None
@@ -72,13 +73,13 @@ def refine_jointly(
 
     study = tuner.study.optuna_study
     specs = [s for s in space if s.name in INTERACTING_KNOBS and len(s.values) > 1]
-    done = [r for r in tuner.stored.values() if r.kind == "joint"]
+    done = [r for r in tuner.stored.values() if isinstance(r, TrialResult) and r.kind == "joint"]
     for record in done:
         tuner.record(record, reused=True)
     safety = loosest([s.safety for s in specs])
     plan = tuner.settings.plan
     for _ in range(max(0, n_trials - len(done))):
-        if not specs or tuner.remaining_s() < tuner.estimated_trial_s():
+        if not specs or tuner.budget.remaining_s() < tuner.estimated_trial_s():
             break
         trial = study.ask()
         recipe = dict(tuner.best_recipe)
@@ -90,54 +91,40 @@ def refine_jointly(
         if reason is not None:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
-        start = tuner.clock()
-        result = TrialResult(
-            key=f"joint:{trial.number}:{recipe_key(recipe)}",
-            kind="joint",
-            step=len(tuner.trials),
-            recipe=recipe,
-            status="ok",
-            decision="measured",
-        )
+        budget = tuner.budget
+        start = budget.clock()
+        fields: dict[str, Any]
         arm = None
         try:
             arm = tuner.open_arm_for(recipe, "joint")
-            measure_alone(arm, plan, timeout=tuner.request_timeout)
-            arm.fill_losses(plan.parity_steps, timeout=tuner.request_timeout)
+            measure_alone(arm, plan, timeout=budget.request_timeout)
+            arm.fill_losses(plan.parity_steps, timeout=budget.request_timeout)
             losses = list(arm.losses[: plan.parity_steps])
-            result = result.model_copy(
-                update={
-                    "samples_per_s": _rate(arm, tuner.settings.objective),
-                    "peak_memory_bytes": arm.peak_memory_bytes,
-                    "losses": losses,
-                    "compile_s": arm.compile_s,
-                    "warmup_s": arm.warmup_s,
-                    "chunk_times_s": list(arm.chunk_scores),
-                }
-            )
-            parity = check_parity(
-                tuner.quality_reference(), losses, safety, tolerances=tuner.settings.tolerances
-            )
-            if first_non_finite(losses) is not None:
-                result = result.model_copy(
-                    update={"status": "nan", "decision": "failed", "reason": parity.reason}
-                )
-            elif not parity.passed:
-                result = result.model_copy(
-                    update={
-                        "decision": "rejected",
-                        "reason": "quality: " + parity.reason,
-                        "loss_deviation": parity.deviation,
-                    }
-                )
+            # Measured alone, so no speed verdict: the ladder's decision on the rest.
+            fields = {
+                **tuner.judge(losses, safety, speed=None, accepted="measured").fields(),
+                "samples_per_s": arm.rate(),
+                "peak_memory_bytes": arm.peak_memory_bytes,
+                "losses": losses,
+                "compile_s": arm.compile_s,
+                "warmup_s": arm.warmup_s,
+                "chunk_times_s": list(arm.chunk_scores),
+            }
         except TrialFailure as exc:
-            result = result.model_copy(
-                update={"status": exc.status, "decision": "failed", "reason": exc.reason}
-            )
+            fields = {"status": exc.status, "decision": "failed", "reason": exc.reason}
         finally:
             if arm is not None:
                 arm.close()
-        result = result.model_copy(update={"wall_s": tuner.clock() - start})
+        result = TrialResult.model_validate(
+            {
+                "key": f"joint:{trial.number}:{recipe_key(recipe)}",
+                "kind": "joint",
+                "step": len(tuner.trials),
+                "recipe": recipe,
+                **fields,
+                "wall_s": budget.clock() - start,
+            }
+        )
         trial.set_user_attr(KEY_ATTR, result.key)
         trial.set_user_attr(RECORD_ATTR, result.to_json_dict())
         if result.ok and result.samples_per_s is not None:

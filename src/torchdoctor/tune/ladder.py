@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchdoctor.tune.batch import search_batch_size
-from torchdoctor.tune.records import TrialResult
+from torchdoctor.tune.budget import BudgetExhausted
+from torchdoctor.tune.confirm import confirm_against_baseline
+from torchdoctor.tune.records import Confirmation
 from torchdoctor.tune.space import BATCH_KNOBS, STATIC_PRIOR, KnobSpec, order_knobs
-from torchdoctor.tune.tuner import BudgetExhausted, Tuner, confirm_against_baseline
+from torchdoctor.tune.tuner import Tuner
 
 Validator = Callable[[dict[str, Any]], str | None]
 
@@ -39,7 +41,7 @@ class LadderPlan:
 @dataclass
 class ClimbOutcome:
     budget_exhausted: bool = False
-    confirmation: TrialResult | None = None
+    confirmation: Confirmation | None = None
     #: Why -> the knobs skipped for that reason (in the order they came up).
     skipped: dict[str, list[str]] = field(default_factory=dict)
 
@@ -115,7 +117,7 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     tuner.run_baseline()
     # Ladder trials stop early enough to leave time for the final confirmation, whose direct
     # A/B is the headline (a chained product of step ratios is only an estimate).
-    tuner.confirm_planned = plan.confirm
+    tuner.budget.confirm_planned = plan.confirm
     try:
         specs = order_knobs(
             [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior

@@ -35,11 +35,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from scipy import stats
 
-SafetyClass = Literal["exact", "close", "semantic"]
+from torchdoctor.core.vocabulary import Safety
 
 #: Baseline runs with a no-op perturbation, besides the baseline itself. With n = 7 runs the
 #: 99% two-sided t quantile is 3.71 (6 degrees of freedom); 11 runs would only bring it to
@@ -63,7 +63,7 @@ EXACT_TOLERANCE: Final = 1e-3
 CLOSE_TOLERANCE: Final = 0.05
 SEMANTIC_TOLERANCE: Final = 0.05
 
-TOLERANCES: Final[dict[SafetyClass, float]] = {
+TOLERANCES: Final[dict[Safety, float]] = {
     "exact": EXACT_TOLERANCE,
     "close": CLOSE_TOLERANCE,
     "semantic": SEMANTIC_TOLERANCE,
@@ -71,10 +71,10 @@ TOLERANCES: Final[dict[SafetyClass, float]] = {
 
 #: Safety classes ordered from strictest to loosest; a change of several knobs is judged by
 #: its loosest class.
-SAFETY_ORDER: Final[tuple[SafetyClass, ...]] = ("exact", "close", "semantic")
+SAFETY_ORDER: Final[tuple[Safety, ...]] = ("exact", "close", "semantic")
 
 #: Safety classes held to the interval in one direction only: a lower loss is no regression.
-ONE_SIDED: Final[frozenset[SafetyClass]] = frozenset({"semantic"})
+ONE_SIDED: Final[frozenset[Safety]] = frozenset({"semantic"})
 
 #: Guard against dividing by a loss that is (nearly) zero.
 _LOSS_FLOOR: Final = 1e-12
@@ -156,7 +156,7 @@ def late_mean(losses: Sequence[float | None], window: tuple[int, int]) -> float 
     return statistics.fmean(float(v) for v in values if v is not None)
 
 
-def loosest(classes: Sequence[SafetyClass]) -> SafetyClass:
+def loosest(classes: Sequence[Safety]) -> Safety:
     """The loosest safety class among `classes` (exact when empty)."""
     if not classes:
         return "exact"
@@ -174,9 +174,9 @@ def first_non_finite(losses: Sequence[float | None]) -> int | None:
 def check_parity(
     reference: QualityReference,
     candidate: Sequence[float | None],
-    safety: SafetyClass,
+    safety: Safety,
     *,
-    tolerances: dict[SafetyClass, float] | None = None,
+    tolerances: dict[Safety, float] | None = None,
     confidence: float = QUALITY_CONFIDENCE,
 ) -> ParityResult:
     """Is `candidate`'s late-window loss one more draw of the baseline's own spread?"""

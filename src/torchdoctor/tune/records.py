@@ -6,14 +6,24 @@ Every record is a frozen `Record` with a versioned JSON form, so a run folder ca
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from torchdoctor.core.load import MachineLoad
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, peek_schema
+from torchdoctor.core.vocabulary import Objective
+
+
+def recipe_key(recipe: dict[str, Any]) -> str:
+    """A recipe's part of a trial's deterministic key."""
+    return json.dumps(recipe, sort_keys=True, default=str)
+
 
 TrialStatus = Literal["ok", "crash", "oom", "timeout", "nan", "error"]
+#: "confirm" only in run folders written before the `Confirmation` record.
 TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm"]
 Decision = Literal["baseline", "kept", "rejected", "failed", "measured"]
 
@@ -66,6 +76,77 @@ class TrialResult(Record):
     @property
     def disturbed(self) -> bool:
         return self.machine_load is not None and self.machine_load.disturbed
+
+
+class Confirmation(Record):
+    """The final interleaved A/B of the ladder's best recipe against the baseline recipe.
+
+    The headline speedup: `speedup` is the paired median of baseline_i / best_i over a fixed
+    number of rounds (`torchdoctor.measure.paired_speedup`), at the study's confidence. Run
+    folders written before this record hold it as a `TrialResult` of kind "confirm", which
+    `from_trial` reads.
+    """
+
+    schema_name: ClassVar[str] = "tune_confirmation"
+    kind: ClassVar[Literal["confirm"]] = "confirm"
+
+    key: str
+    step: int = Field(ge=0)
+    baseline_recipe: dict[str, Any]
+    recipe: dict[str, Any]
+    status: TrialStatus
+    reason: str = ""
+    samples_per_s: float | None = None
+    baseline_samples_per_s: float | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    peak_memory_bytes: int | None = None
+    chunk_times_s: list[float] = Field(default_factory=list)
+    baseline_chunk_times_s: list[float] = Field(default_factory=list)
+    wall_s: float = Field(ge=0, default=0.0)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_trial(cls, old: TrialResult, baseline_recipe: dict[str, Any]) -> Confirmation:
+        """A confirmation stored the old way: a TrialResult whose "best" was the baseline."""
+        return cls(
+            key=old.key,
+            step=old.step,
+            baseline_recipe=dict(baseline_recipe),
+            recipe=dict(old.recipe),
+            status=old.status,
+            reason=old.reason,
+            samples_per_s=old.samples_per_s,
+            baseline_samples_per_s=old.best_samples_per_s,
+            speedup=old.speedup_vs_best,
+            speedup_ci=old.speedup_vs_best_ci,
+            peak_memory_bytes=old.peak_memory_bytes,
+            chunk_times_s=list(old.chunk_times_s),
+            baseline_chunk_times_s=list(old.best_chunk_times_s),
+            wall_s=old.wall_s,
+        )
+
+
+#: Anything the tuner records as one step of a study.
+Trial = TrialResult | Confirmation
+
+
+def trial_from_json_dict(data: Any, *, source: str = "record") -> Trial:
+    """A trial's record from its JSON form: a `Confirmation` or a `TrialResult`, by schema."""
+    if isinstance(data, dict) and data.get("schema") == Confirmation.schema_id():
+        return Confirmation.from_json_dict(data, source=source)
+    return TrialResult.from_json_dict(data, source=source)
+
+
+def read_trial(path: Path) -> Trial:
+    """Read one file of a run folder's trials/: a `Confirmation` or a `TrialResult`."""
+    peeked = peek_schema(path)
+    if peeked is not None and peeked[0] == Confirmation.schema_id():
+        return Confirmation.read(path)
+    return TrialResult.read(path)
 
 
 class Rung(Record):
@@ -122,7 +203,7 @@ class TuneResult(Record):
     schema_name: ClassVar[str] = "tune_result"
 
     workload: str
-    objective: Literal["throughput", "latency"]
+    objective: Objective
     device: str
     run_dir: str
     baseline_recipe: dict[str, Any]

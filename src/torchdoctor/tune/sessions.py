@@ -2,8 +2,8 @@
 
 A trial's worker process receives a `SessionSpec` (plain data, so it crosses a process
 boundary) and builds the session by importing ``spec.factory`` ("module:function"). The
-default factory prepares a built-in workload with the engine; tests and the resume test use
-`torchdoctor.tune.simulated:make_session`, whose step times and losses follow a declared model.
+default factory prepares a built-in workload with the engine; the tests use a simulated
+session (tests/sim_session.py) whose step times and losses follow a declared model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from torchdoctor.core.errors import TuneError
 
 ENGINE_FACTORY = "torchdoctor.tune.sessions:engine_session"
-SIMULATED_FACTORY = "torchdoctor.tune.simulated:make_session"
 
 
 class StepLike(Protocol):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from torchdoctor.tune.parity import SafetyClass
+from torchdoctor.core.vocabulary import Safety
 
 #: Knobs the ladder does not flip one at a time: the batch-size search owns them.
 BATCH_KNOBS: Final = frozenset({"batch_size", "grad_accum"})
@@ -52,7 +52,7 @@ class KnobSpec:
 
     name: str
     values: tuple[Any, ...]
-    safety: SafetyClass
+    safety: Safety
     default: Any = None
 
 

@@ -3,7 +3,8 @@
 A study is an Optuna multi-objective study (maximize samples/s, minimize peak memory) in any
 storage Optuna opens: a SQLite file in the run folder by default, or a database URL shared by
 several tuning workers. A trial is written only once it has finished (``add_trial`` of a
-complete or failed frozen trial, one transaction), with its `TrialResult` as the user attribute
+complete or failed frozen trial, one transaction), with its `TrialResult` (or, for the final
+A/B, its `Confirmation`) as the user attribute
 ``record`` and its deterministic ``key``. A tuner killed mid-trial therefore leaves no
 half-written trial, and on resume the ladder replays: a step whose key is already stored is
 read back instead of being run again.
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.tune.records import TrialResult
+from torchdoctor.tune.records import Trial, trial_from_json_dict
 
 #: Objectives of every study: throughput up, peak memory down (the joint search's Pareto axes).
 DIRECTIONS: Final = ("maximize", "minimize")
@@ -33,7 +34,7 @@ def _optuna() -> Any:
 
 
 class Study:
-    """A thin, typed facade over one Optuna study holding `TrialResult` records."""
+    """A thin, typed facade over one Optuna study holding trial records (`records.Trial`)."""
 
     def __init__(self, storage_url: str, *, study_name: str = STUDY_NAME) -> None:
         optuna = _optuna()
@@ -63,17 +64,17 @@ class Study:
     def attr(self, name: str) -> Any:
         return self._study.user_attrs.get(name)
 
-    def records(self) -> Iterator[TrialResult]:
+    def records(self) -> Iterator[Trial]:
         """Every finished trial's record, in the order they were stored."""
         for trial in self._study.get_trials(deepcopy=False):
             data = trial.user_attrs.get(RECORD_ATTR)
             if data is not None:
-                yield TrialResult.from_json_dict(data, source=f"trial {trial.number}")
+                yield trial_from_json_dict(data, source=f"trial {trial.number}")
 
-    def completed(self) -> dict[str, TrialResult]:
+    def completed(self) -> dict[str, Trial]:
         return {r.key: r for r in self.records()}
 
-    def add(self, result: TrialResult) -> None:
+    def add(self, result: Trial) -> None:
         """Store one finished trial atomically (complete with values, or failed)."""
         optuna = _optuna()
         state = optuna.trial.TrialState

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from torchdoctor.knobs.optimizer import make_optimizer
+from torchdoctor.core.optimizer import make_optimizer
 from torchdoctor.workloads.base import SyntheticWorkload
 
 

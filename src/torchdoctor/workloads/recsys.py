@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
-from torchdoctor.knobs.optimizer import make_optimizer
+from torchdoctor.core.optimizer import make_optimizer
 from torchdoctor.workloads.base import SyntheticWorkload
 
 #: Exponent of the power law that skews id popularity (ids drawn as rows * u**ZIPF_POWER).

@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import typer
 
@@ -37,14 +34,6 @@ def test_torchdoctor_error_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]
 def test_unknown_command_is_usage_error_exit_2() -> None:
     code = cli_main.main(["no-such-command"])
     assert code == 2
-
-
-def test_module_entry_point_runs() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchdoctor", "--version"], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"torchdoctor {__version__}"
 
 
 def test_typer_is_used_for_the_app() -> None:

@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from torchdoctor.collect.steps import HostClock, StepRecorder
+from fakes import FakeClock
+from torchdoctor.collect.steps import StepRecorder
 from torchdoctor.core.steps import PHASES
-
-
-class FakeClock(HostClock):
-    """A host clock whose time only moves when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def mark(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class DeferredClock:

@@ -1,4 +1,5 @@
-"""Fakes for deterministic timing tests: statements advance it by the time they 'take'."""
+"""Fakes for deterministic timing tests: statements advance a `FakeClock` by the time they
+'take'."""
 
 from __future__ import annotations
 
@@ -6,20 +7,7 @@ import math
 
 import numpy as np
 
-
-class FakeClock:
-    """A clock that only moves when a fake statement says it took time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from fakes import FakeClock
 
 
 class NoisyStatement:

@@ -4,9 +4,10 @@ import itertools
 import random
 
 import pytest
-from measure_fakes import FakeClock, noisy
+from measure_fakes import noisy
 from rich.console import Console
 
+from fakes import FakeClock
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.measure import Comparison, compare
 from torchdoctor.measure.render import render_comparison

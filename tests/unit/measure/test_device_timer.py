@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from measure_fakes import FakeClock
 
+from fakes import FakeClock
 from torchdoctor.measure import Timer
 from torchdoctor.measure._device_timer import (
     CUDA_EVENT_RESOLUTION_S,

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from measure_fakes import FakeClock, noisy
+from measure_fakes import noisy
 
+from fakes import FakeClock
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.measure import Timer
 from torchdoctor.measure._timer import MAX_OVERHEAD_FRACTION

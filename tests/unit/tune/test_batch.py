@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tune_sim import sim_config
-
 from torchdoctor.tune import tune
+from tune_sim import sim_config
 
 MiB = 2**20
 
 
 def _batches(result_trials: Path) -> list[tuple[int, str, str]]:
-    from torchdoctor.tune import TrialResult
+    from torchdoctor.tune.records import read_trial
 
     out = []
     for p in sorted(result_trials.iterdir()):
-        r = TrialResult.read(p)
+        r = read_trial(p)
         if r.kind == "batch":
             out.append((r.change["batch_size"], r.status, r.decision))
     return out

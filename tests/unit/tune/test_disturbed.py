@@ -6,17 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tune_sim import FAST_KNOB, sim_config
 
 from load_fakes import ScriptedLoadProbe
 from torchdoctor.measure import load
 from torchdoctor.tune import TrialResult, tune
+from torchdoctor.tune.records import read_trial
+from tune_sim import FAST_KNOB, sim_config
 
 
 def _ladder_trial(run: Path) -> TrialResult:
     for path in sorted((run / "trials").iterdir()):
-        trial = TrialResult.read(path)
-        if trial.kind == "ladder":
+        trial = read_trial(path)
+        if isinstance(trial, TrialResult) and trial.kind == "ladder":
             return trial
     raise AssertionError("no ladder trial")
 

@@ -5,20 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
-
 from torchdoctor.tune import KnobSpec, tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
+from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
 SLOW_KNOB = KnobSpec("slow", (False, True), "exact", False)
 
 
 def _scored_rounds(run: Path, knob: str) -> int:
-    from torchdoctor.tune import TrialResult
+    from torchdoctor.tune.records import read_trial
 
     for path in sorted((run / "trials").iterdir()):
-        trial = TrialResult.read(path)
+        trial = read_trial(path)
         if trial.kind == "ladder" and knob in trial.change:
             return len(trial.chunk_times_s)
     raise AssertionError(f"no trial of {knob}")

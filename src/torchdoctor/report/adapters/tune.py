@@ -1,4 +1,5 @@
-"""tune.json (TuneResult) and trials/ (TrialResult) -> ladder, trials, Pareto front, parity."""
+"""tune.json (TuneResult) and trials/ (TrialResult, Confirmation) -> ladder, trials, Pareto
+front, parity."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from torchdoctor.report.model import (
     RungView,
     TrialView,
 )
+
+#: Schema id of the final A/B's record (`torchdoctor.tune.records.Confirmation`).
+CONFIRMATION_SCHEMA = "torchdoctor/tune_confirmation"
 
 
 def _rung(data: JsonDict) -> RungView:
@@ -80,6 +84,8 @@ def ladder_section(tune: JsonDict) -> LadderSection:
 
 
 def trial_view(data: JsonDict) -> TrialView:
+    if text(data, "schema") == CONFIRMATION_SCHEMA:
+        return confirmation_view(data)
     ci = pair(get(data, "speedup_vs_best_ci"))
     return TrialView(
         key=text(data, "key") or "",
@@ -95,6 +101,26 @@ def trial_view(data: JsonDict) -> TrialView:
         ci_high=ci[1] if ci else None,
         peak_memory_bytes=integer(data, "peak_memory_bytes"),
         compile_s=num(data, "compile_s"),
+    )
+
+
+def confirmation_view(data: JsonDict) -> TrialView:
+    """The final A/B (a `Confirmation`): the best recipe's speedup over the baseline."""
+    ci = pair(get(data, "speedup_ci"))
+    return TrialView(
+        key=text(data, "key") or "",
+        kind="confirm",
+        step=integer(data, "step") or 0,
+        change=fmt.change({}),
+        status=text(data, "status") or "",
+        decision="measured" if text(data, "status") == "ok" else "failed",
+        reason=text(data, "reason") or "",
+        samples_per_s=num(data, "samples_per_s"),
+        speedup=num(data, "speedup"),
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+        peak_memory_bytes=integer(data, "peak_memory_bytes"),
+        compile_s=None,
     )
 
 

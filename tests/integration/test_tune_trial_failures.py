@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tune_sim import sim_config
-
-from torchdoctor.tune import TrialResult, tune
+from torchdoctor.tune import tune
+from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
+from tune_sim import sim_config
 
 CAP_BYTES = 400 * 2**20
 
@@ -45,7 +45,7 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> Non
     assert result.best_recipe == {"fast": True}
     assert result.n_failed == 5
 
-    records = [TrialResult.read(p) for p in sorted((run / "trials").iterdir())]
+    records = [read_trial(p) for p in sorted((run / "trials").iterdir())]
     assert [r.status for r in records if r.kind == "ladder"] == [
         "crash",
         "timeout",

@@ -11,11 +11,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tune_sim import sim_config
-
 from torchdoctor.tune import Study, TuneConfig, tune
 from torchdoctor.tune.config import STUDY_FILE
 from torchdoctor.tune.space import KnobSpec
+from tune_sim import sim_config
 
 KNOBS = [KnobSpec(f"noop{i}", (False, True), "exact", False) for i in range(6)]
 
@@ -46,8 +45,13 @@ def test_sigkill_then_resume_loses_and_reruns_nothing(tmp_path: Path) -> None:
     config_path = tmp_path / "config.json"
     config.write(config_path)
     run = tmp_path / "run"
+    # The child imports the simulated session from tests/, as the workers it spawns do.
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    paths = [tests_dir, *filter(None, [os.environ.get("PYTHONPATH")])]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(config_path), str(run)], start_new_session=True
+        [sys.executable, "-c", _CHILD, str(config_path), str(run)],
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
     )
     try:
         deadline = time.monotonic() + 120

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tune_sim import FAST_KNOB, sim_config
 
-from torchdoctor.tune import TrialResult, tune
+from torchdoctor.tune import Confirmation, TrialResult, tune
+from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import BUDGET_GRACE_S, FUTILE_SLOWDOWN
+from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
+from tune_sim import FAST_KNOB, sim_config
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
 GLACIAL_KNOB = KnobSpec("glacial", (False, True), "exact", False)
@@ -41,7 +42,8 @@ def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> No
     assert result.best_recipe == {"fast": True}
     # The headline is the final A/B's, run in the reserve the hung trial could not eat.
     assert "speedup from a final interleaved A/B of the best against the baseline" in (result.notes)
-    kinds = [TrialResult.read(p).kind for p in sorted((run / "trials").iterdir())]
+    *trials, last = sorted((run / "trials").iterdir())
+    kinds = [TrialResult.read(p).kind for p in trials] + [Confirmation.read(last).kind]
     assert kinds == ["baseline", "ladder", "confirm"]
     # The trial cut by the budget is not stored: a resumed study with more budget runs it.
     assert all(next(iter(r.change)) != "hangs" for r in result.ladder.rejected)

@@ -6,7 +6,10 @@ from typing import Any
 
 from torchdoctor.tune import KnobSpec, TuneConfig
 from torchdoctor.tune.api import knob_space_config
-from torchdoctor.tune.sessions import SIMULATED_FACTORY
+
+#: The simulated session factory (tests/sim_session.py). tests/ is on sys.path (conftest),
+#: and spawned workers start with their parent's sys.path, so they import it too.
+SIMULATED_FACTORY = "sim_session:make_session"
 
 FAST_KNOB = KnobSpec("fast", (False, True), "close", False)
 NOOP_KNOB = KnobSpec("noop", (False, True), "exact", False)
