@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -94,22 +94,16 @@ class DataLoaderProbe:
 
 @dataclass
 class CopyCounts:
-    """Host-to-device copies over the whole run."""
+    """Host-to-device copies over the whole run (the fields of `H2DInfo`, which records them)."""
 
     calls: int = 0
-    non_blocking: int = 0
-    pinned: int = 0
+    non_blocking_calls: int = 0
+    pinned_calls: int = 0
     bytes: int = 0
     seconds: float = 0.0
 
     def record(self) -> H2DInfo:
-        return H2DInfo(
-            calls=self.calls,
-            non_blocking_calls=self.non_blocking,
-            pinned_calls=self.pinned,
-            bytes=self.bytes,
-            seconds=self.seconds,
-        )
+        return H2DInfo(**asdict(self))
 
 
 class CopyProbe:
@@ -158,9 +152,9 @@ class CopyProbe:
         counts.calls += 1
         counts.bytes += t.numel() * t.element_size()
         if non_blocking_flag(args, kwargs):
-            counts.non_blocking += 1
+            counts.non_blocking_calls += 1
         if t.is_pinned():
-            counts.pinned += 1
+            counts.pinned_calls += 1
         self.recorder.begin("h2d")
         start = time.perf_counter()
         try:

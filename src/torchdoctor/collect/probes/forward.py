@@ -35,11 +35,12 @@ MIN_HOOK_SAVING_SHARE = 0.01
 
 @dataclass
 class ForwardCounts:
-    #: outermost forward calls, those with grad enabled, and those of them in eval mode
+    """Outermost forward calls, those with grad enabled, and those of them in eval mode;
+    grad-enabled forwards not yet followed by a backward (`pending`), and those that were."""
+
     calls: int = 0
     grad: int = 0
     eval_grad: int = 0
-    #: grad-enabled forwards not yet followed by a backward, and those that were
     pending: int = 0
     consumed: int = 0
 
