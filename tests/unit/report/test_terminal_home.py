@@ -41,3 +41,23 @@ def test_measure_imports_neither_report_nor_rich() -> None:
 def test_terminal_renderers_are_in_report() -> None:
     modules = {p.stem for p in (SRC / "report" / "terminal").glob("*.py")}
     assert {"analysis", "bench", "diagnosis", "env", "profile", "run", "tune"} <= modules
+
+
+def test_tune_and_diagnosis_render_on_a_terminal(tmp_path: Path) -> None:
+    from io import StringIO
+
+    from report_samples import diagnosis_record, tune_record
+    from rich.console import Console
+
+    from torchdoctor.report.terminal.diagnosis import render_diagnosis
+    from torchdoctor.report.terminal.tune import render_result
+
+    out = StringIO()
+    console = Console(file=out, width=120)
+    result = tune_record(tmp_path)
+    render_result(result, console)
+    d = diagnosis_record()
+    render_diagnosis(d, console)
+    text = out.getvalue()
+    assert f"Ladder: {result.workload}" in text and f"{result.speedup:.2f}x" in text
+    assert f"Primary bottleneck: {d.primary_bottleneck}" in text
