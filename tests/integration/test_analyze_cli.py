@@ -41,8 +41,8 @@ def test_json_output_is_the_versioned_record(capsys: pytest.CaptureFixture[str])
 
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
-    not_gzip = tmp / "a.json.gz"
-    not_gzip.write_text('{"traceEvents": []}')
+    not_gzip = tmp / "a.json.gz"  # gzip is told by its bytes: plain JSON so named is read
+    not_gzip.write_text("neither gzip nor json")
     full = gzip.compress(
         json.dumps({"traceEvents": [_event("x", i, 1) for i in range(500)]}).encode()
     )

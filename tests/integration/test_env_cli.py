@@ -69,3 +69,11 @@ def test_env_labels_disturbed_ceilings(
     assert main(["env", "--refresh"]) == 0
     out = capsys.readouterr().out
     assert "DISTURBED" in out and "not cached" in out and "other processes used" in out
+
+
+def test_env_json_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    # `torchdoctor env --json`: where people type it, the global option still applies.
+    assert main(["env", "--refresh", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fingerprint"]["schema"] == "torchdoctor/env_fingerprint"
+    assert data["ceilings"]["schema"] == "torchdoctor/ceilings"

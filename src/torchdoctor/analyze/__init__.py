@@ -4,10 +4,10 @@
     result = analyze_trace("trace.json.gz")          # or a folder of per-rank traces
     result.device_timeline.idle_pct, result.step_breakdown["DataLoader"]
 
-One module per analysis: fastload (msgspec, chunked) and loading (exact streaming parse,
-the fallback), timeline (the compact columns), steps, devicetime, breakdown, ops (with the
-per-dtype roofline), launches, hostops (tiny host op calls), syncs, idle; `devices` holds
-datasheet ceilings as `core.env.Ceilings` records.
+One module per analysis: decode (the one reader: msgspec, bounded chunks, one reducer),
+loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
+steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hostops (tiny
+host op calls), syncs, idle; `devices` holds datasheet ceilings as `core.env.Ceilings` records.
 """
 
 from torchdoctor.analyze.facade import analyze_timeline, analyze_trace

@@ -60,7 +60,7 @@ def bench_command(
         _check_device(device)
     from torchdoctor.measure import Timer, compare
     from torchdoctor.measure.load import watch_load
-    from torchdoctor.measure.render import render_comparison, render_measurement
+    from torchdoctor.report.terminal.bench import render_comparison, render_measurement
 
     namespace = _namespace()
     if vs is None:

@@ -1,5 +1,9 @@
 """Entry point: `torchdoctor [--json] [--debug] COMMAND ...`.
 
+`--json` and `--debug` are also taken after the command (`torchdoctor env --json`,
+`torchdoctor diagnose --json -- python train.py`), where people type them; after `--` they
+belong to the user's script and are left alone.
+
 Errors from the `TorchDoctorError` hierarchy become one line on stderr and their exit code
 (2 for user errors); `--debug` shows the traceback as well.
 """
@@ -90,6 +94,15 @@ def _command_named(args: list[str]) -> str | None:
     return None
 
 
+def _hoist_global_flags(args: list[str]) -> list[str]:
+    """`--json`/`--debug` given after the command name moved before it (click reads a group's
+    options only there); anything after `--` is the user's own command line and stays."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in _GLOBAL_FLAGS]
+    rest = [a for a in args[:end] if a not in _GLOBAL_FLAGS]
+    return [*flags, *rest, *args[end:]]
+
+
 def _register_commands(args: list[str] | None = None) -> None:
     """Import the command modules (each registers itself): the named one, else all of them."""
     named = _command_named(args) if args is not None else None
@@ -118,7 +131,7 @@ def _is_click_usage_error(exc: Exception) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (also used by the tests)."""
-    args = sys.argv[1:] if argv is None else argv
+    args = _hoist_global_flags(sys.argv[1:] if argv is None else list(argv))
     _register_commands(args)
     try:
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)

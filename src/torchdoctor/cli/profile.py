@@ -13,16 +13,12 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
-
-#: Modules listed in the FLOP table (heaviest first); the JSON keeps all of them.
-TOP_MODULES = 12
 
 
 def _ceilings(device: str) -> Any | None:
@@ -34,30 +30,6 @@ def _ceilings(device: str) -> Any | None:
     except TorchDoctorError as exc:
         err_console.print(f"[yellow]warning:[/] ceilings unavailable: {exc}", highlight=False)
         return None
-
-
-def _render(console: Console, run_dir: Path, capture: Any, analysis: Any) -> None:
-    from torchdoctor.core.rundir import display_path
-
-    steps = capture.step_times_s
-    mean_ms = 1000 * sum(steps) / len(steps) if steps else 0.0
-    console.print(
-        f"[bold]{capture.workload}[/] on {capture.device}: profiled {capture.active} step(s) "
-        f"after {capture.wait} skipped + {capture.warmup} warm-up, {mean_ms:.2f} ms/step, "
-        f"{capture.flops_per_step / 1e9:.3f} GFLOP/step"
-    )
-    table = Table(title="FLOPs per module (one training step)")
-    table.add_column("module")
-    table.add_column("GFLOP", justify="right")
-    table.add_column("share", justify="right")
-    total = capture.flops_per_step or 1
-    for m in capture.flops_by_module[:TOP_MODULES]:
-        table.add_row(m.module, f"{m.flops / 1e9:.4f}", f"{100 * m.flops / total:.1f}%")
-    console.print(table)
-    if analysis.step_breakdown:
-        shares = ", ".join(f"{k} {v:.1f}%" for k, v in analysis.step_breakdown.items() if v >= 0.05)
-        console.print(f"step breakdown ({analysis.steps.basis}): {shares}")
-    console.print(f"run folder: {display_path(run_dir)}")
 
 
 @app.command("profile")
@@ -104,12 +76,18 @@ def profile_command(
         finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
         raise
     finish_run_dir(run_dir)
+
+    def render(console: Console) -> None:
+        from torchdoctor.report.terminal.profile import render_profile
+
+        render_profile(console, run_dir, capture, analysis)
+
     emit(
         {
             "run_dir": str(run_dir),
             "profile": capture.to_json_dict(),
             "analysis": analysis.to_json_dict(),
         },
-        lambda console: _render(console, run_dir, capture, analysis),
+        render,
     )
     write_run_reports(run_dir)

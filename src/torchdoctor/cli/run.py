@@ -90,7 +90,7 @@ def run_command(
     result = result.model_copy(update={"machine_load": load.reading})
 
     def render(console: Console) -> None:
-        from torchdoctor.cli.run_render import render_run
+        from torchdoctor.report.terminal.run import render_run
 
         render_run(console, result)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.state import emit
@@ -28,17 +27,8 @@ def workloads_command() -> None:
     ]
 
     def render(console: Console) -> None:
-        table = Table(title="Built-in workloads (or your own: path/to/file.py:factory)")
-        for column in ("name", "kind", "batch", "one sample", "description"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(
-                str(row["name"]),
-                str(row["kind"]),
-                str(row["default_batch_size"]),
-                str(row["sample"]),
-                str(row["description"]),
-            )
-        console.print(table)
+        from torchdoctor.report.terminal.workloads import workloads_table
+
+        console.print(workloads_table(rows))
 
     emit({"schema": "torchdoctor/workloads", "version": 1, "workloads": rows}, render)

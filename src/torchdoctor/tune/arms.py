@@ -10,6 +10,10 @@ A chunk's score is seconds per sample (throughput objective) or seconds per step
 objective). The statistic and the decision (paired per-round ratios best_i / candidate_i, their
 median and its bootstrap interval, Bonferroni-adjusted looks, faster / futile / undecided at a
 look) are `torchdoctor.measure.SequentialTest`'s; this module runs the live arms it judges.
+Pairing cancels what a round's two chunks share: a load spike from another
+process that slows both sides 10x moves an unpaired ratio of medians a lot and a paired ratio
+hardly at all: on a busy 2-core host an unpaired 95% interval of a torch.compile trial can
+span two orders of magnitude ([0.17, 18]) where the paired one spans a few tens of percent.
 """
 
 from __future__ import annotations
@@ -55,12 +59,12 @@ DEFAULT_CHUNK_STEPS: Final = 4
 #: chunks (`torchdoctor.measure.MIN_CHUNK_S`, which says why 0.3 s).
 DEFAULT_MIN_CHUNK_S: Final = MIN_CHUNK_S
 #: Most scored A/B rounds of one trial (the sequential design's last look). Clear wins and
-#: clear losses stop at the first look (6 rounds); only an unclear trial runs on, and a 5-10%
-#: gain needs this many rounds to clear 1 + min_gain on a 2-core host: with a maximum of 12,
-#: cnn's compile=default (1.07x) and batch_size=64 (1.10x) each ended unproven in one demo run
-#: (99% intervals [0.97, 1.09] and [0.95, 1.24]) that then finished at 1.56x with half of its
-#: budget unused. Every look, taken or not, is in the Bonferroni correction (`looks`), so
-#: the longer schedule keeps the false-accept rate at 1 - confidence.
+#: clear losses stop at the first look (6 rounds), so a higher cap costs only the unclear
+#: trials. A 5-10% gain needs about this many rounds to clear 1 + min_gain on a 2-core host:
+#: after 12 rounds the 99% intervals of 1.07x and 1.10x gains on the cnn workload are still
+#: about [0.97, 1.09] and [0.95, 1.24], which leaves real gains unproven. Every look, taken
+#: or not, is in the Bonferroni correction (`looks`), so the longer schedule keeps the
+#: false-accept rate at 1 - confidence.
 DEFAULT_ROUNDS: Final = 24
 #: First look of the sequential design. With the look-adjusted (Bonferroni) confidence the
 #: bootstrap interval's lower end at 6 rounds is about the smallest of the 6 ratios, so a

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import typer
 
@@ -38,3 +41,38 @@ def test_unknown_command_is_usage_error_exit_2() -> None:
 
 def test_typer_is_used_for_the_app() -> None:
     assert isinstance(cli_main.app, typer.Typer)
+
+
+BERT = Path(__file__).parents[2] / "data" / "traces" / "tracelens_h100_bert_small.json.gz"
+
+
+def test_json_after_the_command_is_the_global_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["--json", "analyze", str(BERT), "--top", "2", "--no-report"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert cli_main.main(["analyze", "--json", str(BERT), "--top", "2", "--no-report"]) == 0
+    assert json.loads(capsys.readouterr().out) == before
+    assert cli_main.main(["analyze", str(BERT), "--top", "2", "--no-report", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == before
+
+
+def test_diagnose_json_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["diagnose", "--json", str(BERT)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "torchdoctor/diagnosis"
+
+
+def test_debug_after_the_command_shows_the_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "nope.json")
+    assert cli_main.main(["analyze", missing, "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_flags_after_the_separator_belong_to_the_script() -> None:
+    hoist = cli_main._hoist_global_flags
+    assert hoist(["diagnose", "--json", "--", "python", "t.py", "--debug"]) == [
+        "--json", "diagnose", "--", "python", "t.py", "--debug"
+    ]  # fmt: skip
+    assert hoist(["env", "--debug", "--json"]) == ["--debug", "--json", "env"]
+    assert hoist(["--json", "env"]) == ["--json", "env"]

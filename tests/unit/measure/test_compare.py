@@ -10,7 +10,7 @@ from rich.console import Console
 from fakes import FakeClock
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.measure import Comparison, compare
-from torchdoctor.measure.render import render_comparison
+from torchdoctor.report.terminal.bench import render_comparison
 
 # Fake seconds per comparison: ~150 interleaved rounds of two 1 ms statements.
 BUDGET_S = 0.3

@@ -1,4 +1,4 @@
-"""Rich rendering of a `RunResult` for `torchdoctor run`."""
+"""Rich rendering of a `RunResult` (terminal output of `torchdoctor run`)."""
 
 from __future__ import annotations
 

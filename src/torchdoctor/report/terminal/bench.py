@@ -5,9 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from torchdoctor.measure._compare import Comparison
-from torchdoctor.measure._measurement import Measurement
-from torchdoctor.measure._ratio import RatioEstimate
+from torchdoctor.measure import Comparison, Measurement, RatioEstimate
 
 _UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
 

@@ -1,22 +1,24 @@
-"""The fast path of trace loading: msgspec decodes bounded chunks of events into slim structs.
+"""The one trace reader: msgspec decodes bounded chunks of events into slim structs.
 
-Why: the streaming ijson reader builds a Python dict per event and then walks it in Python;
-on the 26 MB (109k-event) A100 reference trace that cost ~3 s of CPU. msgspec decodes JSON
+Why msgspec: a streaming parser that builds a Python dict per event and then walks it in
+Python cost ~3 s of CPU on the 26 MB (109k-event) A100 reference trace. msgspec decodes JSON
 straight into `Struct`s holding only the fields the analyses read (unknown keys are skipped
 in C) and hands the shape fields over as raw JSON bytes, so the per-event Python work is a
 few list comprehensions plus numpy. Measured on this project's 2-core machine: msgspec 0.5 s
 vs orjson 1.4 s for the whole A100 document (both under load); see benchmarks/RESULTS.md.
 
-Bounded memory: the decompressed stream is read in CHUNK_BYTES pieces; events are cut at an
-element boundary of the `traceEvents` array and each piece is decoded on its own, so peak
-memory is a few chunks plus the numpy columns, whatever the trace size. A cut is found by
-trying the last `}` followed by `,`: a cut inside a nested value or a string leaves an
-unbalanced piece, which fails to decode, and the next earlier candidate is tried.
+Bounded memory: the decompressed stream (gzip by its magic bytes, whatever the file's name)
+is read in CHUNK_BYTES pieces; events are cut at an element boundary of the events array and
+each piece is decoded on its own, so peak memory is a few chunks plus the numpy columns,
+whatever the trace size. A cut is found by trying the last `}` followed by `,`: a cut inside
+a nested value or a string leaves an unbalanced piece, which fails to decode, and the next
+earlier candidate is tried.
 
-Anything unusual (no `traceEvents` key near the start, a bare event array, malformed JSON,
-an event that is not an object, non-object `args`, unhashable names) makes `fast_columns`
-return None and the caller falls back to the exact streaming reader, which also produces
-the precise error messages. Results are identical to that reader's (tests compare both).
+Both Chrome trace layouts are read: an object with a `traceEvents` array (Kineto), and a
+bare array of events. A piece whose events do not fit the typed structs (an event that is
+not an object, no or an unknown "ph", non-object `args`, a list as a name) is decoded again
+as plain JSON and each event is reduced to the same struct (`_to_event`), so every event
+goes through the one reducer, `Columns.add`. Bad input raises `TraceError` with one line.
 """
 
 from __future__ import annotations
@@ -34,21 +36,30 @@ import numpy as np
 
 from torchdoctor.analyze.shapes import op_dtype_code, op_flops_and_bytes
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind
+from torchdoctor.core.errors import TraceError
 
 # 1 MB of decompressed JSON per decode. Measured on the 26 MB A100 trace (analyze_trace CPU
 # time, peak RSS): 16 MB chunks 0.57 s / 155 MB, 4 MB 0.44 s / 94 MB, 1 MB 0.43 s / 65 MB;
 # small chunks stay in cache and per-chunk overhead (~0.1 ms) is noise.
 CHUNK_BYTES = 1 << 20
 # The `traceEvents` key must appear within this many bytes (metadata comes first; a full
-# deviceProperties + collect_env dump is tens of kB); else we fall back.
+# deviceProperties + collect_env dump is tens of kB); reading further for it would hold an
+# unbounded head in memory.
 HEAD_LIMIT_BYTES = 64 << 20
 # How many `}` candidates to try before giving up on a cut (each failed try costs a decode
 # attempt that stops at the first error, so this is cheap).
 MAX_CUT_TRIES = 64
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+GZIP_MAGIC = b"\x1f\x8b"
 _NULL = msgspec.Raw(b"null")
 # "External id" absent (not null): take the lower-case spelling older traces use.
 _ABSENT = -(1 << 62)
+
+
+# Event names, categories and recorded FLOPs are dictionary keys in the reducer: a JSON scalar
+# only, so that a list or an object there fails validation (and takes `_to_event`) instead of
+# failing to hash.
+_Scalar = str | int | float | bool | None
 
 
 # gc=False: these structs hold only decoded JSON values, so they can never be part of a
@@ -57,7 +68,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     correlation: Any = -1
     external_id: Any = msgspec.field(name="External id", default=_ABSENT)
     external_id_lc: Any = msgspec.field(name="external id", default=-1)
-    flops: Any = None
+    flops: _Scalar = None
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NULL)
     # torch 1.8's spelling (lower-case d); read where "Input Dims" is absent.
     dims_lc: msgspec.Raw = msgspec.field(name="Input dims", default=_NULL)
@@ -78,8 +89,8 @@ def _dims(args: _Args) -> msgspec.Raw:
 class _Event(msgspec.Struct, frozen=True, gc=False, tag_field="ph", tag="X"):
     """A complete ("ph": "X") event: the only kind the analyses read."""
 
-    cat: Any = ""
-    name: Any = ""
+    cat: _Scalar = ""
+    name: _Scalar = ""
     pid: Any = 0
     tid: Any = 0
     ts: Any = None
@@ -90,8 +101,8 @@ class _Event(msgspec.Struct, frozen=True, gc=False, tag_field="ph", tag="X"):
 # Every other phase of the Chrome trace event format decodes into an empty struct: msgspec
 # picks the type by "ph" and skips the rest in C, without building names or args for the
 # ~40% of a Kineto trace that is flow and metadata events (~15% of the decode time on the
-# A100 trace). An event with no "ph", or one not listed, fails validation, and the caller
-# falls back to the streaming reader.
+# A100 trace). An event with no "ph", or one not listed, fails validation: its piece is
+# decoded again as plain JSON (`_lenient`).
 _OTHER_PHASES = (
     "B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O",
     "D", "M", "V", "v", "R", "c", "(", ")",
@@ -113,12 +124,8 @@ _DOC = msgspec.json.Decoder(_Doc)
 _EVENTS = msgspec.json.Decoder(list[_AnyEvent])
 
 
-class _Unsupported(Exception):
-    """The fast path cannot take this input; use the streaming reader."""
-
-
 class _Interner(dict[Any, int]):
-    """Raw event name -> index into `names` (str(name), as the streaming reader interns)."""
+    """Raw event name -> index into `names` (interned as str(name): 1 and "1" are one name)."""
 
     def __init__(self, names: dict[str, int]) -> None:
         super().__init__()
@@ -198,7 +205,7 @@ class _Memo(dict[tuple[Any, ...], int]):
         return index
 
 
-class FastColumns:
+class Columns:
     """Per-chunk numpy columns, concatenated at the end; the same fields as `Timeline`."""
 
     FIELDS = (
@@ -239,7 +246,7 @@ class FastColumns:
         return flops, nbytes, op_dtype_code(types)
 
     def add(self, events: list[Any]) -> None:
-        """Reduce one decoded chunk to columns (the streaming reader's `_add_event`, batched)."""
+        """Reduce one decoded chunk of events to columns (every event of the trace comes here)."""
         xs = [e for e in events if type(e) is _Event]
         kinds_map = self._kinds
         kind = np.asarray([kinds_map[e.cat] for e in xs], dtype=np.int8)
@@ -304,19 +311,77 @@ class FastColumns:
         for field, values in columns.items():
             self.parts[field].append(values)
 
-    def set_top(self, doc: _Doc) -> None:
+    def set_top(self, top: dict[str, Any]) -> None:
+        """Keep the metadata the analyses read; the first value seen of each key wins."""
         for key in ("deviceProperties", "distributedInfo"):
-            value = getattr(doc, key)
+            value = top.get(key)
             if value is not None and key not in self.top:
                 self.top[key] = value
 
 
-def _open(path: Path) -> Any:
-    """The decompressed byte stream (gzip by its magic bytes, whatever the file's name)."""
-    with path.open("rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    # gzip.open owns the file it opens, so closing the stream closes the file too.
-    return gzip.open(path, "rb") if gzipped else path.open("rb")
+def _raw(args: dict[str, Any], key: str) -> msgspec.Raw:
+    return msgspec.Raw(msgspec.json.encode(args[key])) if key in args else _NULL
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON scalar as is; a list or an object as its str (the name it is interned under)."""
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
+def _to_event(ev: Any) -> _Event | None:
+    """A plainly decoded event as the struct the reducer takes; None for all but "X" events."""
+    if not isinstance(ev, dict) or ev.get("ph") != "X":
+        return None  # metadata (M), flows (s/f), instants (i), counters: not intervals
+    a = ev.get("args")
+    a = a if isinstance(a, dict) else {}
+    args = _Args(
+        correlation=a.get("correlation", -1),
+        external_id=a.get("External id", _ABSENT),
+        external_id_lc=a.get("external id", -1),
+        flops=_scalar(a.get("flops")),
+        dims=_raw(a, "Input Dims"),
+        dims_lc=_raw(a, "Input dims"),
+        types=_raw(a, "Input type"),
+        concrete=_raw(a, "Concrete Inputs"),
+        nbytes=a.get("bytes"),
+        size=a.get("size"),
+    )
+    return _Event(
+        cat=_scalar(ev.get("cat", "")),
+        name=_scalar(ev.get("name", "")),
+        pid=ev.get("pid", 0),
+        tid=ev.get("tid", 0),
+        ts=ev.get("ts"),
+        dur=ev.get("dur"),
+        args=args,
+    )
+
+
+def _lenient(events: Any) -> list[Any]:
+    if not isinstance(events, list):
+        return []
+    return [e for e in map(_to_event, events) if e is not None]
+
+
+def _decode_events(data: Any) -> list[Any]:
+    """A JSON array of events; raises msgspec.DecodeError when `data` is not JSON."""
+    try:
+        return _EVENTS.decode(data)
+    except msgspec.ValidationError:
+        return _lenient(msgspec.json.decode(data))
+
+
+def _decode_doc(data: Any) -> tuple[dict[str, Any], list[Any]]:
+    """A trace object's top-level metadata and events; raises msgspec.DecodeError."""
+    try:
+        doc = _DOC.decode(data)
+    except msgspec.ValidationError:
+        plain = msgspec.json.decode(data)
+        if not isinstance(plain, dict):
+            raise msgspec.DecodeError("expected a JSON object") from None
+        return plain, _lenient(plain.get("traceEvents"))
+    top = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo}
+    return top, doc.traceEvents
 
 
 def _cut(buf: bytearray) -> tuple[list[Any], int] | None:
@@ -338,9 +403,7 @@ def _cut(buf: bytearray) -> tuple[list[Any], int] | None:
             try:
                 # The events' Raw fields point into `buf` (msgspec does not copy them): the
                 # caller must drop the events before resizing `buf`.
-                return _EVENTS.decode(memoryview(buf)[: p + 2]), p + 1
-            except msgspec.ValidationError:
-                raise _Unsupported from None
+                return _decode_events(memoryview(buf)[: p + 2]), p + 1
             except msgspec.DecodeError:
                 pass  # cut inside a nested value or string: try an earlier `}`
             finally:
@@ -359,22 +422,12 @@ def _fill(stream: Any, buf: bytearray, target: int) -> bool:
     return False
 
 
-def _read_events(stream: Any, cols: FastColumns) -> None:
-    buf = bytearray()
-    eof = _fill(stream, buf, CHUNK_BYTES)
-    match = _EVENTS_KEY.search(buf)
-    while match is None:
-        if eof or len(buf) > HEAD_LIMIT_BYTES:
-            raise _Unsupported  # a bare event array, or no traceEvents at all
-        eof = _fill(stream, buf, len(buf) + CHUNK_BYTES)
-        match = _EVENTS_KEY.search(buf)
-    if eof:  # the whole document is in memory: one decode
-        doc = _DOC.decode(buf)
-        cols.set_top(doc)
-        cols.add(doc.traceEvents)
-        return
-    cols.set_top(_DOC.decode(bytes(buf[: match.start()]) + b'"traceEvents":[]}'))
-    del buf[: match.end() - 1]  # keep the "[" that opens the events
+def _read_event_array(stream: Any, buf: bytearray, cols: Columns) -> bytearray:
+    """Reduce the events of the array that `buf` starts with ("["), chunk by chunk.
+
+    Returns what is left at the end of the stream: the last events and whatever follows
+    the array, for the caller to decode.
+    """
     target = CHUNK_BYTES
     while not _fill(stream, buf, target):
         cut = _cut(buf)
@@ -388,25 +441,100 @@ def _read_events(stream: Any, cols: FastColumns) -> None:
         del buf[:comma]
         buf[0] = ord("[")
         target = CHUNK_BYTES
-    doc = _DOC.decode(b'{"traceEvents":' + bytes(buf))
-    cols.set_top(doc)
-    cols.add(doc.traceEvents)
+    return buf
 
 
-def fast_columns(path: Path) -> FastColumns | None:
-    """The trace's events as columns, or None when only the streaming reader can read it."""
-    cols = FastColumns()
+def _read(stream: Any, cols: Columns) -> None:
+    buf = bytearray()
+    eof = _fill(stream, buf, CHUNK_BYTES)
+    first = buf.lstrip()[:1]
+    if first == b"[":  # the Chrome trace "JSON array" format: a bare list of events
+        del buf[: buf.index(b"[")]
+        cols.add(_decode_events(buf if eof else _read_event_array(stream, buf, cols)))
+        return
+    if first != b"{":
+        raise msgspec.DecodeError("expected a JSON object or array at the start")
+    match = _EVENTS_KEY.search(buf)
+    while match is None and not eof:
+        if len(buf) > HEAD_LIMIT_BYTES:
+            raise _NoEvents(f"within its first {HEAD_LIMIT_BYTES >> 20} MB")
+        eof = _fill(stream, buf, len(buf) + CHUNK_BYTES)
+        match = _EVENTS_KEY.search(buf)
+    if match is None:  # the whole document is in memory, with no events array in sight
+        plain = msgspec.json.decode(buf)
+        if not isinstance(plain, dict):
+            raise msgspec.DecodeError("expected a JSON object")
+        if "traceEvents" not in plain:
+            raise _NoEvents("")
+        cols.set_top(plain)
+        cols.add(_lenient(plain["traceEvents"]))
+        return
+    if eof:  # the whole document is in memory: one decode
+        top, events = _decode_doc(buf)
+        cols.set_top(top)
+        cols.add(events)
+        return
+    cols.set_top(_decode_doc(bytes(buf[: match.start()]) + b'"traceEvents":[]}')[0])
+    del buf[: match.end() - 1]  # keep the "[" that opens the events
+    rest = _read_event_array(stream, buf, cols)
+    top, events = _decode_doc(b'{"traceEvents":' + bytes(rest))
+    cols.set_top(top)
+    cols.add(events)
+
+
+class _NoEvents(Exception):
+    """A JSON object without a `traceEvents` list (where it was looked for, if not anywhere)."""
+
+
+def _is_gzip(path: Path) -> bool:
+    with path.open("rb") as probe:
+        return probe.read(2) == GZIP_MAGIC
+
+
+def read_columns(path: Path) -> Columns:
+    """The trace's events as columns; raises `TraceError` (one line) on unreadable input."""
+    cols = Columns()
+    gzipped = _is_gzip(path)
     # Decoding allocates hundreds of thousands of short-lived, acyclic objects; the cyclic
     # garbage collector would traverse them again and again for nothing (pausing it cut the
     # load time by ~25% on the A100 trace). Restored however the load ends.
     paused = gc.isenabled()
     gc.disable()
     try:
-        with _open(path) as stream:
-            _read_events(stream, cols)
-    except (_Unsupported, msgspec.DecodeError, EOFError, zlib.error, OSError, TypeError):
-        return None  # gzip.BadGzipFile is an OSError; TypeError: an unhashable name or cat
+        # gzip.open owns the file it opens, so closing the stream closes the file too.
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
+            _read(stream, cols)
+    except (EOFError, zlib.error) as exc:
+        raise TraceError(
+            f"{path}: the gzip stream is truncated or corrupt ({exc})",
+            hint="the profiler may have been killed while writing; re-record the trace",
+        ) from None
+    except gzip.BadGzipFile as exc:
+        raise TraceError(f"{path}: not a valid gzip file ({exc})") from None
+    except _NoEvents as exc:
+        raise TraceError(
+            f"{path}: JSON has no 'traceEvents' list{' ' + str(exc) if str(exc) else ''}",
+            hint="pass a Chrome/Kineto trace written by torch.profiler",
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise _not_json(path, gzipped, str(exc)) from None
     finally:
         if paused:
             gc.enable()
     return cols
+
+
+def _not_json(path: Path, gzipped: bool, reason: str) -> TraceError:
+    reason = reason.splitlines()[0][:120] if reason else "empty"
+    if path.name.endswith(".gz") and not gzipped:
+        # Read as plain JSON whatever the name says; say both when it is neither.
+        return TraceError(
+            f"{path}: not a gzip file although named .gz, and not valid JSON ({reason})",
+            hint="re-export the trace, or pass the .json file torch.profiler wrote",
+        )
+    if "truncated" in reason:
+        return TraceError(
+            f"{path}: not valid JSON or truncated ({reason})",
+            hint="pass a Chrome/Kineto trace written by torch.profiler",
+        )
+    return TraceError(f"{path}: not valid JSON ({reason})")

@@ -1,0 +1,68 @@
+"""`OptimizerProbe`: global optimizer step hooks time the optimizer phase and end steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.optim.optimizer as optim_mod
+
+from torchdoctor.collect.probes import ProbeSite
+from torchdoctor.collect.steps import StepRecorder
+
+
+@dataclass
+class OptimizerCounts:
+    #: optimizer.step() calls completed.
+    steps: int = 0
+    #: id(optimizer) -> the implementation it runs ("fused", "foreach", "for_loop").
+    impls: dict[int, str] = field(default_factory=dict)
+
+
+def optimizer_impl(opt: Any) -> str:
+    """ "fused", "foreach" or "for_loop": the implementation torch.optim will run.
+
+    `foreach=None` (the default) means torch chooses: foreach when every parameter is on a
+    CUDA device, the per-tensor loop otherwise (torch.optim.optimizer._default_to_fused_or_
+    foreach).
+    """
+    defaults = getattr(opt, "defaults", {}) or {}
+    if defaults.get("fused"):
+        return "fused"
+    foreach = defaults.get("foreach")
+    if foreach is None:
+        params = [p for g in getattr(opt, "param_groups", []) for p in g.get("params", [])]
+        foreach = bool(params) and all(getattr(p, "is_cuda", False) for p in params)
+    return "foreach" if foreach else "for_loop"
+
+
+class OptimizerProbe:
+    def __init__(self, recorder: StepRecorder) -> None:
+        self.recorder = recorder
+        self.counts = OptimizerCounts()
+
+    def install(self, site: ProbeSite) -> None:
+        recorder, counts = self.recorder, self.counts
+
+        def pre(opt: Any, _args: Any, _kwargs: Any) -> None:
+            recorder.begin("optimizer")
+            if id(opt) not in counts.impls:
+                counts.impls[id(opt)] = optimizer_impl(opt)
+
+        def post(_opt: Any, _args: Any, _kwargs: Any) -> None:
+            recorder.end("optimizer")
+            counts.steps += 1
+            recorder.optimizer_step_end()
+
+        site.handles.append(optim_mod.register_optimizer_step_pre_hook(pre))
+        site.handles.append(optim_mod.register_optimizer_step_post_hook(post))
+        original_init = optim_mod.Optimizer.__init__
+
+        def init(opt: Any, *args: Any, **kwargs: Any) -> None:
+            recorder.optimizer_exists = True  # its steps, not backward calls, end the steps
+            original_init(opt, *args, **kwargs)
+
+        site.patcher.set(optim_mod.Optimizer, "__init__", init)
+
+    def on_step_end(self) -> None:
+        return None

@@ -1,0 +1,90 @@
+"""Rich rendering of a `TuneResult` (terminal output of `torchdoctor tune` and `demo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from torchdoctor.core.rundir import display_path
+from torchdoctor.tune import TuneResult
+
+
+def _fmt_ci(ci: tuple[float, float] | None) -> str:
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
+def fmt_change(change: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in change.items()) or "baseline"
+
+
+def _fmt_mem(value: int | None) -> str:
+    return f"{value / 2**20:.0f} MiB" if value else "-"
+
+
+def _fmt_range(ci: tuple[float, float] | None) -> str:
+    return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""
+
+
+def render_result(result: TuneResult, console: Console) -> None:
+    """The ladder of kept changes, the rejected ones, the Pareto front and the best recipe."""
+    # Every rung after the baseline is a kept change, so there is no verdict column; the
+    # columns are sized to fit an 80-column terminal with the change names whole.
+    table = Table(
+        title=f"Ladder: {result.workload} ({result.objective})",
+        caption="Samples/s: as measured in the rung's own trial (the machine drifts between "
+        "trials). Speedup: vs the baseline, the product of each rung's paired A/B. Loss: "
+        "late-loss deviation from the baseline's.",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("#", justify="right")
+    # Wide enough for the catalogue's usual knob=value (compile=max-autotune).
+    table.add_column("Change", overflow="fold", min_width=20)
+    table.add_column("Samples/s", justify="right")
+    table.add_column("Speedup", justify="right")
+    table.add_column("CI", justify="right", no_wrap=True)
+    table.add_column("Memory", justify="right", no_wrap=True)
+    table.add_column("Loss", justify="right", no_wrap=True)
+    for rung in result.ladder.rungs:
+        table.add_row(
+            str(rung.step),
+            fmt_change(rung.change),
+            f"{rung.samples_per_s:,.1f}",
+            f"{rung.speedup_vs_baseline:.2f}x",
+            _fmt_range(rung.speedup_vs_baseline_ci) if rung.step else "",
+            _fmt_mem(rung.peak_memory_bytes),
+            f"{rung.loss_deviation:+.1%}" if rung.step and rung.loss_deviation is not None else "",
+        )
+    console.print(table)
+    if result.ladder.rejected:
+        rejected = Table(title="Rejected changes", box=box.SIMPLE_HEAD)
+        rejected.add_column("Change", overflow="fold", min_width=20)
+        rejected.add_column("Speedup vs best", justify="right")
+        rejected.add_column("Why")
+        for rej in result.ladder.rejected:
+            speed = f"{rej.speedup_vs_best:.2f}x" if rej.speedup_vs_best else "-"
+            why = rej.reason if rej.status == "ok" else f"{rej.status}: {rej.reason}"
+            rejected.add_row(fmt_change(rej.change), speed, why)
+        console.print(rejected)
+    if result.pareto_front:
+        front = Table(title="Pareto front (throughput vs peak memory)")
+        front.add_column("Recipe")
+        front.add_column("Throughput", justify="right")
+        front.add_column("Peak memory", justify="right")
+        for p in result.pareto_front:
+            front.add_row(
+                fmt_change(p.recipe), f"{p.samples_per_s:,.1f}/s", _fmt_mem(p.peak_memory_bytes)
+            )
+        console.print(front)
+    console.print(
+        f"Best: [bold]{fmt_change(result.best_recipe)}[/] at {result.best_samples_per_s:,.1f} "
+        f"samples/s = [bold]{result.speedup:.2f}x[/] the baseline "
+        f"({_fmt_ci(result.speedup_ci)}, {result.n_trials} trials, {result.n_failed} failed, "
+        f"{result.n_reused} reused, {result.elapsed_s:.0f} s of {result.budget_s:.0f} s)"
+    )
+    for note in result.notes:
+        console.print(f"  note: {note}", highlight=False)
+    console.print(f"Run folder: {display_path(Path(result.run_dir))}")
