@@ -55,7 +55,7 @@ from torchdoctor.tune.parity import (
     check_parity,
     loosest,
 )
-from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.trial import TrialFailure
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchdoctor.collect.steps import HostClock
+from torchdoctor.collect.step_recorder import HostClock
 
 
 class FakeClock(HostClock):

@@ -110,7 +110,7 @@ def make_session(
     perturbation: int = 0,
     **model: Any,
 ) -> SimulatedSession:
-    """Session factory (see `torchdoctor.tune.sessions.SessionSpec.factory`, and
+    """Session factory (see `torchdoctor.tune.session_spec.SessionSpec.factory`, and
     `tune_sim.SIMULATED_FACTORY`)."""
     if model.get("log_path"):
         with open(model["log_path"], "a", encoding="utf-8") as fh:

@@ -10,7 +10,7 @@ steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hosto
 host op calls), syncs, idle; `devices` holds datasheet ceilings as `core.env.Ceilings` records.
 """
 
-from torchdoctor.analyze.facade import analyze_timeline, analyze_trace
+from torchdoctor.analyze.api import analyze_timeline, analyze_trace
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
 from torchdoctor.analyze.records import STEP_CATEGORIES, TraceAnalysis
 from torchdoctor.analyze.timeline import Kind, Timeline

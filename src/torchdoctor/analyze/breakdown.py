@@ -23,7 +23,7 @@ import numpy as np
 from torchdoctor.analyze import intervals as iv
 from torchdoctor.analyze.devicetime import is_comm_kernel_name
 from torchdoctor.analyze.records import STEP_CATEGORIES, StepSummary
-from torchdoctor.analyze.steps import is_step_name
+from torchdoctor.analyze.step_windows import is_step_name
 from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
 
 # Host ranges that are collective communication on CPU (Gloo) or the host side of NCCL.

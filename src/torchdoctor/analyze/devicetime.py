@@ -4,7 +4,7 @@ Definitions (TraceLens's `gpu_timeline`, which we follow; see below for HTA):
 
 - window (`total_us`): first device activity start to last device activity end, where device
   activity is every kernel, memcpy and memset on any stream, launched from inside a
-  ProfilerStep window when the trace has them (see `torchdoctor.analyze.steps`), else all;
+  ProfilerStep window when the trace has them (see `torchdoctor.analyze.step_windows`), else all;
 - busy: the union of all device activity intervals (overlapping streams counted once);
 - computation: the union of kernels that are neither memcpy nor communication; memsets count
   as computation (they are kernels that write memory, as in TraceLens);

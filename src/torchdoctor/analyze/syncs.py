@@ -18,7 +18,7 @@ import numpy as np
 
 from torchdoctor.analyze import intervals as iv
 from torchdoctor.analyze.records import CopyStat, SyncStats
-from torchdoctor.analyze.steps import in_windows
+from torchdoctor.analyze.step_windows import in_windows
 from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
 
 SYNC_CALLS = frozenset(

@@ -67,7 +67,7 @@ def diagnose(
         None, "--device", help=f"For a workload: {DEVICE_HELP} A script picks its own."
     ),
 ) -> None:
-    from torchdoctor.diagnose import runs
+    from torchdoctor.diagnose import examine
 
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
@@ -75,13 +75,13 @@ def diagnose(
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
     if command:
         argv, module = _split_command(command)
-        exam = runs.examine_script(
+        exam = examine.examine_script(
             argv, module=module, steps=steps, warmup=warmup, profile_steps=profile_steps, out=out
         )
     elif target is None:
         raise UsageError("nothing to diagnose", hint="torchdoctor diagnose -- python train.py")
     elif Path(target).exists() and not target.endswith(".py"):
-        exam = runs.examine_trace(Path(target), out=out)
+        exam = examine.examine_trace(Path(target), out=out)
     elif _looks_like_a_path(target):
         raise UsageError(
             f"no such trace file or folder: {target}",
@@ -95,7 +95,7 @@ def diagnose(
             if not sep:
                 raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
             settings[key.strip()] = value.strip()
-        exam = runs.examine_workload(
+        exam = examine.examine_workload(
             target,
             settings,
             steps=steps or 20,

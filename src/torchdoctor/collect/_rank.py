@@ -13,7 +13,7 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from torchdoctor.collect._run import (
+from torchdoctor.collect._target import (
     CONFIG_ENV,
     LaunchConfig,
     make_instrumentation,

@@ -19,7 +19,7 @@ class Watch:
         self._result: ScriptProfile | None = None
 
     def _finish(self, error: BaseException | None) -> None:
-        from torchdoctor.collect._run import one_line_error
+        from torchdoctor.collect._target import one_line_error
 
         self._result = self.instrumentation.result(
             argv=[],

@@ -43,7 +43,7 @@ from torchdoctor.collect.script_profile import (
     ThreadInfo,
     ZeroGradEvidence,
 )
-from torchdoctor.collect.steps import Clock, CudaEventClock, HostClock, StepRecorder
+from torchdoctor.collect.step_recorder import Clock, CudaEventClock, HostClock, StepRecorder
 from torchdoctor.collect.window import ProfileWindow
 
 __all__ = [

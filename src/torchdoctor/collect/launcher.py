@@ -1,6 +1,6 @@
 """`run_script`: run a user's training script unmodified, instrumented, in a child process.
 
-The child is `python -m torchdoctor.collect._bootstrap CONFIG -- script args`, so the script
+The child is `python -m torchdoctor.collect._child CONFIG -- script args`, so the script
 runs exactly as `python script args` would (`__main__`, argv, sys.path[0], exit code), and
 DataLoader workers (fork and spawn) and torchrun ranks work: the launcher puts a
 `sitecustomize` on the child's PYTHONPATH that instruments each rank torchrun starts. Every
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchdoctor.collect._run import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
+from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.core.errors import CollectError, RecordError
 
@@ -69,7 +69,7 @@ def run_script(
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_SITE_DIR), child_env.get("PYTHONPATH", "")) if p
     )
-    cmd = [python, "-m", "torchdoctor.collect._bootstrap", str(config_path), "--", *argv]
+    cmd = [python, "-m", "torchdoctor.collect._child", str(config_path), "--", *argv]
     code = _run_child(cmd, child_env, timeout_s)
     return _main_profile(out_dir, argv, module, code)
 

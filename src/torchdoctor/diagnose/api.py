@@ -12,7 +12,7 @@ from torchdoctor.diagnose.from_profile import evidence_from_profile
 from torchdoctor.diagnose.from_run import evidence_from_run
 from torchdoctor.diagnose.from_trace import evidence_from_trace
 from torchdoctor.diagnose.hostinfo import cuda_capability_in, cuda_memory_in
-from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS
+from torchdoctor.diagnose.step_evidence import DEFAULT_WARMUP_STEPS
 
 if TYPE_CHECKING:
     from torchdoctor.analyze.records import TraceAnalysis

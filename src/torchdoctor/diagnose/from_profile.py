@@ -16,7 +16,7 @@ from torchdoctor.diagnose.evidence import (
     UsageEvidence,
 )
 from torchdoctor.diagnose.from_trace import ceiling_evidence, trace_evidence
-from torchdoctor.diagnose.stepstats import DEFAULT_WARMUP_STEPS, steady_steps, step_evidence
+from torchdoctor.diagnose.step_evidence import DEFAULT_WARMUP_STEPS, steady_steps, step_evidence
 
 #: autocast dtypes (as the instrumentation records them) -> precision names.
 AUTOCAST_PRECISION: Final = {"bfloat16": "bf16", "float16": "fp16"}
@@ -59,7 +59,7 @@ def _syncs(profile: ScriptProfile, *, warmup: int) -> SyncEvidence:
     n = max(1, len(profile.sync_counts))
     time_share = outside_share = None
     # Time inside sync calls as a share of the same steady steps the phase shares describe
-    # (a ratio of sums, like `stepstats.phase_fractions`).
+    # (a ratio of sums, like `step_evidence.phase_fractions`).
     kept = steady_steps(profile.steps, warmup=warmup, exclude=profile.trace_steps)
     step_s = sum(s.total_s for s in kept)
     if profile.sync_seconds and step_s > 0:

@@ -14,7 +14,7 @@ from torchdoctor.diagnose.evidence import (
     ThreadEvidence,
 )
 from torchdoctor.diagnose.from_trace import ceiling_evidence, trace_evidence
-from torchdoctor.diagnose.stepstats import step_evidence
+from torchdoctor.diagnose.step_evidence import step_evidence
 
 if TYPE_CHECKING:
     from torchdoctor.analyze.records import TraceAnalysis

@@ -23,7 +23,6 @@ from pydantic import Field
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
-from torchdoctor.measure._bootstrap import BOOTSTRAP_RESAMPLES
 from torchdoctor.measure._measurement import Measurement, load_warnings, summarize
 from torchdoctor.measure._ratio import (
     DEFAULT_MIN_EFFECT,
@@ -31,6 +30,7 @@ from torchdoctor.measure._ratio import (
     RatioEstimate,
     compare_samples,
 )
+from torchdoctor.measure._resample import BOOTSTRAP_RESAMPLES
 from torchdoctor.measure._timer import WARMUP_FRACTION, Clock, Statement, Timer
 
 #: Rounds before the first precision check: fewer cannot support a bootstrap interval.

@@ -16,7 +16,7 @@ from pydantic import Field
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
-from torchdoctor.measure._bootstrap import median_ci
+from torchdoctor.measure._resample import median_ci
 
 #: IQR / median above which the spread is called high. Same value torch.utils.benchmark uses
 #: (`_IQR_WARN_THRESHOLD` in torch/utils/benchmark/utils/common.py).

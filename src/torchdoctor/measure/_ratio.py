@@ -22,7 +22,7 @@ from pydantic import Field
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.records import Record
-from torchdoctor.measure._bootstrap import BOOTSTRAP_RESAMPLES, median_ci, ratio_of_medians_ci
+from torchdoctor.measure._resample import BOOTSTRAP_RESAMPLES, median_ci, ratio_of_medians_ci
 
 Verdict = Literal["faster", "slower", "no_significant_difference"]
 

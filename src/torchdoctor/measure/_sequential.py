@@ -11,7 +11,7 @@ doing then; their ratio cancels it. A load spike from another process that slows
 project's busy 2-core host, unpaired 95% intervals of a torch.compile trial spanned
 [0.17, 18]; the paired ones a few tens of percent). `measure.compare` pairs its interleaved
 rounds the same way (`compare_samples(paired=True)`); only samples that were not taken in
-rounds are compared unpaired (`_bootstrap.ratio_of_medians_ci`).
+rounds are compared unpaired (`_resample.ratio_of_medians_ci`).
 
 Sequential: the interval is looked at after `min_rounds` scored rounds, then every
 `look_every` rounds up to `rounds` (`sequential_looks`). At a look the estimate is "faster"

@@ -30,9 +30,9 @@ from typing import Any, Final
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.vocabulary import Clock
-from torchdoctor.measure._bootstrap import median_ci
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import MIN_SAMPLES_FOR_STATS, Measurement, summarize
+from torchdoctor.measure._resample import median_ci
 from torchdoctor.measure._sync import make_sync
 
 Statement = str | Callable[[], object]

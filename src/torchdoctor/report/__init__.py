@@ -5,6 +5,6 @@ nothing.
     write_reports(run_dir)        # report.html + report.md in the run folder
 """
 
-from torchdoctor.report.render import FORMATS, ReportFormat, render_report, write_reports
+from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_reports
 
 __all__ = ["FORMATS", "ReportFormat", "render_report", "write_reports"]

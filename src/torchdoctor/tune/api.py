@@ -30,7 +30,7 @@ from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
-from torchdoctor.tune.sessions import ENGINE_FACTORY, SessionSpec
+from torchdoctor.tune.session_spec import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
 from torchdoctor.tune.study import Study

@@ -41,7 +41,7 @@ from torchdoctor.measure import (
 )
 from torchdoctor.measure import load as load_signal
 from torchdoctor.measure.load import LoadProbe
-from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
 
 #: Seconds the next worker request may take. Called before every request, so that all the

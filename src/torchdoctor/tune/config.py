@@ -19,7 +19,7 @@ from torchdoctor.tune.arms import (
     DEFAULT_WARMUP_STEPS,
     MeasurePlan,
 )
-from torchdoctor.tune.sessions import ENGINE_FACTORY
+from torchdoctor.tune.session_spec import ENGINE_FACTORY
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
 

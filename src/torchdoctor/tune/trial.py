@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 
 import psutil
 
-from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.worker import SessionHost, worker_main
 
 #: How often the parent checks the worker's liveness and memory while waiting. 50 ms keeps

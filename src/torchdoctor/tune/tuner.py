@@ -53,7 +53,7 @@ from torchdoctor.tune.records import (
     TrialResult,
     recipe_key,
 )
-from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.trial import TrialFailure
 

@@ -28,7 +28,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from torchdoctor.tune.sessions import SessionLike, SessionSpec, build_session, peak_memory_of
+from torchdoctor.tune.session_spec import SessionLike, SessionSpec, build_session, peak_memory_of
 
 #: Substrings of allocator messages that mean "out of memory": PyTorch's CPU allocator
 #: ("DefaultCPUAllocator: can't allocate memory"), CUDA ("CUDA out of memory"), HIP/MPS.

@@ -15,7 +15,7 @@ from torchdoctor.collect import CollectConfig, Instrumentation
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.probes.optimizer import OptimizerProbe
 from torchdoctor.collect.probes.syncs import SyncCounts, SyncProbe
-from torchdoctor.collect.steps import HostClock, StepRecorder
+from torchdoctor.collect.step_recorder import HostClock, StepRecorder
 
 # Every attribute a probe may patch, and torch's global module hook tables.
 PATCHED = (

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation
-from torchdoctor.collect.steps import CudaEventClock, StepRecorder
+from torchdoctor.collect.step_recorder import CudaEventClock, StepRecorder
 
 
 class FakeStream:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from diagnose_builders import evidence, phases
 
 from torchdoctor.analyze.records import CeilingsInfo, OpRow
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.diagnose.evidence import SyncEvidence
 from torchdoctor.diagnose.from_trace import _row_bound, roofs_for
 from torchdoctor.diagnose.primary import non_op_other_share

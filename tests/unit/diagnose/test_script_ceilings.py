@@ -13,7 +13,7 @@ from torchdoctor.collect import ScriptProfile
 from torchdoctor.core.env import Ceilings
 from torchdoctor.core.errors import EnvError
 from torchdoctor.core.steps import StepTiming
-from torchdoctor.diagnose import hostinfo, runs
+from torchdoctor.diagnose import examine, hostinfo
 
 CPU = Ceilings(
     device="cpu",
@@ -52,7 +52,7 @@ def _fake_machine(monkeypatch: pytest.MonkeyPatch, trace: Path, gpu: Ceilings | 
 
     monkeypatch.setattr(hostinfo, "local_ceilings", local_ceilings)
     monkeypatch.setattr(collect, "run_script", run_script)
-    monkeypatch.setattr(runs, "local_environment", lambda: None)
+    monkeypatch.setattr(examine, "local_environment", lambda: None)
     return asked
 
 
@@ -63,7 +63,7 @@ def test_gpu_job_uses_this_machines_gpu_ceilings(
 
     trace = write_v100_trace(tmp_path / "t.json.gz", "new")
     asked = _fake_machine(monkeypatch, trace, LOCAL_V100)
-    exam = runs.examine_script(["train.py"], out=tmp_path / "run")
+    exam = examine.examine_script(["train.py"], out=tmp_path / "run")
     d = exam.diagnosis
     assert d is not None and asked == ["cuda"]
     assert d.ceilings is not None and d.ceilings.device == "cuda"
@@ -78,7 +78,7 @@ def test_gpu_job_without_gpu_ceilings_uses_the_datasheet(
 
     trace = write_v100_trace(tmp_path / "t.json.gz", "new")
     _fake_machine(monkeypatch, trace, None)
-    d = runs.examine_script(["train.py"], out=tmp_path / "run").diagnosis
+    d = examine.examine_script(["train.py"], out=tmp_path / "run").diagnosis
     assert d is not None and d.ceilings is not None
     assert (d.ceilings.device, d.ceilings.source) == ("cuda", "datasheet")
     assert d.ceilings.peak_flops["float16"] == 125e12  # V100 SXM2 datasheet

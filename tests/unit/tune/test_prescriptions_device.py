@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-import torchdoctor.diagnose.runs as runs
-import torchdoctor.diagnose.workload_run as workload_run
+import torchdoctor.diagnose.examine as examine
+import torchdoctor.diagnose.workload_profile as workload_profile
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
 
 
@@ -27,8 +27,8 @@ def test_tune_on_cuda_diagnoses_on_cuda(monkeypatch: pytest.MonkeyPatch, tmp_pat
         seen["run"] = kwargs.get("device", "cpu")
         raise StopHere  # the device is all this test is about
 
-    monkeypatch.setattr(runs, "local_ceilings", ceilings)
-    monkeypatch.setattr(workload_run, "profile_workload", profile)
+    monkeypatch.setattr(examine, "local_ceilings", ceilings)
+    monkeypatch.setattr(workload_profile, "profile_workload", profile)
     with pytest.raises(StopHere):
         diagnose_before_tuning("mlp", tmp_path, device="cuda:1")
     assert seen == {"ceilings": "cuda", "run": "cuda:1"}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from torchdoctor.tune.sessions import SessionSpec
+from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.worker import SessionHost
 
 GIB = 2**30

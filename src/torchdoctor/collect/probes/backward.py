@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from torchdoctor.collect.probes import ProbeSite
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 
 @dataclass

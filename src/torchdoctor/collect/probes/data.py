@@ -15,7 +15,7 @@ from torchdoctor.collect._patching import batch_size_of, non_blocking_flag, targ
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.probes.syncs import SyncProbe
 from torchdoctor.collect.script_profile import DataLoaderInfo, H2DInfo
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 
 @dataclass

@@ -15,7 +15,7 @@ from torch.nn.modules import module as module_mod
 
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.script_profile import ForwardEvidence
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 #: Consecutive steps whose outermost modules must be the same before the global forward
 #: hooks give way to hooks on those modules: a training loop calls its model every step, so

@@ -8,7 +8,7 @@ from typing import Any
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect.probes import ProbeSite
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect.probes import ProbeSite
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 
 @dataclass

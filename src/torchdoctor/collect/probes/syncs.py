@@ -23,7 +23,7 @@ import torch
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.script_profile import SyncKind
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 
 #: Distinct sync call sites kept; a script syncing from more places than this is already
 #: clearly sync-heavy, and the record stays small.

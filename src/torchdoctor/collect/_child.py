@@ -1,4 +1,4 @@
-"""Child-process entry: `python -m torchdoctor.collect._bootstrap CONFIG -- TARGET [ARGS...]`.
+"""Child-process entry: `python -m torchdoctor.collect._child CONFIG -- TARGET [ARGS...]`.
 
 Installs the instrumentation, runs the target script or module as `__main__`, writes the
 `ScriptProfile`, and exits with the script's own exit code.
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from torchdoctor.collect._run import LaunchConfig, run_target
+from torchdoctor.collect._target import LaunchConfig, run_target
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m torchdoctor.collect._bootstrap CONFIG -- TARGET [ARGS...]")
+        print("usage: python -m torchdoctor.collect._child CONFIG -- TARGET [ARGS...]")
         return 2
     return run_target(LaunchConfig.read(argv[0]), argv[2:])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fakes import FakeClock
-from torchdoctor.collect.steps import StepRecorder
+from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.steps import PHASES
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from torchdoctor.core.errors import TuneError
 
-ENGINE_FACTORY = "torchdoctor.tune.sessions:engine_session"
+ENGINE_FACTORY = "torchdoctor.tune.session_spec:engine_session"
 
 
 class StepLike(Protocol):

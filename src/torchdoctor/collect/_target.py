@@ -1,6 +1,6 @@
 """Running a user's script inside an instrumented process, exactly as `python` would.
 
-Shared by the bootstrap (`python -m torchdoctor.collect._bootstrap`) and by torchrun ranks
+Shared by the bootstrap (`python -m torchdoctor.collect._child`) and by torchrun ranks
 (instrumented from `sitecustomize` at interpreter start). The launch settings travel as a
 small JSON file named by the `TORCHDOCTOR_COLLECT_CONFIG` environment variable.
 """

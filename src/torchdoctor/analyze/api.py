@@ -25,7 +25,7 @@ from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
 from torchdoctor.analyze.ops import fallback_note, op_table, self_times
 from torchdoctor.analyze.records import CeilingsInfo, KernelMix, RankSummary, TraceAnalysis
-from torchdoctor.analyze.steps import device_activity_in_steps, step_windows
+from torchdoctor.analyze.step_windows import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats
 from torchdoctor.analyze.timeline import Kind, Timeline
 

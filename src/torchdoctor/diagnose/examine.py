@@ -189,7 +189,7 @@ def examine_workload(
     device: str = "cpu",
 ) -> Examination:
     """Run a built-in or user workload with phase timing, then a short profiled window."""
-    from torchdoctor.diagnose.workload_run import check_workload, profile_workload
+    from torchdoctor.diagnose.workload_profile import check_workload, profile_workload
 
     check_workload(name, settings, device)  # a bad name or knob leaves no run folder behind
     run_dir = rundir.new_run_dir("diagnose", name, out=out)
