@@ -55,14 +55,22 @@ GPU_MEMORY_FRACTION: Final = 0.5
 #: Largest single matmul call we accept when choosing the size (keeps `env` under ~30 s).
 MAX_MATMUL_CALL_S: Final = 1.0
 #: Warm-up before timing: turbo and power-state transitions and thread-pool spin-up settle
-#: within a fraction of a second; one second covers them with margin (the hand loop that beat
-#: the old 144 GFLOP/s figure did so only "once warm").
-WARMUP_S: Final = 1.0
-#: Timed work per ceiling: SUSTAINED_BLOCKS blocks of at least RUN_TIME_S / SUSTAINED_BLOCKS.
-RUN_TIME_S: Final = 1.5
-#: Blocks timed after the warm-up; the best is the ceiling. Five blocks let one or two be hit
-#: by a scheduler hiccup and still leave clean ones.
-SUSTAINED_BLOCKS: Final = 5
+#: within a fraction of a second; two seconds cover them with margin and match what a person's
+#: warm hand loop has behind it (the loops that beat earlier, shorter measurements did so only
+#: "once warm").
+WARMUP_S: Final = 2.0
+#: Timed work per ceiling: up to SUSTAINED_BLOCKS blocks of at least RUN_TIME_S /
+#: SUSTAINED_BLOCKS, the best of which is the ceiling. 0.5 s blocks over 4 s: a peak is the
+#: best of several windows, and with 5 blocks of 0.3 s the fp32 figure on the 2-core
+#: development host varied 148-177 GFLOP/s run to run while a hand loop's best 0.5 s window of
+#: ten gave 169-173.
+RUN_TIME_S: Final = 4.0
+#: Blocks timed after the warm-up; enough that one or two hit by a scheduler hiccup leave
+#: clean ones.
+SUSTAINED_BLOCKS: Final = 8
+#: A call slower than a block (fp16 matmuls on a CPU without fp16 units take seconds) stops
+#: after this many blocks once RUN_TIME_S is spent, so `env` stays within a minute.
+MIN_BLOCKS: Final = 3
 #: Statistic recorded in `Ceilings.method`; a cached record with another statistic (the
 #: median of version 1) is re-measured.
 STATISTIC: Final = "best of sustained warm blocks"
@@ -99,7 +107,10 @@ def sustained_seconds_per_call(
         call()
         sync()
     best = float("inf")
-    for _ in range(max(blocks, 1)):
+    timed = 0.0
+    for done in range(max(blocks, 1)):
+        if done >= MIN_BLOCKS and timed >= run_time:
+            break  # slow calls: each block is one long call, and run_time is spent
         calls = 0
         t0 = clock()
         while True:
@@ -110,6 +121,7 @@ def sustained_seconds_per_call(
             if elapsed >= block_s:
                 break
         best = min(best, elapsed / calls)
+        timed += elapsed
     return best
 
 
@@ -313,7 +325,7 @@ def measure_ceilings(
 def get_ceilings(
     *, refresh: bool = False, device: str = "cpu", progress: Progress | None = None
 ) -> Ceilings:
-    """This machine's ceilings for `device`: from the cache, or measured (~15 s on CPU).
+    """This machine's ceilings for `device`: from the cache, or measured (~30 s on CPU).
 
     Measured ceilings are cached only when the machine was quiet meanwhile; disturbed ones are
     returned (labelled by their `machine_load`) and measured again next time. A cached record
