@@ -34,7 +34,7 @@ class SpeedCheck:
     def reason(self) -> str:
         est = self.estimate
         return (
-            f"not a proven win: speedup {est.speedup:.3f}x, {est.confidence:.0%} CI "
+            f"not a proven win: speedup {est.speedup:.3f}x, {est.confidence:.1%} CI "
             f"[{est.ci_low:.3f}, {est.ci_high:.3f}] does not clear {self.threshold:.2f}x"
         )
 
