@@ -8,12 +8,14 @@ and `lower_precision_available` do), and says why in its notes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 from torchdoctor.core.env import Ceilings
 from torchdoctor.core.errors import TorchDoctorError
 from torchdoctor.diagnose.evidence import CeilingEvidence
+
+_T = TypeVar("_T", bound=Hashable)
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +60,14 @@ def cuda_capability_in(
     "capability" is the gfx architecture, not NVIDIA's numbering), or the device is "cuda"
     without an index on a machine whose visible GPUs differ (the job may use any of them).
     """
-    kind, _, index = device.partition(":")
-    if environment is None or kind != "cuda" or environment.get("torch_hip"):
+    if environment is not None and environment.get("torch_hip"):
         return None
-    found: dict[int, tuple[int, int]] = {}
-    for dev in environment.get("cuda_devices") or []:
-        try:
-            major, minor = str(dev["compute_capability"]).split(".", 1)
-            found[int(dev["index"])] = (int(major), int(minor))
-        except (KeyError, TypeError, ValueError):
-            continue
-    if index:
-        return found.get(int(index)) if index.isdigit() else None
-    distinct = set(found.values())
-    return distinct.pop() if len(distinct) == 1 else None
+
+    def capability(dev: Mapping[str, Any]) -> tuple[int, int]:
+        major, minor = str(dev["compute_capability"]).split(".", 1)
+        return int(major), int(minor)
+
+    return _of_cuda_device(environment, device, capability)
 
 
 def cuda_memory_in(environment: Mapping[str, Any] | None, device: str) -> int | None:
@@ -80,13 +76,23 @@ def cuda_memory_in(environment: Mapping[str, Any] | None, device: str) -> int | 
     The limit the memory-headroom rule compares a run's device peak with. None off CUDA,
     without a fingerprint, or for "cuda" without an index when the visible GPUs differ.
     """
+    return _of_cuda_device(environment, device, lambda dev: int(dev["total_memory_bytes"]))
+
+
+def _of_cuda_device(
+    environment: Mapping[str, Any] | None,
+    device: str,
+    read: Callable[[Mapping[str, Any]], _T],
+) -> _T | None:
+    """`read` of `device`'s entry in the fingerprint's CUDA devices: the entry of its index, or
+    for "cuda" without one the value all visible GPUs share (None when they differ)."""
     kind, _, index = device.partition(":")
     if environment is None or kind != "cuda":
         return None
-    found: dict[int, int] = {}
+    found: dict[int, _T] = {}
     for dev in environment.get("cuda_devices") or []:
         try:
-            found[int(dev["index"])] = int(dev["total_memory_bytes"])
+            found[int(dev["index"])] = read(dev)
         except (KeyError, TypeError, ValueError):
             continue
     if index:
