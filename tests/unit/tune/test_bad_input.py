@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tune_sim import NOOP_KNOB, sim_config
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.tune import TuneConfig, tune
+from tune_sim import NOOP_KNOB, sim_config
 
 
 def test_unknown_workload(tmp_path: Path) -> None:

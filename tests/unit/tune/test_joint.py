@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tune_sim import sim_config
-
 from torchdoctor.tune import Study, tune
 from torchdoctor.tune.config import STUDY_FILE
 from torchdoctor.tune.joint import pareto_front
 from torchdoctor.tune.space import KnobSpec
+from tune_sim import sim_config
 
 COMPILE = KnobSpec("compile", ("off", "default"), "close", "off")
 LAYOUT = KnobSpec("channels_last", (False, True), "exact", False)

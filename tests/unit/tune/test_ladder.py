@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config
 
 from torchdoctor.tune import tune
 from torchdoctor.tune.space import KnobSpec
+from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config
 
 #: Repeated tunes for the false-acceptance rate of a do-nothing knob. The requirement is
 #: "accepted in under 5% of repeated tunes"; with 40 tunes, 5% is 2 acceptances.

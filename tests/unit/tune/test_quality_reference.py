@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
 from torchdoctor.tune import tune
 from torchdoctor.tune.parity import REFERENCE_RUNS
 from torchdoctor.tune.records import TrialResult
 from torchdoctor.tune.worker import SessionHost
+from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
 
 @pytest.fixture
