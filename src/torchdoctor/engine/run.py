@@ -52,18 +52,21 @@ def run_workload(
         raise EngineError(f"cannot measure {steps} steps", hint="give --steps 1 or more")
     if warmup_steps < 0:
         raise EngineError(f"invalid warm-up of {warmup_steps} steps", hint="give 0 or more")
-    n_phased = (min(steps, DEFAULT_PHASE_STEPS) if phase_steps is None else phase_steps) * int(
-        measure_phases
-    )
-    if n_phased < 0:
+    if phase_steps is not None and phase_steps < 0:
         raise EngineError(f"invalid phase steps {phase_steps}", hint="give 0 or more")
+    if not measure_phases:
+        n_phased = 0
+    else:
+        n_phased = min(steps, DEFAULT_PHASE_STEPS) if phase_steps is None else phase_steps
     total = steps + warmup_steps + n_phased
     done = 0
+    warming = True
 
     def tick() -> None:
         nonlocal done, total
         done += 1
-        total = max(total, done + steps + n_phased if done <= warmup_steps else total)
+        if warming:  # warm-up may run past its minimum: the measured steps still lie ahead
+            total = max(total, done + steps + n_phased)
         if progress is not None:
             progress(done, total)
 
@@ -75,7 +78,7 @@ def run_workload(
             max_extra=MAX_EXTRA_WARMUP_STEPS if settle_warmup else 0,
             on_step=tick,
         )
-        total = done + steps + n_phased
+        warming = False
         # Peaks cover the steady state: warm-up holds one-off workspaces (cuDNN benchmark
         # trying algorithms, autotuning, compilation) that the job does not keep using.
         session.reset_peak_memory()

@@ -153,7 +153,6 @@ class SessionHost:
             close = getattr(session, "close", None)
             if callable(close):
                 close()
-            del session
 
 
 def _finite_or_none(loss: float | None) -> float | None:
