@@ -19,6 +19,8 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
 - ``first_session_effects``: like ``effects``, but only for the first session of a recipe
   prepared in this process (with this model): a stand-in for the "process lottery", a worker
   that runs a recipe a little faster or slower than a fresh one would. In-process studies only.
+- ``process_spread``: sd of a lognormal speed factor drawn for every session (a new process
+  each): how much one process of a recipe runs faster or slower than another.
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
 """
@@ -66,14 +68,25 @@ class SimulatedSession:
         for knob, factors in (model.get("effects") or {}).items():
             step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
         key = json.dumps([recipe, seed, model], sort_keys=True, default=str)
-        if _PREPARED[key] == 0:
+        ordinal = _PREPARED[key]
+        if ordinal == 0:
             for knob, factors in (model.get("first_session_effects") or {}).items():
                 step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
         _PREPARED[key] += 1
+        spread = float(model.get("process_spread", 0.0))
+        if spread:
+            # This session's process runs its recipe a little faster or slower than another
+            # (memory placement, cores), by a lognormal factor of its own.
+            lottery = json.dumps([recipe, seed, ordinal, model.get("noise_seed", 0)], default=str)
+            draw = np.random.default_rng(zlib.crc32(lottery.encode()))
+            step_s *= float(draw.lognormal(0.0, spread))
         self.step_s = step_s
         self.peak_memory_bytes = int(model.get("bytes_per_sample", 1_000_000)) * self.batch
         self.index = 0
-        key = json.dumps([recipe, seed, model.get("noise_seed", 0)], sort_keys=True, default=str)
+        # Each session of a recipe is a new process, with step-time noise of its own (the
+        # first keeps the noise it always had, so single-session tests are unchanged).
+        noise_key: list[Any] = [recipe, seed, model.get("noise_seed", 0)]
+        key = json.dumps(noise_key + ([ordinal] if ordinal else []), sort_keys=True, default=str)
         self.rng = np.random.default_rng(zlib.crc32(key.encode()))
         # A no-op perturbation (a quality reference run) draws other loss noise from the
         # same model, as a rounding-sized change does to a chaotic training run.

@@ -12,7 +12,7 @@ from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError
-from torchdoctor.measure import MIN_WARMUP_STEPS
+from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_WARMUP_STEPS
 
 
 @app.command("run")
@@ -24,7 +24,9 @@ def run_command(
     params: list[str] = typer.Option(
         [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
     ),
-    steps: int = typer.Option(30, "--steps", min=1, help="Steady-state steps to measure."),
+    steps: int = typer.Option(
+        DEFAULT_STEADY_STEPS, "--steps", min=1, help="Steady-state steps to measure."
+    ),
     warmup: int = typer.Option(
         MIN_WARMUP_STEPS,
         "--warmup",

@@ -13,6 +13,7 @@ from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.session import prepare
 from torchdoctor.knobs import Recipe
 from torchdoctor.measure import (
+    DEFAULT_STEADY_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_WARMUP_STEPS,
     steady_rate,
@@ -35,7 +36,7 @@ def run_workload(
     workload: Workload,
     recipe: Recipe,
     *,
-    steps: int = 30,
+    steps: int = DEFAULT_STEADY_STEPS,
     warmup_steps: int = MIN_WARMUP_STEPS,
     measure_phases: bool = True,
     phase_steps: int | None = None,

@@ -9,6 +9,8 @@
 - `SequentialTest(threshold).look(a, b)` -> `Look`: the sequential interleaved paired A/B
   (is B faster than A?) at one look: `paired_speedup`, Bonferroni-adjusted looks, and the
   verdict faster / futile / undecided (`speed_verdict`).
+- `replicated_speedup(a, b)`: the speedup a new process sees, from replicated pairs of fresh
+  processes (Student's t interval of the mean log ratio).
 - `synchronize(device)`: wait for queued device work.
 - `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
   `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
@@ -23,6 +25,7 @@ from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._replicates import MIN_REPLICATES, replicated_speedup
 from torchdoctor.measure._sequential import (
     Look,
     PairedSpeedup,
@@ -34,6 +37,7 @@ from torchdoctor.measure._sequential import (
     speed_verdict,
 )
 from torchdoctor.measure._steady import (
+    DEFAULT_STEADY_STEPS,
     MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
@@ -47,9 +51,11 @@ from torchdoctor.measure._sync import make_sync, synchronize
 from torchdoctor.measure._timer import SETTLE_WINDOW, Clock, Timer, settled
 
 __all__ = [
+    "DEFAULT_STEADY_STEPS",
     "MAX_CHUNK_STEPS",
     "MAX_EXTRA_WARMUP_STEPS",
     "MIN_CHUNK_S",
+    "MIN_REPLICATES",
     "MIN_WARMUP_STEPS",
     "SETTLE_WINDOW",
     "BlockTimer",
@@ -70,6 +76,7 @@ __all__ = [
     "make_block_timer",
     "make_sync",
     "paired_speedup",
+    "replicated_speedup",
     "sequential_looks",
     "settled",
     "speed_verdict",

@@ -36,6 +36,10 @@ MAX_EXTRA_WARMUP_STEPS: Final = 30
 #: chunks average such hiccups out (4-step chunks of an MLP varied 10x under load 10 on a
 #: 2-core host, 0.3 s chunks a few percent).
 MIN_CHUNK_S: Final = 0.3
+#: Steady-state steps a run measures by default: `torchdoctor run --steps` and each process of
+#: the tuner's final confirmation, so that both time the same window. 30 steps of the built-in
+#: workloads are several 0.3 s chunks, enough for a median that one hiccup cannot move.
+DEFAULT_STEADY_STEPS: Final = 30
 #: Cap on the steps of one chunk (a very fast model still yields many chunks).
 MAX_CHUNK_STEPS: Final = 256
 

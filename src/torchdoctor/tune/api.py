@@ -229,7 +229,10 @@ def _finish(
         ci = confirm.speedup_ci or (speedup, speedup)
         best_sps = baseline.samples_per_s * speedup
         if ci[0] > 1.0:
-            notes.append("speedup from a final interleaved A/B of the best against the baseline")
+            notes.append(
+                f"speedup from {len(confirm.rates) or 'a'} fresh process pairs of the best and "
+                "the baseline, each timed as `torchdoctor run` times a recipe"
+            )
         else:
             changed = {k: v for k, v in best_recipe.items() if config.baseline_recipe.get(k) != v}
             notes.append(unconfirmed_note(changed, speedup, ci))
@@ -278,11 +281,11 @@ def _finish(
 def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, float]) -> str:
     """Why the ladder's best is not recommended: the end-to-end A/B did not prove it faster.
 
-    Every rung cleared its own A/B, but those compare two worker processes, and a process can
-    run a few percent faster than another with the same recipe (memory placement, the core it
-    lands on): on a noisy host a marginal keep may not reproduce against a fresh baseline
-    worker. The
-    recommendation follows the ladder's rule, a change only when proven, end to end.
+    Every rung cleared its own A/B, but those compare two long-lived worker processes, and a
+    process can run several percent faster than another with the same recipe (memory
+    placement, the core it lands on): a marginal keep may not reproduce in the fresh process
+    pairs of the final confirmation. The recommendation follows the ladder's rule, a change
+    only when proven, end to end.
     """
     shown = " ".join(f"{k}={v}" for k, v in recipe.items())
     return (

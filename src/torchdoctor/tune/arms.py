@@ -27,6 +27,7 @@ from typing import Final
 
 from torchdoctor import measure
 from torchdoctor.core.load import MachineLoad, combine
+from torchdoctor.core.steps import StepTiming
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import (
     MAX_CHUNK_STEPS,
@@ -38,6 +39,7 @@ from torchdoctor.measure import (
     look_confidence,
     sequential_looks,
     settled,
+    steady_rate,
 )
 from torchdoctor.measure import load as load_signal
 from torchdoctor.measure.load import LoadProbe
@@ -145,19 +147,45 @@ class Arm:
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
+        rows = self._steps(steps, timeout)
+        total = sum(s.total_s for s in rows)
+        if self.objective == "latency":
+            return total / max(len(rows), 1)
+        return total / max(sum(s.samples or 1 for s in rows), 1)
+
+    def steady_score(self, steps: int, *, timeout: Timeout) -> float:
+        """Run `steps` steps in one go and score them as `torchdoctor run` does.
+
+        Throughput: seconds per sample at `measure.steady_rate` (the median over chunks of at
+        least 0.3 s); latency: the median step time. The final confirmation measures each
+        fresh process this way, so that a user's `torchdoctor run` of a recipe times the
+        same window by the same rule.
+        """
+        rows = self._steps(steps, timeout)
+        if self.objective == "latency":
+            return statistics.median(s.total_s for s in rows)
+        rate = steady_rate(rows)
+        return 1.0 / rate if rate > 0 else math.inf
+
+    def _steps(self, steps: int, timeout: Timeout) -> list[StepTiming]:
+        """One request for `steps` steps: their timings, with losses and peak memory kept."""
         request = {"op": "run", "steps": steps, "release": self.release_after_run}
         reply = self.worker.request(request, timeout_s=timeout())
-        rows = reply["steps"]
-        total = sum(float(r[0]) for r in rows)
-        samples = sum(int(r[1]) if r[1] is not None else 1 for r in rows)
-        self.samples_per_step = samples / max(len(rows), 1)
-        self.losses.extend(r[2] for r in rows)
+        rows = [
+            StepTiming(
+                index=i,
+                total_s=float(r[0]),
+                samples=int(r[1]) if r[1] is not None else 1,
+                loss=r[2],
+            )
+            for i, r in enumerate(reply["steps"])
+        ]
+        self.samples_per_step = sum(s.samples or 1 for s in rows) / max(len(rows), 1)
+        self.losses.extend(s.loss for s in rows)
         peak = reply.get("peak_memory_bytes")
         if peak is not None:
             self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
-        if self.objective == "latency":
-            return total / max(len(rows), 1)
-        return total / max(samples, 1)
+        return rows
 
     def warm_up(
         self, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None = None

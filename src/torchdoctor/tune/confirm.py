@@ -1,17 +1,24 @@
-"""The final confirmation: the ladder's best against the baseline, in one direct A/B.
+"""The final confirmation: the ladder's best against the baseline, in fresh process pairs.
 
-The ladder's chained product of step ratios is an estimate built from separate comparisons;
-the confirmation measures the end-to-end ratio directly, with its own interval, and is the
-headline speedup of a study.
+The ladder's chained product of step ratios is an estimate built from separate comparisons
+of long-lived workers; the confirmation measures the end-to-end ratio directly, as a user
+who re-runs the recipe would: each replicate is a pair of fresh worker processes, one per
+recipe, run one after the other (who goes first alternates), each warmed up by the settle
+rule and timed over `measure.DEFAULT_STEADY_STEPS` steady steps as `torchdoctor run` times
+them (`Arm.steady_score`). The speedup and its interval come from the replicated pairs
+(`measure.replicated_speedup`), so the interval covers how much one process differs from
+another, which the chunks of a single pair cannot show: with one interleaved pair of live
+workers the cnn demo claimed [1.51, 1.62] and fresh `torchdoctor run` pairs re-measured 1.72;
+a cnn recipe claimed [1.45, 1.67] and re-measured 1.35. This is the headline speedup.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import statistics
 from typing import TYPE_CHECKING, Final
 
-from torchdoctor.measure import paired_speedup
-from torchdoctor.tune.arms import Arm, interleave
+from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_REPLICATES, replicated_speedup
+from torchdoctor.tune.arms import Arm
 from torchdoctor.tune.budget import BUDGET_GRACE_S, BudgetExhausted
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.trial import TrialFailure
@@ -19,80 +26,105 @@ from torchdoctor.tune.trial import TrialFailure
 if TYPE_CHECKING:
     from torchdoctor.tune.tuner import Tuner
 
-#: The final confirmation A/B costs about this many baseline measurements: a fresh baseline arm
-#: with its warm-up (as the baseline had), then the full interleaved rounds against the best
-#: arm, about twice the baseline's chunks. Re-opening the best arm (when a failed trial took it
-#: down) adds that recipe's own warm-up, compilation included.
-CONFIRM_COST_BASELINES: Final = 2.0
+#: Fresh process pairs of the final confirmation when the budget allows (at least
+#: `measure.MIN_REPLICATES`). Student's t quantile falls from 4.30 (3 pairs) to 3.18 (4) and
+#: 2.78 (5) at 95%: the fourth pair narrows the interval by a quarter, a fifth by another
+#: eighth for a quarter more time.
+CONFIRM_PAIRS: Final = 4
 
-#: Rounds of the final confirmation A/B (a fixed design, not sequential: it measures the
-#: headline rather than deciding a keep). 12 paired rounds put the cnn demo's headline
-#: interval within about +-7% of its estimate; CONFIRM_COST_BASELINES is sized for them.
-CONFIRM_ROUNDS: Final = 12
+
+def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
+    """Seconds one fresh process pair is expected to take.
+
+    Each process costs about what the baseline's own measurement did (a worker start, its
+    warm-up, a few chunks: `wall_s`) plus the steady steps the confirmation times; the best
+    recipe's process adds its own warm-up, compilation included.
+    """
+    if baseline is None:
+        return 0.0
+    per_process = baseline.wall_s + DEFAULT_STEADY_STEPS * (baseline.step_time_s or 0.0)
+    best_warmup_s = (best_trial.warmup_s or 0.0) if best_trial is not None else 0.0
+    return 2 * per_process + best_warmup_s
 
 
 def confirm_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
-    """Seconds the final A/B is expected to take (the reserve the ladder leaves for it)."""
-    if baseline is None:
-        return 0.0
-    cost = CONFIRM_COST_BASELINES * baseline.wall_s
-    if best_trial is not None:
-        cost += best_trial.warmup_s or 0.0
-    return cost
+    """Seconds the ladder leaves for the final confirmation: its fewest pairs.
+
+    `measure.MIN_REPLICATES` pairs, not `CONFIRM_PAIRS`: a ladder that runs to its deadline
+    leaves the least that still gives an interval, and one that finishes early leaves the
+    confirmation time for all its pairs.
+    """
+    return MIN_REPLICATES * pair_cost_s(baseline, best_trial)
 
 
 def confirmation_key(baseline_recipe: dict[str, object], best_recipe: dict[str, object]) -> str:
-    return f"confirm:{recipe_key(baseline_recipe)}->{recipe_key(best_recipe)}"
+    # "pairs": a study stored by the single-pair A/B this replaced measures it again on resume.
+    return f"confirm-pairs:{recipe_key(baseline_recipe)}->{recipe_key(best_recipe)}"
 
 
 def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
-    """A final interleaved A/B of the best recipe against the baseline: the headline speedup.
+    """The best recipe against the baseline in fresh process pairs: the headline speedup.
 
     Returns None when the best is the baseline; raises BudgetExhausted when there is no time
-    left for it.
+    left for `measure.MIN_REPLICATES` pairs.
     """
     baseline = tuner.baseline
     if baseline is None or tuner.best_recipe == baseline.recipe:
         return None
     key = confirmation_key(baseline.recipe, tuner.best_recipe)
     stored = tuner.stored.get(key)
-    if stored is not None:
-        if isinstance(stored, TrialResult):  # a run folder from before `Confirmation`
-            stored = Confirmation.from_trial(stored, baseline.recipe)
+    if isinstance(stored, Confirmation):
         return tuner.record(stored, reused=True)
     budget = tuner.budget
     # The reserve was held for this: from here its requests may use all that is left.
     budget.confirm_planned = False
-    if budget.remaining_s() + BUDGET_GRACE_S < tuner.confirm_cost_s():
+    per_pair = pair_cost_s(baseline, tuner.best_trial)
+    left_s = budget.remaining_s() + BUDGET_GRACE_S
+    # Fewer pairs (a wider interval) when the ladder left less than the full reserve.
+    pairs = min(CONFIRM_PAIRS, int(left_s // per_pair)) if per_pair > 0 else CONFIRM_PAIRS
+    if pairs < MIN_REPLICATES:
         raise BudgetExhausted
+    # The ladder's live workers would share the machine with the fresh ones.
+    tuner.close()
     start = budget.clock()
-    plan = tuner.settings.plan
-    base_arm: Arm | None = None
+    recipes = {"baseline": baseline.recipe, "best": tuner.best_recipe}
+    scores: dict[str, list[float]] = {"baseline": [], "best": []}
+    rates: dict[str, list[float]] = {"baseline": [], "best": []}
+    peak: int | None = None
     fields: dict[str, object] = {"status": "ok"}
+    timeout = budget.request_timeout
     try:
-        if tuner.best_arm is None:
-            tuner.best_arm = tuner.open_arm_for(tuner.best_recipe, "best")
-        base_arm = tuner.open_arm_for(baseline.recipe, "baseline")
-        confirm_plan = replace(plan, rounds=min(plan.rounds, CONFIRM_ROUNDS))
-        interleave(base_arm, tuner.best_arm, confirm_plan, timeout=budget.request_timeout)
+        for i in range(pairs):
+            # Alternate who goes first, so a slow drift within a pair favours neither side.
+            for tag in ("baseline", "best") if i % 2 == 0 else ("best", "baseline"):
+                arm: Arm = tuner.open_arm_for(recipes[tag], f"confirm-{tag}")
+                try:
+                    score = arm.steady_score(DEFAULT_STEADY_STEPS, timeout=timeout)
+                finally:
+                    arm.close()
+                scores[tag].append(score)
+                rates[tag].append(arm.rate_of(score))
+                if tag == "best" and arm.peak_memory_bytes is not None:
+                    peak = max(peak or 0, arm.peak_memory_bytes)
     except TrialFailure as exc:
-        tuner.close()
-        fields = {"status": exc.status, "reason": exc.reason}
-    else:
-        best = tuner.best_arm
-        est = paired_speedup(base_arm.chunk_scores, best.chunk_scores, confidence=plan.confidence)
+        done = min(len(scores["baseline"]), len(scores["best"]))
+        # The budget cut a pair short after enough whole pairs: those still give the interval.
+        if exc.status != "timeout" or done < MIN_REPLICATES:
+            fields = {"status": exc.status, "reason": exc.reason}
+        for tag in scores:
+            del scores[tag][done:], rates[tag][done:]
+    if fields["status"] == "ok":
+        confidence = tuner.settings.plan.confidence
+        est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)
         fields.update(
-            samples_per_s=best.rate(),
-            baseline_samples_per_s=base_arm.rate(),
+            samples_per_s=statistics.median(rates["best"]),
+            baseline_samples_per_s=statistics.median(rates["baseline"]),
             speedup=est.speedup,
             speedup_ci=(est.ci_low, est.ci_high),
-            peak_memory_bytes=best.peak_memory_bytes,
-            chunk_times_s=list(best.chunk_scores),
-            baseline_chunk_times_s=list(base_arm.chunk_scores),
+            peak_memory_bytes=peak,
+            rates=rates["best"],
+            baseline_rates=rates["baseline"],
         )
-    finally:
-        if base_arm is not None:
-            base_arm.close()
     record = Confirmation.model_validate(
         {
             "key": key,

@@ -3,7 +3,7 @@
 Order: the baseline; then each knob (prescribed first, then the static prior, see
 `torchdoctor.tune.space`) and each of its candidate values, one change on top of the current
 best; then the batch-size search (throughput objective only: a larger batch cannot lower the
-latency of a step); then a final interleaved A/B of the best against the baseline.
+latency of a step); then a final A/B of the best against the baseline in fresh process pairs.
 
 A candidate the knob catalogue says cannot run here (e.g. persistent_workers without workers,
 CUDA-only knobs on a CPU) is skipped without a trial.

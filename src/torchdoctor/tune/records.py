@@ -79,15 +79,19 @@ class TrialResult(Record):
 
 
 class Confirmation(Record):
-    """The final interleaved A/B of the ladder's best recipe against the baseline recipe.
+    """The final A/B of the ladder's best recipe against the baseline recipe.
 
-    The headline speedup: `speedup` is the paired median of baseline_i / best_i over a fixed
-    number of rounds (`torchdoctor.measure.paired_speedup`), at the study's confidence. Run
-    folders written before this record hold it as a `TrialResult` of kind "confirm", which
+    The headline speedup: `speedup` is the geometric mean of baseline_i / best_i over fresh
+    process pairs with Student's t interval (`torchdoctor.measure.replicated_speedup`), at
+    the study's confidence; `rates` and `baseline_rates` are each process's samples/s, as
+    `torchdoctor run` would report it. Version 1 measured one interleaved pair of live
+    workers (its chunk scores in `chunk_times_s`, `baseline_chunk_times_s`). Run folders
+    written before this record hold it as a `TrialResult` of kind "confirm", which
     `from_trial` reads.
     """
 
     schema_name: ClassVar[str] = "tune_confirmation"
+    schema_version: ClassVar[int] = 2
     kind: ClassVar[Literal["confirm"]] = "confirm"
 
     key: str
@@ -103,6 +107,8 @@ class Confirmation(Record):
     peak_memory_bytes: int | None = None
     chunk_times_s: list[float] = Field(default_factory=list)
     baseline_chunk_times_s: list[float] = Field(default_factory=list)
+    rates: list[float] = Field(default_factory=list)
+    baseline_rates: list[float] = Field(default_factory=list)
     wall_s: float = Field(ge=0, default=0.0)
 
     @property

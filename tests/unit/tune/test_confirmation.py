@@ -1,15 +1,25 @@
-"""The final A/B has its own record; run folders that stored it as a TrialResult still read."""
+"""The final A/B: fresh process pairs and its own record; old run folders still read."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from torchdoctor.measure import replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
-from torchdoctor.tune import Confirmation, TrialResult
+from torchdoctor.tune import Confirmation, TrialResult, tune
+from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
+from tune_sim import FAST_KNOB, sim_config
 
 BASELINE = {"fast": False}
 BEST = {"fast": True}
+#: The recipes as the simulated sessions log them (the baseline leaves the knob unset).
+BASELINE_SIM: dict[str, object] = {}
+BEST_SIM = {"fast": True}
 
 
 def _old_style_confirm() -> TrialResult:
@@ -51,3 +61,46 @@ def test_trials_folder_holds_both_records_and_the_report_shows_the_confirmation(
     view = trial_view(new.to_json_dict())
     assert view.kind == "confirm" and view.speedup == 2.0
     assert (view.ci_low, view.ci_high) == (1.8, 2.2) and view.samples_per_s == 200.0
+
+
+def test_the_final_ab_times_fresh_process_pairs_in_alternating_order(tmp_path: Path) -> None:
+    # Each simulated session is a new process whose speed differs from another's by 8%, far
+    # more than its chunks vary (0.2%): an interval from one pair of processes would be a few
+    # tenths of a percent wide around whatever that pair drew.
+    true_speedup = 1.3
+    log = tmp_path / "sessions.log"
+    config = sim_config(
+        [FAST_KNOB],
+        noise=0.002,
+        process_spread=0.08,
+        effects={"fast": {"True": 1 / true_speedup}},
+        log_path=str(log),
+        lottery_id=str(tmp_path),
+    )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+
+    (confirm,) = [
+        t
+        for t in (read_trial(p) for p in sorted((run / "trials").iterdir()))
+        if isinstance(t, Confirmation)
+    ]
+    assert len(confirm.rates) == len(confirm.baseline_rates) == CONFIRM_PAIRS
+    # The last 2 * CONFIRM_PAIRS sessions prepared are the confirmation's own, one process
+    # per recipe per pair, who goes first alternating.
+    sessions = [json.loads(line) for line in log.read_text().splitlines()]
+    expected = [BASELINE_SIM, BEST_SIM, BEST_SIM, BASELINE_SIM] * (CONFIRM_PAIRS // 2)
+    assert sessions[-2 * CONFIRM_PAIRS :] == expected
+    # The headline is the replicated statistic of those processes' own rates ...
+    est = replicated_speedup(
+        [1 / r for r in confirm.baseline_rates],
+        [1 / r for r in confirm.rates],
+        confidence=MeasurePlan().confidence,
+    )
+    assert confirm.speedup == pytest.approx(est.speedup)
+    assert confirm.speedup_ci == pytest.approx((est.ci_low, est.ci_high))
+    assert result.speedup == pytest.approx(est.speedup)
+    # ... whose interval is as wide as processes differ, so it holds the true speedup.
+    ratios = [b / a for a, b in zip(confirm.baseline_rates, confirm.rates, strict=True)]
+    assert max(ratios) / min(ratios) > 1.05
+    assert confirm.speedup_ci[0] < true_speedup < confirm.speedup_ci[1]
