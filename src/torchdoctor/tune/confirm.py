@@ -4,16 +4,18 @@ The ladder's chained product of step ratios is an estimate built from separate c
 of long-lived workers; the confirmation measures the end-to-end ratio directly, as a user
 who re-runs the recipe would: each replicate is a pair of fresh worker processes, one per
 recipe, run one after the other (who goes first alternates), each warmed up by the settle
-rule and timed over `measure.DEFAULT_STEADY_STEPS` steady steps as `torchdoctor run` times
-them (`Arm.steady_score`). The speedup and its interval come from the replicated pairs
-(`measure.replicated_speedup`), so the interval covers how much one process differs from
-another, which the chunks of a single pair cannot show: with one interleaved pair of live
-workers the cnn demo claimed [1.51, 1.62] and fresh `torchdoctor run` pairs re-measured 1.72;
-a cnn recipe claimed [1.45, 1.67] and re-measured 1.35. This is the headline speedup.
+rule and timed over steady steps as `torchdoctor run` times them (`Arm.steady_score`: at
+least `run`'s default 30 steps, and at least `CONFIRM_STEADY_S` of them). The speedup and its
+interval come from the replicated pairs (`measure.replicated_speedup`), so the interval covers
+how much one process differs from another, which the chunks of a single pair cannot show:
+with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and fresh
+`torchdoctor run` pairs re-measured 1.72; a cnn recipe claimed [1.45, 1.67] and re-measured
+1.35. This is the headline speedup.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import TYPE_CHECKING, Final
 
@@ -33,6 +35,21 @@ if TYPE_CHECKING:
 CONFIRM_PAIRS: Final = 4
 
 
+#: Least seconds of steady steps each process of the confirmation times: `run`'s default 30
+#: steps are a few milliseconds of a small MLP, one chunk whose median is one sample; ten
+#: 0.3 s chunks (`measure.MIN_CHUNK_S`) give the per-process median a spread of a few percent.
+CONFIRM_STEADY_S: Final = 3.0
+#: Cap on the steady steps of one confirmation process (a sub-millisecond step).
+MAX_CONFIRM_STEPS: Final = 5000
+
+
+def confirm_steps(baseline: TrialResult) -> int:
+    """Steady steps each confirmation process times: `run`'s default, or `CONFIRM_STEADY_S`."""
+    step_s = baseline.step_time_s or 0.0
+    wanted = math.ceil(CONFIRM_STEADY_S / step_s) if step_s > 0 else DEFAULT_STEADY_STEPS
+    return min(max(DEFAULT_STEADY_STEPS, wanted), MAX_CONFIRM_STEPS)
+
+
 def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
     """Seconds one fresh process pair is expected to take.
 
@@ -42,7 +59,7 @@ def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) ->
     """
     if baseline is None:
         return 0.0
-    per_process = baseline.wall_s + DEFAULT_STEADY_STEPS * (baseline.step_time_s or 0.0)
+    per_process = baseline.wall_s + confirm_steps(baseline) * (baseline.step_time_s or 0.0)
     best_warmup_s = (best_trial.warmup_s or 0.0) if best_trial is not None else 0.0
     return 2 * per_process + best_warmup_s
 
@@ -93,13 +110,14 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     peak: int | None = None
     fields: dict[str, object] = {"status": "ok"}
     timeout = budget.request_timeout
+    steps = confirm_steps(baseline)
     try:
         for i in range(pairs):
             # Alternate who goes first, so a slow drift within a pair favours neither side.
             for tag in ("baseline", "best") if i % 2 == 0 else ("best", "baseline"):
                 arm: Arm = tuner.open_arm_for(recipes[tag], f"confirm-{tag}")
                 try:
-                    score = arm.steady_score(DEFAULT_STEADY_STEPS, timeout=timeout)
+                    score = arm.steady_score(steps, timeout=timeout)
                 finally:
                     arm.close()
                 scores[tag].append(score)
@@ -124,6 +142,7 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
             peak_memory_bytes=peak,
             rates=rates["best"],
             baseline_rates=rates["baseline"],
+            steps=steps,
         )
     record = Confirmation.model_validate(
         {

@@ -83,9 +83,10 @@ class Confirmation(Record):
 
     The headline speedup: `speedup` is the geometric mean of baseline_i / best_i over fresh
     process pairs with Student's t interval (`torchdoctor.measure.replicated_speedup`), at
-    the study's confidence; `rates` and `baseline_rates` are each process's samples/s, as
-    `torchdoctor run` would report it. Version 1 measured one interleaved pair of live
-    workers (its chunk scores in `chunk_times_s`, `baseline_chunk_times_s`). Run folders
+    the study's confidence; `rates` and `baseline_rates` are each process's samples/s over
+    `steps` steady steps, as `torchdoctor run --steps` would report it. Version 1 measured
+    one interleaved pair of live workers (its chunk scores in `chunk_times_s`,
+    `baseline_chunk_times_s`). Run folders
     written before this record hold it as a `TrialResult` of kind "confirm", which
     `from_trial` reads.
     """
@@ -109,6 +110,8 @@ class Confirmation(Record):
     baseline_chunk_times_s: list[float] = Field(default_factory=list)
     rates: list[float] = Field(default_factory=list)
     baseline_rates: list[float] = Field(default_factory=list)
+    #: Steady steps each process timed (`torchdoctor run --steps` re-measures the same way).
+    steps: int | None = None
     wall_s: float = Field(ge=0, default=0.0)
 
     @property
