@@ -80,7 +80,9 @@ def run_command(
         if not command and workload is not None:
             command = [workload]  # `run --recipe R -- train.py`: a script without arguments
         if not command:
-            raise UsageError("no script to run", hint="torchdoctor run --recipe R -- python train.py")
+            raise UsageError(
+                "no script to run", hint="torchdoctor run --recipe R -- python train.py"
+            )
         run_script_with_recipe(command, recipe_file, steps=steps, warmup=warmup, out=out)
         return
     if workload is None:

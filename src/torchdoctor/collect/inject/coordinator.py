@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from torchdoctor.collect._target import rank_suffix
-from torchdoctor.collect.inject.base import InjectSite, Injector, KnobValue, Ledger
+from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
 from torchdoctor.collect.inject.cuda import CudaFlagsInjector
 from torchdoctor.collect.inject.dataloading import LOADER_KNOBS, DataLoaderInjector
 from torchdoctor.collect.inject.model import (

@@ -49,7 +49,9 @@ class DataLoaderInjector:
         def setting(name: str, value: Any) -> None:
             old = arguments.get(name, _DEFAULTS.get(name))
             arguments[name] = value
-            ledger.applied(name, where(site, f"DataLoader {name} {describe(old)} -> {describe(value)}"))
+            ledger.applied(
+                name, where(site, f"DataLoader {name} {describe(old)} -> {describe(value)}")
+            )
 
         if "num_workers" in values:
             setting("num_workers", int(values["num_workers"]))  # type: ignore[arg-type]
@@ -60,14 +62,22 @@ class DataLoaderInjector:
             if name not in values:
                 continue
             if workers <= 0:
-                ledger.skipped(name, where(site, "a DataLoader runs without worker processes (num_workers=0)"))
+                ledger.skipped(
+                    name, where(site, "a DataLoader runs without worker processes (num_workers=0)")
+                )
                 continue
             setting(name, values[name])
         if "batch_size" in values:
             if arguments.get("batch_sampler") is not None:
-                ledger.skipped("batch_size", where(site, "a DataLoader takes a batch_sampler, which sets its batches"))
+                ledger.skipped(
+                    "batch_size",
+                    where(site, "a DataLoader takes a batch_sampler, which sets its batches"),
+                )
             elif "batch_size" in arguments and arguments["batch_size"] is None:
-                ledger.skipped("batch_size", where(site, "a DataLoader is built with batch_size=None (no batching)"))
+                ledger.skipped(
+                    "batch_size",
+                    where(site, "a DataLoader is built with batch_size=None (no batching)"),
+                )
             else:
                 setting("batch_size", int(values["batch_size"]))  # type: ignore[arg-type]
 

@@ -43,8 +43,9 @@ class OptimizerInjector:
         self.ledger = ledger
         if impl is not None:
             ledger.expect(
-                "optimizer_impl", impl, "the script built no torch.optim optimizer that takes "
-                "foreach/fused",
+                "optimizer_impl",
+                impl,
+                "the script built no torch.optim optimizer that takes foreach/fused",
             )
         if set_to_none is not None:
             ledger.expect("set_to_none", set_to_none, "the script never called zero_grad")
@@ -99,9 +100,7 @@ class OptimizerInjector:
             finally:
                 building.discard(id(opt))
             shown = ", ".join(f"{k}={describe(v)}" for k, v in script.items())
-            ledger.applied(
-                "optimizer_impl", where(site, f"{cls.__name__}({shown}) -> {impl}")
-            )
+            ledger.applied("optimizer_impl", where(site, f"{cls.__name__}({shown}) -> {impl}"))
             return None
 
         return init
@@ -117,7 +116,10 @@ class OptimizerInjector:
                 seen = True
                 ledger.applied(
                     "set_to_none",
-                    where(user_site(2), f"zero_grad(set_to_none={describe(script)}) -> {describe(value)}"),
+                    where(
+                        user_site(2),
+                        f"zero_grad(set_to_none={describe(script)}) -> {describe(value)}",
+                    ),
                 )
             return original(obj, set_to_none=value)
 

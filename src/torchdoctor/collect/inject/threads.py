@@ -29,7 +29,8 @@ class ThreadsInjector:
         def set_num_threads(n: int) -> None:
             if n != threads:
                 ledger.applied(
-                    "threads", where(user_site(2), f"the script's set_num_threads({n}) kept at {threads}")
+                    "threads",
+                    where(user_site(2), f"the script's set_num_threads({n}) kept at {threads}"),
                 )
             original(threads)
 

@@ -19,7 +19,9 @@ def render_script_run(console: Console, run: ScriptRun) -> None:
     summary.add_row("steps seen", f"{run.steps} ({run.steady_steps} after warm-up)")
     summary.add_row("step time median (steady state)", seconds(run.step_s_median))
     summary.add_row("throughput (steady state)", rate(run.samples_per_s))
-    summary.add_row("ended", run.ended_by + (f", exit code {run.exit_code}" if run.exit_code else ""))
+    summary.add_row(
+        "ended", run.ended_by + (f", exit code {run.exit_code}" if run.exit_code else "")
+    )
     console.print(summary)
     injection = run.injection
     if injection is None:
@@ -41,9 +43,7 @@ def render_script_run(console: Console, run: ScriptRun) -> None:
             note = k.reason or ""
         else:
             note = "asks for no change"
-        knobs.add_row(
-            k.knob, value_text(k.value), f"[{colour}]{k.status}[/]", escape(note)
-        )
+        knobs.add_row(k.knob, value_text(k.value), f"[{colour}]{k.status}[/]", escape(note))
     console.print(knobs)
     if injection.model is not None:
         console.print(f"trained module: {escape(injection.model)} on {injection.device_type}")
