@@ -1,8 +1,13 @@
-"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes."""
+"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes.
+
+`torchdoctor run --recipe R -- python train.py ARGS`: run a script unmodified with the recipe
+injected (cli/script_run.py).
+"""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -11,21 +16,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import EngineError
+from torchdoctor.core.errors import EngineError, UsageError
 from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_WARMUP_STEPS
 
 
-@app.command("run")
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def run_command(
-    workload: str = typer.Argument(..., help="Built-in name (see `workloads`) or file.py:factory."),
+    ctx: typer.Context,
+    workload: str | None = typer.Argument(
+        None, help="Built-in name (see `workloads`) or file.py:factory; or -- python train.py."
+    ),
+    recipe_file: Path | None = typer.Option(
+        None,
+        "--recipe",
+        help="For a script: JSON knob values to inject (tune's best_recipe.json or tune.json).",
+    ),
+    out: Path | None = typer.Option(None, "--out", help="For a script: run folder to write."),
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set compile=default."
     ),
     params: list[str] = typer.Option(
         [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
     ),
-    steps: int = typer.Option(
-        DEFAULT_STEADY_STEPS, "--steps", min=1, help="Steady-state steps to measure."
+    steps: int | None = typer.Option(
+        None,
+        "--steps",
+        min=1,
+        help=f"Steady-state steps to measure (default {DEFAULT_STEADY_STEPS}); for a script: "
+        "end it after N steps.",
     ),
     warmup: int = typer.Option(
         MIN_WARMUP_STEPS,
@@ -52,6 +70,22 @@ def run_command(
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as
     null), followed by one error line, and the exit code is 2.
     """
+    # Everything after `--` is positional to click: its first word lands in `workload`.
+    command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    if command or recipe_file is not None:
+        from torchdoctor.cli.script_run import run_script_with_recipe
+
+        if not command and workload is not None:
+            command = [workload]  # `run --recipe R -- train.py`: a script without arguments
+        if not command:
+            raise UsageError(
+                "no script to run", hint="torchdoctor run --recipe R -- python train.py"
+            )
+        run_script_with_recipe(command, recipe_file, steps=steps, warmup=warmup, out=out)
+        return
+    if workload is None:
+        raise UsageError("nothing to run", hint="torchdoctor run WORKLOAD, or -- python train.py")
+    steps = steps or DEFAULT_STEADY_STEPS
     from torchdoctor.engine import run_workload
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload

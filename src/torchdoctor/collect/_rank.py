@@ -16,6 +16,7 @@ from typing import Any
 from torchdoctor.collect._target import (
     CONFIG_ENV,
     LaunchConfig,
+    make_injection,
     make_instrumentation,
     one_line_error,
     profile_path,
@@ -39,6 +40,7 @@ def install_for_rank() -> None:
 
     cfg = LaunchConfig.read(config_path)
     inst = make_instrumentation(cfg)
+    injection, _ = make_injection(cfg)  # a bad recipe is refused by the launching process
     state: dict[str, Any] = {"code": 0, "ended_by": "completed", "error": None, "done": False}
     original_exit, original_hook = sys.exit, sys.excepthook
 
@@ -46,6 +48,9 @@ def install_for_rank() -> None:
         if state["done"]:
             return
         state["done"] = True
+        if injection is not None:
+            injection.uninstall()
+            injection.write(cfg.out_dir)
         profile = inst.result(
             argv=list(sys.argv),
             module=False,
@@ -74,3 +79,5 @@ def install_for_rank() -> None:
     sys.excepthook = excepthook
     atexit.register(write)
     inst.install()
+    if injection is not None:
+        injection.install()

@@ -32,6 +32,8 @@ class LaunchConfig:
     profile_steps: int = 5
     max_steps: int | None = None
     cuda_sync_debug: bool = False
+    #: knob -> value injected into the script (collect/inject); None: the script runs as is
+    recipe: dict[str, Any] | None = None
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -124,6 +126,8 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
 
     name, args = target[0], target[1:]
     setup_error = _prepare_sys(cfg, name, args)
+    injection, recipe_error = make_injection(cfg)
+    setup_error = setup_error or recipe_error
     inst = make_instrumentation(cfg)
     if setup_error is not None:
         profile = inst.result(
@@ -134,6 +138,8 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     code, ended_by, error = 0, "completed", None
     inst.install()
+    if injection is not None:
+        injection.install()  # after the probes: its wrappers call theirs
     try:
         if cfg.module:
             runpy.run_module(name, run_name="__main__", alter_sys=True)
@@ -152,11 +158,28 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     except BaseException as exc:
         print_script_traceback(exc)
         code, ended_by, error = 1, "exception", one_line_error(exc)
+    if injection is not None:
+        injection.uninstall()  # before the probes' patches are put back: reverse order
+        injection.write(cfg.out_dir)
     profile = inst.result(
         argv=target, module=cfg.module, exit_code=code, ended_by=ended_by, error=error
     )
     profile.write(profile_path(cfg.out_dir))
     return code
+
+
+def make_injection(cfg: LaunchConfig) -> tuple[Any, str | None]:
+    """The launch's recipe injection, not yet installed (None without a recipe), or the
+    one-line reason the recipe cannot be used."""
+    if cfg.recipe is None:
+        return None, None
+    from torchdoctor.collect.inject import Injection
+    from torchdoctor.core.errors import KnobError
+
+    try:
+        return Injection(cfg.recipe), None
+    except KnobError as exc:
+        return None, f"recipe: {exc}"
 
 
 def _prepare_sys(cfg: LaunchConfig, name: str, args: list[str]) -> str | None:

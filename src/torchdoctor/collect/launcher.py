@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
@@ -37,12 +38,15 @@ def run_script(
     cuda_sync_debug: bool = False,
     python: str = sys.executable,
     env: dict[str, str] | None = None,
+    recipe: dict[str, Any] | None = None,
 ) -> ScriptProfile:
     """Run `argv` (script path or, with `module`, a module name, then its arguments).
 
     Returns the profile of the launched process, or of rank 0 when the script started
     distributed ranks (all ranks: `read_profiles(out_dir)`); `exit_code` is the command's.
     Raises `CollectError` when the script cannot start (missing, syntax error, no module).
+    `recipe` (knob -> value) is injected into the script (collect/inject); what each knob
+    did is in `out_dir/injection.json` (`InjectionRecord`).
     """
     if not argv:
         raise CollectError("no script to run", hint="pass a script path and its arguments")
@@ -62,6 +66,7 @@ def run_script(
         profile_steps=profile_steps,
         max_steps=steps,
         cuda_sync_debug=cuda_sync_debug,
+        recipe=recipe,
     )
     config_path = config.write(out_dir / _CONFIG_NAME)
     child_env = dict(os.environ if env is None else env)
@@ -107,7 +112,7 @@ def read_profiles(out_dir: Path) -> list[ScriptProfile]:
 
 def _clear_previous(out_dir: Path) -> None:
     """Results of an earlier run in the same folder would be mistaken for this run's."""
-    for pattern in (f"{PROFILE_STEM}*.json", f"{TRACE_STEM}*.json.gz"):
+    for pattern in (f"{PROFILE_STEM}*.json", f"{TRACE_STEM}*.json.gz", "injection*.json"):
         for old in out_dir.glob(pattern):
             old.unlink()
 

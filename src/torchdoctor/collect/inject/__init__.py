@@ -1,0 +1,50 @@
+"""Knobs injected into an unmodified script at launch: one injector per knob family.
+
+`Injection` (coordinator.py) composes them, as `Instrumentation` composes the probes, and
+installs them through one reversible site:
+- `dataloading.DataLoaderInjector`: DataLoader keyword arguments at construction;
+- `threads.ThreadsInjector`: torch.set_num_threads at start (and kept there);
+- `optimizer.OptimizerInjector`: foreach/fused at optimizer construction, zero_grad's
+  set_to_none;
+- `model.ModelInjector`: finds the trained top-level module (the first outermost module
+  called with grad enabled in training mode that owns an optimizer's parameters) at its
+  first call and applies checkpointing, channels_last, torch.compile and autocast (fp16 with
+  a GradScaler) to it before that call runs;
+- `cuda.CudaFlagsInjector`: cudnn.benchmark and TF32 (CUDA only).
+What each knob did is an `InjectionRecord` (record.py, torch-free), written by a launch to
+`injection[.rank<N>].json` in its out dir. Names load on first use, so reading a record
+does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchdoctor.collect.inject.coordinator import Injection, injection_path, install_recipe
+    from torchdoctor.collect.inject.record import InjectionRecord, KnobOutcome, ScriptRun
+
+_EXPORTS = {
+    "Injection": "torchdoctor.collect.inject.coordinator",
+    "install_recipe": "torchdoctor.collect.inject.coordinator",
+    "injection_path": "torchdoctor.collect.inject.coordinator",
+    "InjectionRecord": "torchdoctor.collect.inject.record",
+    "KnobOutcome": "torchdoctor.collect.inject.record",
+    "ScriptRun": "torchdoctor.collect.inject.record",
+}
+
+__all__ = [
+    "Injection",
+    "InjectionRecord",
+    "KnobOutcome",
+    "ScriptRun",
+    "injection_path",
+    "install_recipe",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

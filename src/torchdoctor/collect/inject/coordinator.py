@@ -1,0 +1,186 @@
+"""`Injection`: a recipe's knobs injected into the running process, one injector per family.
+
+Built from a knob -> value dict (`Recipe.to_dict()`, a tuner's best recipe), it decides per
+knob whether it can act here at all (the catalogue's applicability rules on this process's
+device; a few knobs that need the script's own code changed are never injected), installs
+the injectors through one `InjectSite` (so `uninstall` restores every patched attribute and
+setting), and records what each knob did in an `InjectionRecord`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchdoctor.collect._target import rank_suffix
+from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
+from torchdoctor.collect.inject.cuda import CudaFlagsInjector
+from torchdoctor.collect.inject.dataloading import LOADER_KNOBS, DataLoaderInjector
+from torchdoctor.collect.inject.model import (
+    MODEL_KNOBS,
+    NO_CHANGE,
+    GradScalerFactory,
+    ModelInjector,
+    _default_scaler,
+)
+from torchdoctor.collect.inject.optimizer import OptimizerInjector
+from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord
+from torchdoctor.collect.inject.threads import ThreadsInjector
+from torchdoctor.core.errors import KnobNotApplicable
+from torchdoctor.knobs.base import ApplicabilityContext, cuda_capability_of
+from torchdoctor.knobs.catalogue import catalogue, get_knob
+from torchdoctor.knobs.recipe import Recipe
+
+#: Knobs that need the script's own code changed, with why they are never injected.
+NOT_INJECTABLE: dict[str, str] = {
+    "grad_accum": "it changes the training loop (several backward passes per optimizer step), "
+    "which an unmodified script does not have",
+    "non_blocking": "it changes the script's own .to(device) calls; not injected",
+    "cuda_graphs": "it needs the forward and backward captured with sample inputs ahead of the "
+    "training loop; not injected",
+}
+#: Knobs the catalogue rules out from the recipe's own num_workers; injected, the script's
+#: DataLoader may have workers of its own, so they are checked per DataLoader instead.
+_CHECKED_PER_LOADER = frozenset({"persistent_workers", "prefetch_factor"})
+
+
+def injection_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / f"{INJECTION_STEM}{rank_suffix()}.json"
+
+
+class Injection:
+    """The injectors of one recipe in this process. `install()` / `uninstall()`, `record()`."""
+
+    def __init__(
+        self,
+        recipe: Mapping[str, KnobValue],
+        *,
+        device: str | None = None,
+        grad_scaler: GradScalerFactory = _default_scaler,
+        compile_backend: str | None = None,
+    ) -> None:
+        self.recipe = Recipe.from_dict(recipe)  # KnobError for an unknown knob or a bad value
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.ledger = Ledger()
+        self.site = InjectSite()
+        self._installed = False
+        families = self._sort(self.recipe)
+        ledger = self.ledger
+        self.model: ModelInjector | None = None
+        injectors: list[Injector] = []
+        if "threads" in families:
+            injectors.append(ThreadsInjector(int(families["threads"]["threads"]), ledger))  # type: ignore[arg-type]
+        if "cuda" in families:
+            injectors.append(CudaFlagsInjector(families["cuda"], ledger))
+        if "dataloading" in families:
+            injectors.append(DataLoaderInjector(families["dataloading"], ledger))
+        if "optimizer" in families:
+            opt = families["optimizer"]
+            impl = opt.get("optimizer_impl")
+            set_to_none = opt.get("set_to_none")
+            injectors.append(
+                OptimizerInjector(
+                    str(impl) if impl is not None else None,
+                    bool(set_to_none) if set_to_none is not None else None,
+                    ledger,
+                )
+            )
+        if "model" in families:
+            self.model = ModelInjector(
+                families["model"], ledger, grad_scaler=grad_scaler, compile_backend=compile_backend
+            )
+            injectors.append(self.model)
+        self.injectors = tuple(injectors)
+
+    def _sort(self, recipe: Recipe) -> dict[str, dict[str, KnobValue]]:
+        """Each knob that can act here, under its injector's family; the others ledgered."""
+        ctx = ApplicabilityContext(
+            device=self.device,
+            settings=recipe.resolved(self.device),
+            cuda_capability=cuda_capability_of(self.device),
+        )
+        families: dict[str, dict[str, KnobValue]] = {}
+        for name, value in recipe.items():
+            if name in NOT_INJECTABLE:
+                self.ledger.refuse(name, value, NOT_INJECTABLE[name])
+                continue
+            if value is None or NO_CHANGE.get(name, object()) == value:
+                self.ledger.unchanged(name, value)
+                continue
+            reason = None if name in _CHECKED_PER_LOADER else _not_applicable(name, value, ctx)
+            if reason is not None:
+                self.ledger.refuse(name, value, reason)
+                continue
+            families.setdefault(_family(name), {})[name] = value
+        return families
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def install(self) -> Injection:
+        """Install every injector (after any instrumentation, so theirs wrap its hooks)."""
+        if not self._installed:
+            self._installed = True
+            for injector in self.injectors:
+                injector.install(self.site)
+        return self
+
+    def uninstall(self) -> None:
+        """Put back every patched attribute and setting (the model's memory format stays)."""
+        if self._installed:
+            self._installed = False
+            self.site.remove()
+
+    def __enter__(self) -> Injection:
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    # ---- record ----------------------------------------------------------------------------
+
+    def record(self) -> InjectionRecord:
+        model = self.model.model if self.model is not None else None
+        return InjectionRecord(
+            recipe=self.recipe.to_dict(),
+            knobs=self.ledger.outcomes([k.name for k in catalogue()]),
+            model=type(model).__name__ if model is not None else None,
+            device_type=self.model.device_type if self.model is not None else None,
+        )
+
+    def write(self, out_dir: str | Path) -> Path:
+        path = injection_path(out_dir)
+        self.record().write(path)
+        return path
+
+
+def install_recipe(recipe: Mapping[str, Any], *, device: str | None = None) -> Injection:
+    """Inject `recipe` (knob -> value, as `Recipe.to_dict()` gives) into this process from now
+    on; returns the installed `Injection` (`uninstall()`, `record()`, `write(out_dir)`).
+
+    Call it before the script builds its DataLoaders, optimizers and model (a launch does,
+    before runpy). Raises KnobError for an unknown knob or a value outside its domain.
+    """
+    return Injection(recipe, device=device).install()
+
+
+def _family(name: str) -> str:
+    if name in LOADER_KNOBS:
+        return "dataloading"
+    if name in MODEL_KNOBS:
+        return "model"
+    if name in ("optimizer_impl", "set_to_none"):
+        return "optimizer"
+    if name in ("cudnn_benchmark", "tf32"):
+        return "cuda"
+    return name  # threads
+
+
+def _not_applicable(name: str, value: KnobValue, ctx: ApplicabilityContext) -> str | None:
+    try:
+        get_knob(name).check_applicable(value, ctx)
+    except KnobNotApplicable as exc:
+        return exc.reason
+    return None

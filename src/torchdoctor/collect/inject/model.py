@@ -1,0 +1,345 @@
+"""Knobs that act on the trained model: checkpointing, channels_last, autocast, torch.compile,
+and fp16's GradScaler around `loss.backward()` and `optimizer.step()`.
+
+The trained top-level module (the rule; docs in `collect/inject/__init__.py` too): the first
+module called from outside any other module's call, with grad enabled and in training mode,
+that owns parameters of a torch.optim optimizer built before that call. With no optimizer
+built by then (parameters updated by hand, or an optimizer built after a first forward), the
+first such call of a module with trainable parameters. A module is found at its first call,
+before that call runs, so every knob acts from the first training step on: watching is a
+patched `nn.Module.__call__`, put back as soon as the module is found (no cost per module
+call afterwards).
+
+What the knobs do to that module, once, in this order:
+- checkpointing: each of its repeated blocks (the largest ModuleList/Sequential of two or
+  more modules of one class) runs under torch.utils.checkpoint (use_reentrant=False);
+- channels_last: `.to(memory_format=torch.channels_last)`, and every 4-D floating-point
+  input of its forward converted likewise (only when its first call has such an input);
+- compile: its forward replaced by `torch.compile(forward, mode, dynamic)`;
+- precision: that forward run under `torch.autocast(device type of its parameters, dtype)`;
+  fp16 adds a `torch.amp.GradScaler` of that device type (torch 2.13 has one for CPU too,
+  as the engine uses): `loss.backward()` of a scalar backs up the scaled loss, and the
+  `step()` of an optimizer of the model's parameters becomes `scaler.step(opt)` +
+  `scaler.update()` (a step whose gradients hold inf/NaN is skipped, the scale backs off).
+
+The forward and the optimizers' `step` are replaced as instance attributes and put back at
+uninstall; the parameters' memory format is not converted back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.optim.optimizer as optim_mod
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from torchdoctor.collect._patching import user_site
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+
+MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
+#: Values that ask for nothing to be added (the script's own setting stands).
+NO_CHANGE: dict[str, KnobValue] = {
+    "checkpointing": False,
+    "channels_last": False,
+    "compile": "off",
+    "compile_dynamic": False,
+    "precision": "fp32",
+}
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+#: Device types torch.autocast and torch.amp.GradScaler support that these knobs target.
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
+UNREACHED = (
+    "no trained module was seen: no module owning an optimizer's parameters was called with "
+    "grad enabled in training mode"
+)
+
+GradScalerFactory = Callable[[str], Any]
+
+
+def _default_scaler(device_type: str) -> Any:
+    return torch.amp.GradScaler(device_type)
+
+
+def repeated_blocks(model: nn.Module) -> list[nn.Module]:
+    """The largest (by parameters) ModuleList/Sequential of 2+ modules of one class, or []."""
+    best: list[nn.Module] = []
+    best_params = 0
+    for container in model.modules():
+        if not isinstance(container, nn.ModuleList | nn.Sequential):
+            continue
+        blocks = list(container.children())
+        if len(blocks) < 2 or len({type(b) for b in blocks}) != 1:
+            continue
+        params = sum(p.numel() for b in blocks for p in b.parameters())
+        if params > best_params:
+            best, best_params = blocks, params
+    return best
+
+
+def has_4d_float(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 4 and value.is_floating_point()
+    if isinstance(value, tuple | list):
+        return any(has_4d_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_4d_float(v) for v in value.values())
+    return False
+
+
+def to_channels_last(value: Any) -> Any:
+    """Every 4-D floating-point tensor of a (nested) input in channels_last."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 4 and value.is_floating_point():
+            return value.contiguous(memory_format=torch.channels_last)
+        return value
+    if isinstance(value, tuple | list):
+        return type(value)(to_channels_last(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_channels_last(v) for k, v in value.items()}
+    return value
+
+
+def _set_instance_attr(site: InjectSite, obj: Any, name: str, value: Any) -> None:
+    """Set `obj.name` on the instance; uninstalling removes it (or puts back its own one)."""
+    had, old = name in vars(obj), vars(obj).get(name)
+
+    def undo() -> None:
+        if had:
+            setattr(obj, name, old)
+        elif name in vars(obj):
+            delattr(obj, name)
+
+    setattr(obj, name, value)
+    site.undo.append(undo)
+
+
+class ModelInjector:
+    """Finds the trained top-level module and applies the model knobs to it (module doc)."""
+
+    def __init__(
+        self,
+        values: dict[str, KnobValue],
+        ledger: Ledger,
+        *,
+        grad_scaler: GradScalerFactory = _default_scaler,
+        compile_backend: str | None = None,
+    ) -> None:
+        self.values = values
+        self.ledger = ledger
+        self.grad_scaler = grad_scaler
+        #: torch.compile's backend; None: inductor (tests pass "eager" to skip code generation)
+        self.compile_backend = compile_backend
+        for knob, value in values.items():
+            ledger.expect(knob, value, UNREACHED)
+        self.model: nn.Module | None = None
+        self.device_type: str | None = None
+        self.scaler: Any = None
+        self._site: InjectSite | None = None
+        self._optimizers: list[Any] = []
+        self._opt_params: set[int] = set()
+        self._model_params: set[int] = set()
+        self._scaled_pending = False
+        self._original_call: Callable[..., Any] | None = None
+
+    # ---- install ---------------------------------------------------------------------------
+
+    def install(self, site: InjectSite) -> None:
+        self._site = site
+        self._watch_optimizers(site)
+        self._watch_calls(site)
+        if self.values.get("precision") == "fp16":
+            self._scale_backward(site)
+
+    def _watch_optimizers(self, site: InjectSite) -> None:
+        original = optim_mod.Optimizer.__init__
+        fp16 = self.values.get("precision") == "fp16"
+
+        def init(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if any(o is opt for o in self._optimizers):
+                return
+            self._optimizers.append(opt)
+            self._opt_params.update(id(p) for g in opt.param_groups for p in g["params"])
+            if fp16:
+                self._scale_steps(opt)
+
+        site.patcher.set(optim_mod.Optimizer, "__init__", init)
+
+    def _watch_calls(self, site: InjectSite) -> None:
+        original = nn.Module.__call__
+        self._original_call = original
+        depth = 0
+
+        def call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            nonlocal depth
+            if self.model is None and depth == 0 and self._is_trained(module):
+                self._found(module, args, kwargs)
+                nn.Module.__call__ = original  # type: ignore[method-assign]
+                return original(module, *args, **kwargs)
+            depth += 1
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                depth -= 1
+
+        site.patcher.set(nn.Module, "__call__", call)
+
+    def _is_trained(self, module: nn.Module) -> bool:
+        if not (torch.is_grad_enabled() and module.training):
+            return False
+        ids = [id(p) for p in module.parameters() if p.requires_grad]
+        if not ids:
+            return False
+        if self._opt_params:
+            return any(i in self._opt_params for i in ids)
+        return True
+
+    # ---- the model, found ------------------------------------------------------------------
+
+    def _found(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        site = self._site
+        assert site is not None
+        self.model = model
+        self._model_params = {id(p) for p in model.parameters()}
+        first = next(model.parameters())
+        self.device_type = first.device.type
+        name = type(model).__name__
+        called_at = user_site(3)
+        values, ledger = self.values, self.ledger
+
+        if values.get("checkpointing") is True:
+            blocks = repeated_blocks(model)
+            if not blocks:
+                ledger.skipped(
+                    "checkpointing",
+                    f"{name} has no repeated blocks (a ModuleList or Sequential of two or more "
+                    "modules of one class)",
+                )
+            for block in blocks:
+                _set_instance_attr(site, block, "forward", _checkpointed(block.forward))
+            if blocks:
+                ledger.applied(
+                    "checkpointing",
+                    f"{len(blocks)} {type(blocks[0]).__name__} blocks of {name} checkpointed",
+                )
+
+        channels_last = False
+        if values.get("channels_last") is True:
+            if has_4d_float((args, kwargs)):
+                model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+                channels_last = True
+                ledger.applied(
+                    "channels_last", where(called_at, f"{name} and its 4-D inputs channels_last")
+                )
+            else:
+                ledger.skipped(
+                    "channels_last",
+                    f"the first training call of {name} has no 4-D floating-point input",
+                )
+
+        forward = model.forward
+        mode = values.get("compile")
+        if isinstance(mode, str) and mode != "off":
+            dynamic = bool(values.get("compile_dynamic", False))
+            options: dict[str, Any] = {"mode": None if mode == "default" else mode}
+            if self.compile_backend is not None:
+                options = {"backend": self.compile_backend}
+            forward = torch.compile(forward, dynamic=dynamic, **options)
+            ledger.applied("compile", f"{name}.forward = torch.compile(mode={mode})")
+            if "compile_dynamic" in values:
+                ledger.applied("compile_dynamic", f"torch.compile(dynamic={describe(dynamic)})")
+
+        autocast: tuple[str, torch.dtype] | None = None
+        precision = values.get("precision")
+        if precision in _DTYPES:
+            autocast = self._autocast_for(str(precision), name)
+
+        if channels_last or autocast is not None or forward is not model.forward:
+            _set_instance_attr(site, model, "forward", _wrapped(forward, channels_last, autocast))
+
+    def _autocast_for(self, precision: str, name: str) -> tuple[str, torch.dtype] | None:
+        device_type = str(self.device_type)
+        if device_type not in AUTOCAST_DEVICE_TYPES:
+            self.ledger.skipped(
+                "precision", f"{name}'s parameters are on '{device_type}', not cpu or cuda"
+            )
+            return None
+        dtype = _DTYPES[precision]
+        shown = f"{name}.forward under torch.autocast({device_type!r}, {dtype})"
+        if precision == "fp16":
+            self.scaler = self.grad_scaler(device_type)
+            shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
+        self.ledger.applied("precision", shown)
+        return device_type, dtype
+
+    # ---- fp16: the GradScaler --------------------------------------------------------------
+
+    def _scale_backward(self, site: InjectSite) -> None:
+        original = torch.Tensor.backward
+
+        def backward(loss: torch.Tensor, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if self.scaler is not None and gradient is None and loss.numel() == 1:
+                self._scaled_pending = True
+                return original(self.scaler.scale(loss), None, *args, **kwargs)
+            return original(loss, gradient, *args, **kwargs)
+
+        site.patcher.set(torch.Tensor, "backward", backward)
+
+    def _scale_steps(self, opt: Any) -> None:
+        """`opt.step()` -> `scaler.step(opt)` + `scaler.update()` once the model's loss was
+        scaled and `opt` holds the model's parameters."""
+        site = self._site
+        assert site is not None
+        step = opt.step
+        inside = False
+
+        def scaled_step(*args: Any, **kwargs: Any) -> Any:
+            nonlocal inside
+            scaler = self.scaler
+            if inside or scaler is None or not self._scaled_pending or not self._owns(opt):
+                return step(*args, **kwargs)
+            inside = True
+            try:
+                result = scaler.step(opt, *args, **kwargs)
+                scaler.update()
+            finally:
+                inside = False
+                self._scaled_pending = False
+            return result
+
+        _set_instance_attr(site, opt, "step", scaled_step)
+
+    def _owns(self, opt: Any) -> bool:
+        return any(id(p) in self._model_params for g in opt.param_groups for p in g["params"])
+
+
+def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # use_reentrant=False: supports kwargs and inputs that do not require grad
+        # (torch.utils.checkpoint docs), as knobs/checkpointing.py uses it.
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    return run
+
+
+def _wrapped(
+    forward: Callable[..., Any],
+    channels_last: bool,
+    autocast: tuple[str, torch.dtype] | None,
+) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if channels_last:
+            args, kwargs = to_channels_last(args), to_channels_last(kwargs)
+        context = (
+            torch.autocast(device_type=autocast[0], dtype=autocast[1])
+            if autocast is not None
+            else contextlib.nullcontext()
+        )
+        with context:
+            return forward(*args, **kwargs)
+
+    return run
