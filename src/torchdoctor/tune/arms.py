@@ -33,6 +33,7 @@ from torchdoctor.measure import (
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
+    LoadProbe,
     PairedSpeedup,
     SequentialTest,
     look_confidence,
@@ -40,7 +41,6 @@ from torchdoctor.measure import (
     settled,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
 
