@@ -8,8 +8,9 @@ names are loaded on first use, so reading a `ScriptProfile` does not import torc
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.collect._watch import watch
@@ -46,8 +47,4 @@ __all__ = [
     "watch",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

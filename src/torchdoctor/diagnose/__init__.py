@@ -12,9 +12,9 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_findings
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import (
@@ -55,8 +55,4 @@ __all__ = [
     "rank_findings",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY_EXPORTS:
-        return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

@@ -11,9 +11,9 @@ the records it reads.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_reports
 
 if TYPE_CHECKING:
@@ -57,8 +57,4 @@ __all__ = [
     "write_reports",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY_EXPORTS:
-        return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)
