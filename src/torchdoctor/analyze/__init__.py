@@ -12,12 +12,14 @@ host op calls), syncs, idle; `devices` holds datasheet ceilings as `core.env.Cei
 
 from torchdoctor.analyze.api import analyze_timeline, analyze_trace
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
-from torchdoctor.analyze.records import STEP_CATEGORIES, TraceAnalysis
+from torchdoctor.analyze.records import STEP_CATEGORIES, CeilingsInfo, OpRow, TraceAnalysis
 from torchdoctor.analyze.timeline import Kind, Timeline
 
 __all__ = [
     "STEP_CATEGORIES",
+    "CeilingsInfo",
     "Kind",
+    "OpRow",
     "Timeline",
     "TraceAnalysis",
     "analyze_timeline",

@@ -70,7 +70,7 @@ def analyze(
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.analysis import render_analysis
+        from torchdoctor.report import render_analysis
 
         render_analysis(result, console)
 

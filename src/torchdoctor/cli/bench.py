@@ -22,7 +22,7 @@ def _namespace() -> dict[str, object]:
 def _check_device(device: str) -> None:
     """A device the timer can use, or the user's error (exit 2) before anything runs."""
     from torchdoctor.core.errors import TorchDoctorError
-    from torchdoctor.engine.session import resolve_device
+    from torchdoctor.engine import resolve_device
 
     try:
         resolve_device(device)
@@ -58,9 +58,8 @@ def bench_command(
         raise UsageError(f"--target {target:g} must be positive", hint="e.g. 0.01 for ±1%")
     if device is not None:
         _check_device(device)
-    from torchdoctor.measure import Timer, compare
-    from torchdoctor.measure.load import watch_load
-    from torchdoctor.report.terminal.bench import render_comparison, render_measurement
+    from torchdoctor.measure import Timer, compare, watch_load
+    from torchdoctor.report import render_comparison, render_measurement
 
     namespace = _namespace()
     if vs is None:

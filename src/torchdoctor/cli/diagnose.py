@@ -20,7 +20,7 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
-from torchdoctor.diagnose.diagnosis import Diagnosis
+from torchdoctor.diagnose import Diagnosis
 
 #: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
 TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
@@ -67,7 +67,7 @@ def diagnose(
         None, "--device", help=f"For a workload: {DEVICE_HELP} A script picks its own."
     ),
 ) -> None:
-    from torchdoctor.diagnose import examine
+    from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
 
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
@@ -75,13 +75,13 @@ def diagnose(
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
     if command:
         argv, module = _split_command(command)
-        exam = examine.examine_script(
+        exam = examine_script(
             argv, module=module, steps=steps, warmup=warmup, profile_steps=profile_steps, out=out
         )
     elif target is None:
         raise UsageError("nothing to diagnose", hint="torchdoctor diagnose -- python train.py")
     elif Path(target).exists() and not target.endswith(".py"):
-        exam = examine.examine_trace(Path(target), out=out)
+        exam = examine_trace(Path(target), out=out)
     elif _looks_like_a_path(target):
         raise UsageError(
             f"no such trace file or folder: {target}",
@@ -95,7 +95,7 @@ def diagnose(
             if not sep:
                 raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
             settings[key.strip()] = value.strip()
-        exam = examine.examine_workload(
+        exam = examine_workload(
             target,
             settings,
             steps=steps or 20,
@@ -108,7 +108,7 @@ def diagnose(
         last = i == len(exam.diagnoses) - 1
 
         def render(c: Console, d: Diagnosis = d, last: bool = last) -> None:
-            from torchdoctor.report.terminal.diagnosis import render_diagnosis
+            from torchdoctor.report import render_diagnosis
 
             render_diagnosis(d, c, exam.run_dir if last else None)
 

@@ -16,7 +16,7 @@ def env_command(
     device: str = typer.Option("cpu", "--device", help="Device whose ceilings to show."),
 ) -> None:
     """Show this machine's fingerprint and measured ceilings (cached; --refresh re-measures)."""
-    from torchdoctor.measure.ceilings import get_ceilings
+    from torchdoctor.measure import get_ceilings
 
     fp = fingerprint()
 
@@ -27,7 +27,7 @@ def env_command(
     ceilings = get_ceilings(refresh=refresh, device=device, progress=say)
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.env import render_env
+        from torchdoctor.report import render_env
 
         render_env(console, fp, ceilings)
 

@@ -23,7 +23,7 @@ from torchdoctor.core.errors import TorchDoctorError, UsageError
 
 def _ceilings(device: str) -> Any | None:
     """This machine's measured ceilings (cached after the first measurement), or None."""
-    from torchdoctor.measure.ceilings import get_ceilings
+    from torchdoctor.measure import get_ceilings
 
     try:
         return get_ceilings(device="cuda" if device.startswith("cuda") else "cpu")
@@ -53,7 +53,7 @@ def profile_command(
 ) -> None:
     """Profile a window of WORKLOAD's steps: Kineto trace, FLOPs per op/module, memory."""
     from torchdoctor.analyze import analyze_trace
-    from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
+    from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
     from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
@@ -78,7 +78,7 @@ def profile_command(
     finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.profile import render_profile
+        from torchdoctor.report import render_profile
 
         render_profile(console, run_dir, capture, analysis)
 

@@ -110,7 +110,7 @@ def run_command(
         if bar is not None and task is not None:
             bar.update(task, completed=done, total=total)
 
-    from torchdoctor.measure.load import watch_load
+    from torchdoctor.measure import watch_load
 
     with bar if bar is not None else nullcontext(), watch_load() as load:
         result = run_workload(
@@ -126,7 +126,7 @@ def run_command(
     result = result.model_copy(update={"machine_load": load.reading})
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.run import render_run
+        from torchdoctor.report import render_run
 
         render_run(console, result)
 

@@ -16,10 +16,8 @@ from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
-from torchdoctor.report.terminal.tune import fmt_change, render_result
-from torchdoctor.tune import Study, TuneConfig, TuneResult, tune
-from torchdoctor.tune.records import Confirmation, Trial
-from torchdoctor.tune.tuner import Tuner
+from torchdoctor.report import fmt_change, render_result
+from torchdoctor.tune import Confirmation, Study, Trial, TuneConfig, Tuner, TuneResult, tune
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -166,7 +164,7 @@ def diagnose_into_run_dir(
 ) -> tuple[Path, list[str]]:
     """Diagnose on `device` into the (new) run folder; returns it and the prescribed knobs."""
     from torchdoctor.core.rundir import new_run_dir
-    from torchdoctor.tune.prescriptions import diagnose_before_tuning
+    from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
     prescribed = diagnose_before_tuning(workload, run_dir, device=device)

@@ -27,7 +27,7 @@ def workloads_command() -> None:
     ]
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.workloads import workloads_table
+        from torchdoctor.report import workloads_table
 
         console.print(workloads_table(rows))
 

@@ -1,41 +1,50 @@
 """Stage: collect (see docs/DESIGN.md).
 
 Hooks that find steps and phases in code we did not write (`Instrumentation`), the launcher
-that runs an unmodified script under them (`run_script`), and `watch()` for notebooks. The
+that runs an unmodified script under them (`run_script`), `watch()` for notebooks, and the
+profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`). The
 names are loaded on first use, so reading a `ScriptProfile` does not import torch.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.collect._watch import watch
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
     from torchdoctor.collect.launcher import read_profiles, run_script
+    from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
+    from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.script_profile import ScriptProfile
+    from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
+    "PROFILE_SUMMARY": "torchdoctor.collect.profile",
     "CollectConfig": "torchdoctor.collect.hooks",
     "Instrumentation": "torchdoctor.collect.hooks",
     "ScriptProfile": "torchdoctor.collect.script_profile",
+    "export_gz": "torchdoctor.collect.window",
+    "profile_workload": "torchdoctor.collect.profile",
+    "quiet_profiling": "torchdoctor.collect.quiet",
     "read_profiles": "torchdoctor.collect.launcher",
     "run_script": "torchdoctor.collect.launcher",
     "watch": "torchdoctor.collect._watch",
 }
 
 __all__ = [
+    "PROFILE_SUMMARY",
     "CollectConfig",
     "Instrumentation",
     "ScriptProfile",
+    "export_gz",
+    "profile_workload",
+    "quiet_profiling",
     "read_profiles",
     "run_script",
     "watch",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -36,7 +36,7 @@ from torchdoctor.core.rundir import TRACE
 
 if TYPE_CHECKING:
     from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads.base import Workload
+    from torchdoctor.workloads import Workload
 
 #: The capture summary in the run folder (beside trace.json.gz and analysis.json).
 PROFILE_SUMMARY = "profile_summary.json"

@@ -91,12 +91,12 @@ class ProfileWindow:
         try:
             quietly(lambda: prof.__exit__(None, None, None))
             if self.profiled_steps and self.trace_path is not None:
-                self.written = _export_gz(prof, self.trace_path)
+                self.written = export_gz(prof, self.trace_path)
         except Exception as exc:
             self.errors.append(f"trace export failed: {type(exc).__name__}: {exc}")
 
 
-def _export_gz(prof: Any, path: Path) -> Path:
+def export_gz(prof: Any, path: Path) -> Path:
     """Export the Chrome/Kineto JSON, then gzip it into place atomically."""
     with tempfile.TemporaryDirectory(prefix="torchdoctor-trace-") as tmp:
         raw = Path(tmp) / "trace.json"

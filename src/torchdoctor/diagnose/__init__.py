@@ -4,9 +4,17 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
 - `build_evidence_*` adapters turn a ScriptProfile, a RunResult or a TraceAnalysis into the
   source-neutral `Evidence` the rules read;
 - `diagnose_evidence(evidence)` runs the rules (`rules/`, one module per rule);
-- `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input.
+- `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input;
+- `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind.
+  They are loaded on first use: examining measures the machine (measure/), which reading a
+  diagnosis does not need.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_findings
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import (
@@ -20,6 +28,15 @@ from torchdoctor.diagnose.findings import (
 )
 from torchdoctor.diagnose.rules import RULES
 
+if TYPE_CHECKING:
+    from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
+
+_LAZY_EXPORTS = {
+    "examine_script": "torchdoctor.diagnose.examine",
+    "examine_trace": "torchdoctor.diagnose.examine",
+    "examine_workload": "torchdoctor.diagnose.examine",
+}
+
 __all__ = [
     "BOTTLENECKS",
     "RULES",
@@ -32,5 +49,10 @@ __all__ = [
     "Severity",
     "amdahl_bound",
     "diagnose_evidence",
+    "examine_script",
+    "examine_trace",
+    "examine_workload",
     "rank_findings",
 ]
+
+__getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

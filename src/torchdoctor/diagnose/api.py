@@ -15,9 +15,9 @@ from torchdoctor.diagnose.hostinfo import cuda_capability_in, cuda_memory_in
 from torchdoctor.diagnose.step_evidence import DEFAULT_WARMUP_STEPS
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.records import TraceAnalysis
-    from torchdoctor.collect.script_profile import ScriptProfile
-    from torchdoctor.engine.result import RunResult
+    from torchdoctor.analyze import TraceAnalysis
+    from torchdoctor.collect import ScriptProfile
+    from torchdoctor.engine import RunResult
 
 
 def analyze_if_present(

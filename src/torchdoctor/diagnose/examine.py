@@ -24,7 +24,7 @@ from torchdoctor.diagnose.hostinfo import (
     local_ceilings,
     local_environment,
 )
-from torchdoctor.measure.load import watch_load
+from torchdoctor.measure import watch_load
 
 log = logging.getLogger(__name__)
 

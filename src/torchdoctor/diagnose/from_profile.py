@@ -33,8 +33,8 @@ def script_precision(profile: ScriptProfile) -> str:
 
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.records import TraceAnalysis
-    from torchdoctor.collect.script_profile import ScriptProfile
+    from torchdoctor.analyze import TraceAnalysis
+    from torchdoctor.collect import ScriptProfile
 
 
 def _dataloader(profile: ScriptProfile) -> DataLoaderEvidence:

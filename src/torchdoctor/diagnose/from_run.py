@@ -17,8 +17,8 @@ from torchdoctor.diagnose.from_trace import ceiling_evidence, trace_evidence
 from torchdoctor.diagnose.step_evidence import step_evidence
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.records import TraceAnalysis
-    from torchdoctor.engine.result import RunResult
+    from torchdoctor.analyze import TraceAnalysis
+    from torchdoctor.engine import RunResult
 
 
 def _config(run: RunResult) -> ConfigEvidence:

@@ -18,7 +18,7 @@ from torchdoctor.diagnose.evidence import (
 )
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.records import CeilingsInfo, OpRow, TraceAnalysis
+    from torchdoctor.analyze import CeilingsInfo, OpRow, TraceAnalysis
 
 #: aten ops that are pointwise (one output element from the same element of each input):
 #: the chains torch.compile fuses into one kernel. Names from native_functions.yaml.

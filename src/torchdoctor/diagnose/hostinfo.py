@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def local_ceilings(device: str = "cpu") -> tuple[Ceilings | None, str | None]:
     """(Ceilings, None) for this machine's `device`, or (None, why not)."""
-    from torchdoctor.measure.ceilings import get_ceilings
+    from torchdoctor.measure import get_ceilings
 
     try:
         return get_ceilings(device=device), None

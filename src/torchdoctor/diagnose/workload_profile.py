@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from torchdoctor.core.errors import DiagnoseError
 
 if TYPE_CHECKING:
-    from torchdoctor.engine.result import RunResult
+    from torchdoctor.engine import RunResult
 
 #: Steps run before the profiler starts in the profiling session (lazy init, autotuning).
 PROFILE_WARMUP_STEPS: Final = 2
@@ -64,8 +64,7 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from torchdoctor.collect.quiet import quiet_profiling
-    from torchdoctor.collect.window import _export_gz
+    from torchdoctor.collect import export_gz, quiet_profiling
 
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
@@ -80,7 +79,7 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
                 with record_function(f"ProfilerStep#{i}"):
                     session.run_steps(1, measure_phases=False)  # type: ignore[attr-defined]
     try:
-        return _export_gz(prof, trace_path)
+        return export_gz(prof, trace_path)
     except (OSError, RuntimeError) as exc:
         raise DiagnoseError(
             f"could not write the workload's trace to {trace_path}: {exc}"

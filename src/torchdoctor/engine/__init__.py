@@ -7,7 +7,7 @@
 from torchdoctor.engine.memory import MemoryStats
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.run import mean_phase_fractions, run_workload
-from torchdoctor.engine.session import TrainingSession, prepare
+from torchdoctor.engine.session import TrainingSession, prepare, resolve_device
 
 __all__ = [
     "MemoryStats",
@@ -15,5 +15,6 @@ __all__ = [
     "TrainingSession",
     "mean_phase_fractions",
     "prepare",
+    "resolve_device",
     "run_workload",
 ]

@@ -10,8 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from torchdoctor.knobs.base import KnobValue
-from torchdoctor.knobs.dataloading import loader_kwargs
+from torchdoctor.knobs import KnobValue, loader_kwargs
 
 
 def seed_worker(worker_id: int) -> None:

@@ -20,7 +20,7 @@ from torchdoctor.measure import (
     summarize,
     warm_up,
 )
-from torchdoctor.workloads.base import Workload
+from torchdoctor.workloads import Workload
 
 #: progress(done_steps, total_steps), called after every step (warm-up included; the total
 #: grows when warm-up needs more steps to settle).

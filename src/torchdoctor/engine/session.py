@@ -22,16 +22,23 @@ from torchdoctor.engine.loader import EndlessBatches, build_loader
 from torchdoctor.engine.memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
-from torchdoctor.knobs import Recipe
-from torchdoctor.knobs.base import KnobValue
-from torchdoctor.knobs.checkpointing import checkpoint_blocks
-from torchdoctor.knobs.compilation import compile_model
-from torchdoctor.knobs.cuda import CudaFlags, apply_cuda_flags, graph_model, restore_cuda_flags
-from torchdoctor.knobs.memory_format import inputs_to_channels_last, model_to_channels_last
-from torchdoctor.knobs.precision import autocast_context, make_grad_scaler
-from torchdoctor.knobs.recipe import context_for
-from torchdoctor.knobs.threads import apply_threads
-from torchdoctor.workloads.base import Batch, Workload
+from torchdoctor.knobs import (
+    CudaFlags,
+    KnobValue,
+    Recipe,
+    apply_cuda_flags,
+    apply_threads,
+    autocast_context,
+    checkpoint_blocks,
+    compile_model,
+    context_for,
+    graph_model,
+    inputs_to_channels_last,
+    make_grad_scaler,
+    model_to_channels_last,
+    restore_cuda_flags,
+)
+from torchdoctor.workloads import Batch, Workload
 
 log = get_logger(__name__)
 

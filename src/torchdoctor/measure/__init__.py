@@ -17,6 +17,9 @@
   `torchdoctor run` and the tuner.
 - `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
   ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
+- `watch_load(probe)`: the other load on the machine while a block runs (`LoadProbe`; the
+  default probe is `load.default_load_probe()`, which tests replace);
+  `get_ceilings(device)`: the machine's measured ceilings, cached per fingerprint.
 
 Implementation lives in private modules; this package re-exports the public names.
 """
@@ -49,6 +52,8 @@ from torchdoctor.measure._steady import (
 )
 from torchdoctor.measure._sync import make_sync, synchronize
 from torchdoctor.measure._timer import SETTLE_WINDOW, Clock, Timer, settled
+from torchdoctor.measure.ceilings import get_ceilings
+from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
     "DEFAULT_STEADY_STEPS",
@@ -61,6 +66,7 @@ __all__ = [
     "BlockTimer",
     "Clock",
     "Comparison",
+    "LoadProbe",
     "Look",
     "Measurement",
     "PairedSpeedup",
@@ -72,6 +78,7 @@ __all__ = [
     "chunk_steps",
     "compare",
     "compare_samples",
+    "get_ceilings",
     "look_confidence",
     "make_block_timer",
     "make_sync",
@@ -84,4 +91,5 @@ __all__ = [
     "summarize",
     "synchronize",
     "warm_up",
+    "watch_load",
 ]

@@ -3,8 +3,58 @@ nothing.
 
     from torchdoctor.report import write_reports
     write_reports(run_dir)        # report.html + report.md in the run folder
+
+The terminal renderers (`render_run`, `render_diagnosis`, ...: report/terminal/, one module per
+command) are loaded on first use, so printing one command's tables loads only its module and
+the records it reads.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_reports
 
-__all__ = ["FORMATS", "ReportFormat", "render_report", "write_reports"]
+if TYPE_CHECKING:
+    from torchdoctor.report.terminal.analysis import render_analysis
+    from torchdoctor.report.terminal.bench import render_comparison, render_measurement
+    from torchdoctor.report.terminal.diagnosis import render_diagnosis
+    from torchdoctor.report.terminal.env import render_env
+    from torchdoctor.report.terminal.profile import render_profile
+    from torchdoctor.report.terminal.run import render_run
+    from torchdoctor.report.terminal.tune import fmt_change, render_result
+    from torchdoctor.report.terminal.workloads import workloads_table
+
+_TERMINAL = "torchdoctor.report.terminal"
+_LAZY_EXPORTS = {
+    "fmt_change": f"{_TERMINAL}.tune",
+    "render_analysis": f"{_TERMINAL}.analysis",
+    "render_comparison": f"{_TERMINAL}.bench",
+    "render_diagnosis": f"{_TERMINAL}.diagnosis",
+    "render_env": f"{_TERMINAL}.env",
+    "render_measurement": f"{_TERMINAL}.bench",
+    "render_profile": f"{_TERMINAL}.profile",
+    "render_result": f"{_TERMINAL}.tune",
+    "render_run": f"{_TERMINAL}.run",
+    "workloads_table": f"{_TERMINAL}.workloads",
+}
+
+__all__ = [
+    "FORMATS",
+    "ReportFormat",
+    "fmt_change",
+    "render_analysis",
+    "render_comparison",
+    "render_diagnosis",
+    "render_env",
+    "render_measurement",
+    "render_profile",
+    "render_report",
+    "render_result",
+    "render_run",
+    "workloads_table",
+    "write_reports",
+]
+
+__getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

@@ -9,17 +9,20 @@ from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.parity import TOLERANCES, check_parity
+from torchdoctor.tune.prescriptions import diagnose_before_tuning
 from torchdoctor.tune.records import (
     Confirmation,
     Ladder,
     ParetoPoint,
     Rejection,
     Rung,
+    Trial,
     TrialResult,
     TuneResult,
 )
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
+from torchdoctor.tune.tuner import Tuner
 
 __all__ = [
     "TOLERANCES",
@@ -31,9 +34,12 @@ __all__ = [
     "Rejection",
     "Rung",
     "Study",
+    "Trial",
     "TrialResult",
     "TuneConfig",
     "TuneResult",
+    "Tuner",
     "check_parity",
+    "diagnose_before_tuning",
     "tune",
 ]

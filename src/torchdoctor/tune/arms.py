@@ -34,6 +34,7 @@ from torchdoctor.measure import (
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
+    LoadProbe,
     PairedSpeedup,
     SequentialTest,
     look_confidence,
@@ -42,7 +43,6 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.measure.load import LoadProbe
 from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.trial import WorkerLike, start_worker
 

@@ -47,7 +47,7 @@ def diagnose_before_tuning(workload: str, run_dir: Path, *, device: str = "cpu")
     of a GPU job names other bottlenecks (threads and data loading, not precision or launch
     overhead) and would order the GPU trials by them.
     """
-    from torchdoctor.diagnose.examine import examine_workload
+    from torchdoctor.diagnose import examine_workload
 
     exam = examine_workload(
         workload,

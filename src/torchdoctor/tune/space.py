@@ -111,8 +111,7 @@ def _int_candidates(lo: int, hi: int) -> tuple[int, ...]:
 
 def catalogue_space(device: str) -> list[KnobSpec]:
     """The knob catalogue as KnobSpecs (batch knobs included; the ladder skips them)."""
-    from torchdoctor.knobs import catalogue
-    from torchdoctor.knobs.base import Choice, IntRange, cpu_count
+    from torchdoctor.knobs import Choice, IntRange, catalogue, cpu_count
 
     on_cpu = not device.startswith("cuda")
     specs = []

@@ -12,7 +12,7 @@ Optional hooks, looked up with getattr so a user's workload may leave them out:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -75,6 +75,9 @@ class SyntheticWorkload:
     input_shapes: Mapping[str, tuple[int, ...]]
     default_batch_size: int
     default_num_workers: int = 0
+    #: The constructor's arguments, each kept as an attribute of the same name, that `params`
+    #: reads back; `batch_size`, kept as `default_batch_size`, comes last.
+    param_names: ClassVar[tuple[str, ...]] = ()
 
     def to_device(self, batch: Batch, device: torch.device, *, non_blocking: bool) -> Batch:
         inputs, target = batch
@@ -86,7 +89,12 @@ class SyntheticWorkload:
     @property
     def params(self) -> dict[str, Any]:
         """The workload's parameters (what `get_workload(name, **params)` accepted)."""
-        return {}
+        if not self.param_names:
+            return {}
+        return {
+            **{name: getattr(self, name) for name in self.param_names},
+            "batch_size": self.default_batch_size,
+        }
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

@@ -124,6 +124,8 @@ class CnnWorkload(SyntheticWorkload):
     description = "Narrow ResNet-18 on synthetic 32x32 images with a CPU decode/augment pipeline"
     sample_unit = "a 32x32 RGB image"
 
+    param_names = ("width", "classes", "images", "decode_cost_us")
+
     def __init__(
         self,
         width: int = 16,
@@ -136,16 +138,6 @@ class CnnWorkload(SyntheticWorkload):
         self.decode_cost_us = decode_cost_us
         self.default_batch_size = batch_size
         self.input_shapes = {"image": (3, IMAGE_SIZE, IMAGE_SIZE)}
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {
-            "width": self.width,
-            "classes": self.classes,
-            "images": self.images,
-            "decode_cost_us": self.decode_cost_us,
-            "batch_size": self.default_batch_size,
-        }
 
     def build_model(self) -> ResNet18:
         # Stage widths double like ResNet-18's 64-128-256-512, from a narrower start.

@@ -115,6 +115,8 @@ class GptWorkload(SyntheticWorkload):
     name = "gpt"
     description = "nanoGPT-style decoder (SDPA attention) on a synthetic character stream"
 
+    param_names = ("block", "layers", "heads", "embd", "characters")
+
     def __init__(
         self,
         block: int = 64,
@@ -130,17 +132,6 @@ class GptWorkload(SyntheticWorkload):
         self.tokens_per_sample = block
         self.sample_unit = f"a sequence of {block} characters"
         self.input_shapes = {"tokens": (block,)}
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {
-            "block": self.block,
-            "layers": self.layers,
-            "heads": self.heads,
-            "embd": self.embd,
-            "characters": self.characters,
-            "batch_size": self.default_batch_size,
-        }
 
     def build_model(self) -> TinyGPT:
         return TinyGPT(self.block, self.layers, self.heads, self.embd)

@@ -39,6 +39,8 @@ class MlpWorkload(SyntheticWorkload):
     name = "mlp"
     description = "Tabular MLP classifier on synthetic numeric features"
 
+    param_names = ("features", "hidden", "layers", "classes", "rows")
+
     def __init__(
         self,
         features: int = 64,
@@ -53,17 +55,6 @@ class MlpWorkload(SyntheticWorkload):
         self.default_batch_size = batch_size
         self.sample_unit = f"a row of {features} numeric features"
         self.input_shapes = {"x": (features,)}
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {
-            "features": self.features,
-            "hidden": self.hidden,
-            "layers": self.layers,
-            "classes": self.classes,
-            "rows": self.rows,
-            "batch_size": self.default_batch_size,
-        }
 
     def build_model(self) -> nn.Module:
         blocks: list[nn.Module] = []

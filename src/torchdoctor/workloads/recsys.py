@@ -67,6 +67,8 @@ class RecsysWorkload(SyntheticWorkload):
     description = "DLRM-style click model: large embedding tables + MLPs (optimizer/memory heavy)"
     sample_unit = "one impression (dense features + categorical ids)"
 
+    param_names = ("dense", "tables", "rows", "dim", "impressions")
+
     def __init__(
         self,
         dense: int = 13,
@@ -80,17 +82,6 @@ class RecsysWorkload(SyntheticWorkload):
         self.impressions = impressions
         self.default_batch_size = batch_size
         self.input_shapes = {"dense": (dense,), "ids": (tables,)}
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return {
-            "dense": self.dense,
-            "tables": self.tables,
-            "rows": self.rows,
-            "dim": self.dim,
-            "impressions": self.impressions,
-            "batch_size": self.default_batch_size,
-        }
 
     def build_model(self) -> Dlrm:
         return Dlrm(self.dense, self.tables, self.rows, self.dim)

@@ -86,41 +86,38 @@ def ladder_section(tune: JsonDict) -> LadderSection:
 def trial_view(data: JsonDict) -> TrialView:
     if text(data, "schema") == CONFIRMATION_SCHEMA:
         return confirmation_view(data)
-    ci = pair(get(data, "speedup_vs_best_ci"))
-    return TrialView(
-        key=text(data, "key") or "",
-        kind=text(data, "kind") or "",
-        step=integer(data, "step") or 0,
-        change=fmt.change(mapping(data, "change")),
-        status=text(data, "status") or "",
-        decision=text(data, "decision") or "",
-        reason=text(data, "reason") or "",
-        samples_per_s=num(data, "samples_per_s"),
-        speedup=num(data, "speedup_vs_best"),
-        ci_low=ci[0] if ci else None,
-        ci_high=ci[1] if ci else None,
-        peak_memory_bytes=integer(data, "peak_memory_bytes"),
-        compile_s=num(data, "compile_s"),
-    )
+    change = fmt.change(mapping(data, "change"))
+    decision = text(data, "decision") or ""
+    return _trial_view(data, text(data, "kind") or "", change, decision, "speedup_vs_best")
 
 
 def confirmation_view(data: JsonDict) -> TrialView:
     """The final A/B (a `Confirmation`): the best recipe's speedup over the baseline."""
-    ci = pair(get(data, "speedup_ci"))
+    decision = "measured" if text(data, "status") == "ok" else "failed"
+    return _trial_view(data, "confirm", fmt.change({}), decision, "speedup")
+
+
+def _trial_view(
+    data: JsonDict, kind: str, change: str, decision: str, speedup_key: str
+) -> TrialView:
+    """The fields a `TrialResult` and a `Confirmation` record under the same names; the speedup
+    is under `speedup_key`, its interval under `<speedup_key>_ci`. A confirmation compiles
+    nothing of its own, so it has no compile time."""
+    ci = pair(get(data, f"{speedup_key}_ci"))
     return TrialView(
         key=text(data, "key") or "",
-        kind="confirm",
+        kind=kind,
         step=integer(data, "step") or 0,
-        change=fmt.change({}),
+        change=change,
         status=text(data, "status") or "",
-        decision="measured" if text(data, "status") == "ok" else "failed",
+        decision=decision,
         reason=text(data, "reason") or "",
         samples_per_s=num(data, "samples_per_s"),
-        speedup=num(data, "speedup"),
+        speedup=num(data, speedup_key),
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
         peak_memory_bytes=integer(data, "peak_memory_bytes"),
-        compile_s=None,
+        compile_s=num(data, "compile_s") if kind != "confirm" else None,
     )
 
 

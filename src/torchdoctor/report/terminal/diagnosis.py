@@ -9,8 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from torchdoctor.core.rundir import display_path
-from torchdoctor.diagnose.diagnosis import Diagnosis
-from torchdoctor.diagnose.findings import amdahl_bound
+from torchdoctor.diagnose import Diagnosis, amdahl_bound
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _PHASE_STYLE = {
