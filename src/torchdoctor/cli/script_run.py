@@ -63,10 +63,9 @@ def run_script_with_recipe(
     out: Path | None,
 ) -> None:
     from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.collect import run_script
-    from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
+    from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, run_script
     from torchdoctor.core import rundir
-    from torchdoctor.diagnose.step_evidence import steady_steps
+    from torchdoctor.diagnose import steady_steps
 
     if recipe_path is None:
         raise UsageError(
@@ -124,7 +123,7 @@ def run_script_with_recipe(
     rundir.finish_run_dir(run_dir, error=error)
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.script_run import render_script_run
+        from torchdoctor.report import render_script_run
 
         render_script_run(console, run)
 

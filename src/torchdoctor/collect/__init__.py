@@ -2,7 +2,8 @@
 
 Hooks that find steps and phases in code we did not write (`Instrumentation`), the launcher
 that runs an unmodified script under them (`run_script`), `watch()` for notebooks, and the
-profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`). The
+profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`), and
+knobs injected into an unmodified script (`install_recipe`, its `InjectionRecord`). The
 names are loaded on first use, so reading a `ScriptProfile` does not import torch.
 """
 
@@ -15,6 +16,8 @@ from torchdoctor.core.lazy import lazy_getattr
 if TYPE_CHECKING:
     from torchdoctor.collect._watch import watch
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
+    from torchdoctor.collect.inject import install_recipe
+    from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
     from torchdoctor.collect.launcher import read_profiles, run_script
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
@@ -22,7 +25,11 @@ if TYPE_CHECKING:
     from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
+    "INJECTION_STEM": "torchdoctor.collect.inject.record",
+    "InjectionRecord": "torchdoctor.collect.inject.record",
     "PROFILE_SUMMARY": "torchdoctor.collect.profile",
+    "ScriptRun": "torchdoctor.collect.inject.record",
+    "install_recipe": "torchdoctor.collect.inject",
     "CollectConfig": "torchdoctor.collect.hooks",
     "Instrumentation": "torchdoctor.collect.hooks",
     "ScriptProfile": "torchdoctor.collect.script_profile",
@@ -35,11 +42,15 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "INJECTION_STEM",
     "PROFILE_SUMMARY",
     "CollectConfig",
+    "InjectionRecord",
     "Instrumentation",
     "ScriptProfile",
+    "ScriptRun",
     "export_gz",
+    "install_recipe",
     "profile_workload",
     "quiet_profiling",
     "read_profiles",

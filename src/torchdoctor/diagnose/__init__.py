@@ -30,11 +30,13 @@ from torchdoctor.diagnose.rules import RULES
 
 if TYPE_CHECKING:
     from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
+    from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
+    "steady_steps": "torchdoctor.diagnose.step_evidence",
 }
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "examine_trace",
     "examine_workload",
     "rank_findings",
+    "steady_steps",
 ]
 
 __getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

@@ -13,6 +13,7 @@ from torchdoctor.knobs.base import (
     KnobValue,
     Safety,
     cpu_count,
+    cuda_capability_of,
 )
 from torchdoctor.knobs.catalogue import catalogue, get_knob
 from torchdoctor.knobs.checkpointing import checkpoint_blocks
@@ -41,6 +42,7 @@ __all__ = [
     "compile_model",
     "context_for",
     "cpu_count",
+    "cuda_capability_of",
     "get_knob",
     "graph_model",
     "inputs_to_channels_last",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.run import render_run
+    from torchdoctor.report.terminal.script_run import render_script_run
     from torchdoctor.report.terminal.tune import fmt_change, render_result
     from torchdoctor.report.terminal.workloads import workloads_table
 
@@ -37,6 +38,7 @@ _LAZY_EXPORTS = {
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
     "render_run": f"{_TERMINAL}.run",
+    "render_script_run": f"{_TERMINAL}.script_run",
     "workloads_table": f"{_TERMINAL}.workloads",
 }
 
@@ -53,6 +55,7 @@ __all__ = [
     "render_report",
     "render_result",
     "render_run",
+    "render_script_run",
     "workloads_table",
     "write_reports",
 ]

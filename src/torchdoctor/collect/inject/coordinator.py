@@ -30,9 +30,13 @@ from torchdoctor.collect.inject.optimizer import OptimizerInjector
 from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord
 from torchdoctor.collect.inject.threads import ThreadsInjector
 from torchdoctor.core.errors import KnobNotApplicable
-from torchdoctor.knobs.base import ApplicabilityContext, cuda_capability_of
-from torchdoctor.knobs.catalogue import catalogue, get_knob
-from torchdoctor.knobs.recipe import Recipe
+from torchdoctor.knobs import (
+    ApplicabilityContext,
+    Recipe,
+    catalogue,
+    cuda_capability_of,
+    get_knob,
+)
 
 #: Knobs that need the script's own code changed, with why they are never injected.
 NOT_INJECTABLE: dict[str, str] = {

@@ -4,7 +4,7 @@ on another device the catalogue's applicability check refuses them before they g
 from __future__ import annotations
 
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger
-from torchdoctor.knobs.cuda import apply_cuda_flags, restore_cuda_flags
+from torchdoctor.knobs import apply_cuda_flags, restore_cuda_flags
 
 
 class CudaFlagsInjector:

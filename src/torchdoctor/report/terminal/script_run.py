@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from torchdoctor.collect.inject.record import ScriptRun
+from torchdoctor.collect import ScriptRun
 from torchdoctor.report.format import rate, seconds, value_text
 
 
