@@ -32,6 +32,8 @@ class LaunchConfig:
     profile_steps: int = 5
     max_steps: int | None = None
     cuda_sync_debug: bool = False
+    #: "host:port" of a tuner driving the script step by step (collect/control.py), or None.
+    control: str | None = None
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -64,6 +66,9 @@ def make_instrumentation(cfg: LaunchConfig) -> Any:
             max_steps=cfg.max_steps,
             trace_path=trace if cfg.profile_steps > 0 else None,
             cuda_sync_debug=cfg.cuda_sync_debug,
+            # A driven script is timed by its controller on the host; CUDA events would add
+            # an event pair per phase and a wait one step late for timings nobody reads.
+            cuda_events=cfg.control is None,
         )
     )
 
@@ -125,7 +130,17 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     name, args = target[0], target[1:]
     setup_error = _prepare_sys(cfg, name, args)
     inst = make_instrumentation(cfg)
+    controller = None
+    if cfg.control is not None:
+        from torchdoctor.collect.control import ControlError, attach_controller
+
+        try:
+            controller = attach_controller(cfg.control, inst)
+        except ControlError as exc:
+            setup_error = setup_error or str(exc)
     if setup_error is not None:
+        if controller is not None:
+            controller.finish("not_started", 2, setup_error)
         profile = inst.result(
             argv=target, module=cfg.module, exit_code=2, ended_by="not_started", error=setup_error
         )
@@ -152,6 +167,8 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     except BaseException as exc:
         print_script_traceback(exc)
         code, ended_by, error = 1, "exception", one_line_error(exc)
+    if controller is not None:
+        controller.finish(ended_by, code, error)
     profile = inst.result(
         argv=target, module=cfg.module, exit_code=code, ended_by=ended_by, error=error
     )
