@@ -117,7 +117,10 @@ def attach_controller(address: str, inst: Any) -> StepController:
     if seed is not None:
         seed_everything(int(seed))
     controller = StepController(
-        conn, inst.recorder, uncounted=inst.syncs.uncounted, seed=None if seed is None else int(seed)
+        conn,
+        inst.recorder,
+        uncounted=inst.syncs.uncounted,
+        seed=None if seed is None else int(seed),
     )
     inst.add_probe(controller)
     return controller
@@ -310,9 +313,7 @@ class StepController:
             return read_losses(self._losses)
 
     def _chunk_reply(self, values: list[float | None], **extra: Any) -> dict[str, Any]:
-        rows = [
-            [s, n, v] for s, n, v in zip(self._seconds, self._samples, values, strict=False)
-        ]
+        rows = [[s, n, v] for s, n, v in zip(self._seconds, self._samples, values, strict=False)]
         peak = peak_memory_bytes()
         if self._release:
             _release_device_memory()
