@@ -3,7 +3,8 @@
 Hooks that find steps and phases in code we did not write (`Instrumentation`), the launcher
 that runs an unmodified script under them (`run_script`), `watch()` for notebooks, and the
 profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`), and
-knobs injected into an unmodified script (`install_recipe`, its `InjectionRecord`). The
+knobs injected into an unmodified script (`install_recipe`, its `InjectionRecord`), and what
+a tuner needs to drive one step by step (`LaunchConfig`, `child_command`, collect/control.py). The
 names are loaded on first use, so reading a `ScriptProfile` does not import torch.
 """
 
@@ -14,17 +15,22 @@ from typing import TYPE_CHECKING
 from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from torchdoctor.collect._target import LaunchConfig
     from torchdoctor.collect._watch import watch
+    from torchdoctor.collect.control import CONTROL_AUTHKEY_ENV
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
     from torchdoctor.collect.inject import install_recipe
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
-    from torchdoctor.collect.launcher import read_profiles, run_script
+    from torchdoctor.collect.launcher import child_command, read_profiles, run_script
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.script_profile import ScriptProfile
     from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
+    "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
+    "LaunchConfig": "torchdoctor.collect._target",
+    "child_command": "torchdoctor.collect.launcher",
     "INJECTION_STEM": "torchdoctor.collect.inject.record",
     "InjectionRecord": "torchdoctor.collect.inject.record",
     "PROFILE_SUMMARY": "torchdoctor.collect.profile",
@@ -42,13 +48,16 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CONTROL_AUTHKEY_ENV",
     "INJECTION_STEM",
     "PROFILE_SUMMARY",
     "CollectConfig",
     "InjectionRecord",
     "Instrumentation",
+    "LaunchConfig",
     "ScriptProfile",
     "ScriptRun",
+    "child_command",
     "export_gz",
     "install_recipe",
     "profile_workload",

@@ -34,6 +34,8 @@ class LaunchConfig:
     cuda_sync_debug: bool = False
     #: knob -> value injected into the script (collect/inject); None: the script runs as is
     recipe: dict[str, Any] | None = None
+    #: "host:port" of a tuner driving the script step by step (collect/control.py), or None.
+    control: str | None = None
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -66,6 +68,9 @@ def make_instrumentation(cfg: LaunchConfig) -> Any:
             max_steps=cfg.max_steps,
             trace_path=trace if cfg.profile_steps > 0 else None,
             cuda_sync_debug=cfg.cuda_sync_debug,
+            # A driven script is timed by its controller on the host; CUDA events would add
+            # an event pair per phase and a wait one step late for timings nobody reads.
+            cuda_events=cfg.control is None,
         )
     )
 
@@ -129,7 +134,17 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     injection, recipe_error = make_injection(cfg)
     setup_error = setup_error or recipe_error
     inst = make_instrumentation(cfg)
+    controller = None
+    if cfg.control is not None:
+        from torchdoctor.collect.control import ControlError, attach_controller
+
+        try:
+            controller = attach_controller(cfg.control, inst)
+        except ControlError as exc:
+            setup_error = setup_error or str(exc)
     if setup_error is not None:
+        if controller is not None:
+            controller.finish("not_started", 2, setup_error)
         profile = inst.result(
             argv=target, module=cfg.module, exit_code=2, ended_by="not_started", error=setup_error
         )
@@ -158,6 +173,8 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     except BaseException as exc:
         print_script_traceback(exc)
         code, ended_by, error = 1, "exception", one_line_error(exc)
+    if controller is not None:
+        controller.finish(ended_by, code, error)
     if injection is not None:
         injection.uninstall()  # before the probes' patches are put back: reverse order
         injection.write(cfg.out_dir)

@@ -151,6 +151,12 @@ class Instrumentation:
             torch.cuda.set_sync_debug_mode("warn")
         self.window.on_install()
 
+    def add_probe(self, probe: Probe) -> None:
+        """Compose one more probe (the tuner's step controller), told of step ends last."""
+        if self._installed:
+            raise RuntimeError("add probes before install()")
+        self.probes = (*self.probes, probe)
+
     def uninstall(self) -> None:
         """Stop the window (writing the trace), close the last step, remove every hook."""
         if not self._installed:

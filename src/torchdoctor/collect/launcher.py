@@ -69,14 +69,26 @@ def run_script(
         recipe=recipe,
     )
     config_path = config.write(out_dir / _CONFIG_NAME)
+    cmd, child_env = child_command(config_path, argv, python=python, env=env)
+    code = _run_child(cmd, child_env, timeout_s)
+    return _main_profile(out_dir, argv, module, code)
+
+
+def child_command(
+    config_path: Path, argv: list[str], *, python: str = sys.executable, env: dict[str, str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """The bootstrap's command line and environment for `argv` under the config at `config_path`.
+
+    `env` is the base environment (None: this process's). The config travels by path in the
+    environment too, and the `sitecustomize` that instruments torchrun ranks goes on PYTHONPATH.
+    """
     child_env = dict(os.environ if env is None else env)
     child_env[CONFIG_ENV] = str(config_path.resolve())
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_SITE_DIR), child_env.get("PYTHONPATH", "")) if p
     )
     cmd = [python, "-m", "torchdoctor.collect._child", str(config_path), "--", *argv]
-    code = _run_child(cmd, child_env, timeout_s)
-    return _main_profile(out_dir, argv, module, code)
+    return cmd, child_env
 
 
 def check_script(path: str) -> None:

@@ -126,6 +126,8 @@ class StepRecorder:
         #: mark steps (they may be accumulation micro-steps), optimizer steps do.
         self.optimizer_exists = False
         self.closed_count = 0
+        #: Samples of the step that closed last (the data probe's batch size), None if unseen.
+        self.last_samples: int | None = None
         self._open: _OpenStep | None = None
         self._active: Phase | None = None
         self._active_start: Any = None
@@ -226,6 +228,7 @@ class StepRecorder:
             _ClosedStep(self.closed_count, step.start, end, step.intervals, step.samples)
         )
         self.closed_count += 1
+        self.last_samples = step.samples
         self._resolve(keep_last=True)
         if self.on_step_end is not None:
             self.on_step_end(self.closed_count)

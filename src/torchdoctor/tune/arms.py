@@ -295,6 +295,14 @@ def open_arm(
         prepare_s=prepare_s,
         release_after_run=spec.device.split(":", 1)[0] == "cuda",
     )
+    return warm_arm(arm, plan, timeout=timeout, give_up_above=give_up_above)
+
+
+def warm_arm(
+    arm: Arm, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None = None
+) -> Arm:
+    """Warm up an arm over an already prepared worker (a built-in session or a live script,
+    tune/script_worker.py); closes it and re-raises if warm-up fails."""
     try:
         arm.warm_up(plan, timeout=timeout, give_up_above=give_up_above)
     except BaseException:

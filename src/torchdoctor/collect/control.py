@@ -1,0 +1,359 @@
+"""A script driven step by step: the tuner's control channel inside the script's process.
+
+`torchdoctor tune -- python train.py` compares recipes on the user's own script the way it
+compares them on a built-in workload: two live processes run chunks of steps in turn. Here the
+script's process is one of them. When the launch config names a control address
+(`LaunchConfig.control`, "host:port"), the bootstrap connects to the tuner with
+`multiprocessing.connection.Client` (the authkey comes hex-encoded in the environment variable
+`CONTROL_AUTHKEY_ENV`, never in the config file, and is removed from the environment before
+the script runs), and `StepController`, one more probe of the `Instrumentation`, pauses the
+script at its step boundaries. The exchange (`tune/script_worker.py` is the other side):
+
+- script -> tuner ``{"event": "hello", "pid": ...}``; tuner -> script ``{"seed": n | None}``:
+  with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
+- at the first step boundary the script has run its start-up (imports, data, model build) and
+  its first training step: ``{"event": "ready", "startup_s": ..., "seed": ...,
+  "script_seeded": bool}``, then it waits for a command;
+- ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
+  boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
+  and it waits again; with "release", CUDA's cached free blocks go back to the device first;
+- ``{"op": "release"}`` -> ``{"ok": True}``, the same on its own;
+- ``{"op": "exit"}``, or the tuner going away -> `StopCollection` is raised at the boundary
+  and the bootstrap unwinds as after a step limit;
+- the script ending by itself mid-chunk -> ``{"ok": True, "steps": <the rows run>,
+  "ended": True, ...}`` when it ended cleanly (exit code 0), ``{"ok": False, "status":
+  "error", "reason": ..., "ended": True}`` when it failed or ended before its first step.
+
+A step boundary is the end of an optimizer step as the step recorder sees it (the global
+torch.optim post-hook): a script that never steps a torch.optim optimizer is not driven (its
+backward-mode boundaries are found only once the next step has begun).
+
+What a row measures. `step_s` runs from one boundary to the next, so what the script does
+between two optimizer steps that is not a training step (an evaluation loop, a checkpoint,
+logging every N steps) counts in the step around it: it is the script's cost per step and both
+arms pay it alike. The time spent waiting for a command is no step's: the clock of the next step
+starts when the command arrives (the step recorder's too). The start-up with the first step,
+and whatever runs after the last optimizer step (a final evaluation, saving), are no row's.
+`samples` is the batch size the data probe saw in the step (None without a DataLoader). `loss`
+is the mean of the scalar tensors `backward()` was called on in the step (several under
+gradient accumulation), None when there was none or it was not finite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Client
+from typing import Any, Protocol
+
+import torch
+
+from torchdoctor.collect.hooks import StopCollection
+from torchdoctor.collect.probes import ProbeSite
+from torchdoctor.collect.step_recorder import StepRecorder
+from torchdoctor.core.errors import CollectError
+
+#: Environment variable carrying the control channel's authkey (hex) to the script's process.
+CONTROL_AUTHKEY_ENV = "TORCHDOCTOR_CONTROL_AUTHKEY"
+
+
+class ControlError(CollectError):
+    """The script's process cannot reach, or talk to, the process driving it."""
+
+
+class Channel(Protocol):
+    """What the controller talks through (a `multiprocessing.connection.Connection`)."""
+
+    def send(self, obj: Any) -> None: ...
+
+    def recv(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ControlError(f"control address {text!r} is not host:port")
+    return host, int(port)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators (torch.manual_seed seeds CUDA's too)."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed % 2**32)
+
+
+def attach_controller(address: str, inst: Any) -> StepController:
+    """Connect to the tuner at `address`, seed as it says, and compose the controller with
+    `inst` (an `Instrumentation`, not yet installed). Raises `ControlError`."""
+    from multiprocessing import AuthenticationError
+
+    key_hex = os.environ.pop(CONTROL_AUTHKEY_ENV, None)
+    if not key_hex:
+        raise ControlError(f"a control address is set but {CONTROL_AUTHKEY_ENV} is not")
+    try:
+        authkey = bytes.fromhex(key_hex)
+    except ValueError:
+        raise ControlError(f"{CONTROL_AUTHKEY_ENV} is not hex") from None
+    try:
+        conn = Client(parse_address(address), authkey=authkey)
+        conn.send({"event": "hello", "pid": os.getpid()})
+        welcome = conn.recv()
+    except (OSError, EOFError, AuthenticationError) as exc:
+        raise ControlError(f"cannot reach the tuner at {address}: {exc}") from None
+    seed = welcome.get("seed") if isinstance(welcome, dict) else None
+    if seed is not None:
+        seed_everything(int(seed))
+    controller = StepController(
+        conn,
+        inst.recorder,
+        uncounted=inst.syncs.uncounted,
+        seed=None if seed is None else int(seed),
+    )
+    inst.add_probe(controller)
+    return controller
+
+
+def read_losses(steps: list[list[torch.Tensor]]) -> list[float | None]:
+    """Each step's mean loss, read in one transfer for all the steps of a chunk.
+
+    On CUDA that transfer is one device sync per chunk (the copy waits for the work queued
+    before it), which the chunk's end needs anyway to be timed as the device ran it; the
+    script's steps stay asynchronous within the chunk. On CPU it is a memory read.
+    """
+    flat = [t for step in steps for t in step]
+    values: list[float] = []
+    if flat:
+        try:
+            values = torch.stack([t.reshape(()).float() for t in flat]).tolist()
+        except RuntimeError:  # losses on several devices: one read each
+            values = [float(t) for t in flat]
+    out: list[float | None] = []
+    at = 0
+    for step in steps:
+        mine = values[at : at + len(step)]
+        at += len(step)
+        mean = sum(mine) / len(mine) if mine else None
+        out.append(mean if mean is not None and math.isfinite(mean) else None)
+    return out
+
+
+def peak_memory_bytes() -> int:
+    """Device memory at its peak on CUDA (as the tune worker reports it), else peak RSS."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return int(torch.cuda.max_memory_allocated())
+    # ru_maxrss is in KiB on Linux
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _release_device_memory() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class StepController:
+    """Pauses the script at step boundaries and runs chunks on command (module docstring).
+
+    A probe of `Instrumentation` (collect/hooks.py), told of each step end after the others.
+    `uncounted` keeps the controller's own loss read out of the sync probe's counts; `clock`
+    is the host clock (a fake in tests).
+    """
+
+    def __init__(
+        self,
+        conn: Channel,
+        recorder: StepRecorder,
+        *,
+        uncounted: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.conn = conn
+        self.recorder = recorder
+        self.seed = seed
+        self._uncounted = uncounted or contextlib.nullcontext
+        self._clock = clock
+        self._started = clock()
+        self.ready = False
+        self.stopping = False
+        self.closed = False
+        self.backward_calls = 0
+        self.script_seed_calls = 0
+        #: the chunk in flight: steps wanted, and per step run so far its seconds, samples
+        #: and the loss tensors backward() was called on
+        self._want = 0
+        self._release = False
+        self._seconds: list[float] = []
+        self._samples: list[int | None] = []
+        self._losses: list[list[torch.Tensor]] = []
+        self._step_losses: list[torch.Tensor] = []
+        self._last = 0.0
+        self._depth = 0
+
+    # ---- probe -----------------------------------------------------------------------------
+
+    def install(self, site: ProbeSite) -> None:
+        """Wrap backward (over the backward probe's wrapper) to keep the tensor it was called
+        on, and the seeding functions to learn whether the script seeds itself."""
+
+        def backward_wrap(original: Callable[..., Any], tensor_of: Callable[..., Any]) -> Any:
+            def backward(*args: Any, **kwargs: Any) -> Any:
+                if self._depth == 0:  # Tensor.backward calls torch.autograd.backward
+                    self.backward_calls += 1
+                    tensor = tensor_of(*args, **kwargs)
+                    if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
+                        self._step_losses.append(tensor.detach())
+                self._depth += 1
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self._depth -= 1
+
+            return backward
+
+        def first(tensors: Any = None, *_a: Any, **kw: Any) -> Any:
+            tensors = kw.get("tensors", tensors)
+            if isinstance(tensors, list | tuple) and len(tensors) == 1:
+                return tensors[0]
+            return tensors
+
+        site.patcher.set(
+            torch.Tensor, "backward", backward_wrap(torch.Tensor.backward, lambda t, *a, **k: t)
+        )
+        site.patcher.set(torch.autograd, "backward", backward_wrap(torch.autograd.backward, first))
+        for owner, name in self._seeders():
+            site.patcher.set(owner, name, self._counting_seed(getattr(owner, name)))
+
+    def _seeders(self) -> Iterator[tuple[Any, str]]:
+        yield torch, "manual_seed"
+        yield random, "seed"
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            yield numpy.random, "seed"
+
+    def _counting_seed(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def seed(*args: Any, **kwargs: Any) -> Any:
+            self.script_seed_calls += 1
+            return original(*args, **kwargs)
+
+        return seed
+
+    def on_step_end(self) -> None:
+        if self.recorder.detection != "optimizer_hook" or self.stopping:
+            return  # only optimizer steps are driven (module docstring)
+        losses, self._step_losses = self._step_losses, []
+        if not self.ready:
+            self.ready = True
+            self._send(
+                {
+                    "event": "ready",
+                    "startup_s": self._clock() - self._started,
+                    "seed": self.seed,
+                    "script_seeded": self.script_seed_calls > 0,
+                }
+            )
+            self._await_command()
+            return
+        self._samples.append(self.recorder.last_samples)
+        self._losses.append(losses)
+        if len(self._losses) < self._want:
+            now = self._clock()
+            self._seconds.append(now - self._last)
+            self._last = now
+            return
+        # The chunk's last step: read its losses first, so that on CUDA the step's time
+        # includes the device finishing the chunk (read_losses).
+        values = self._read()
+        self._seconds.append(self._clock() - self._last)
+        self._send(self._chunk_reply(values))
+        self._await_command()
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def _await_command(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self.stopping = True
+                raise StopCollection("the tuner driving this script went away") from None
+            op = message.get("op") if isinstance(message, dict) else None
+            if op == "run":
+                steps = message.get("steps")
+                if not isinstance(steps, int) or steps < 1:
+                    self._send(_error(f"run needs a step count >= 1, got {steps!r}"))
+                    continue
+                self._want, self._release = steps, bool(message.get("release"))
+                self._seconds, self._samples, self._losses = [], [], []
+                self._last = self._clock()
+                return
+            if op == "exit":
+                self.stopping = True
+                raise StopCollection("stopped by the tuner")
+            if op == "release":
+                _release_device_memory()
+                self._send({"ok": True})
+                continue
+            self._send(_error(f"unknown op {op!r}"))
+
+    def _read(self) -> list[float | None]:
+        with self._uncounted():
+            return read_losses(self._losses)
+
+    def _chunk_reply(self, values: list[float | None], **extra: Any) -> dict[str, Any]:
+        rows = [[s, n, v] for s, n, v in zip(self._seconds, self._samples, values, strict=False)]
+        peak = peak_memory_bytes()
+        if self._release:
+            _release_device_memory()
+        return {"ok": True, "steps": rows, "peak_memory_bytes": peak, **extra}
+
+    def _send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(message)
+
+    # ---- the script's end ------------------------------------------------------------------
+
+    def finish(self, ended_by: str, exit_code: int, error: str | None) -> None:
+        """The script ended (called by the bootstrap): tell the tuner how, once."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.stopping:
+                return  # the tuner asked for it, or is gone
+            if not self.ready:
+                self._send(_error(error or self._no_step_reason(exit_code), ended=True))
+            elif ended_by == "completed" or (ended_by == "sys_exit" and exit_code == 0):
+                # Rows of the steps run so far; the tail after the last boundary is no step's.
+                self._send(self._chunk_reply(self._read(), ended=True, exit_code=exit_code))
+            else:
+                reason = error or f"the script exited with code {exit_code}"
+                self._send(_error(reason, ended=True, exit_code=exit_code))
+        finally:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+
+    def _no_step_reason(self, exit_code: int) -> str:
+        ended = f"the script ended (exit code {exit_code}) before its first optimizer step"
+        if self.backward_calls == 0:
+            return f"{ended}: it never called backward()"
+        return (
+            f"{ended}: it calls backward() but never steps a torch.optim optimizer, and a "
+            "script is driven at its optimizer steps"
+        )
+
+
+def _error(reason: str, **extra: Any) -> dict[str, Any]:
+    return {"ok": False, "status": "error", "reason": reason[:500], **extra}

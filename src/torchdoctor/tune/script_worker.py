@@ -1,0 +1,438 @@
+"""`ScriptWorker`: a user's unmodified training script, driven like a tune worker.
+
+A `WorkerLike` (tune/trial.py) whose session is a live script: it launches
+`python -m torchdoctor.collect._child CONFIG -- TARGET ARGS` (the launcher's command, with a
+control address in the config) and drives it through the control channel of
+`torchdoctor.collect.control`, a `multiprocessing.connection.Listener` on loopback with a random
+authkey per worker, passed to the script in its environment. The script pauses at its optimizer
+steps, so an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
+
+- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s}``: launch and wait for
+  the first step boundary. `prepare_s` is the launch-to-boundary time seen from here (the
+  interpreter, imports, data, model build and the first training step); `startup_s` is the
+  script's own count from the control connection on. Prepared already: the same figures.
+- ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
+  loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
+  when not prepared (with "startup_s" in the reply). A script that reaches its end before the
+  chunk is done is relaunched and the chunk finished on the new run: `restarts` counts that in
+  this reply, `restart_s` the start-ups it cost, which are no step's.
+- ``{"op": "release"}`` -> ``{"ok": True}`` (CUDA: the script's cached free blocks go back).
+- ``{"op": "reference", ...}``: no such thing for a script (a fresh run with perturbed initial
+  weights would need the model's construction): `TrialFailure("error")`.
+- ``{"op": "exit"}`` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after
+  grace periods; the script runs in its own session (process group), which is killed last, so
+  its DataLoader workers go with it.
+
+Failures raise `TrialFailure` with the trial statuses: "crash" (the process died without a
+word), "oom" (over the memory cap, or an out-of-memory error in the script), "timeout" (no
+answer in time: before the first step boundary, a script that never steps a torch.optim
+optimizer), "error" (the script failed or ended before its first optimizer step). Reasons end
+with the script's last output lines.
+
+Seeding: with `seed`, the script's process seeds random, numpy and torch before the script runs;
+`record()` says who seeded (torchdoctor, the script itself by calling torch.manual_seed /
+random.seed / numpy.random.seed, both, or none).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from multiprocessing.connection import Connection, Listener
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import psutil
+
+from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
+from torchdoctor.core.records import SubRecord
+from torchdoctor.tune.trial import POLL_INTERVAL_S, TrialFailure, _tail
+from torchdoctor.tune.worker import classify_exception
+
+#: Seconds a script asked to exit gets to unwind (its `finally` blocks, the instrumentation's
+#: record) before SIGTERM, and then again before SIGKILL.
+EXIT_GRACE_S: Final = 5.0
+
+SeededBy = Literal["torchdoctor", "script", "both", "none"]
+
+
+class ScriptWorkerRecord(SubRecord):
+    """What driving a script cost apart from its steps, and who seeded it."""
+
+    argv: list[str]
+    seed: int | None
+    seeded_by: SeededBy
+    #: Processes started: the first launch and every restart.
+    launches: int
+    restarts: int
+    #: Seconds from each launch to its first step boundary, seen from the tuner.
+    startup_s: list[float]
+
+
+class _Launch:
+    """One run of the script: its process and, once it said hello, its control connection."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], started: float) -> None:
+        self.proc = proc
+        self.started = started
+        self.conn: Connection | None = None
+        #: whether it reached its first step boundary
+        self.ready = False
+
+
+#: Live workers, killed at interpreter exit (as tune/trial.py does for its workers).
+_LIVE: weakref.WeakSet[ScriptWorker] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live() -> None:
+    for worker in list(_LIVE):
+        worker.close(kill=True)
+
+
+class ScriptWorker:
+    """A `WorkerLike` over a live script (module docstring).
+
+    `argv`: the script path (or, with `module`, a module name) and its arguments. `cwd` and
+    `env` are the script's (default: this process's). `memory_cap_bytes` bounds the resident
+    memory of the script and its children; `log_path` takes the script's output (default: a
+    file in `work_dir`, a temporary folder removed on close when not given).
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        module: bool = False,
+        seed: int | None = None,
+        python: str = sys.executable,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        memory_cap_bytes: int | None = None,
+        log_path: Path | None = None,
+        work_dir: Path | None = None,
+    ) -> None:
+        if not argv:
+            raise ValueError("no script to run")
+        self.argv = list(argv)
+        self.module = module
+        self.seed = seed
+        self._python = python
+        self._cwd = cwd
+        self._env = env
+        self._memory_cap = memory_cap_bytes
+        self._own_dir = work_dir is None
+        self._dir = (
+            Path(tempfile.mkdtemp(prefix="torchdoctor-script-")) if work_dir is None else work_dir
+        )
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._log_path = log_path or self._dir / "script.log"
+        self._authkey = secrets.token_bytes(32)
+        self._listener = Listener(("127.0.0.1", 0), authkey=self._authkey)
+        self._launch: _Launch | None = None
+        self.peak_rss_bytes = 0
+        self.launches = 0
+        self.restarts = 0
+        self.startup_s: list[float] = []
+        self.script_startup_s: list[float] = []
+        self.script_seeded = False
+        self._closed = False
+        _LIVE.add(self)
+
+    # ---- WorkerLike ------------------------------------------------------------------------
+
+    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        if self._closed:
+            raise TrialFailure("error", "the script worker is closed")
+        deadline = time.monotonic() + timeout_s
+        op = message.get("op")
+        if op == "prepare":
+            if self._launch is None:
+                self._start(deadline)
+            return {
+                "ok": True,
+                "prepare_s": self.startup_s[0],
+                "startup_s": self.script_startup_s[0],
+            }
+        if op == "run":
+            return self._run(int(message["steps"]), bool(message.get("release")), deadline)
+        if op == "release":
+            if self._launch is None:
+                return {"ok": True}
+            return self._exchange({"op": "release"}, deadline)
+        if op == "exit":
+            self.close()
+            return {"ok": True}
+        if op == "reference":
+            raise TrialFailure(
+                "error",
+                "reference runs need the model's construction, which a script does not expose; "
+                "compare a script arm's losses with the baseline arm's instead",
+            )
+        raise TrialFailure("error", f"unknown op {op!r}")
+
+    def close(self, *, kill: bool = False) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop(kill=kill)
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        if self._own_dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def record(self) -> ScriptWorkerRecord:
+        seeded: SeededBy
+        if self.seed is not None:
+            seeded = "both" if self.script_seeded else "torchdoctor"
+        else:
+            seeded = "script" if self.script_seeded else "none"
+        return ScriptWorkerRecord(
+            argv=self.argv,
+            seed=self.seed,
+            seeded_by=seeded,
+            launches=self.launches,
+            restarts=self.restarts,
+            startup_s=list(self.startup_s),
+        )
+
+    # ---- chunks ----------------------------------------------------------------------------
+
+    def _run(self, steps: int, release: bool, deadline: float) -> dict[str, Any]:
+        if steps < 1:
+            raise TrialFailure("error", f"run needs a step count >= 1, got {steps}")
+        reply: dict[str, Any] = {"ok": True}
+        if self._launch is None:
+            reply["startup_s"] = self._start(deadline)
+        rows: list[list[Any]] = []
+        peak: int | None = None
+        restart_s: list[float] = []
+        fresh = False
+        while len(rows) < steps:
+            answer = self._exchange(
+                {"op": "run", "steps": steps - len(rows), "release": release}, deadline
+            )
+            rows.extend(answer["steps"])
+            if answer.get("peak_memory_bytes") is not None:
+                peak = max(peak or 0, int(answer["peak_memory_bytes"]))
+            if not answer.get("ended"):
+                continue
+            self._reap(deadline)
+            if fresh and not answer["steps"]:
+                raise self._fail(
+                    "error",
+                    "the script ends right after its first optimizer step, so no step of it "
+                    "can be measured (give it more steps)",
+                )
+            if len(rows) < steps:
+                restart_s.append(self._start(deadline))
+                self.restarts += 1
+                fresh = True
+        reply.update(
+            steps=rows, peak_memory_bytes=peak, restarts=len(restart_s), restart_s=restart_s
+        )
+        return reply
+
+    # ---- the script's process --------------------------------------------------------------
+
+    def _start(self, deadline: float) -> float:
+        """Launch the script and wait for its first step boundary; the seconds that took."""
+        self._launch = None
+        host, port = self._listener.address
+        config = LaunchConfig(
+            out_dir=str(self._dir / "collect"),
+            module=self.module,
+            warmup=0,
+            profile_steps=0,
+            control=f"{host}:{port}",
+        )
+        config_path = config.write(self._dir / "launch_config.json")
+        cmd, env = child_command(config_path, self.argv, python=self._python, env=self._env)
+        env[CONTROL_AUTHKEY_ENV] = self._authkey.hex()
+        with open(self._log_path, "ab") as log:
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=self._cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # its own process group: closing kills the script's DataLoader workers too
+                start_new_session=True,
+            )
+        self.launches += 1
+        launch = _Launch(proc, time.monotonic())
+        self._launch = launch
+        launch.conn = self._accept(launch, deadline)
+        hello = self._receive(deadline, waiting_for="the script to connect")
+        if hello.get("event") != "hello":
+            raise self._fail("error", f"unexpected first message from the script: {hello!r}")
+        launch.conn.send({"seed": self.seed})
+        ready = self._receive(deadline, waiting_for="the script's first optimizer step")
+        if not ready.get("ok", True):
+            raise self._fail(_status_of(ready), self._with_tail(str(ready.get("reason"))))
+        startup = time.monotonic() - launch.started
+        launch.ready = True
+        self.startup_s.append(startup)
+        self.script_startup_s.append(float(ready.get("startup_s", startup)))
+        self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
+        return startup
+
+    def _accept(self, launch: _Launch, deadline: float) -> Connection:
+        """The listener's accept, given up when the script dies or the deadline passes."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def accept() -> None:
+            while not done.is_set():
+                try:
+                    box["conn"] = self._listener.accept()
+                    return
+                except Exception:  # a stranger failing the authkey check, or our wake-up
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            while True:
+                thread.join(POLL_INTERVAL_S)
+                if "conn" in box:
+                    conn: Connection = box["conn"]
+                    return conn
+                self._watch(launch, deadline, waiting_for="the script to connect")
+        finally:
+            if "conn" not in box:
+                done.set()
+                with contextlib.suppress(OSError):  # wake the accept: it fails and returns
+                    socket.create_connection(self._listener.address, timeout=1).close()
+                thread.join(1)
+
+    def _exchange(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
+        launch = self._launch
+        assert launch is not None and launch.conn is not None
+        try:
+            launch.conn.send(message)
+        except OSError:
+            raise self._fail("crash", self._crash_reason()) from None
+        reply = self._receive(deadline, waiting_for=f"the script to run {message}")
+        if not reply.get("ok"):
+            raise self._fail(_status_of(reply), self._with_tail(str(reply.get("reason"))))
+        return reply
+
+    def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
+        launch = self._launch
+        assert launch is not None and launch.conn is not None
+        while True:
+            if launch.conn.poll(POLL_INTERVAL_S):
+                try:
+                    message: dict[str, Any] = launch.conn.recv()
+                except (EOFError, OSError):
+                    raise self._fail("crash", self._crash_reason()) from None
+                return message
+            self._watch(launch, deadline, waiting_for=waiting_for)
+
+    def _watch(self, launch: _Launch, deadline: float, *, waiting_for: str) -> None:
+        """Between polls: the process alive, under the memory cap, within the deadline."""
+        if launch.proc.poll() is not None and (launch.conn is None or not launch.conn.poll()):
+            raise self._fail("crash", self._crash_reason())
+        rss = self._rss(launch.proc.pid)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        if self._memory_cap is not None and rss > self._memory_cap:
+            raise self._fail(
+                "oom",
+                f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of "
+                f"{self._memory_cap / 2**20:.0f} MiB",
+            )
+        if time.monotonic() > deadline:
+            hint = ""
+            if not launch.ready:
+                hint = " (a script is driven at its torch.optim optimizer steps: does it step one?)"
+            raise self._fail(
+                "timeout", self._with_tail(f"timed out waiting for {waiting_for}{hint}")
+            )
+
+    @staticmethod
+    def _rss(pid: int) -> int:
+        try:
+            proc = psutil.Process(pid)
+            total = proc.memory_info().rss
+            for child in proc.children(recursive=True):  # DataLoader workers
+                with contextlib.suppress(psutil.Error):
+                    total += child.memory_info().rss
+            return int(total)
+        except psutil.Error:
+            return 0
+
+    def _reap(self, deadline: float) -> None:
+        """The script said it ended: wait for its process to exit (it writes its record)."""
+        launch = self._launch
+        if launch is None:
+            return
+        _wait(launch.proc, max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
+        self._stop(kill=True)
+
+    def _stop(self, *, kill: bool) -> None:
+        launch, self._launch = self._launch, None
+        if launch is None:
+            return
+        proc = launch.proc
+        if proc.poll() is None and not kill and launch.conn is not None:
+            with contextlib.suppress(OSError):
+                launch.conn.send({"op": "exit"})
+            _wait(proc, EXIT_GRACE_S)
+        if proc.poll() is None and not kill:
+            _signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
+            _wait(proc, EXIT_GRACE_S)
+        # Whatever is left of its session (the script, DataLoader workers) is killed.
+        _signal_group(proc.pid, signal.SIGKILL)
+        _wait(proc, EXIT_GRACE_S)
+        if launch.conn is not None:
+            with contextlib.suppress(OSError):
+                launch.conn.close()
+
+    def _fail(self, status: str, reason: str) -> TrialFailure:
+        self.close(kill=True)
+        return TrialFailure(status, reason)
+
+    def _crash_reason(self) -> str:
+        launch = self._launch
+        code = None
+        if launch is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = launch.proc.wait(timeout=2)
+        return self._with_tail(f"the script's process died (exit code {code})")
+
+    def _with_tail(self, reason: str) -> str:
+        tail = _tail(self._log_path)
+        return f"{reason}: {tail}" if tail else reason
+
+
+def _status_of(reply: dict[str, Any]) -> str:
+    """A failed script's reason ("Type: message (where)") as a trial status: oom or error."""
+    reason = str(reply.get("reason", ""))
+    kind = reason.split(":", 1)[0]
+    if kind in ("MemoryError", "OutOfMemoryError"):
+        return "oom"
+    return classify_exception(RuntimeError(reason))
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)

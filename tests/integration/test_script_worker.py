@@ -1,0 +1,132 @@
+"""ScriptWorker end to end: real scripts from the zoo driven like tune workers (CPU)."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, paired_speedup, warm_arm
+from torchdoctor.tune.script_worker import ScriptWorker
+from torchdoctor.tune.trial import TrialFailure
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+#: control_well_tuned.py steps a fused torch.optim SGD every step (a pre-batched MLP).
+CONTROL = str(ZOO / "control_well_tuned.py")
+#: Generous per-request deadline: a launch imports torch (seconds on a loaded 2-core host).
+TIMEOUT_S = 120.0
+
+pytestmark = pytest.mark.slow
+
+
+def deadline() -> float:
+    return TIMEOUT_S
+
+
+def script_arm(worker: ScriptWorker, plan: MeasurePlan) -> Arm:
+    prepare_s = float(worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)["prepare_s"])
+    arm = Arm(recipe={}, worker=worker, objective="throughput", prepare_s=prepare_s)
+    return warm_arm(arm, plan, timeout=deadline)
+
+
+def test_two_script_arms_interleave_into_paired_chunks() -> None:
+    plan = MeasurePlan(
+        warmup_steps=2, chunk_steps=2, min_chunk_s=0.0, rounds=4, min_rounds=4, settle_rounds=1
+    )
+    workers = [ScriptWorker([CONTROL, "--steps", "1000"], seed=0) for _ in range(2)]
+    try:
+        best, candidate = (script_arm(w, plan) for w in workers)
+        interleave(best, candidate, plan, timeout=deadline)
+        for arm in (best, candidate):
+            assert len(arm.chunk_scores) == plan.rounds
+            assert all(s > 0 for s in arm.chunk_scores)
+            assert arm.prepare_s > 0 and arm.compile_s > 0
+            assert arm.losses and all(v is not None and math.isfinite(v) for v in arm.losses)
+        # The same script seeded alike: the same loss trajectory in both arms (warm-up may
+        # run one arm longer until its step times settle: compare what both ran).
+        common = min(len(best.losses), len(candidate.losses))
+        assert best.losses[:common] == candidate.losses[:common]
+        est = paired_speedup(best, candidate, confidence=0.95)
+        assert est.ci_low <= est.speedup <= est.ci_high
+        assert est.ci_low > 0 and math.isfinite(est.ci_high)
+        assert [w.record().restarts for w in workers] == [0, 0]
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_script_ending_before_the_chunk_is_restarted() -> None:
+    worker = ScriptWorker([CONTROL, "--steps", "7"])
+    try:
+        reply = worker.request({"op": "run", "steps": 9}, timeout_s=TIMEOUT_S)
+        # 7 steps a run, the first of each is start-up: 6 rows, a restart, 3 more rows.
+        assert len(reply["steps"]) == 9
+        assert reply["restarts"] == 1 and len(reply["restart_s"]) == 1
+        assert reply["startup_s"] > 0 and reply["restart_s"][0] > 0
+        losses = [row[2] for row in reply["steps"]]
+        # The restarted run starts the trajectory over (the script seeds itself with 0).
+        assert losses[6:9] == losses[0:3]
+        record = worker.record()
+        assert (record.launches, record.restarts, record.seeded_by) == (2, 1, "script")
+    finally:
+        worker.close()
+
+
+def test_close_leaves_no_dataloader_worker_behind() -> None:
+    worker = ScriptWorker([str(ZOO / "compute_workers.py"), "--steps", "1000", "--batch-size", "8"])
+    try:
+        worker.request({"op": "run", "steps": 2}, timeout_s=TIMEOUT_S)
+        launch = worker._launch
+        assert launch is not None
+        family = [psutil.Process(launch.proc.pid), *psutil.Process(launch.proc.pid).children(True)]
+        assert len(family) >= 3  # the script and its two DataLoader workers
+    finally:
+        worker.close()
+    _gone, alive = psutil.wait_procs(family, timeout=5)
+    assert alive == []
+
+
+def test_script_without_an_optimizer_fails_clearly() -> None:
+    worker = ScriptWorker([str(ZOO / "framework_overhead_manual_sgd.py"), "3"])
+    with pytest.raises(TrialFailure) as info:
+        worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
+    assert info.value.status == "error"
+    assert "never steps a torch.optim optimizer" in info.value.reason
+    worker.close()
+
+
+def test_script_failing_before_its_first_step_quotes_its_error(tmp_path: Path) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\nraise ValueError('no data at /data/train')\n")
+    worker = ScriptWorker([str(script)])
+    with pytest.raises(TrialFailure) as info:
+        worker.request({"op": "run", "steps": 2}, timeout_s=TIMEOUT_S)
+    assert info.value.status == "error"
+    assert "ValueError: no data at /data/train" in info.value.reason
+    worker.close()
+
+
+def test_script_that_never_reaches_a_step_times_out(tmp_path: Path) -> None:
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import time
+            print("loading the dataset", flush=True)
+            time.sleep(600)
+            """
+        )
+    )
+    worker = ScriptWorker([str(script)])
+    start = time.monotonic()
+    with pytest.raises(TrialFailure) as info:
+        worker.request({"op": "prepare"}, timeout_s=8)
+    assert info.value.status == "timeout"
+    assert "optimizer steps" in info.value.reason and "loading the dataset" in info.value.reason
+    # closed on failure: the stuck process is gone, not waited out
+    assert time.monotonic() - start < 30
+    assert worker._launch is None
