@@ -249,7 +249,10 @@ class ModelInjector:
             if self.compile_backend is not None:
                 options = {"backend": self.compile_backend}
             forward = torch.compile(forward, dynamic=dynamic, **options)
-            ledger.applied("compile", f"{name}.forward = torch.compile(mode={mode})")
+            # where the model is first called: patch.py traces the name back to its build
+            ledger.applied(
+                "compile", where(called_at, f"{name}.forward = torch.compile(mode={mode})")
+            )
             if "compile_dynamic" in values:
                 ledger.applied("compile_dynamic", f"torch.compile(dynamic={describe(dynamic)})")
 

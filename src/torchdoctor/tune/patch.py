@@ -1,0 +1,577 @@
+"""The cure as a patch: a recipe written into the user's own source.
+
+From a recipe (knob -> value), the `InjectionRecord` of a run of the script under it, and the
+folder the command ran in, `build_patch` returns a unified diff (`patch -p1` applies it in
+that folder) that edits the calls the injection acted at, plus a snippet for every knob that
+has no line to edit (autocast, checkpointing, CUDA flags, a location outside the folder or
+not recorded), saying where to paste it.
+
+Where each knob is edited (the `applied_at` of its outcome names `file:line`):
+- DataLoader knobs: the DataLoader call at that line; its keyword (or positional argument) is
+  replaced, or the keyword added;
+- optimizer_impl: the optimizer constructor (foreach=/fused=); set_to_none: the zero_grad call;
+- compile, channels_last: recorded at the model's first training call; the name called there
+  is traced back to its assignment (`model = ...`), and `model = model.to(...)` /
+  `model = torch.compile(model, ...)` go on the lines after it;
+- threads: the script's own `torch.set_num_threads(...)` call if the record names one, else
+  `torch.set_num_threads(N)` after the imports of the script.
+
+Only the text of the affected call (its argument span) or new lines change; the rest of the
+file is kept byte for byte (no ast.unparse). Torch-free: it reads source files only.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from torchdoctor.core.records import SubRecord
+
+if TYPE_CHECKING:
+    from torchdoctor.collect import InjectionRecord
+
+LOADER_KNOBS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
+#: Positions of DataLoader's positional-or-keyword parameters (torch.utils.data.DataLoader
+#: signature: dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#: pin_memory, ...); prefetch_factor and persistent_workers are keyword-only.
+_LOADER_POSITIONS = {"batch_size": 1, "num_workers": 5, "pin_memory": 7}
+#: Keyword arguments of torch.optim constructors per implementation (core/optimizer.py
+#: impl_kwargs); a keyword absent from the call is added only where it is True, or to ask
+#: for the for-loop explicitly.
+_IMPL_KWARGS: dict[str, dict[str, bool]] = {
+    "for_loop": {"foreach": False, "fused": False},
+    "foreach": {"foreach": True, "fused": False},
+    "fused": {"foreach": False, "fused": True},
+}
+_SITE = re.compile(r"(?P<file>.+):(?P<line>\d+)")
+
+
+class PatchEdit(SubRecord):
+    """One knob written into one place of the source."""
+
+    knob: str
+    file: str  # relative to the root
+    line: int
+    what: str
+
+
+class PatchSnippet(SubRecord):
+    """A knob with no line to edit: code to paste and where."""
+
+    knob: str
+    where: str
+    code: str
+
+
+class CurePatch(SubRecord):
+    """The recipe as a unified diff of the user's source, plus snippets for the rest."""
+
+    diff: str
+    edits: list[PatchEdit] = Field(default_factory=list)
+    snippets: list[PatchSnippet] = Field(default_factory=list)
+
+    def snippet_text(self) -> str:
+        return "\n\n".join(f"# {s.knob}: {s.where}\n{s.code}" for s in self.snippets)
+
+
+def parse_site(applied_at: str, root: Path) -> tuple[Path, int] | None:
+    """`(file, line)` from an `applied_at` entry ending in ` at FILE:LINE`, or None."""
+    # The last " at ": the text before may hold one ("kept at 2 at train.py:9").
+    _, sep, site = applied_at.rpartition(" at ")
+    match = _SITE.fullmatch(site) if sep else None
+    if match is None:
+        return None
+    path = Path(match["file"])
+    if not path.is_absolute():
+        path = root / path
+    return path, int(match["line"])
+
+
+# ---- source files and their pending replacements ---------------------------------------------
+
+
+@dataclass
+class _Source:
+    path: Path
+    text: str
+    tree: ast.Module
+    line_starts: list[int]
+    #: (start, end, new text) in character offsets of `text`
+    changes: list[tuple[int, int, str]] = field(default_factory=list)
+    needs_torch: bool = False
+
+    @classmethod
+    def load(cls, path: Path) -> _Source | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+            tree = ast.parse(text)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            return None
+        starts = [0]
+        for line in text.splitlines(keepends=True):
+            starts.append(starts[-1] + len(line))
+        return cls(path, text, tree, starts)
+
+    def offset(self, lineno: int, col: int) -> int:
+        """Character offset of ast's (1-based line, UTF-8 byte column)."""
+        start = self.line_starts[lineno - 1]
+        end = self.line_starts[lineno] if lineno < len(self.line_starts) else len(self.text)
+        return start + len(self.text[start:end].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    def span(self, node: ast.expr | ast.stmt | ast.keyword) -> tuple[int, int]:
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        return (
+            self.offset(node.lineno, node.col_offset),
+            self.offset(node.end_lineno, node.end_col_offset),
+        )
+
+    def source(self, node: ast.expr | ast.stmt) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    def line_indent(self, lineno: int) -> str:
+        line = self.text[self.line_starts[lineno - 1] : self.line_starts[lineno]]
+        return line[: len(line) - len(line.lstrip())]
+
+    def insert_after_line(self, lineno: int, lines: list[str]) -> None:
+        at = self.line_starts[lineno] if lineno < len(self.line_starts) else len(self.text)
+        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
+        self.changes.append((at, at, prefix + "".join(f"{line}\n" for line in lines)))
+
+    def calls_at(self, line: int) -> list[ast.Call]:
+        """Calls whose span holds `line`, innermost (shortest) first."""
+        calls = [
+            n
+            for n in ast.walk(self.tree)
+            if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+        ]
+        return sorted(calls, key=lambda c: ((c.end_lineno or c.lineno) - c.lineno, -c.col_offset))
+
+    def imports_torch(self) -> bool:
+        return any(
+            isinstance(n, ast.Import)
+            and any(a.name.split(".")[0] == "torch" and a.asname is None for a in n.names)
+            for n in ast.walk(self.tree)
+        )
+
+    def after_imports_line(self) -> int:
+        """The last line of the leading imports (after docstring and __future__), or 0."""
+        last = 0
+        for index, stmt in enumerate(self.tree.body):
+            docstring = (
+                index == 0
+                and isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            )
+            if isinstance(stmt, ast.Import | ast.ImportFrom) or docstring:
+                last = stmt.end_lineno or stmt.lineno
+            else:
+                break
+        return last
+
+    def patched(self) -> str:
+        text = self.text
+        if self.needs_torch and not self.imports_torch():
+            line = self.after_imports_line()
+            at = self.line_starts[line] if line < len(self.line_starts) else len(text)
+            self.changes.insert(0, (at, at, "import torch\n"))  # before lines put there
+        # Insertions at one offset keep the order they were made in.
+        ordered = sorted(enumerate(self.changes), key=lambda c: (c[1][0], c[0]), reverse=True)
+        for _, (start, end, new) in ordered:
+            text = text[:start] + new + text[end:]
+        return text
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def _literal(value: Any) -> str:
+    return repr(value)
+
+
+def _set_arguments(
+    src: _Source, call: ast.Call, wanted: dict[str, str], positions: Mapping[str, int]
+) -> list[str]:
+    """Set keyword arguments of `call` to source texts (replace a keyword or a positional
+    argument in place, else add the keyword). Returns the names changed; [] when nothing
+    needed to change. Raises _Unmappable when `**kwargs` could already hold a missing name."""
+    changed: list[str] = []
+    missing: dict[str, str] = {}
+    keywords = {k.arg: k for k in call.keywords if k.arg is not None}
+    starred = any(isinstance(a, ast.Starred) for a in call.args)
+    for name, text in wanted.items():
+        if name in keywords:
+            node = keywords[name].value
+        elif name in positions and len(call.args) > positions[name] and not starred:
+            node = call.args[positions[name]]
+        else:
+            missing[name] = text
+            continue
+        if src.source(node) != text:
+            start, end = src.span(node)
+            src.changes.append((start, end, text))
+            changed.append(name)
+    if not missing:
+        return changed
+    if any(k.arg is None for k in call.keywords):
+        raise _Unmappable(f"the call passes **kwargs, which may already hold {next(iter(missing))}")
+    added = [f"{name}={text}" for name, text in missing.items()]
+    changed += list(missing)
+    last = max(
+        [*call.args, *call.keywords],
+        key=lambda n: ((n.end_lineno or 0), (n.end_col_offset or 0)),
+        default=None,
+    )
+    _, call_end = src.span(call)
+    close = call_end - 1  # the closing parenthesis
+    if last is None:
+        src.changes.append((close, close, ", ".join(added)))
+        return changed
+    _, last_end = src.span(last)
+    between = src.text[last_end:close]
+    if "\n" in between:
+        # One argument per line: a new line each, indented as the last argument's line,
+        # keeping the call's trailing-comma style.
+        indent = src.line_indent(last.lineno)
+        first_on_line = src.text[src.line_starts[last.lineno - 1] : src.span(last)[0]].strip() == ""
+        if not first_on_line:
+            indent = src.line_indent(last.lineno) + "    "
+        trailing = between.lstrip().startswith(",")
+        at = last_end + (between.index(",") + 1 if trailing else 0)
+        body = "".join(f"\n{indent}{a}," for a in added)
+        if not trailing:
+            body = "," + body[:-1]
+        src.changes.append((at, at, body))
+    else:
+        src.changes.append((last_end, last_end, "".join(f", {a}" for a in added)))
+    return changed
+
+
+class _Unmappable(Exception):
+    """A knob's recorded location cannot be edited; the message says why."""
+
+
+# ---- the knobs ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Builder:
+    root: Path
+    record: InjectionRecord
+    recipe: Mapping[str, Any]
+    script: Path | None
+    sources: dict[Path, _Source | None] = field(default_factory=dict)
+    edits: list[PatchEdit] = field(default_factory=list)
+    snippets: list[PatchSnippet] = field(default_factory=list)
+
+    def source(self, path: Path) -> _Source:
+        path = path.resolve()
+        try:
+            path.relative_to(self.root)
+        except ValueError:
+            raise _Unmappable(f"{path} is outside {self.root}") from None
+        if path not in self.sources:
+            self.sources[path] = _Source.load(path)
+        src = self.sources[path]
+        if src is None:
+            raise _Unmappable(f"{path} is not a readable Python file")
+        return src
+
+    def rel(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def sites(self, knob: str) -> list[tuple[Path, int]]:
+        outcome = self.record.outcome(knob)
+        if outcome is None or outcome.status != "applied":
+            return []
+        found: list[tuple[Path, int]] = []
+        for entry in outcome.applied_at:
+            site = parse_site(entry, self.root)
+            if site is not None and site not in found:
+                found.append(site)
+        return found
+
+    def applied(self, knob: str) -> bool:
+        outcome = self.record.outcome(knob)
+        return outcome is not None and outcome.status == "applied"
+
+    def edited(self, knob: str, path: Path, line: int, what: str) -> None:
+        self.edits.append(PatchEdit(knob=knob, file=self.rel(path), line=line, what=what))
+
+    def snippet(self, knob: str, where: str, code: str) -> None:
+        self.snippets.append(PatchSnippet(knob=knob, where=where, code=code))
+
+    # ---- DataLoader ----
+
+    def loaders(self) -> None:
+        knobs = [k for k in LOADER_KNOBS if self.applied(k)]
+        per_site: dict[tuple[Path, int], dict[str, str]] = {}
+        for knob in knobs:
+            for site in self.sites(knob):
+                per_site.setdefault(site, {})[knob] = _literal(self.recipe[knob])
+        for (path, line), wanted in per_site.items():
+            try:
+                src = self.source(path)
+                call = next((c for c in src.calls_at(line) if "DataLoader" in _callee(c)), None)
+                if call is None:
+                    raise _Unmappable(f"no DataLoader call at {self.rel(path)}:{line}")
+                _set_arguments(src, call, wanted, _LOADER_POSITIONS)
+                for knob, text in wanted.items():
+                    self.edited(knob, path, call.lineno, f"DataLoader({knob}={text})")
+            except _Unmappable as exc:
+                shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+                self.snippet(", ".join(wanted), str(exc), f"DataLoader(..., {shown})")
+        for knob in knobs:
+            if not self.sites(knob):
+                self.snippet(
+                    knob,
+                    "the DataLoader call (its location was not recorded)",
+                    f"DataLoader(..., {knob}={_literal(self.recipe[knob])})",
+                )
+
+    # ---- optimizer ----
+
+    def optimizer(self) -> None:
+        if not self.applied("optimizer_impl"):
+            return
+        impl = str(self.recipe["optimizer_impl"])
+        wanted_all = _IMPL_KWARGS[impl]
+        outcome = self.record.outcome("optimizer_impl")
+        assert outcome is not None
+        for entry in outcome.applied_at:
+            site = parse_site(entry, self.root)
+            cls = entry.split("(", 1)[0].strip()
+            try:
+                if site is None:
+                    raise _Unmappable("the optimizer's location was not recorded")
+                path, line = site
+                src = self.source(path)
+                call = next((c for c in src.calls_at(line) if _callee(c) == cls), None)
+                if call is None:
+                    raise _Unmappable(f"no {cls}(...) call at {self.rel(path)}:{line}")
+                present = {k.arg for k in call.keywords}
+                wanted = {
+                    k: _literal(v)
+                    for k, v in wanted_all.items()
+                    if k in present or v or (impl == "for_loop" and k == "foreach")
+                }
+                _set_arguments(src, call, wanted, {})
+                self.edited("optimizer_impl", path, call.lineno, f"{cls}({impl})")
+            except _Unmappable as exc:
+                shown = ", ".join(f"{k}={v}" for k, v in wanted_all.items() if v)
+                self.snippet("optimizer_impl", str(exc), f"torch.optim.{cls}(params, ..., {shown})")
+
+    def zero_grad(self) -> None:
+        if not self.applied("set_to_none"):
+            return
+        value = bool(self.recipe["set_to_none"])
+        for path, line in self.sites("set_to_none"):
+            try:
+                src = self.source(path)
+                call = next((c for c in src.calls_at(line) if _callee(c) == "zero_grad"), None)
+                if call is None:
+                    raise _Unmappable(f"no zero_grad call at {self.rel(path)}:{line}")
+                keywords = {k.arg for k in call.keywords}
+                if value and not call.args and "set_to_none" not in keywords:
+                    continue  # torch's default is set_to_none=True already
+                _set_arguments(src, call, {"set_to_none": _literal(value)}, {"set_to_none": 0})
+                self.edited("set_to_none", path, call.lineno, f"zero_grad(set_to_none={value})")
+            except _Unmappable as exc:
+                self.snippet("set_to_none", str(exc), f"optimizer.zero_grad(set_to_none={value})")
+
+    # ---- threads ----
+
+    def threads(self) -> None:
+        if not self.applied("threads"):
+            return
+        n = int(self.recipe["threads"])
+        own = self.sites("threads")
+        code = f"torch.set_num_threads({n})"
+        try:
+            if own:  # the script sets its own count: change it there
+                for path, line in own:
+                    src = self.source(path)
+                    call = next(
+                        (c for c in src.calls_at(line) if _callee(c) == "set_num_threads"), None
+                    )
+                    if call is None or len(call.args) != 1:
+                        raise _Unmappable(f"no set_num_threads(N) call at {self.rel(path)}:{line}")
+                    start, end = src.span(call.args[0])
+                    src.changes.append((start, end, str(n)))
+                    self.edited("threads", path, call.lineno, code)
+                return
+            if self.script is None:
+                raise _Unmappable("the script's file is not known")
+            src = self.source(self.script)
+            line = src.after_imports_line()
+            src.insert_after_line(line, [code])
+            src.needs_torch = True
+            self.edited("threads", self.script, line + 1, code)
+        except _Unmappable as exc:
+            self.snippet("threads", f"at the top of the script, after its imports ({exc})", code)
+
+    # ---- the model ----
+
+    def model(self) -> None:
+        lines: list[tuple[str, str]] = []
+        if self.applied("channels_last"):
+            lines.append(("channels_last", "model = model.to(memory_format=torch.channels_last)"))
+        mode = self.recipe.get("compile")
+        if self.applied("compile") and isinstance(mode, str):
+            options = [] if mode == "default" else [f"mode={mode!r}"]
+            if self.recipe.get("compile_dynamic") is True:
+                options.append("dynamic=True")
+            lines.append(("compile", f"model = torch.compile({', '.join(['model', *options])})"))
+        if not lines:
+            return
+        site = next(
+            (s for knob, _ in lines for s in self.sites(knob)), None
+        )  # the model's first training call
+        try:
+            if site is None:
+                raise _Unmappable("the model's location was not recorded")
+            path, line = site
+            src = self.source(path)
+            name, assign = self._model_assignment(src, line)
+            indent = src.line_indent(assign.lineno)
+            end = assign.end_lineno or assign.lineno
+            src.insert_after_line(end, [indent + text.replace("model", name) for _, text in lines])
+            src.needs_torch = True
+            for knob, text in lines:
+                self.edited(knob, path, end + 1, text.replace("model", name))
+        except _Unmappable as exc:
+            for knob, text in lines:
+                self.snippet(knob, f"right after the line that builds the model ({exc})", text)
+        if self.applied("channels_last"):
+            self.snippet(
+                "channels_last",
+                "before the forward call, for each 4-D image batch",
+                "images = images.to(memory_format=torch.channels_last)",
+            )
+
+    def _model_assignment(self, src: _Source, line: int) -> tuple[str, ast.stmt]:
+        """The name called at `line` that holds the model, and its last assignment before."""
+        names = [c.func.id for c in src.calls_at(line) if isinstance(c.func, ast.Name)]
+        found: list[tuple[str, ast.stmt]] = []
+        for name in names:
+            assigns = [
+                n
+                for n in ast.walk(src.tree)
+                if isinstance(n, ast.Assign | ast.AnnAssign)
+                and n.lineno < line
+                and any(
+                    isinstance(t, ast.Name) and t.id == name
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                )
+            ]
+            if assigns:
+                found.append((name, max(assigns, key=lambda n: n.lineno)))
+        if not found:
+            raise _Unmappable(
+                f"no assignment of the module called at {self.rel(src.path)}:{line} was found"
+            )
+        cls = self.record.model
+        for name, assign in found:  # the one built from the trained module's class
+            if cls and cls in src.source(assign):
+                return name, assign
+        return found[0]
+
+    # ---- knobs with no line ----
+
+    def rest(self) -> None:
+        precision = self.recipe.get("precision")
+        if self.applied("precision") and precision in ("bf16", "fp16"):
+            dtype = "torch.bfloat16" if precision == "bf16" else "torch.float16"
+            device = self.record.device_type or "cuda"
+            code = (
+                f"with torch.autocast({device!r}, dtype={dtype}):\n"
+                "    output = model(inputs)\n"
+                "    loss = criterion(output, targets)"
+            )
+            if precision == "fp16":
+                code = (
+                    f"scaler = torch.amp.GradScaler({device!r})  # once, before the loop\n"
+                    + code
+                    + "\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+                )
+            self.snippet("precision", "around the forward pass and loss in the training step", code)
+        if self.applied("checkpointing"):
+            self.snippet(
+                "checkpointing",
+                "in the model's forward, around each repeated block",
+                "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+            )
+        if self.applied("cudnn_benchmark"):
+            self.snippet(
+                "cudnn_benchmark",
+                "at the top of the script",
+                "torch.backends.cudnn.benchmark = True",
+            )
+        if self.applied("tf32"):
+            self.snippet(
+                "tf32",
+                "at the top of the script",
+                'torch.set_float32_matmul_precision("high")\n'
+                "torch.backends.cudnn.allow_tf32 = True",
+            )
+
+    def diff(self) -> str:
+        chunks: list[str] = []
+        for path, src in sorted(self.sources.items()):
+            if src is None:
+                continue
+            new = src.patched()
+            if new == src.text:
+                continue
+            rel = self.rel(path)
+            for line in difflib.unified_diff(
+                src.text.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                f"a/{rel}",
+                f"b/{rel}",
+            ):
+                chunks.append(
+                    line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                )
+        return "".join(chunks)
+
+
+def build_patch(
+    recipe: Mapping[str, Any],
+    record: InjectionRecord,
+    root: str | Path,
+    *,
+    script: str | Path | None = None,
+) -> CurePatch:
+    """The recipe as a diff of the source under `root` plus snippets (module doc).
+
+    `record` is the injection record of a run of the script under `recipe` (only knobs it
+    says applied are written); `script` is the script's file, where `torch.set_num_threads`
+    goes when the script sets none of its own.
+    """
+    base = Path(root).resolve()
+    script_path = None
+    if script is not None:
+        script_path = Path(script) if Path(script).is_absolute() else base / script
+    builder = _Builder(base, record, recipe, script_path)
+    builder.loaders()
+    builder.optimizer()
+    builder.zero_grad()
+    builder.threads()
+    builder.model()
+    builder.rest()
+    return CurePatch(diff=builder.diff(), edits=builder.edits, snippets=builder.snippets)
