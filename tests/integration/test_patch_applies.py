@@ -1,0 +1,79 @@
+"""The cure as a patch, end to end: `torchdoctor run --recipe {"num_workers": 2}` on a copy of
+a zoo script records where the injection acted; the patch built from that record applies with
+`patch -p1` in the script's folder, the patched script runs with plain python, and the
+DataLoader it builds by itself now has two workers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.cli.main import main
+from torchdoctor.cli.state import settings
+from torchdoctor.collect.inject.record import InjectionRecord
+from torchdoctor.tune.patch import build_patch
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+#: Small enough for a few seconds on a shared core; the decode cost is irrelevant here.
+ARGS = ["--steps", "6", "--decode-iters", "200", "--workers", "0"]
+
+
+@pytest.fixture(autouse=True)
+def _reset_settings() -> None:
+    settings.json = False
+    settings.debug = False
+
+
+def _run(root: Path, recipe: dict[str, object], out: Path) -> Path:
+    recipe_file = root.parent / f"{out.name}.json"
+    recipe_file.write_text(json.dumps(recipe))
+    code = main(
+        ["run", "--json", "--recipe", str(recipe_file), "--out", str(out), "--warmup", "1",
+         "--", "python", str(root / "train_copy.py"), *ARGS]
+    )  # fmt: skip
+    assert code == 0
+    return out / "collect"
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="the patch binary is not installed")
+def test_patch_from_a_recorded_run_applies_and_sets_num_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    script = root / "train_copy.py"
+    shutil.copy(ZOO / "data_loading_argparse.py", script)
+    monkeypatch.chdir(root)
+    recipe = {"num_workers": 2}
+
+    collect = _run(root, recipe, tmp_path / "tuned")
+    capsys.readouterr()
+    record = InjectionRecord.read(collect / "injection.json")
+    assert record.outcome("num_workers").status == "applied"  # type: ignore[union-attr]
+
+    result = build_patch(recipe, record, root, script=script)
+    assert [(e.knob, e.file) for e in result.edits] == [("num_workers", "train_copy.py")]
+    assert result.snippets == []
+    done = subprocess.run(
+        ["patch", "-p1", "--batch"], input=result.diff, text=True, cwd=root, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "num_workers=2)" in script.read_text()
+
+    plain = subprocess.run(
+        [sys.executable, str(script), *ARGS], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert "done after 6 steps" in plain.stdout
+
+    # An empty recipe injects nothing: the profile shows the DataLoader the script builds by
+    # itself, with --workers 0 on its command line.
+    collect = _run(root, {}, tmp_path / "patched")
+    capsys.readouterr()
+    profile = json.loads((collect / "script_profile.json").read_text())
+    assert [d["num_workers"] for d in profile["dataloaders"]] == [2]
