@@ -231,8 +231,9 @@ def _set_arguments(
         raise _Unmappable(f"the call passes **kwargs, which may already hold {next(iter(missing))}")
     added = [f"{name}={text}" for name, text in missing.items()]
     changed += list(missing)
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
     last = max(
-        [*call.args, *call.keywords],
+        arguments,
         key=lambda n: ((n.end_lineno or 0), (n.end_col_offset or 0)),
         default=None,
     )
@@ -446,9 +447,7 @@ class _Builder:
                 raise _Unmappable("the model's location was not recorded")
             path, line = site
             src = self.source(path)
-            name, assign = self._model_assignment(src, line)
-            indent = src.line_indent(assign.lineno)
-            end = assign.end_lineno or assign.lineno
+            name, end, indent = self._model_assignment(src, line)
             src.insert_after_line(end, [indent + text.replace("model", name) for _, text in lines])
             src.needs_torch = True
             for knob, text in lines:
@@ -463,12 +462,27 @@ class _Builder:
                 "images = images.to(memory_format=torch.channels_last)",
             )
 
-    def _model_assignment(self, src: _Source, line: int) -> tuple[str, ast.stmt]:
-        """The name called at `line` that holds the model, and its last assignment before."""
-        names = [c.func.id for c in src.calls_at(line) if isinstance(c.func, ast.Name)]
-        found: list[tuple[str, ast.stmt]] = []
-        for name in names:
-            assigns = [
+    def _model_assignment(self, src: _Source, line: int) -> tuple[str, int, str]:
+        """Where the model's lines go: (name called at `line` that holds the model, the line
+        to insert after, its indentation).
+
+        After the last assignment of that name that always runs before the call (in a block
+        that encloses the call: not in a branch the call is outside of); with only
+        conditional ones (`if ...: model = A() else: model = B()`), just before the
+        outermost loop around the call; else _Unmappable."""
+        calls = src.calls_at(line)
+        parents = {
+            id(child): node for node in ast.walk(src.tree) for child in ast.iter_child_nodes(node)
+        }
+        call = next((c for c in calls if isinstance(c.func, ast.Name)), None)
+        if call is None:
+            raise _Unmappable(f"no call of a named module at {self.rel(src.path)}:{line}")
+        chain: list[ast.AST] = [call]  # the call's ancestors, innermost first
+        while id(chain[-1]) in parents:
+            chain.append(parents[id(chain[-1])])
+
+        def assignments(name: str) -> list[ast.stmt]:
+            return [
                 n
                 for n in ast.walk(src.tree)
                 if isinstance(n, ast.Assign | ast.AnnAssign)
@@ -478,17 +492,39 @@ class _Builder:
                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                 )
             ]
-            if assigns:
-                found.append((name, max(assigns, key=lambda n: n.lineno)))
-        if not found:
+
+        names = [c.func.id for c in calls if isinstance(c.func, ast.Name)]
+        named = [n for n in names if assignments(n)]
+        if not named:
             raise _Unmappable(
                 f"no assignment of the module called at {self.rel(src.path)}:{line} was found"
             )
         cls = self.record.model
-        for name, assign in found:  # the one built from the trained module's class
-            if cls and cls in src.source(assign):
-                return name, assign
-        return found[0]
+        # the name built from the trained module's class, else the innermost call's
+        name = next(
+            (n for n in named if cls and any(cls in src.source(a) for a in assignments(n))),
+            named[0],
+        )
+
+        def encloses(stmt: ast.stmt) -> bool:
+            parent = parents.get(id(stmt))
+            if parent is None or parent not in chain:
+                return False
+            child = chain[chain.index(parent) - 1]  # the call's ancestor directly in parent
+            for _, value in ast.iter_fields(parent):
+                if isinstance(value, list) and stmt in value:
+                    return child in value
+            return False
+
+        always = [a for a in assignments(name) if encloses(a)]
+        if always:
+            last = max(always, key=lambda a: a.lineno)
+            return name, last.end_lineno or last.lineno, src.line_indent(last.lineno)
+        loops = [n for n in chain if isinstance(n, ast.For | ast.While | ast.AsyncFor)]
+        if loops:
+            loop = loops[-1]
+            return name, loop.lineno - 1, src.line_indent(loop.lineno)
+        raise _Unmappable(f"{name} is assigned only in branches that do not enclose its call")
 
     # ---- knobs with no line ----
 

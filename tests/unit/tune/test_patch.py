@@ -310,3 +310,55 @@ def test_only_applied_knobs_are_written(tmp_path: Path) -> None:
     )
     result = build_patch(recipe, record, tmp_path, script=script)
     assert result.diff == "" and result.edits == [] and result.snippets == []
+
+
+def test_model_built_in_branches_is_compiled_before_the_training_loop(tmp_path: Path) -> None:
+    # nanoGPT's shape: the model is built in one of several branches and re-wrapped under
+    # `if ddp:`; no single assignment always runs, so the line goes before the loop.
+    script = _write(
+        tmp_path,
+        "t.py",
+        """
+        if scratch:
+            model = GPT(conf)
+        else:
+            model = GPT.load(path)
+        if ddp:
+            model = DDP(model)
+        while True:
+            with ctx:
+                logits, loss = model(X, Y)
+        """,
+    )
+    call_line = _line(script, "model(X, Y)")
+    recipe = {"compile": "default"}
+    record = _record(
+        recipe,
+        {"compile": [f"GPT.forward = torch.compile(mode=default) at {script}:{call_line}"]},
+        model="GPT",
+    )
+    _apply(tmp_path, build_patch(recipe, record, tmp_path).diff)
+    assert "    model = DDP(model)\nmodel = torch.compile(model)\nwhile True:\n" in (
+        script.read_text()
+    )
+
+
+def test_unconditional_assignment_wins_over_a_later_branch(tmp_path: Path) -> None:
+    script = _write(
+        tmp_path,
+        "t.py",
+        """
+        import torch
+        model = Net()
+        if ddp:
+            model = DDP(model)
+        for x in data:
+            model(x).sum().backward()
+        """,
+    )
+    recipe = {"compile": "reduce-overhead"}
+    record = _record(recipe, {"compile": [f"x at {script}:6"]}, model="Net")
+    _apply(tmp_path, build_patch(recipe, record, tmp_path).diff)
+    assert script.read_text().startswith(
+        "import torch\nmodel = Net()\nmodel = torch.compile(model, mode='reduce-overhead')\n"
+    )
