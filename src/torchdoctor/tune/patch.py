@@ -330,12 +330,11 @@ class _Builder:
                 call = next((c for c in src.calls_at(line) if "DataLoader" in _callee(c)), None)
                 if call is None:
                     raise _Unmappable(f"no DataLoader call at {self.rel(path)}:{line}")
-                _set_arguments(src, call, wanted, _LOADER_POSITIONS)
-                for knob, text in wanted.items():
-                    self.edited(knob, path, call.lineno, f"DataLoader({knob}={text})")
+                for knob in _set_arguments(src, call, wanted, _LOADER_POSITIONS):
+                    self.edited(knob, path, call.lineno, f"DataLoader({knob}={wanted[knob]})")
             except _Unmappable as exc:
-                shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
-                self.snippet(", ".join(wanted), str(exc), f"DataLoader(..., {shown})")
+                for knob, text in wanted.items():
+                    self.snippet(knob, str(exc), f"DataLoader(..., {knob}={text})")
         for knob in knobs:
             if not self.sites(knob):
                 self.snippet(
@@ -370,8 +369,8 @@ class _Builder:
                     for k, v in wanted_all.items()
                     if k in present or v or (impl == "for_loop" and k == "foreach")
                 }
-                _set_arguments(src, call, wanted, {})
-                self.edited("optimizer_impl", path, call.lineno, f"{cls}({impl})")
+                if _set_arguments(src, call, wanted, {}):
+                    self.edited("optimizer_impl", path, call.lineno, f"{cls}({impl})")
             except _Unmappable as exc:
                 shown = ", ".join(f"{k}={v}" for k, v in wanted_all.items() if v)
                 self.snippet("optimizer_impl", str(exc), f"torch.optim.{cls}(params, ..., {shown})")
@@ -389,8 +388,9 @@ class _Builder:
                 keywords = {k.arg for k in call.keywords}
                 if value and not call.args and "set_to_none" not in keywords:
                     continue  # torch's default is set_to_none=True already
-                _set_arguments(src, call, {"set_to_none": _literal(value)}, {"set_to_none": 0})
-                self.edited("set_to_none", path, call.lineno, f"zero_grad(set_to_none={value})")
+                wanted = {"set_to_none": _literal(value)}
+                if _set_arguments(src, call, wanted, {"set_to_none": 0}):
+                    self.edited("set_to_none", path, call.lineno, f"zero_grad(set_to_none={value})")
             except _Unmappable as exc:
                 self.snippet("set_to_none", str(exc), f"optimizer.zero_grad(set_to_none={value})")
 

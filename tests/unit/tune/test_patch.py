@@ -362,3 +362,11 @@ def test_unconditional_assignment_wins_over_a_later_branch(tmp_path: Path) -> No
     assert script.read_text().startswith(
         "import torch\nmodel = Net()\nmodel = torch.compile(model, mode='reduce-overhead')\n"
     )
+
+
+def test_a_call_that_already_has_the_value_is_left_alone(tmp_path: Path) -> None:
+    script = _write(tmp_path, "t.py", "loader = DataLoader(ds, num_workers=2)\n")
+    recipe = {"num_workers": 2}
+    record = _record(recipe, {"num_workers": [f"DataLoader num_workers 2 -> 2 at {script}:1"]})
+    result = build_patch(recipe, record, tmp_path)
+    assert result.diff == "" and result.edits == [] and result.snippets == []
