@@ -370,3 +370,14 @@ def test_a_call_that_already_has_the_value_is_left_alone(tmp_path: Path) -> None
     record = _record(recipe, {"num_workers": [f"DataLoader num_workers 2 -> 2 at {script}:1"]})
     result = build_patch(recipe, record, tmp_path)
     assert result.diff == "" and result.edits == [] and result.snippets == []
+
+
+def test_file_without_final_newline_patches_cleanly(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("x = 1\nloader = DataLoader(ds)", encoding="utf-8")
+    recipe = {"num_workers": 2}
+    record = _record(recipe, {"num_workers": [f"x at {script}:2"]})
+    result = build_patch(recipe, record, tmp_path)
+    assert "\\ No newline at end of file" in result.diff
+    _apply(tmp_path, result.diff)
+    assert script.read_text() == "x = 1\nloader = DataLoader(ds, num_workers=2)"
