@@ -65,7 +65,7 @@ def run_script_with_recipe(
     from torchdoctor.cli.diagnose import _split_command
     from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, run_script
     from torchdoctor.core import rundir
-    from torchdoctor.diagnose import steady_steps
+    from torchdoctor.measure import steady_rate, warmup_length
 
     if recipe_path is None:
         raise UsageError(
@@ -94,14 +94,17 @@ def run_script_with_recipe(
     rank = f".rank{profile.rank}" if profile.rank is not None else ""
     injection_file = collect_dir / f"{INJECTION_STEM}{rank}.json"
     injection = InjectionRecord.read(injection_file) if injection_file.exists() else None
-    kept = steady_steps(profile.steps, warmup=warmup)
-    total = sum(s.total_s for s in kept)
-    samples = [s.samples for s in kept]
-    throughput = (
-        sum(n for n in samples if n is not None) / total
-        if kept and total > 0 and all(n is not None for n in samples)
-        else None
+    # The steady state by the rule `torchdoctor run WORKLOAD` and the tuner use: warm-up until
+    # step times settle (a compiled forward recompiles once the instrumentation moves its
+    # module hooks), then the median over chunks of at least 0.3 s, which one slow step cannot
+    # move. At most half the steps go to warm-up, so a short run still gets a figure.
+    skip = min(
+        warmup_length([s.total_s for s in profile.steps], min_steps=warmup),
+        len(profile.steps) // 2,
     )
+    kept = list(profile.steps[skip:])
+    known = bool(kept) and all(s.samples is not None for s in kept)
+    throughput = steady_rate(kept) if known else None
     run = ScriptRun(
         argv=argv,
         module=module,

@@ -49,6 +49,7 @@ from torchdoctor.measure._steady import (
     chunk_steps,
     steady_rate,
     warm_up,
+    warmup_length,
 )
 from torchdoctor.measure._sync import make_sync, synchronize
 from torchdoctor.measure._timer import SETTLE_WINDOW, Clock, Timer, settled
@@ -91,5 +92,6 @@ __all__ = [
     "summarize",
     "synchronize",
     "warm_up",
+    "warmup_length",
     "watch_load",
 ]

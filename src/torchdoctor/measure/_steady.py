@@ -66,6 +66,24 @@ def warm_up(
     return steps
 
 
+def warmup_length(
+    times: Sequence[float],
+    *,
+    min_steps: int = MIN_WARMUP_STEPS,
+    max_extra: int = MAX_EXTRA_WARMUP_STEPS,
+) -> int:
+    """How many of the recorded step `times` `warm_up` would have run as warm-up.
+
+    The same rule after the fact, for a script whose steps were recorded as it ran freely
+    (`torchdoctor run --recipe R -- python train.py`): at least `min_steps`, then one more at
+    a time until the steps after the first settle, at most `max_extra` more.
+    """
+    n = min(max(min_steps, 0), len(times))
+    while min_steps and n < len(times) and n - min_steps < max_extra and not settled(times[1:n]):
+        n += 1
+    return n
+
+
 def chunk_steps(step_s: float, *, least: int = 1) -> int:
     """Steps per chunk for steps of `step_s` seconds: at least `MIN_CHUNK_S` of work."""
     wanted = math.ceil(MIN_CHUNK_S / step_s) if step_s > 0 else least

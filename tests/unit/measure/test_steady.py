@@ -14,6 +14,7 @@ from torchdoctor.measure import (
     chunk_steps,
     steady_rate,
     warm_up,
+    warmup_length,
 )
 
 
@@ -57,6 +58,21 @@ def test_warm_up_is_bounded_when_steps_never_settle() -> None:
     session = ScriptedSession([1.0, 2.0] * 100)
     assert len(warm_up(session, min_steps=3)) == 3 + MAX_EXTRA_WARMUP_STEPS
     assert len(warm_up(ScriptedSession([1.0, 2.0] * 100), min_steps=3, max_extra=0)) == 3
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [40.0, 0.5, 0.4, 0.3, 0.25, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+        [5.0, 0.1, 0.1, 0.1, 0.1],
+        [1.0, 2.0] * 40,
+    ],
+)
+def test_warmup_length_applies_the_warm_up_rule_to_recorded_steps(times: list[float]) -> None:
+    # A script runs freely and its steps are recorded: the same rule, after the fact, skips as
+    # many steps as `warm_up` would have run live (bounded by the steps there are).
+    live = len(warm_up(ScriptedSession(times), min_steps=3))
+    assert warmup_length(times, min_steps=3) == min(live, len(times))
 
 
 def test_steady_rate_is_the_median_chunk_rate_and_ignores_one_hiccup() -> None:
