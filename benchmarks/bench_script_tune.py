@@ -100,7 +100,7 @@ def main() -> None:
     ratios = pairs((empty, cwd), (tuned, cwd), command, steps=args.steps, label="run --recipe")
     again = geomean(ratios)
     inside = "inside" if low <= again <= high else "OUTSIDE"
-    print(f"re-measured by {REMEASURE_PAIRS} `run --recipe` pairs: {again:.3f}x, {inside} the claim")
+    print(f"re-measured by {REMEASURE_PAIRS} `run --recipe` pairs: {again:.3f}x, {inside}")
 
     # The patch, from the injection record of a run of the tuned recipe.
     from torchdoctor.collect import InjectionRecord
