@@ -13,7 +13,8 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
   with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
 - at the first step boundary the script has run its start-up (imports, data, model build) and
   its first training step: ``{"event": "ready", "startup_s": ..., "seed": ...,
-  "script_seeded": bool}``, then it waits for a command;
+  "script_seeded": bool, "injection": InjectionRecord JSON | None}`` (what each injected knob
+  did by then), then it waits for a command;
 - ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
   boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
   and it waits again; with "release", CUDA's cached free blocks go back to the device first;
@@ -201,6 +202,9 @@ class StepController:
         self._step_losses: list[torch.Tensor] = []
         self._last = 0.0
         self._depth = 0
+        #: the launch's recipe `Injection` (collect/inject), or None: its knob statuses go
+        #: out with the ready message
+        self.injection: Any = None
 
     # ---- probe -----------------------------------------------------------------------------
 
@@ -262,6 +266,7 @@ class StepController:
                     "startup_s": self._clock() - self._started,
                     "seed": self.seed,
                     "script_seeded": self.script_seed_calls > 0,
+                    "injection": self._injection_record(),
                 }
             )
             self._await_command()
@@ -279,6 +284,12 @@ class StepController:
         self._seconds.append(self._clock() - self._last)
         self._send(self._chunk_reply(values))
         self._await_command()
+
+    def _injection_record(self) -> dict[str, Any] | None:
+        if self.injection is None:
+            return None
+        record: dict[str, Any] = self.injection.record().to_json_dict()
+        return record
 
     # ---- commands --------------------------------------------------------------------------
 

@@ -7,18 +7,24 @@ control address in the config) and drives it through the control channel of
 authkey per worker, passed to the script in its environment. The script pauses at its optimizer
 steps, so an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
 
-- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s}``: launch and wait for
+- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s, "injection": ...}``:
+  launch and wait for
   the first step boundary. `prepare_s` is the launch-to-boundary time seen from here (the
   interpreter, imports, data, model build and the first training step); `startup_s` is the
-  script's own count from the control connection on. Prepared already: the same figures.
+  script's own count from the control connection on; `injection` the `InjectionRecord` JSON of
+  the recipe's knobs at that first step (None without a recipe): which applied, which could not
+  and why. Prepared already: the same figures.
 - ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
   loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
   when not prepared (with "startup_s" in the reply). A script that reaches its end before the
   chunk is done is relaunched and the chunk finished on the new run: `restarts` counts that in
   this reply, `restart_s` the start-ups it cost, which are no step's.
 - ``{"op": "release"}`` -> ``{"ok": True}`` (CUDA: the script's cached free blocks go back).
-- ``{"op": "reference", ...}``: no such thing for a script (a fresh run with perturbed initial
-  weights would need the model's construction): `TrialFailure("error")`.
+- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
+  the first n losses of a fresh launch of the same script, recipe and seed whose trained model
+  (the injection's trained top-level module, collect/inject/model.py) gets the engine's no-op
+  weight perturbation i before its first step (`LaunchConfig.perturbation`), as a workload's
+  reference session does (tune/worker.py); this worker's own launch is untouched.
 - ``{"op": "exit"}`` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after
   grace periods; the script runs in its own session (process group), which is killed last, so
   its DataLoader workers go with it.
@@ -122,12 +128,19 @@ class ScriptWorker:
         memory_cap_bytes: int | None = None,
         log_path: Path | None = None,
         work_dir: Path | None = None,
+        recipe: dict[str, Any] | None = None,
+        perturbation: int = 0,
     ) -> None:
         if not argv:
             raise ValueError("no script to run")
         self.argv = list(argv)
         self.module = module
         self.seed = seed
+        #: knob -> value injected into the script (collect/inject); None: it runs as written
+        self.recipe = dict(recipe) if recipe is not None else None
+        self.perturbation = perturbation
+        #: the InjectionRecord JSON the script sent at its first step of the latest launch
+        self.injection: dict[str, Any] | None = None
         self._python = python
         self._cwd = cwd
         self._env = env
@@ -164,6 +177,7 @@ class ScriptWorker:
                 "ok": True,
                 "prepare_s": self.startup_s[0],
                 "startup_s": self.script_startup_s[0],
+                "injection": self.injection,
             }
         if op == "run":
             return self._run(int(message["steps"]), bool(message.get("release")), deadline)
@@ -175,11 +189,7 @@ class ScriptWorker:
             self.close()
             return {"ok": True}
         if op == "reference":
-            raise TrialFailure(
-                "error",
-                "reference runs need the model's construction, which a script does not expose; "
-                "compare a script arm's losses with the baseline arm's instead",
-            )
+            return self._reference(int(message["perturbation"]), int(message["steps"]), deadline)
         raise TrialFailure("error", f"unknown op {op!r}")
 
     def close(self, *, kill: bool = False) -> None:
@@ -207,6 +217,38 @@ class ScriptWorker:
             restarts=self.restarts,
             startup_s=list(self.startup_s),
         )
+
+    def _reference(self, perturbation: int, steps: int, deadline: float) -> dict[str, Any]:
+        """A fresh launch with a perturbed model: its first `steps` losses (module doc)."""
+        log = self._log_path.with_name(f"{self._log_path.stem}-reference{perturbation}.log")
+        fresh = ScriptWorker(
+            self.argv,
+            module=self.module,
+            seed=self.seed,
+            python=self._python,
+            cwd=self._cwd,
+            env=self._env,
+            memory_cap_bytes=self._memory_cap,
+            log_path=log,
+            recipe=self.recipe,
+            perturbation=perturbation,
+        )
+        try:
+            remaining = max(0.0, deadline - time.monotonic())
+            fresh.request({"op": "prepare"}, timeout_s=remaining)
+            outcome = (fresh.injection or {}).get("model")
+            if outcome is None:
+                raise TrialFailure(
+                    "error",
+                    "no trained model was found in the script to perturb for the quality "
+                    "reference (no module owning an optimizer's parameters was called in "
+                    "training mode)",
+                )
+            remaining = max(0.0, deadline - time.monotonic())
+            reply = fresh.request({"op": "run", "steps": steps}, timeout_s=remaining)
+            return {"ok": True, "losses": [row[2] for row in reply["steps"]]}
+        finally:
+            fresh.close()
 
     # ---- chunks ----------------------------------------------------------------------------
 
@@ -256,7 +298,9 @@ class ScriptWorker:
             module=self.module,
             warmup=0,
             profile_steps=0,
+            recipe=self.recipe,
             control=f"{host}:{port}",
+            perturbation=self.perturbation,
         )
         config_path = config.write(self._dir / "launch_config.json")
         cmd, env = child_command(config_path, self.argv, python=self._python, env=self._env)
@@ -288,6 +332,8 @@ class ScriptWorker:
         self.startup_s.append(startup)
         self.script_startup_s.append(float(ready.get("startup_s", startup)))
         self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
+        injection = ready.get("injection")
+        self.injection = injection if isinstance(injection, dict) else None
         return startup
 
     def _accept(self, launch: _Launch, deadline: float) -> Connection:
