@@ -122,8 +122,11 @@ def tune_command(
         command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
     if resume is not None:
         if command:
-            _check_resumed_command(resume, command)
-        result = run_with_progress(workload=None if command else workload, resume=resume)
+            from torchdoctor.cli.diagnose import _split_command
+
+            result = run_with_progress(resume=resume, command=_split_command(command))
+        else:
+            result = run_with_progress(workload=workload, resume=resume)
     elif command:
         if objective not in ("throughput", "latency"):
             raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
@@ -220,25 +223,6 @@ def _script_config(
         joint_trials=joint,
         search_batch=False,
     )
-
-
-def _check_resumed_command(resume: Path, command: list[str]) -> None:
-    """`--resume DIR -- python train.py`: the command must be the study's (its key)."""
-    from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.core.errors import RecordError
-    from torchdoctor.tune.config import CONFIG_FILE
-
-    argv, module = _split_command(command)
-    try:
-        config = TuneConfig.read(resume / CONFIG_FILE)
-    except RecordError as exc:
-        raise TuneError(f"cannot resume from {resume}: {exc}") from None
-    if config.command != argv or config.module != module:
-        was = " ".join(config.command or [config.workload])
-        raise TuneError(
-            f"run folder {resume} tunes {was!r}, not {' '.join(argv)!r}",
-            hint="resume without a command, or with the study's own",
-        )
 
 
 def finish_with_report(result: TuneResult) -> None:

@@ -170,7 +170,9 @@ def _arm_source(config: TuneConfig, settings: TuneSettings) -> ArmSource | None:
     )
 
 
-def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:
+def _open_resume(
+    run_dir: Path, workload: str | None, command: tuple[list[str], bool] | None = None
+) -> TuneConfig:
     try:
         manifest = read_manifest(run_dir)
         config = TuneConfig.read(run_dir / CONFIG_FILE)
@@ -182,6 +184,13 @@ def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:
         raise TuneError(
             f"run folder {run_dir} tunes workload {config.workload!r}, not {workload!r}",
             hint=f"resume without a workload, or with {config.workload!r}",
+        )
+    if command is not None and (config.command, config.module) != command:
+        # A script's study is keyed by its command: another command is another study.
+        was = " ".join(config.command or [config.workload])
+        raise TuneError(
+            f"run folder {run_dir} tunes {was!r}, not {' '.join(command[0])!r}",
+            hint="resume without a command, or with the study's own",
         )
     return config
 
@@ -198,10 +207,14 @@ def tune(
     resume: Path | None = None,
     on_trial: TrialCallback | None = None,
     on_start: Callable[[Tuner, int], None] | None = None,
+    command: tuple[list[str], bool] | None = None,
 ) -> TuneResult:
-    """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`."""
+    """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`.
+
+    `command` (argv, module) with `resume`: the script command the resumed study must tune.
+    """
     if resume is not None:
-        config = _open_resume(resume, workload)
+        config = _open_resume(resume, workload, command)
         run_dir = resume
         study = Study(_storage_url(config, run_dir))
     else:
