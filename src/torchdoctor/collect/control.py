@@ -13,8 +13,9 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
   with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
 - at the first step boundary the script has run its start-up (imports, data, model build) and
   its first training step: ``{"event": "ready", "startup_s": ..., "seed": ...,
-  "script_seeded": bool, "injection": InjectionRecord JSON | None}`` (what each injected knob
-  did by then), then it waits for a command;
+  "script_seeded": bool, "injection": InjectionRecord JSON | None, "loaders": [...]}`` (what
+  each injected knob did by then, and the DataLoaders iterated so far as `DataLoaderInfo`),
+  then it waits for a command;
 - ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
   boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
   and it waits again; with "release", CUDA's cached free blocks go back to the device first;
@@ -123,6 +124,7 @@ def attach_controller(address: str, inst: Any) -> StepController:
         uncounted=inst.syncs.uncounted,
         seed=None if seed is None else int(seed),
     )
+    controller.loaders = lambda: [s.record().model_dump() for s in inst.data.loaders.values()]
     inst.add_probe(controller)
     return controller
 
@@ -205,6 +207,9 @@ class StepController:
         #: the launch's recipe `Injection` (collect/inject), or None: its knob statuses go
         #: out with the ready message
         self.injection: Any = None
+        #: the settings of the DataLoaders the script iterated so far (`DataLoaderInfo` JSON),
+        #: sent with the ready message: a tuner learns the script's own num_workers there
+        self.loaders: Callable[[], list[dict[str, Any]]] = list
 
     # ---- probe -----------------------------------------------------------------------------
 
@@ -267,6 +272,7 @@ class StepController:
                     "seed": self.seed,
                     "script_seeded": self.script_seed_calls > 0,
                     "injection": self._injection_record(),
+                    "loaders": self.loaders(),
                 }
             )
             self._await_command()

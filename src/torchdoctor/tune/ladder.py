@@ -57,7 +57,7 @@ def candidate_changes(
 ) -> list[dict[str, Any]]:
     """The changes of one knob still worth a trial from the current best."""
     changes = []
-    current = tuner.best_recipe.get(spec.name, spec.default)
+    current = tuner.best_recipe.get(spec.name, tuner.own_settings.get(spec.name, spec.default))
     for value in spec.values:
         if _same(value, current):
             continue
@@ -95,7 +95,10 @@ def _one_pass(
         rejected_for_speed = False
         # Re-derived per value: after a kept value the current best has changed.
         for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
-            if _same(tuner.best_recipe.get(spec.name, spec.default), change[spec.name]):
+            current = tuner.best_recipe.get(
+                spec.name, tuner.own_settings.get(spec.name, spec.default)
+            )
+            if _same(current, change[spec.name]):
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
             if result.decision == "rejected" and result.reason.startswith(DOES_NOT_APPLY):

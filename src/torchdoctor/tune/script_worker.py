@@ -141,6 +141,8 @@ class ScriptWorker:
         self.perturbation = perturbation
         #: the InjectionRecord JSON the script sent at its first step of the latest launch
         self.injection: dict[str, Any] | None = None
+        #: the DataLoaders the script iterated by its first step (`DataLoaderInfo` JSON)
+        self.loaders: list[dict[str, Any]] = []
         self._python = python
         self._cwd = cwd
         self._env = env
@@ -178,6 +180,7 @@ class ScriptWorker:
                 "prepare_s": self.startup_s[0],
                 "startup_s": self.script_startup_s[0],
                 "injection": self.injection,
+                "loaders": self.loaders,
             }
         if op == "run":
             return self._run(int(message["steps"]), bool(message.get("release")), deadline)
@@ -334,6 +337,8 @@ class ScriptWorker:
         self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
         injection = ready.get("injection")
         self.injection = injection if isinstance(injection, dict) else None
+        loaders = ready.get("loaders")
+        self.loaders = list(loaders) if isinstance(loaders, list) else []
         return startup
 
     def _accept(self, launch: _Launch, deadline: float) -> Connection:

@@ -97,6 +97,19 @@ def not_applied_of(injection: dict[str, Any] | None) -> dict[str, str]:
     }
 
 
+#: DataLoader settings that are knobs of the catalogue, as `DataLoaderInfo` names them.
+_LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def own_settings_of(loaders: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The script's own loader knob values: those of the first DataLoader it iterated (the
+    training loader, by its first step), so the ladder does not try what the script runs."""
+    if not loaders:
+        return {}
+    first = loaders[0]
+    return {k: first[k] for k in _LOADER_SETTINGS if first.get(k) is not None}
+
+
 @dataclass(frozen=True)
 class ScriptArms:
     """Arms of a user's script: one `ScriptWorker` launch per arm, the recipe injected."""
@@ -139,6 +152,7 @@ class ScriptArms:
             prepare_s=float(reply.get("prepare_s", 0.0)),
         )
         arm.not_applied = not_applied_of(reply.get("injection"))
+        arm.own_settings = own_settings_of(reply.get("loaders"))
         if any(k in arm.not_applied for k in changed):
             return arm  # its trial ends as "does not apply": no warm-up spent on it
         return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)

@@ -140,6 +140,9 @@ class Tuner:
         #: eager baseline, so its tolerance is the loosest class of everything it differs by
         #: (threads=1 on top of a kept compile is not held to "exact" against eager).
         self.kept_safety: list[Safety] = []
+        #: knob -> the value the baseline runs with of its own (a script's DataLoader
+        #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
+        self.own_settings: dict[str, Any] = {}
 
     # budget
 
@@ -207,6 +210,7 @@ class Tuner:
         plan = self.settings.plan
         try:
             arm = self.open_arm_for(self.best_recipe, "baseline")
+            self.own_settings = dict(arm.own_settings)
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
