@@ -129,3 +129,20 @@ def test_a_knob_that_does_not_act_ends_its_trial_without_an_ab(tmp_path: Path) -
     assert candidate.runs == 0  # not even warmed up
     assert outcome.skipped == {NO_LOADER: ["num_workers"]}
     assert tuner.best_recipe == {}
+
+
+def test_the_ladder_does_not_try_the_value_a_script_runs_with_of_its_own() -> None:
+    from torchdoctor.tune.ladder import candidate_changes
+    from torchdoctor.tune.sources import own_settings_of
+
+    loaders = [{"num_workers": 2, "pin_memory": False, "batch_size": 16}]
+    assert own_settings_of(loaders) == {"num_workers": 2, "pin_memory": False}
+    tuner = Tuner(SessionSpec("script:t", {}), TuneSettings(), Study("sqlite://"))
+    knob = KnobSpec("num_workers", (0, 1, 2), "exact", None)
+    assert candidate_changes(tuner, knob, None, {}) == [
+        {"num_workers": 0},
+        {"num_workers": 1},
+        {"num_workers": 2},
+    ]
+    tuner.own_settings = own_settings_of(loaders)
+    assert candidate_changes(tuner, knob, None, {}) == [{"num_workers": 0}, {"num_workers": 1}]
