@@ -132,3 +132,23 @@ def test_a_script_that_cannot_be_tuned_is_one_line_and_exit_2(
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "failed"
     assert expected in manifest["error"]
+
+
+def test_resume_continues_the_study_of_its_own_command_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(NEVER_BACKWARD)
+    run = tmp_path / "tune"
+    assert main(["tune", "--out", str(run), "--", "python", str(script), "--lr", "1"]) == 2
+    config = json.loads((run / "tune_config.json").read_text())
+    assert (config["command"], config["module"]) == ([str(script), "--lr", "1"], False)
+    capsys.readouterr()
+    # The study is keyed by the command: another command is refused, in one line.
+    code = main(["tune", "--resume", str(run), "--", "python", str(script), "--lr", "2"])
+    assert code == 2
+    assert "--lr 2" in _one_error_line(capsys.readouterr().err)
+    # Its own command resumes it (and fails again the same way: the script never steps).
+    code = main(["tune", "--resume", str(run), "--", "python", str(script), "--lr", "1"])
+    assert code == 2
+    assert "never called backward" in _one_error_line(capsys.readouterr().err)

@@ -77,6 +77,9 @@ DEFAULT_MIN_GAIN: Final = 0.02
 FUTILE_SLOWDOWN: Final = 10.0
 
 
+#: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
+OWN_SETTINGS_ATTR: Final = "own_settings"
+
 #: Reason prefix of a trial whose changed knob did not act in the script (`_does_not_apply`).
 DOES_NOT_APPLY: Final = "does not apply"
 
@@ -203,6 +206,7 @@ class Tuner:
         stored = self.stored.get(key)
         if isinstance(stored, TrialResult):
             result = stored
+            self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
             self.baseline = result
             self._add_baseline_rung(result)
             return self.record(result, reused=True)
@@ -211,6 +215,8 @@ class Tuner:
         try:
             arm = self.open_arm_for(self.best_recipe, "baseline")
             self.own_settings = dict(arm.own_settings)
+            if self.own_settings:  # a resumed study reuses the baseline without its arm
+                self.study.set_attr(OWN_SETTINGS_ATTR, self.own_settings)
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start

@@ -146,3 +146,25 @@ def test_the_ladder_does_not_try_the_value_a_script_runs_with_of_its_own() -> No
     ]
     tuner.own_settings = own_settings_of(loaders)
     assert candidate_changes(tuner, knob, None, {}) == [{"num_workers": 0}, {"num_workers": 1}]
+
+
+def test_the_cli_reads_a_script_or_a_module_command() -> None:
+    from torchdoctor.cli.tune import _script_config
+
+    options: dict[str, Any] = dict(
+        budget="90s", objective="throughput", max_memory=None, storage=None, settings=[],
+        knobs="num_workers", joint=0, min_gain=0.02, device="cpu", seed=0,
+    )  # fmt: skip
+    script = _script_config(["python", "train.py", "--steps", "4"], **options)
+    assert (script.command, script.module, script.workload) == (
+        ["train.py", "--steps", "4"],
+        False,
+        "script:train",
+    )
+    assert script.search_batch is False and script.knobs == ["num_workers"]
+    module = _script_config(["python", "-m", "pkg.train", "--lr", "1"], **options)
+    assert (module.command, module.module, module.workload) == (
+        ["pkg.train", "--lr", "1"],
+        True,
+        "script:pkg.train",
+    )
