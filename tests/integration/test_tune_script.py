@@ -108,6 +108,14 @@ NEVER_STEPS = (
     "    (w * 2).sum().backward()\n"
 )
 
+ONE_STEP = (
+    "import torch\n"
+    "w = torch.nn.Parameter(torch.ones(2))\n"
+    "opt = torch.optim.SGD([w], lr=0.1)\n"
+    "(w * 2).sum().backward()\n"
+    "opt.step()\n"
+)
+
 
 @pytest.mark.parametrize(
     ("source", "expected"),
@@ -115,6 +123,7 @@ NEVER_STEPS = (
         (FAILS_AT_START, "no data at /nonexistent"),
         (NEVER_BACKWARD, "never called backward"),
         (NEVER_STEPS, "never steps a torch.optim optimizer"),
+        (ONE_STEP, "ends right after its first optimizer step"),
         (None, "not found"),
     ],
 )
