@@ -163,6 +163,8 @@ class ScriptWorker:
         self.script_startup_s: list[float] = []
         self.script_seeded = False
         self._closed = False
+        #: the script's child processes stopped between chunks (`_freeze`)
+        self._frozen: list[psutil.Process] = []
         _LIVE.add(self)
 
     # ---- WorkerLike ------------------------------------------------------------------------
@@ -265,6 +267,7 @@ class ScriptWorker:
         peak: int | None = None
         restart_s: list[float] = []
         fresh = False
+        self._thaw()
         while len(rows) < steps:
             answer = self._exchange(
                 {"op": "run", "steps": steps - len(rows), "release": release}, deadline
@@ -285,10 +288,40 @@ class ScriptWorker:
                 restart_s.append(self._start(deadline))
                 self.restarts += 1
                 fresh = True
+        self._freeze()
         reply.update(
             steps=rows, peak_memory_bytes=peak, restarts=len(restart_s), restart_s=restart_s
         )
         return reply
+
+    def _freeze(self) -> None:
+        """Stop the script's child processes (DataLoader workers) until its next chunk.
+
+        A script paused at a step boundary waits idle, but its DataLoader workers do not: they
+        go on decoding batches while the other arm's chunk runs. Measured on the zoo's
+        data-loading script on 2 cores: the paused candidate's two workers halved the
+        baseline's speed during its chunks (357 samples/s interleaved, 726 alone) and handed
+        the candidate ready batches, so the A/B said 2.8x where fresh processes, each alone,
+        said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
+        chunk they go on where they were, the prefetch queue as full as the script left it.
+        """
+        launch = self._launch
+        if launch is None or launch.proc.poll() is not None:
+            return
+        try:
+            children = psutil.Process(launch.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.suspend()
+                self._frozen.append(child)
+
+    def _thaw(self) -> None:
+        frozen, self._frozen = self._frozen, []
+        for child in frozen:
+            with contextlib.suppress(psutil.Error):
+                child.resume()
 
     # ---- the script's process --------------------------------------------------------------
 
@@ -435,6 +468,7 @@ class ScriptWorker:
         self._stop(kill=True)
 
     def _stop(self, *, kill: bool) -> None:
+        self._thaw()  # a stopped process would hold its SIGTERM until continued
         launch, self._launch = self._launch, None
         if launch is None:
             return
