@@ -84,9 +84,7 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         return tune(on_start=on_start, on_trial=on_trial, **kwargs)
 
 
-@app.command(
-    "tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": False}
-)
+@app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def tune_command(
     ctx: typer.Context,
     workload: str = typer.Argument(

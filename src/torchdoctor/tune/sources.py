@@ -156,4 +156,3 @@ class ScriptArms:
         if any(k in arm.not_applied for k in changed):
             return arm  # its trial ends as "does not apply": no warm-up spent on it
         return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
-
