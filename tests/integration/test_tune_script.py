@@ -62,6 +62,9 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     # The script's own num_workers=0 is not tried again.
     assert {"num_workers": 0} not in [t.change for t in trials if t.kind == "ladder"]
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    snippet = (run / "best_recipe.py").read_text()
+    compile(snippet, "best_recipe.py", "exec")
+    assert "torchdoctor run --recipe best_recipe.json -- python" in snippet
     config = json.loads((run / "tune_config.json").read_text())
     assert config["command"] == [script, "--steps", "400"]
     # The tune's recipe, as `torchdoctor run --recipe RUN_DIR -- python train.py` injects it.
@@ -150,6 +153,9 @@ def test_resume_continues_the_study_of_its_own_command_only(
     script.write_text(NEVER_BACKWARD)
     run = tmp_path / "tune"
     assert main(["tune", "--out", str(run), "--", "python", str(script), "--lr", "1"]) == 2
+    snippet = (run / "best_recipe.py").read_text()
+    compile(snippet, "best_recipe.py", "exec")
+    assert "torchdoctor run --recipe best_recipe.json -- python" in snippet
     config = json.loads((run / "tune_config.json").read_text())
     assert (config["command"], config["module"]) == ([str(script), "--lr", "1"], False)
     capsys.readouterr()

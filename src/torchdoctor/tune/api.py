@@ -382,11 +382,22 @@ def _finish(
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")
     atomic_write_text(
         run_dir / BEST_RECIPE_PY,
-        recipe_snippet(config.workload, result.best_recipe, config.baseline_recipe),
+        recipe_snippet(
+            config.workload,
+            result.best_recipe,
+            config.baseline_recipe,
+            command=_command_text(config) if config.is_script else None,
+        ),
     )
     if config.is_script:
         _write_script_changes(config, run_dir, result)
     return result
+
+
+def _command_text(config: TuneConfig) -> str:
+    import shlex
+
+    return shlex.join(["python", *(["-m"] if config.module else []), *(config.command or [])])
 
 
 def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult) -> None:
