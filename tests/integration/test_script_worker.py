@@ -130,3 +130,35 @@ def test_script_that_never_reaches_a_step_times_out(tmp_path: Path) -> None:
     # closed on failure: the stuck process is gone, not waited out
     assert time.monotonic() - start < 30
     assert worker._launch is None
+
+
+def test_a_paused_scripts_dataloader_workers_are_stopped_until_its_next_chunk() -> None:
+    # The paused arm's workers would otherwise decode batches during the other arm's chunk,
+    # slowing it and handing this arm ready batches (ScriptWorker._freeze).
+    script = str(ZOO / "data_loading_argparse.py")
+    worker = ScriptWorker(
+        [script, "--steps", "200", "--decode-iters", "200", "--workers", "2"], seed=0
+    )
+    try:
+        first = worker.request({"op": "run", "steps": 3}, timeout_s=deadline())
+        assert len(first["steps"]) == 3
+        children = list(worker._frozen)
+        assert len(children) == 2  # the two DataLoader workers
+        assert _statuses(children) == {psutil.STATUS_STOPPED}
+        again = worker.request({"op": "run", "steps": 3}, timeout_s=deadline())
+        assert len(again["steps"]) == 3  # they ran again for the chunk
+        assert len(worker._frozen) == 2
+        assert _statuses(worker._frozen) == {psutil.STATUS_STOPPED}
+    finally:
+        worker.close()
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def _statuses(procs: list[psutil.Process]) -> set[str]:
+    """The processes' states once SIGSTOP has landed (it is delivered asynchronously)."""
+    end = time.monotonic() + 2.0
+    while True:
+        states = {p.status() for p in procs}
+        if states == {psutil.STATUS_STOPPED} or time.monotonic() > end:
+            return states
+        time.sleep(0.02)

@@ -1,4 +1,9 @@
-"""`torchdoctor tune WORKLOAD`: find the fastest recipe that still learns the same, with proof."""
+"""`torchdoctor tune WORKLOAD`: find the fastest recipe that still learns the same, with proof.
+
+`torchdoctor tune [options] -- python train.py ARGS` (or `-- python -m pkg.train ARGS`) tunes a
+user's unmodified script the same way: each recipe's knobs injected into the script, the
+script driven at its optimizer steps (tune/sources.py).
+"""
 
 from __future__ import annotations
 
@@ -79,9 +84,12 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         return tune(on_start=on_start, on_trial=on_trial, **kwargs)
 
 
-@app.command("tune")
+@app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def tune_command(
-    workload: str = typer.Argument(None, help="Built-in workload name (omit with --resume)."),
+    ctx: typer.Context,
+    workload: str = typer.Argument(
+        None, help="Built-in workload name (omit with --resume, or give -- python train.py)."
+    ),
     budget: str = typer.Option("10m", "--budget", help="Wall-time budget, e.g. 10m, 90s, 1h."),
     objective: str = typer.Option("throughput", "--objective", help="throughput or latency."),
     max_memory: str = typer.Option(None, "--max-memory", help="Memory cap per trial, e.g. 4GiB."),
@@ -104,9 +112,38 @@ def tune_command(
         True, "--diagnose/--no-diagnose", help="Diagnose first; try its prescriptions first."
     ),
 ) -> None:
-    """Tune WORKLOAD: prove each change by interleaved A/B, keep the wins, hand back the recipe."""
+    """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
+    wins, hand back the recipe."""
+    # Everything after `--` is positional to click: its first word lands in `workload`.
+    command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    if workload is not None and not ctx.args and workload.endswith(".py"):
+        command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
     if resume is not None:
-        result = run_with_progress(workload=workload, resume=resume)
+        if command:
+            from torchdoctor.cli.diagnose import _split_command
+
+            result = run_with_progress(resume=resume, command=_split_command(command))
+        else:
+            result = run_with_progress(workload=workload, resume=resume)
+    elif command:
+        if objective not in ("throughput", "latency"):
+            raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        result = run_with_progress(
+            config=_script_config(
+                command,
+                budget=budget,
+                objective=objective,
+                max_memory=max_memory,
+                storage=storage,
+                settings=settings,
+                knobs=knobs,
+                joint=joint,
+                min_gain=min_gain,
+                device=device,
+                seed=seed,
+            ),
+            out=out,
+        )
     else:
         if workload is None:
             raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
@@ -139,6 +176,51 @@ def tune_command(
         )
         result = run_with_progress(config=config, out=out)
     finish_with_report(result)
+
+
+def _script_config(
+    command: list[str],
+    *,
+    budget: str,
+    objective: str,
+    max_memory: str | None,
+    storage: str | None,
+    settings: list[str],
+    knobs: str | None,
+    joint: int,
+    min_gain: float,
+    device: str | None,
+    seed: int,
+) -> TuneConfig:
+    """The study of `tune -- python train.py ARGS` (the batch search is off: a script's batch
+    is its own, and changing it changes what the script learns)."""
+    import os
+
+    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.knobs import Recipe
+
+    argv, module = _split_command(command)
+    if storage:
+        Study(storage)
+    name = argv[0] if module else Path(argv[0]).stem
+    device = default_device(device)
+    return TuneConfig(
+        workload=f"script:{name}",
+        command=argv,
+        module=module,
+        cwd=os.getcwd(),
+        objective=objective,
+        device=device,
+        seed=seed,
+        budget_s=parse_duration(budget),
+        min_gain=min_gain,
+        max_memory_bytes=parse_size(max_memory) if max_memory else None,
+        storage=storage,
+        baseline_recipe=Recipe.parse(settings, device=device).to_dict(),
+        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+        joint_trials=joint,
+        search_batch=False,
+    )
 
 
 def finish_with_report(result: TuneResult) -> None:

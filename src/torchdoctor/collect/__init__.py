@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect.control import CONTROL_AUTHKEY_ENV
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
     from torchdoctor.collect.inject import install_recipe
+    from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
     from torchdoctor.collect.launcher import child_command, read_profiles, run_script
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
@@ -32,6 +33,7 @@ _EXPORTS = {
     "LaunchConfig": "torchdoctor.collect._target",
     "child_command": "torchdoctor.collect.launcher",
     "INJECTION_STEM": "torchdoctor.collect.inject.record",
+    "NOT_INJECTABLE": "torchdoctor.collect.inject.coordinator",
     "InjectionRecord": "torchdoctor.collect.inject.record",
     "PROFILE_SUMMARY": "torchdoctor.collect.profile",
     "ScriptRun": "torchdoctor.collect.inject.record",
@@ -50,6 +52,7 @@ _EXPORTS = {
 __all__ = [
     "CONTROL_AUTHKEY_ENV",
     "INJECTION_STEM",
+    "NOT_INJECTABLE",
     "PROFILE_SUMMARY",
     "CollectConfig",
     "InjectionRecord",

@@ -36,6 +36,9 @@ class LaunchConfig:
     recipe: dict[str, Any] | None = None
     #: "host:port" of a tuner driving the script step by step (collect/control.py), or None.
     control: str | None = None
+    #: > 0: the trained model's floating parameters get the engine's no-op perturbation of this
+    #: index before its first step (a quality-reference run of a tuned script); 0: untouched
+    perturbation: int = 0
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -142,6 +145,11 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
             controller = attach_controller(cfg.control, inst)
         except ControlError as exc:
             setup_error = setup_error or str(exc)
+        else:
+            if injection is not None:
+                # The tuner reads at the first step which knobs acted (a knob that did not is
+                # a trial that does not apply, ended without an A/B).
+                controller.injection = injection
     if setup_error is not None:
         if controller is not None:
             controller.finish("not_started", 2, setup_error)
@@ -188,13 +196,13 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
 def make_injection(cfg: LaunchConfig) -> tuple[Any, str | None]:
     """The launch's recipe injection, not yet installed (None without a recipe), or the
     one-line reason the recipe cannot be used."""
-    if cfg.recipe is None:
+    if cfg.recipe is None and cfg.perturbation <= 0:
         return None, None
     from torchdoctor.collect.inject import Injection
     from torchdoctor.core.errors import KnobError
 
     try:
-        return Injection(cfg.recipe), None
+        return Injection(cfg.recipe or {}, perturbation=cfg.perturbation), None
     except KnobError as exc:
         return None, f"recipe: {exc}"
 

@@ -13,7 +13,9 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
   with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
 - at the first step boundary the script has run its start-up (imports, data, model build) and
   its first training step: ``{"event": "ready", "startup_s": ..., "seed": ...,
-  "script_seeded": bool}``, then it waits for a command;
+  "script_seeded": bool, "injection": InjectionRecord JSON | None, "loaders": [...]}`` (what
+  each injected knob did by then, and the DataLoaders iterated so far as `DataLoaderInfo`),
+  then it waits for a command;
 - ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
   boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
   and it waits again; with "release", CUDA's cached free blocks go back to the device first;
@@ -122,6 +124,7 @@ def attach_controller(address: str, inst: Any) -> StepController:
         uncounted=inst.syncs.uncounted,
         seed=None if seed is None else int(seed),
     )
+    controller.loaders = lambda: [s.record().model_dump() for s in inst.data.loaders.values()]
     inst.add_probe(controller)
     return controller
 
@@ -201,6 +204,12 @@ class StepController:
         self._step_losses: list[torch.Tensor] = []
         self._last = 0.0
         self._depth = 0
+        #: the launch's recipe `Injection` (collect/inject), or None: its knob statuses go
+        #: out with the ready message
+        self.injection: Any = None
+        #: the settings of the DataLoaders the script iterated so far (`DataLoaderInfo` JSON),
+        #: sent with the ready message: a tuner learns the script's own num_workers there
+        self.loaders: Callable[[], list[dict[str, Any]]] = list
 
     # ---- probe -----------------------------------------------------------------------------
 
@@ -262,6 +271,8 @@ class StepController:
                     "startup_s": self._clock() - self._started,
                     "seed": self.seed,
                     "script_seeded": self.script_seed_calls > 0,
+                    "injection": self._injection_record(),
+                    "loaders": self.loaders(),
                 }
             )
             self._await_command()
@@ -279,6 +290,12 @@ class StepController:
         self._seconds.append(self._clock() - self._last)
         self._send(self._chunk_reply(values))
         self._await_command()
+
+    def _injection_record(self) -> dict[str, Any] | None:
+        if self.injection is None:
+            return None
+        record: dict[str, Any] = self.injection.record().to_json_dict()
+        return record
 
     # ---- commands --------------------------------------------------------------------------
 

@@ -5,15 +5,18 @@
 """
 
 from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.engine.perturb import PERTURBATION_SCALE, perturb_weights
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.run import mean_phase_fractions, run_workload
 from torchdoctor.engine.session import TrainingSession, prepare, resolve_device
 
 __all__ = [
+    "PERTURBATION_SCALE",
     "MemoryStats",
     "RunResult",
     "TrainingSession",
     "mean_phase_fractions",
+    "perturb_weights",
     "prepare",
     "resolve_device",
     "run_workload",

@@ -11,6 +11,12 @@ Run folder (see `torchdoctor.core.rundir`)::
       tune.json            TuneResult
       best_recipe.json     the best recipe
       best_recipe.py       the same as a ready-to-paste Python snippet
+
+A script (`TuneConfig.command`: `tune -- python train.py ARGS`) is tuned the same way with
+`ScriptArms` as the tuner's arm source (tune/sources.py): the same ladder, statistics, budget,
+quality check (its yardstick: fresh launches with a perturbed model), study and report; the
+knobs the injection never injects (collect's NOT_INJECTABLE) are left out of its space, and
+`best_recipe.json` is what `torchdoctor run --recipe R -- python train.py` injects.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.session_spec import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
+from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
@@ -44,6 +51,8 @@ TrialCallback = Callable[[Trial, Tuner], None]
 
 
 def _default_batch(config: TuneConfig) -> int:
+    if config.is_script:
+        return 0  # a script's batch is its own (the batch search is off for scripts)
     if config.factory != ENGINE_FACTORY:
         return int(config.factory_options.get("base_batch", 32))
     from torchdoctor.workloads import get_workload
@@ -52,7 +61,7 @@ def _default_batch(config: TuneConfig) -> int:
 
 
 def _check_workload(config: TuneConfig) -> None:
-    if config.factory != ENGINE_FACTORY:
+    if config.factory != ENGINE_FACTORY or config.is_script:
         return
     from torchdoctor.workloads import get_workload
 
@@ -82,6 +91,15 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
         return specs
     import torch
 
+    if config.is_script:
+        # A script's own num_workers is not known ahead: only threads resolves here.
+        return [
+            replace(s, default=torch.get_num_threads())
+            if s.default is None and s.name == "threads"
+            else s
+            for s in specs
+        ]
+
     from torchdoctor.workloads import get_workload
 
     effective = {
@@ -94,7 +112,67 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
     ]
 
 
-def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:
+def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
+    """why -> knobs of the catalogue the injection never injects into a script (skipped up
+    front: each would need the script's own code changed)."""
+    if not config.is_script:
+        return {}
+    from torchdoctor.collect import NOT_INJECTABLE
+
+    wanted = set(config.knobs) if config.knobs is not None else None
+    skipped: dict[str, list[str]] = {}
+    for name, why in NOT_INJECTABLE.items():
+        if wanted is None or name in wanted:
+            skipped.setdefault(why, []).append(name)
+    return skipped
+
+
+def _script_validator(device: str) -> Callable[[dict[str, Any]], str | None]:
+    """`recipe_validator` without a workload: the catalogue's rules on this device."""
+    from torchdoctor.core.errors import KnobError, KnobNotApplicable
+    from torchdoctor.knobs import Recipe
+
+    def validate(recipe: dict[str, Any]) -> str | None:
+        try:
+            Recipe.from_dict(recipe, device=device)
+        except KnobNotApplicable as exc:
+            return exc.reason
+        except KnobError as exc:
+            return str(exc)
+        return None
+
+    return validate
+
+
+def _check_script(config: TuneConfig) -> None:
+    """A script path that does not exist is bad input, said before any launch."""
+    assert config.command is not None
+    if config.module or not config.command:
+        return
+    script = Path(config.cwd or ".") / config.command[0]
+    if not script.is_file():
+        raise TuneError(
+            f"script {config.command[0]!r} not found",
+            hint="give the path of a training script, e.g. -- python train.py",
+        )
+
+
+def _arm_source(config: TuneConfig, settings: TuneSettings) -> ArmSource | None:
+    """The tuner's arm source: a script's launches, or None (the workload's default)."""
+    if config.command is None:
+        return None
+    return ScriptArms(
+        ScriptCommand(tuple(config.command), module=config.module, cwd=config.cwd),
+        settings.plan,
+        settings.objective,
+        seed=config.seed,
+        memory_cap_bytes=settings.memory_cap_bytes,
+    )
+
+
+def _open_resume(
+    run_dir: Path, workload: str | None, command: tuple[list[str], bool] | None = None
+) -> TuneConfig:
     try:
         manifest = read_manifest(run_dir)
         config = TuneConfig.read(run_dir / CONFIG_FILE)
@@ -106,6 +184,13 @@ def _open_resume(run_dir: Path, workload: str | None) -> TuneConfig:
         raise TuneError(
             f"run folder {run_dir} tunes workload {config.workload!r}, not {workload!r}",
             hint=f"resume without a workload, or with {config.workload!r}",
+        )
+    if command is not None and (config.command, config.module) != command:
+        # A script's study is keyed by its command: another command is another study.
+        was = " ".join(config.command or [config.workload])
+        raise TuneError(
+            f"run folder {run_dir} tunes {was!r}, not {' '.join(command[0])!r}",
+            hint="resume without a command, or with the study's own",
         )
     return config
 
@@ -122,10 +207,14 @@ def tune(
     resume: Path | None = None,
     on_trial: TrialCallback | None = None,
     on_start: Callable[[Tuner, int], None] | None = None,
+    command: tuple[list[str], bool] | None = None,
 ) -> TuneResult:
-    """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`."""
+    """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`.
+
+    `command` (argv, module) with `resume`: the script command the resumed study must tune.
+    """
     if resume is not None:
-        config = _open_resume(resume, workload)
+        config = _open_resume(resume, workload, command)
         run_dir = resume
         study = Study(_storage_url(config, run_dir))
     else:
@@ -140,6 +229,8 @@ def tune(
         config.write(run_dir / CONFIG_FILE)
         study = early if early is not None else Study(_storage_url(config, run_dir))
     study.set_attr("workload", config.workload)
+    if config.command is not None:
+        study.set_attr("command", [*(["-m"] if config.module else []), *config.command])
     try:
         result = _run(config, run_dir, study, on_trial=on_trial, on_start=on_start)
     except TorchDoctorError as exc:
@@ -162,8 +253,17 @@ def _run(
 ) -> TuneResult:
     trials_dir = run_dir / TRIALS
     (run_dir / LOGS).mkdir(parents=True, exist_ok=True)
+    if config.is_script:
+        _check_script(config)
     space = _space(config)
-    validate = recipe_validator(config.workload, config.device) if config.space is None else None
+    not_injectable = script_not_injectable(config)
+    space = [s for s in space if not any(s.name in v for v in not_injectable.values())]
+    if config.space is not None:
+        validate = None
+    elif config.is_script:
+        validate = _script_validator(config.device)
+    else:
+        validate = recipe_validator(config.workload, config.device)
     plan = LadderPlan(
         space=space,
         prescribed=config.prescribed,
@@ -197,7 +297,14 @@ def _run(
         if on_trial is not None:
             on_trial(result, tuner)
 
-    tuner = Tuner(spec, settings, study, log_dir=run_dir / LOGS, on_trial=record)
+    tuner = Tuner(
+        spec,
+        settings,
+        study,
+        log_dir=run_dir / LOGS,
+        on_trial=record,
+        arms=_arm_source(config, settings),
+    )
     from torchdoctor.tune.ladder import planned_trials
 
     if on_start is not None:
@@ -209,6 +316,8 @@ def _run(
             pareto = refine_jointly(tuner, space, config.joint_trials, plan.validate)
     finally:
         tuner.close()
+    for why, knobs in not_injectable.items():
+        outcome.skipped.setdefault(why, []).extend(knobs)
     return _finish(config, run_dir, tuner, outcome, pareto)
 
 
@@ -273,9 +382,32 @@ def _finish(
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")
     atomic_write_text(
         run_dir / BEST_RECIPE_PY,
-        recipe_snippet(config.workload, result.best_recipe, config.baseline_recipe),
+        recipe_snippet(
+            config.workload,
+            result.best_recipe,
+            config.baseline_recipe,
+            command=_command_text(config) if config.is_script else None,
+        ),
     )
+    if config.is_script:
+        _write_script_changes(config, run_dir, result)
     return result
+
+
+def _command_text(config: TuneConfig) -> str:
+    import shlex
+
+    return shlex.join(["python", *(["-m"] if config.module else []), *(config.command or [])])
+
+
+def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult) -> None:
+    """The best recipe as changes to the user's own files, beside best_recipe.json.
+
+    Placeholder of the run-folder writer: the unified-diff patch of the script's files and its
+    snippet (tune/patch.py, built separately) are written here, from `config.command`,
+    `config.cwd` and `result.best_recipe`. Until then `best_recipe.json` is the deliverable:
+    `torchdoctor run --recipe RUN_DIR -- python train.py` injects it unchanged.
+    """
 
 
 def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, float]) -> str:

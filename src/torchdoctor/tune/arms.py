@@ -144,6 +144,12 @@ class Arm:
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.tune.worker.release_device_memory).
     release_after_run: bool = False
+    #: knob -> why it did not act, for a script arm whose recipe was injected
+    #: (tune/sources.py); empty for a workload, where every knob acts
+    not_applied: dict[str, str] = field(default_factory=dict)
+    #: knob -> the value a script runs with of its own (its DataLoader's num_workers, ...),
+    #: read at its first step; empty for a workload, whose defaults are known ahead
+    own_settings: dict[str, object] = field(default_factory=dict)
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""

@@ -75,6 +75,16 @@ class TuneConfig(Record):
     look_every: int = Field(ge=1, default=DEFAULT_LOOK_EVERY)
     settle_rounds: int = Field(ge=0, default=DEFAULT_SETTLE_ROUNDS)
     parity_steps: int = Field(ge=2, default=DEFAULT_PARITY_STEPS)
+    #: A user's script tuned instead of a workload (`tune -- python train.py ARGS`): its argv
+    #: (script path or module name first), whether it is `-m`, and the folder it runs in.
+    #: The study is keyed by it: a resume continues this command. None: a workload.
+    command: list[str] | None = None
+    module: bool = False
+    cwd: str | None = None
+
+    @property
+    def is_script(self) -> bool:
+        return self.command is not None
 
     def plan(self) -> MeasurePlan:
         return MeasurePlan(

@@ -6,7 +6,9 @@ best; then the batch-size search (throughput objective only: a larger batch cann
 latency of a step); then a final A/B of the best against the baseline in fresh process pairs.
 
 A candidate the knob catalogue says cannot run here (e.g. persistent_workers without workers,
-CUDA-only knobs on a CPU) is skipped without a trial.
+CUDA-only knobs on a CPU) is skipped without a trial. On a script, a knob whose first candidate
+did not act (the injection record says not_applied: no DataLoader for num_workers) ends that
+trial without an A/B and its other values are not tried.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.confirm import confirm_against_baseline
 from torchdoctor.tune.records import Confirmation
 from torchdoctor.tune.space import BATCH_KNOBS, STATIC_PRIOR, KnobSpec, order_knobs
-from torchdoctor.tune.tuner import Tuner
+from torchdoctor.tune.tuner import DOES_NOT_APPLY, Tuner
 
 Validator = Callable[[dict[str, Any]], str | None]
 
@@ -55,7 +57,7 @@ def candidate_changes(
 ) -> list[dict[str, Any]]:
     """The changes of one knob still worth a trial from the current best."""
     changes = []
-    current = tuner.best_recipe.get(spec.name, spec.default)
+    current = tuner.best_recipe.get(spec.name, tuner.own_settings.get(spec.name, spec.default))
     for value in spec.values:
         if _same(value, current):
             continue
@@ -93,9 +95,18 @@ def _one_pass(
         rejected_for_speed = False
         # Re-derived per value: after a kept value the current best has changed.
         for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
-            if _same(tuner.best_recipe.get(spec.name, spec.default), change[spec.name]):
+            current = tuner.best_recipe.get(
+                spec.name, tuner.own_settings.get(spec.name, spec.default)
+            )
+            if _same(current, change[spec.name]):
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
+            if result.decision == "rejected" and result.reason.startswith(DOES_NOT_APPLY):
+                # The knob cannot reach this script's code: its other values cannot either.
+                # Reported once, with the injection's reason (after "knob=value: ").
+                why = result.reason.split(": ", 2)[-1]
+                outcome.skipped.setdefault(why, []).append(spec.name)
+                break
             kept_here = kept_here or result.decision == "kept"
             # Quality and futility rejections are not retried: no later change turns a 10x
             # slowdown into a win, nor fixes a broken loss.

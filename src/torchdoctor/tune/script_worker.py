@@ -7,18 +7,24 @@ control address in the config) and drives it through the control channel of
 authkey per worker, passed to the script in its environment. The script pauses at its optimizer
 steps, so an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
 
-- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s}``: launch and wait for
+- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s, "injection": ...}``:
+  launch and wait for
   the first step boundary. `prepare_s` is the launch-to-boundary time seen from here (the
   interpreter, imports, data, model build and the first training step); `startup_s` is the
-  script's own count from the control connection on. Prepared already: the same figures.
+  script's own count from the control connection on; `injection` the `InjectionRecord` JSON of
+  the recipe's knobs at that first step (None without a recipe): which applied, which could not
+  and why. Prepared already: the same figures.
 - ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
   loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
   when not prepared (with "startup_s" in the reply). A script that reaches its end before the
   chunk is done is relaunched and the chunk finished on the new run: `restarts` counts that in
   this reply, `restart_s` the start-ups it cost, which are no step's.
 - ``{"op": "release"}`` -> ``{"ok": True}`` (CUDA: the script's cached free blocks go back).
-- ``{"op": "reference", ...}``: no such thing for a script (a fresh run with perturbed initial
-  weights would need the model's construction): `TrialFailure("error")`.
+- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
+  the first n losses of a fresh launch of the same script, recipe and seed whose trained model
+  (the injection's trained top-level module, collect/inject/model.py) gets the engine's no-op
+  weight perturbation i before its first step (`LaunchConfig.perturbation`), as a workload's
+  reference session does (tune/worker.py); this worker's own launch is untouched.
 - ``{"op": "exit"}`` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after
   grace periods; the script runs in its own session (process group), which is killed last, so
   its DataLoader workers go with it.
@@ -122,12 +128,21 @@ class ScriptWorker:
         memory_cap_bytes: int | None = None,
         log_path: Path | None = None,
         work_dir: Path | None = None,
+        recipe: dict[str, Any] | None = None,
+        perturbation: int = 0,
     ) -> None:
         if not argv:
             raise ValueError("no script to run")
         self.argv = list(argv)
         self.module = module
         self.seed = seed
+        #: knob -> value injected into the script (collect/inject); None: it runs as written
+        self.recipe = dict(recipe) if recipe is not None else None
+        self.perturbation = perturbation
+        #: the InjectionRecord JSON the script sent at its first step of the latest launch
+        self.injection: dict[str, Any] | None = None
+        #: the DataLoaders the script iterated by its first step (`DataLoaderInfo` JSON)
+        self.loaders: list[dict[str, Any]] = []
         self._python = python
         self._cwd = cwd
         self._env = env
@@ -148,6 +163,8 @@ class ScriptWorker:
         self.script_startup_s: list[float] = []
         self.script_seeded = False
         self._closed = False
+        #: the script's child processes stopped between chunks (`_freeze`)
+        self._frozen: list[psutil.Process] = []
         _LIVE.add(self)
 
     # ---- WorkerLike ------------------------------------------------------------------------
@@ -164,6 +181,8 @@ class ScriptWorker:
                 "ok": True,
                 "prepare_s": self.startup_s[0],
                 "startup_s": self.script_startup_s[0],
+                "injection": self.injection,
+                "loaders": self.loaders,
             }
         if op == "run":
             return self._run(int(message["steps"]), bool(message.get("release")), deadline)
@@ -175,11 +194,7 @@ class ScriptWorker:
             self.close()
             return {"ok": True}
         if op == "reference":
-            raise TrialFailure(
-                "error",
-                "reference runs need the model's construction, which a script does not expose; "
-                "compare a script arm's losses with the baseline arm's instead",
-            )
+            return self._reference(int(message["perturbation"]), int(message["steps"]), deadline)
         raise TrialFailure("error", f"unknown op {op!r}")
 
     def close(self, *, kill: bool = False) -> None:
@@ -208,6 +223,38 @@ class ScriptWorker:
             startup_s=list(self.startup_s),
         )
 
+    def _reference(self, perturbation: int, steps: int, deadline: float) -> dict[str, Any]:
+        """A fresh launch with a perturbed model: its first `steps` losses (module doc)."""
+        log = self._log_path.with_name(f"{self._log_path.stem}-reference{perturbation}.log")
+        fresh = ScriptWorker(
+            self.argv,
+            module=self.module,
+            seed=self.seed,
+            python=self._python,
+            cwd=self._cwd,
+            env=self._env,
+            memory_cap_bytes=self._memory_cap,
+            log_path=log,
+            recipe=self.recipe,
+            perturbation=perturbation,
+        )
+        try:
+            remaining = max(0.0, deadline - time.monotonic())
+            fresh.request({"op": "prepare"}, timeout_s=remaining)
+            outcome = (fresh.injection or {}).get("model")
+            if outcome is None:
+                raise TrialFailure(
+                    "error",
+                    "no trained model was found in the script to perturb for the quality "
+                    "reference (no module owning an optimizer's parameters was called in "
+                    "training mode)",
+                )
+            remaining = max(0.0, deadline - time.monotonic())
+            reply = fresh.request({"op": "run", "steps": steps}, timeout_s=remaining)
+            return {"ok": True, "losses": [row[2] for row in reply["steps"]]}
+        finally:
+            fresh.close()
+
     # ---- chunks ----------------------------------------------------------------------------
 
     def _run(self, steps: int, release: bool, deadline: float) -> dict[str, Any]:
@@ -220,6 +267,7 @@ class ScriptWorker:
         peak: int | None = None
         restart_s: list[float] = []
         fresh = False
+        self._thaw()
         while len(rows) < steps:
             answer = self._exchange(
                 {"op": "run", "steps": steps - len(rows), "release": release}, deadline
@@ -240,10 +288,40 @@ class ScriptWorker:
                 restart_s.append(self._start(deadline))
                 self.restarts += 1
                 fresh = True
+        self._freeze()
         reply.update(
             steps=rows, peak_memory_bytes=peak, restarts=len(restart_s), restart_s=restart_s
         )
         return reply
+
+    def _freeze(self) -> None:
+        """Stop the script's child processes (DataLoader workers) until its next chunk.
+
+        A script paused at a step boundary waits idle, but its DataLoader workers do not: they
+        go on decoding batches while the other arm's chunk runs. Measured on the zoo's
+        data-loading script on 2 cores: the paused candidate's two workers halved the
+        baseline's speed during its chunks (357 samples/s interleaved, 726 alone) and handed
+        the candidate ready batches, so the A/B said 2.8x where fresh processes, each alone,
+        said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
+        chunk they go on where they were, the prefetch queue as full as the script left it.
+        """
+        launch = self._launch
+        if launch is None or launch.proc.poll() is not None:
+            return
+        try:
+            children = psutil.Process(launch.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.suspend()
+                self._frozen.append(child)
+
+    def _thaw(self) -> None:
+        frozen, self._frozen = self._frozen, []
+        for child in frozen:
+            with contextlib.suppress(psutil.Error):
+                child.resume()
 
     # ---- the script's process --------------------------------------------------------------
 
@@ -256,7 +334,9 @@ class ScriptWorker:
             module=self.module,
             warmup=0,
             profile_steps=0,
+            recipe=self.recipe,
             control=f"{host}:{port}",
+            perturbation=self.perturbation,
         )
         config_path = config.write(self._dir / "launch_config.json")
         cmd, env = child_command(config_path, self.argv, python=self._python, env=self._env)
@@ -288,6 +368,10 @@ class ScriptWorker:
         self.startup_s.append(startup)
         self.script_startup_s.append(float(ready.get("startup_s", startup)))
         self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
+        injection = ready.get("injection")
+        self.injection = injection if isinstance(injection, dict) else None
+        loaders = ready.get("loaders")
+        self.loaders = list(loaders) if isinstance(loaders, list) else []
         return startup
 
     def _accept(self, launch: _Launch, deadline: float) -> Connection:
@@ -384,6 +468,7 @@ class ScriptWorker:
         self._stop(kill=True)
 
     def _stop(self, *, kill: bool) -> None:
+        self._thaw()  # a stopped process would hold its SIGTERM until continued
         launch, self._launch = self._launch, None
         if launch is None:
             return

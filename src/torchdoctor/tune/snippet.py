@@ -20,20 +20,35 @@ def _code_change(name: str) -> str | None:
         return None
 
 
-def recipe_snippet(workload: str, best: dict[str, Any], baseline: dict[str, Any]) -> str:
+def recipe_snippet(
+    workload: str, best: dict[str, Any], baseline: dict[str, Any], *, command: str | None = None
+) -> str:
+    """The snippet of a workload's best recipe, or with `command` (a tuned script's
+    `python train.py ARGS`) how to run the script with it and the changes to make by hand."""
     changed = {k: v for k, v in best.items() if baseline.get(k) != v}
     literal = pprint.pformat(dict(sorted(best.items())), sort_dicts=True, width=88)
-    lines = [
-        f"# Best recipe found by `torchdoctor tune {workload}`.",
-        "from torchdoctor.engine import prepare",
-        "from torchdoctor.knobs import Recipe",
-        "from torchdoctor.workloads import get_workload",
-        "",
-        f"recipe = Recipe.from_dict({literal})",
-        f"session = prepare(get_workload({workload!r}), recipe)",
-        "",
-        "# The same changes in your own training loop:",
-    ]
+    lines = (
+        [
+            f"# Best recipe found by `torchdoctor tune -- {command}`:",
+            f"recipe = {literal}",
+            "# Run the script with it, unmodified:",
+            f"#   torchdoctor run --recipe best_recipe.json -- {command}",
+            "",
+            "# The same changes in the script's own code:",
+        ]
+        if command is not None
+        else [
+            f"# Best recipe found by `torchdoctor tune {workload}`.",
+            "from torchdoctor.engine import prepare",
+            "from torchdoctor.knobs import Recipe",
+            "from torchdoctor.workloads import get_workload",
+            "",
+            f"recipe = Recipe.from_dict({literal})",
+            f"session = prepare(get_workload({workload!r}), recipe)",
+            "",
+            "# The same changes in your own training loop:",
+        ]
+    )
     if not changed:
         lines.append("#   (none: no change was proven faster than the baseline)")
     for name, value in changed.items():

@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
-from torchdoctor.tune.arms import Arm, MeasurePlan, interleave_until_clear, measure_alone, open_arm
+from torchdoctor.tune.arms import Arm, MeasurePlan, interleave_until_clear, measure_alone
 from torchdoctor.tune.budget import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
@@ -54,10 +54,11 @@ from torchdoctor.tune.records import (
     recipe_key,
 )
 from torchdoctor.tune.session_spec import SessionSpec
+from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.trial import TrialFailure
 
-__all__ = ["BudgetExhausted", "TuneSettings", "Tuner", "recipe_key"]
+__all__ = ["DOES_NOT_APPLY", "BudgetExhausted", "TuneSettings", "Tuner", "recipe_key"]
 
 T = TypeVar("T", TrialResult, Confirmation)
 
@@ -74,6 +75,13 @@ DEFAULT_MIN_GAIN: Final = 0.02
 #: fade (allocator growth, CUDA graph capture, cudnn autotuning) and is far below the slowdown
 #: of a hopeless candidate. Stopping never accepts, so it adds nothing to the false-accept rate.
 FUTILE_SLOWDOWN: Final = 10.0
+
+
+#: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
+OWN_SETTINGS_ATTR: Final = "own_settings"
+
+#: Reason prefix of a trial whose changed knob did not act in the script (`_does_not_apply`).
+DOES_NOT_APPLY: Final = "does not apply"
 
 
 @dataclass(frozen=True)
@@ -100,9 +108,18 @@ class Tuner:
         log_dir: Path | None = None,
         on_trial: Callable[[Trial], None] | None = None,
         clock: Clock = time.monotonic,
+        arms: ArmSource | None = None,
     ) -> None:
         self.base_spec = base_spec
         self.settings = settings
+        #: where arms come from (tune/sources.py): the spec's workload unless given
+        self.arms: ArmSource = arms or WorkloadArms(
+            base_spec,
+            settings.plan,
+            settings.objective,
+            isolate=settings.isolate,
+            memory_cap_bytes=settings.memory_cap_bytes,
+        )
         self.study = study
         self.log_dir = log_dir
         self.on_trial = on_trial
@@ -126,6 +143,9 @@ class Tuner:
         #: eager baseline, so its tolerance is the loosest class of everything it differs by
         #: (threads=1 on top of a kept compile is not held to "exact" against eager).
         self.kept_safety: list[Safety] = []
+        #: knob -> the value the baseline runs with of its own (a script's DataLoader
+        #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
+        self.own_settings: dict[str, Any] = {}
 
     # budget
 
@@ -143,18 +163,22 @@ class Tuner:
     # arms
 
     def open_arm_for(
-        self, recipe: dict[str, Any], tag: str, *, give_up_above: float | None = None
+        self,
+        recipe: dict[str, Any],
+        tag: str,
+        *,
+        give_up_above: float | None = None,
+        changed: tuple[str, ...] = (),
     ) -> Arm:
+        """A live, warmed-up arm of `recipe` from this tuner's `ArmSource` (see `changed`
+        there: a script arm whose changed knob did not act is not warmed up)."""
         log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
-        return open_arm(
-            self.base_spec.with_recipe(recipe),
-            self.settings.plan,
-            objective=self.settings.objective,
-            isolate=self.settings.isolate,
+        return self.arms.open(
+            recipe,
             timeout=self.budget.request_timeout,
-            memory_cap_bytes=self.settings.memory_cap_bytes,
             log_path=log,
             give_up_above=give_up_above,
+            changed=changed,
         )
 
     def close(self) -> None:
@@ -182,6 +206,7 @@ class Tuner:
         stored = self.stored.get(key)
         if isinstance(stored, TrialResult):
             result = stored
+            self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
             self.baseline = result
             self._add_baseline_rung(result)
             return self.record(result, reused=True)
@@ -189,6 +214,9 @@ class Tuner:
         plan = self.settings.plan
         try:
             arm = self.open_arm_for(self.best_recipe, "baseline")
+            self.own_settings = dict(arm.own_settings)
+            if self.own_settings:  # a resumed study reuses the baseline without its arm
+                self.study.set_attr(OWN_SETTINGS_ATTR, self.own_settings)
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
@@ -202,7 +230,7 @@ class Tuner:
                 raise self._budget_too_small() from None
             raise TuneError(
                 f"the baseline recipe failed ({exc.status}): {exc.reason}",
-                hint="check that the workload runs with `torchdoctor run`",
+                hint="check that it runs on its own (`torchdoctor run`; a script: plain python)",
             ) from None
         bad = first_non_finite(arm.losses)
         if bad is not None or self.budget.remaining_s() <= 0:
@@ -281,7 +309,9 @@ class Tuner:
         if budget.remaining_s() < self.estimated_trial_s() + budget.reserve_s():
             raise BudgetExhausted
         start = budget.clock()
-        fields, cand_arm = self._measure(candidate, loosest([*self.kept_safety, safety]))
+        fields, cand_arm = self._measure(
+            candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
+        )
         if fields["status"] == "timeout" and budget.past_deadline():
             # Cut by the budget, not a property of the recipe: not stored, so a resumed study
             # with more budget runs it again.
@@ -306,7 +336,9 @@ class Tuner:
         self._apply(result, change, safety)
         return self.record(result, reused=False)
 
-    def _measure(self, recipe: dict[str, Any], safety: Safety) -> tuple[dict[str, Any], Arm | None]:
+    def _measure(
+        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
+    ) -> tuple[dict[str, Any], Arm | None]:
         """The measured fields of a trial record (status, decision, figures) and its arm."""
         plan = self.settings.plan
         speed: SpeedCheck | None = None
@@ -315,7 +347,10 @@ class Tuner:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
             limit = self._futile_score(self.best_arm)
-            cand = self.open_arm_for(recipe, "candidate", give_up_above=limit)
+            cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
+            inapplicable = self._does_not_apply(cand, recipe, changed)
+            if inapplicable is not None:
+                return inapplicable, cand
             futile = self._futile(cand, limit)
             if futile is not None:
                 return futile, cand
@@ -384,6 +419,18 @@ class Tuner:
         # The best's score at the rung's rate, in the candidate's units (see `Arm.rate_of`).
         score = best.samples_per_step / rate if best.objective == "latency" else 1.0 / rate
         return score * FUTILE_SLOWDOWN
+
+    @staticmethod
+    def _does_not_apply(
+        cand: Arm, recipe: dict[str, Any], changed: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        """A rejection without an A/B when a changed knob did not act in the candidate (a
+        script whose code the knob cannot reach: no DataLoader for num_workers, ...)."""
+        missing = [k for k in changed if k in cand.not_applied]
+        if not missing:
+            return None
+        why = "; ".join(f"{k}={recipe.get(k)}: {cand.not_applied[k]}" for k in missing)
+        return {"status": "ok", "decision": "rejected", "reason": f"{DOES_NOT_APPLY}: {why}"}
 
     def _futile(self, cand: Arm, limit: float | None) -> dict[str, Any] | None:
         """A rejection when the candidate's warm-up score is past `limit` (`_futile_score`)."""

@@ -65,6 +65,7 @@ class Injection:
         device: str | None = None,
         grad_scaler: GradScalerFactory = _default_scaler,
         compile_backend: str | None = None,
+        perturbation: int = 0,
     ) -> None:
         self.recipe = Recipe.from_dict(recipe)  # KnobError for an unknown knob or a bad value
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -92,9 +93,15 @@ class Injection:
                     ledger,
                 )
             )
-        if "model" in families:
+        if "model" in families or perturbation > 0:
+            # A perturbation (a tuner's quality-reference run) acts on the trained model too,
+            # so the model is looked for even when no model knob is set.
             self.model = ModelInjector(
-                families["model"], ledger, grad_scaler=grad_scaler, compile_backend=compile_backend
+                families.get("model", {}),
+                ledger,
+                grad_scaler=grad_scaler,
+                compile_backend=compile_backend,
+                perturbation=perturbation,
             )
             injectors.append(self.model)
         self.injectors = tuple(injectors)

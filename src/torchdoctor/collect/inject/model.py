@@ -10,6 +10,10 @@ before that call runs, so every knob acts from the first training step on: watch
 patched `nn.Module.__call__`, put back as soon as the module is found (no cost per module
 call afterwards).
 
+With a perturbation index (`Injection(perturbation=i)`, a tuner's quality-reference run) the
+module's floating parameters first get the engine's no-op perturbation `i`
+(`torchdoctor.engine.perturb_weights`: each times 1 + 2**-8 * U(-1, 1)).
+
 What the knobs do to that module, once, in this order:
 - checkpointing: each of its repeated blocks (the largest ModuleList/Sequential of two or
   more modules of one class) runs under torch.utils.checkpoint (use_reentrant=False);
@@ -127,8 +131,12 @@ class ModelInjector:
         *,
         grad_scaler: GradScalerFactory = _default_scaler,
         compile_backend: str | None = None,
+        perturbation: int = 0,
     ) -> None:
         self.values = values
+        #: index of the engine's no-op weight perturbation applied to the model when found
+        #: (0: none); the quality yardstick of a tuned script (tune/script_worker.py)
+        self.perturbation = perturbation
         self.ledger = ledger
         self.grad_scaler = grad_scaler
         #: torch.compile's backend; None: inductor (tests pass "eager" to skip code generation)
@@ -210,6 +218,12 @@ class ModelInjector:
         name = type(model).__name__
         called_at = user_site(3)
         values, ledger = self.values, self.ledger
+        if self.perturbation > 0:
+            # Before its first forward, so before its first step: the run trains from the
+            # perturbed initial weights, as a workload's reference session does.
+            from torchdoctor.engine import perturb_weights
+
+            perturb_weights(model, self.perturbation)
 
         if values.get("checkpointing") is True:
             blocks = repeated_blocks(model)

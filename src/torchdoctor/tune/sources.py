@@ -1,0 +1,158 @@
+"""Where a tuner's arms come from: the one seam between the tuner and what it tunes.
+
+`Tuner.open_arm_for` asks its `ArmSource` for a live, warmed-up `Arm` of a recipe; the ladder,
+the joint search and the final confirmation (tune/confirm.py) all open arms through it, so they
+work the same on both sources:
+
+- `WorkloadArms`: a built-in (or factory) workload in a worker process (tune/worker.py);
+- `ScriptArms`: a user's unmodified training script, launched with the recipe injected
+  (collect/inject) and driven at its optimizer steps (`ScriptWorker`). Every arm gets the same
+  seed, so that the quality check compares like with like; the quality yardstick is the
+  script worker's `reference` op (a fresh launch with the engine's no-op weight perturbation).
+
+A script arm also says which knobs of its recipe did not act in the script
+(`Arm.not_applied`, read from the injection record at its first step): a candidate whose
+changed knob did not act is opened without warm-up, and the tuner ends its trial as
+"does not apply" without an A/B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, open_arm, warm_arm
+from torchdoctor.tune.session_spec import SessionSpec
+
+__all__ = ["ArmSource", "ScriptArms", "ScriptCommand", "WorkloadArms", "not_applied_of"]
+
+
+class ArmSource(Protocol):
+    """Opens a live, warmed-up arm for a recipe (raises TrialFailure)."""
+
+    def open(
+        self,
+        recipe: dict[str, Any],
+        *,
+        timeout: Timeout,
+        log_path: Path | None,
+        give_up_above: float | None = None,
+        changed: Sequence[str] = (),
+    ) -> Arm: ...
+
+
+@dataclass(frozen=True)
+class WorkloadArms:
+    """Arms of a workload session spec, each in its own worker (the tuner's default)."""
+
+    spec: SessionSpec
+    plan: MeasurePlan
+    objective: str
+    isolate: bool = True
+    memory_cap_bytes: int | None = None
+
+    def open(
+        self,
+        recipe: dict[str, Any],
+        *,
+        timeout: Timeout,
+        log_path: Path | None,
+        give_up_above: float | None = None,
+        changed: Sequence[str] = (),
+    ) -> Arm:
+        return open_arm(
+            self.spec.with_recipe(recipe),
+            self.plan,
+            objective=self.objective,  # type: ignore[arg-type]
+            isolate=self.isolate,
+            timeout=timeout,
+            memory_cap_bytes=self.memory_cap_bytes,
+            log_path=log_path,
+            give_up_above=give_up_above,
+        )
+
+
+@dataclass(frozen=True)
+class ScriptCommand:
+    """`python SCRIPT ARGS` (argv = [SCRIPT, *ARGS]) or `python -m MODULE ARGS` (module)."""
+
+    argv: tuple[str, ...]
+    module: bool = False
+    cwd: str | None = None
+
+    def display(self) -> str:
+        return " ".join(["python", *(["-m"] if self.module else []), *self.argv])
+
+
+def not_applied_of(injection: dict[str, Any] | None) -> dict[str, str]:
+    """knob -> reason for each knob an `InjectionRecord` (JSON) says did not act."""
+    if not injection:
+        return {}
+    return {
+        str(k["knob"]): str(k.get("reason") or "")
+        for k in injection.get("knobs", [])
+        if k.get("status") == "not_applied"
+    }
+
+
+#: DataLoader settings that are knobs of the catalogue, as `DataLoaderInfo` names them.
+_LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def own_settings_of(loaders: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The script's own loader knob values: those of the first DataLoader it iterated (the
+    training loader, by its first step), so the ladder does not try what the script runs."""
+    if not loaders:
+        return {}
+    first = loaders[0]
+    return {k: first[k] for k in _LOADER_SETTINGS if first.get(k) is not None}
+
+
+@dataclass(frozen=True)
+class ScriptArms:
+    """Arms of a user's script: one `ScriptWorker` launch per arm, the recipe injected."""
+
+    command: ScriptCommand
+    plan: MeasurePlan
+    objective: str
+    seed: int | None = 0
+    memory_cap_bytes: int | None = None
+
+    def open(
+        self,
+        recipe: dict[str, Any],
+        *,
+        timeout: Timeout,
+        log_path: Path | None,
+        give_up_above: float | None = None,
+        changed: Sequence[str] = (),
+    ) -> Arm:
+        from torchdoctor.tune.script_worker import ScriptWorker
+
+        worker = ScriptWorker(
+            list(self.command.argv),
+            module=self.command.module,
+            seed=self.seed,
+            cwd=Path(self.command.cwd) if self.command.cwd else None,
+            memory_cap_bytes=self.memory_cap_bytes,
+            log_path=log_path,
+            recipe=dict(recipe) if recipe else None,
+        )
+        try:
+            reply = worker.request({"op": "prepare"}, timeout_s=timeout())
+        except BaseException:
+            worker.close(kill=True)
+            raise
+        arm = Arm(
+            recipe=dict(recipe),
+            worker=worker,
+            objective=self.objective,  # type: ignore[arg-type]
+            prepare_s=float(reply.get("prepare_s", 0.0)),
+        )
+        arm.not_applied = not_applied_of(reply.get("injection"))
+        arm.own_settings = own_settings_of(reply.get("loaders"))
+        if any(k in arm.not_applied for k in changed):
+            return arm  # its trial ends as "does not apply": no warm-up spent on it
+        return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
