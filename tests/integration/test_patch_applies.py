@@ -16,6 +16,7 @@ import pytest
 from torchdoctor.cli.main import main
 from torchdoctor.cli.state import settings
 from torchdoctor.collect.inject.record import InjectionRecord
+from torchdoctor.tune.cure import BEST_RECIPE_PATCH, BEST_RECIPE_SNIPPETS, write_script_cure
 from torchdoctor.tune.patch import build_patch
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
@@ -77,3 +78,26 @@ def test_patch_from_a_recorded_run_applies_and_sets_num_workers(
     capsys.readouterr()
     profile = json.loads((collect / "script_profile.json").read_text())
     assert [d["num_workers"] for d in profile["dataloaders"]] == [2]
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="the patch binary is not installed")
+def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(tmp_path: Path) -> None:
+    # What `tune -- python train.py` writes beside best_recipe.json once it keeps a change.
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(ZOO / "data_loading_argparse.py", root / "train_copy.py")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recipe = {"num_workers": 2, "precision": "bf16"}
+
+    cure = write_script_cure(
+        ["train_copy.py", *ARGS], module=False, cwd=root, recipe=recipe, run_dir=run_dir
+    )
+
+    assert cure is not None
+    assert [e.knob for e in cure.edits] == ["num_workers"]
+    assert [s.knob for s in cure.snippets] == ["precision"]  # autocast has no line to edit
+    assert "torch.autocast" in (run_dir / BEST_RECIPE_SNIPPETS).read_text()
+    patch = (run_dir / BEST_RECIPE_PATCH).read_text()
+    subprocess.run(["patch", "-p1"], input=patch, text=True, cwd=root, check=True)
+    assert "num_workers=2" in (root / "train_copy.py").read_text().replace(" ", "")

@@ -38,9 +38,13 @@ def model_to_channels_last(model: nn.Module) -> nn.Module:
 
 
 def inputs_to_channels_last(inputs: Any) -> Any:
-    """Convert every 4-D tensor in a (nested tuple/list/dict of) inputs to channels_last."""
+    """Every 4-D floating-point tensor in a (nested tuple/list/dict of) inputs in channels_last.
+
+    Integer 4-D tensors (indices, masks) are left as they are: only the convolution inputs the
+    model's channels_last weights meet gain from the layout.
+    """
     if isinstance(inputs, torch.Tensor):
-        if inputs.dim() == 4:
+        if inputs.dim() == 4 and inputs.is_floating_point():
             return inputs.contiguous(memory_format=torch.channels_last)
         return inputs
     if isinstance(inputs, tuple | list):

@@ -11,6 +11,8 @@ Run folder (see `torchdoctor.core.rundir`)::
       tune.json            TuneResult
       best_recipe.json     the best recipe
       best_recipe.py       the same as a ready-to-paste Python snippet
+      best_recipe.patch    a script's recipe as a unified diff of its files (tune.cure)
+      best_recipe_snippets.py  what of it has no line to edit
 
 A script (`TuneConfig.command`: `tune -- python train.py ARGS`) is tuned the same way with
 `ScriptArms` as the tuner's arm source (tune/sources.py): the same ladder, statistics, budget,
@@ -125,23 +127,6 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
         if wanted is None or name in wanted:
             skipped.setdefault(why, []).append(name)
     return skipped
-
-
-def _script_validator(device: str) -> Callable[[dict[str, Any]], str | None]:
-    """`recipe_validator` without a workload: the catalogue's rules on this device."""
-    from torchdoctor.core.errors import KnobError, KnobNotApplicable
-    from torchdoctor.knobs import Recipe
-
-    def validate(recipe: dict[str, Any]) -> str | None:
-        try:
-            Recipe.from_dict(recipe, device=device)
-        except KnobNotApplicable as exc:
-            return exc.reason
-        except KnobError as exc:
-            return str(exc)
-        return None
-
-    return validate
 
 
 def _check_script(config: TuneConfig) -> None:
@@ -260,10 +245,8 @@ def _run(
     space = [s for s in space if not any(s.name in v for v in not_injectable.values())]
     if config.space is not None:
         validate = None
-    elif config.is_script:
-        validate = _script_validator(config.device)
     else:
-        validate = recipe_validator(config.workload, config.device)
+        validate = recipe_validator(None if config.is_script else config.workload, config.device)
     plan = LadderPlan(
         space=space,
         prescribed=config.prescribed,
@@ -401,13 +384,18 @@ def _command_text(config: TuneConfig) -> str:
 
 
 def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult) -> None:
-    """The best recipe as changes to the user's own files, beside best_recipe.json.
+    """The best recipe as changes to the user's own files, beside best_recipe.json: a patch
+    (`best_recipe.patch`, for `patch -p1` in the folder the command ran in) and snippets for
+    what has no line to edit (`tune.cure`)."""
+    from torchdoctor.tune.cure import write_script_cure
 
-    Placeholder of the run-folder writer: the unified-diff patch of the script's files and its
-    snippet (tune/patch.py, built separately) are written here, from `config.command`,
-    `config.cwd` and `result.best_recipe`. Until then `best_recipe.json` is the deliverable:
-    `torchdoctor run --recipe RUN_DIR -- python train.py` injects it unchanged.
-    """
+    write_script_cure(
+        list(config.command or []),
+        module=config.module,
+        cwd=Path(config.cwd or "."),
+        recipe=dict(result.best_recipe),
+        run_dir=run_dir,
+    )
 
 
 def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, float]) -> str:

@@ -42,7 +42,6 @@ random.seed / numpy.random.seed, both, or none).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import secrets
@@ -54,7 +53,6 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -63,7 +61,13 @@ import psutil
 
 from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
 from torchdoctor.core.records import SubRecord
-from torchdoctor.tune.trial import POLL_INTERVAL_S, TrialFailure, _tail
+from torchdoctor.tune.trial import (
+    LIVE_WORKERS,
+    POLL_INTERVAL_S,
+    TrialFailure,
+    _tail,
+    over_memory_cap,
+)
 from torchdoctor.tune.worker import classify_exception
 
 #: Seconds a script asked to exit gets to unwind (its `finally` blocks, the instrumentation's
@@ -95,16 +99,6 @@ class _Launch:
         self.conn: Connection | None = None
         #: whether it reached its first step boundary
         self.ready = False
-
-
-#: Live workers, killed at interpreter exit (as tune/trial.py does for its workers).
-_LIVE: weakref.WeakSet[ScriptWorker] = weakref.WeakSet()
-
-
-@atexit.register
-def _kill_live() -> None:
-    for worker in list(_LIVE):
-        worker.close(kill=True)
 
 
 class ScriptWorker:
@@ -165,7 +159,7 @@ class ScriptWorker:
         self._closed = False
         #: the script's child processes stopped between chunks (`_freeze`)
         self._frozen: list[psutil.Process] = []
-        _LIVE.add(self)
+        LIVE_WORKERS.add(self)
 
     # ---- WorkerLike ------------------------------------------------------------------------
 
@@ -206,7 +200,7 @@ class ScriptWorker:
             self._listener.close()
         if self._own_dir:
             shutil.rmtree(self._dir, ignore_errors=True)
-        _LIVE.discard(self)
+        LIVE_WORKERS.discard(self)
 
     def record(self) -> ScriptWorkerRecord:
         seeded: SeededBy
@@ -433,12 +427,9 @@ class ScriptWorker:
             raise self._fail("crash", self._crash_reason())
         rss = self._rss(launch.proc.pid)
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-        if self._memory_cap is not None and rss > self._memory_cap:
-            raise self._fail(
-                "oom",
-                f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of "
-                f"{self._memory_cap / 2**20:.0f} MiB",
-            )
+        over = over_memory_cap(rss, self._memory_cap)
+        if over is not None:
+            raise self._fail("oom", over)
         if time.monotonic() > deadline:
             hint = ""
             if not launch.ready:

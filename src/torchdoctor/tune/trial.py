@@ -43,6 +43,17 @@ class TrialFailure(Exception):
         self.reason = reason
 
 
+def over_memory_cap(rss: int, cap: int | None) -> str | None:
+    """Why resident memory `rss` breaks the cap of a trial's process (None when it does not)."""
+    if cap is None or rss <= cap:
+        return None
+    return f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of {cap / 2**20:.0f} MiB"
+
+
+class Killable(Protocol):
+    def close(self, *, kill: bool = False) -> None: ...
+
+
 class WorkerLike(Protocol):
     peak_rss_bytes: int
 
@@ -63,12 +74,13 @@ def _tail(path: Path | None) -> str:
 #: multiprocessing's own exit hook would then *join* a worker still waiting for requests.
 #: This hook, registered after multiprocessing's (atexit runs last-in first-out), kills them
 #: first. A SIGKILLed parent runs no hooks: its workers see EOF on the pipe and exit.
-_LIVE: weakref.WeakSet[SubprocessWorker] = weakref.WeakSet()
+#: Script workers (tune/script_worker.py) register here too.
+LIVE_WORKERS: weakref.WeakSet[Killable] = weakref.WeakSet()
 
 
 @atexit.register
 def _kill_live_workers() -> None:
-    for worker in list(_LIVE):
+    for worker in list(LIVE_WORKERS):
         worker.close(kill=True)
 
 
@@ -83,7 +95,7 @@ class SubprocessWorker:
             target=worker_main, args=(child, str(log_path) if log_path else None), daemon=False
         )
         self._proc.start()
-        _LIVE.add(self)
+        LIVE_WORKERS.add(self)
         child.close()
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
@@ -122,12 +134,9 @@ class SubprocessWorker:
                 raise self._fail("crash", self._crash_reason())
             rss = self._rss()
             self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-            if self._memory_cap is not None and rss > self._memory_cap:
-                raise self._fail(
-                    "oom",
-                    f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of "
-                    f"{self._memory_cap / 2**20:.0f} MiB",
-                )
+            over = over_memory_cap(rss, self._memory_cap)
+            if over is not None:
+                raise self._fail("oom", over)
             if time.monotonic() > deadline:
                 raise self._fail("timeout", f"no answer within {timeout_s:.0f} s")
 
@@ -148,7 +157,7 @@ class SubprocessWorker:
             self._proc.join(timeout=5)
         with contextlib.suppress(OSError):
             self._conn.close()
-        _LIVE.discard(self)
+        LIVE_WORKERS.discard(self)
 
 
 class InProcessWorker:

@@ -43,6 +43,7 @@ from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.knobs import inputs_to_channels_last
 
 MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
 #: Values that ask for nothing to be added (the script's own setting stands).
@@ -92,19 +93,6 @@ def has_4d_float(value: Any) -> bool:
     if isinstance(value, dict):
         return any(has_4d_float(v) for v in value.values())
     return False
-
-
-def to_channels_last(value: Any) -> Any:
-    """Every 4-D floating-point tensor of a (nested) input in channels_last."""
-    if isinstance(value, torch.Tensor):
-        if value.dim() == 4 and value.is_floating_point():
-            return value.contiguous(memory_format=torch.channels_last)
-        return value
-    if isinstance(value, tuple | list):
-        return type(value)(to_channels_last(v) for v in value)
-    if isinstance(value, dict):
-        return {k: to_channels_last(v) for k, v in value.items()}
-    return value
 
 
 def _set_instance_attr(site: InjectSite, obj: Any, name: str, value: Any) -> None:
@@ -350,7 +338,7 @@ def _wrapped(
 ) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         if channels_last:
-            args, kwargs = to_channels_last(args), to_channels_last(kwargs)
+            args, kwargs = inputs_to_channels_last(args), inputs_to_channels_last(kwargs)
         context = (
             torch.autocast(device_type=autocast[0], dtype=autocast[1])
             if autocast is not None
