@@ -41,6 +41,9 @@ SHARED_TRACES = REPO / "tests" / "data" / "traces"
 SEED_TRACE = "hta_a100_ws16_rank0.json.gz"
 HTA_VENV = Path("/tmp/td-hta-venv")
 HTA_REQUIREMENT = "HolisticTraceAnalysis==0.5.*"
+#: HTA 0.5 imports psutil without declaring it; the venv sees the system site-packages only,
+#: which may not hold it.
+HTA_EXTRAS = ("psutil",)
 
 # Each child's usage(): its CPU s and peak RSS kB. Peak RSS is the child's own VmHWM:
 # ru_maxrss of RUSAGE_SELF survives exec on Linux, so it would report the benchmark parent's
@@ -105,11 +108,12 @@ print(*usage(), round(float(df["idle_time_pctg"].iloc[0]), 2), work, file=sys.st
 
 def ensure_hta() -> Path:
     python = HTA_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import hta"]
+    probe = [str(python), "-c", "import hta, psutil"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
     venv.create(HTA_VENV, system_site_packages=True, with_pip=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", HTA_REQUIREMENT], check=True)
+    install = [str(python), "-m", "pip", "install", "-q", HTA_REQUIREMENT, *HTA_EXTRAS]
+    subprocess.run(install, check=True)
     return python
 
 

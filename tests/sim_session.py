@@ -20,7 +20,9 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
   prepared in this process (with this model): a stand-in for the "process lottery", a worker
   that runs a recipe a little faster or slower than a fresh one would. In-process studies only.
 - ``process_spread``: sd of a lognormal speed factor drawn for every session (a new process
-  each): how much one process of a recipe runs faster or slower than another.
+  each): how much one process of a recipe runs faster or slower than another;
+  ``process_spread_after`` (default 0): sessions of a recipe before this one run at their
+  nominal speed (the ladder's pair happened to be typical).
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
 """
@@ -74,7 +76,7 @@ class SimulatedSession:
                 step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
         _PREPARED[key] += 1
         spread = float(model.get("process_spread", 0.0))
-        if spread:
+        if spread and ordinal >= int(model.get("process_spread_after", 0)):
             # This session's process runs its recipe a little faster or slower than another
             # (memory placement, cores), by a lognormal factor of its own.
             lottery = json.dumps([recipe, seed, ordinal, model.get("noise_seed", 0)], default=str)

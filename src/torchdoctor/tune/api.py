@@ -33,6 +33,7 @@ from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
+from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
@@ -320,13 +321,17 @@ def _finish(
         speedup = confirm.speedup
         ci = confirm.speedup_ci or (speedup, speedup)
         best_sps = baseline.samples_per_s * speedup
-        if ci[0] > 1.0:
+        pairs = len(confirm.rates) or "a"
+        verdict = confirmation_verdict(ci, last.speedup_vs_baseline_ci)
+        changed = {k: v for k, v in best_recipe.items() if config.baseline_recipe.get(k) != v}
+        if verdict == "confirmed":
             notes.append(
-                f"speedup from {len(confirm.rates) or 'a'} fresh process pairs of the best and "
-                "the baseline, each timed as `torchdoctor run` times a recipe"
+                f"speedup from {pairs} fresh process pairs of the best and the baseline, each "
+                "timed as `torchdoctor run` times a recipe"
             )
+        elif verdict == "inconclusive":
+            notes.append(inconclusive_note(changed, speedup, ci, last.speedup_vs_baseline_ci))
         else:
-            changed = {k: v for k, v in best_recipe.items() if config.baseline_recipe.get(k) != v}
             notes.append(unconfirmed_note(changed, speedup, ci))
             best_recipe = dict(config.baseline_recipe)
             speedup, ci, best_sps = 1.0, (1.0, 1.0), baseline.samples_per_s
@@ -398,14 +403,31 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
     )
 
 
+def inconclusive_note(
+    recipe: dict[str, Any],
+    speedup: float,
+    ci: tuple[float, float],
+    ladder_ci: tuple[float, float],
+) -> str:
+    """Why the ladder's best stands although the end-to-end A/B does not prove it faster."""
+    shown = " ".join(f"{k}={v}" for k, v in recipe.items())
+    return (
+        f"not confirmed end to end: fresh process pairs put the ladder's best ({shown}) at "
+        f"{speedup:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}] of the baseline, an interval that holds both "
+        f"no gain and the ladder's {ladder_ci[0]:.2f}-{ladder_ci[1]:.2f}x: processes of one "
+        "recipe differ by more than the gain here. Each change was proven in its own paired "
+        "A/B, so the recipe stands; re-run with a larger --budget for more pairs"
+    )
+
+
 def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, float]) -> str:
     """Why the ladder's best is not recommended: the end-to-end A/B did not prove it faster.
 
     Every rung cleared its own A/B, but those compare two long-lived worker processes, and a
     process can run several percent faster than another with the same recipe (memory
-    placement, the core it lands on): a marginal keep may not reproduce in the fresh process
-    pairs of the final confirmation. The recommendation follows the ladder's rule, a change
-    only when proven, end to end.
+    placement, the core it lands on): a keep against a baseline worker that ran slow does not
+    reproduce in the fresh process pairs of the final confirmation, whose interval then lies
+    below the ladder's (`confirmation_verdict` "refuted").
     """
     shown = " ".join(f"{k}={v}" for k, v in recipe.items())
     return (

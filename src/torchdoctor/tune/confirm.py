@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_REPLICATES, replicated_speedup
 from torchdoctor.tune.arms import Arm
@@ -72,6 +72,32 @@ def confirm_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None)
     confirmation time for all its pairs.
     """
     return MIN_REPLICATES * pair_cost_s(baseline, best_trial)
+
+
+#: What the fresh process pairs say of the ladder's claim (`confirmation_verdict`).
+ConfirmVerdict = Literal["confirmed", "refuted", "inconclusive"]
+
+
+def confirmation_verdict(
+    confirmed: tuple[float, float], ladder: tuple[float, float]
+) -> ConfirmVerdict:
+    """What the fresh process pairs' interval says of the ladder's chained interval.
+
+    - "confirmed": it lies above 1, a gain a new process sees;
+    - "refuted": it holds no gain and lies wholly below the ladder's interval: the ladder's
+      gain did not reproduce in new processes (a baseline worker that happened to run slow
+      makes a change look like a win against it);
+    - "inconclusive": it holds both no gain and the ladder's claim: processes differ by more
+      than the gain (fresh `run`s of one mlp recipe spanned 0.87-1.06 of each other), and a
+      few pairs cannot tell. Each rung was proven in its own paired A/B, so the recipe stands
+      and the result says that the end-to-end figure is unproven.
+    """
+    low, high = confirmed
+    if low > 1.0:
+        return "confirmed"
+    if high < ladder[0]:
+        return "refuted"
+    return "inconclusive"
 
 
 def confirmation_key(baseline_recipe: dict[str, object], best_recipe: dict[str, object]) -> str:

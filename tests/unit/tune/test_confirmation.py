@@ -11,7 +11,7 @@ from torchdoctor.measure import replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
 from torchdoctor.tune import Confirmation, TrialResult, tune
 from torchdoctor.tune.arms import MeasurePlan
-from torchdoctor.tune.confirm import CONFIRM_PAIRS
+from torchdoctor.tune.confirm import CONFIRM_PAIRS, confirmation_verdict
 from torchdoctor.tune.records import read_trial
 from tune_sim import FAST_KNOB, sim_config
 
@@ -104,3 +104,40 @@ def test_the_final_ab_times_fresh_process_pairs_in_alternating_order(tmp_path: P
     ratios = [b / a for a, b in zip(confirm.baseline_rates, confirm.rates, strict=True)]
     assert max(ratios) / min(ratios) > 1.05
     assert confirm.speedup_ci[0] < true_speedup < confirm.speedup_ci[1]
+
+
+@pytest.mark.parametrize(
+    ("confirmed", "ladder", "verdict"),
+    [
+        ((1.05, 1.40), (1.10, 1.30), "confirmed"),
+        # the lottery: the ladder kept a change against a slow baseline worker
+        ((0.98, 1.02), (1.25, 1.35), "refuted"),
+        # processes differ more than the gain: both no gain and the ladder's claim fit
+        ((0.92, 1.25), (1.04, 1.12), "inconclusive"),
+    ],
+)
+def test_what_fresh_pairs_say_of_the_ladders_claim(
+    confirmed: tuple[float, float], ladder: tuple[float, float], verdict: str
+) -> None:
+    assert confirmation_verdict(confirmed, ladder) == verdict
+
+
+def test_a_proven_rung_stands_when_processes_differ_more_than_its_gain(tmp_path: Path) -> None:
+    # The ladder's pair of processes runs at the recipes' nominal speeds and proves the 10%
+    # gain in its paired A/B; every later process runs up to ~40% faster or slower than
+    # another (lognormal sd 0.3), so the fresh pairs can neither tell the gain from no gain
+    # nor rule it out.
+    config = sim_config(
+        [FAST_KNOB],
+        noise=0.002,
+        process_spread=0.3,
+        process_spread_after=1,
+        effects={"fast": {"True": 1 / 1.1}},
+        lottery_id=str(tmp_path),
+    )
+    result = tune(config=config, out=tmp_path / "run")
+
+    assert result.best_recipe == BEST_SIM
+    assert result.speedup_ci[0] <= 1.0 <= result.speedup_ci[1]
+    (note,) = [n for n in result.notes if n.startswith("not confirmed end to end")]
+    assert "fast=True" in note and "the recipe stands" in note
