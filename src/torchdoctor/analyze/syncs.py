@@ -180,12 +180,12 @@ def sync_stats(tl: Timeline, windows: iv.Intervals, selected: BoolArray | None =
 def _parents(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> BoolArray:
     """Which `outer` events (e.g. aten::item) enclose one of the `inner` events."""
     out = np.zeros(outer.size, dtype=bool)
-    for j, i in enumerate(outer.tolist()):
-        out[j] = bool(
-            np.any(
-                (tl.ts[inner] >= tl.ts[i])
-                & (tl.end[inner] <= tl.end[i])
-                & (tl.tid[inner] == tl.tid[i])
-            )
-        )
+    # The inner events' columns once: `tl.end` is computed over the whole trace on each use,
+    # and indexing it per outer event made this loop most of `analyze` on a 115 MB trace.
+    i_ts, i_tid = tl.ts[inner], tl.tid[inner]
+    i_end = i_ts + tl.dur[inner]
+    o_ts, o_tid = tl.ts[outer], tl.tid[outer]
+    o_end = o_ts + tl.dur[outer]
+    for j in range(outer.size):
+        out[j] = bool(np.any((i_ts >= o_ts[j]) & (i_end <= o_end[j]) & (i_tid == o_tid[j])))
     return out
