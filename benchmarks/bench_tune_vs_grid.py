@@ -289,16 +289,18 @@ def bench(workload: str, budget_s: float) -> Row:
     measured = grid(workload, knobs, MeasurePlan(), ref)
     grid_s = time.monotonic() - start
     start = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        config = TuneConfig(
-            workload=workload,
-            # Exactly the grid's values (the CPU catalogue would add max-autotune).
-            space=knob_space_config([KnobSpec(k, v, SAFETY[k], v[0]) for k, v in knobs.items()]),
-            search_batch=False,
-            budget_s=budget_s,
-        )
-        result = tune(config=config, out=Path(tmp) / "run")
+    # Kept after the run (its trials say why each change was kept or not), and printed.
+    run_dir = Path(tempfile.mkdtemp(prefix=f"bench-tune-{workload}-")) / "run"
+    config = TuneConfig(
+        workload=workload,
+        # Exactly the grid's values (the CPU catalogue would add max-autotune).
+        space=knob_space_config([KnobSpec(k, v, SAFETY[k], v[0]) for k, v in knobs.items()]),
+        search_batch=False,
+        budget_s=budget_s,
+    )
+    result = tune(config=config, out=run_dir)
     tune_s = time.monotonic() - start
+    print(f"  tune run folder: {run_dir}", flush=True)
     tuned = _resolved(result.best_recipe, knobs)
     best_key = max(measured, key=lambda k: measured[k])
     low, high = result.speedup_ci

@@ -81,11 +81,15 @@ def test_patch_from_a_recorded_run_applies_and_sets_num_workers(
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="the patch binary is not installed")
-def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(tmp_path: Path) -> None:
+def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     # What `tune -- python train.py` writes beside best_recipe.json once it keeps a change.
     root = tmp_path / "project"
     root.mkdir()
-    shutil.copy(ZOO / "data_loading_argparse.py", root / "train_copy.py")
+    # A script that prints as it starts, as training scripts do.
+    source = (ZOO / "data_loading_argparse.py").read_text()
+    (root / "train_copy.py").write_text('print("training starts")\n' + source)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     recipe = {"num_workers": 2, "precision": "bf16"}
@@ -95,6 +99,10 @@ def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(tmp_path: Path
     )
 
     assert cure is not None
+    # The recording run's prints stay out of this process's output (`--json` is on stdout).
+    printed = capfd.readouterr()
+    assert "training starts" not in printed.out + printed.err
+    assert "training starts" in (run_dir / "cure" / "script.log").read_text()
     assert [e.knob for e in cure.edits] == ["num_workers"]
     assert [s.knob for s in cure.snippets] == ["precision"]  # autocast has no line to edit
     assert "torch.autocast" in (run_dir / BEST_RECIPE_SNIPPETS).read_text()

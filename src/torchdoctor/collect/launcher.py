@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
@@ -39,6 +39,7 @@ def run_script(
     python: str = sys.executable,
     env: dict[str, str] | None = None,
     recipe: dict[str, Any] | None = None,
+    output: Path | None = None,
 ) -> ScriptProfile:
     """Run `argv` (script path or, with `module`, a module name, then its arguments).
 
@@ -46,7 +47,9 @@ def run_script(
     distributed ranks (all ranks: `read_profiles(out_dir)`); `exit_code` is the command's.
     Raises `CollectError` when the script cannot start (missing, syntax error, no module).
     `recipe` (knob -> value) is injected into the script (collect/inject); what each knob
-    did is in `out_dir/injection.json` (`InjectionRecord`).
+    did is in `out_dir/injection.json` (`InjectionRecord`). With `output`, the script's own
+    stdout and stderr go to that file instead of this process's (a run the user did not ask
+    to watch, whose prints must not mix with `--json` output).
     """
     if not argv:
         raise CollectError("no script to run", hint="pass a script path and its arguments")
@@ -70,7 +73,11 @@ def run_script(
     )
     config_path = config.write(out_dir / _CONFIG_NAME)
     cmd, child_env = child_command(config_path, argv, python=python, env=env)
-    code = _run_child(cmd, child_env, timeout_s)
+    if output is None:
+        code = _run_child(cmd, child_env, timeout_s)
+    else:
+        with open(output, "wb") as sink:
+            code = _run_child(cmd, child_env, timeout_s, sink=sink)
     return _main_profile(out_dir, argv, module, code)
 
 
@@ -129,8 +136,10 @@ def _clear_previous(out_dir: Path) -> None:
             old.unlink()
 
 
-def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float | None) -> int:
-    proc = subprocess.Popen(cmd, env=env)
+def _run_child(
+    cmd: list[str], env: dict[str, str], timeout_s: float | None, *, sink: IO[bytes] | None = None
+) -> int:
+    proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=sink)
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

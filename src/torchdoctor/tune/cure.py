@@ -39,6 +39,7 @@ def write_script_cure(
 
     root = cwd.resolve()
     out = (run_dir / "cure").resolve()
+    out.mkdir(parents=True, exist_ok=True)
     try:
         # The script's relative paths (data, configs) are relative to the folder it ran in.
         with contextlib.chdir(root):
@@ -50,6 +51,7 @@ def write_script_cure(
                 profile_steps=0,
                 out_dir=out,
                 recipe=dict(recipe),
+                output=out / "script.log",
             )
     except TorchDoctorError:
         return None
