@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--budget", default="300", help="tune budget, e.g. 300 or 5m")
     parser.add_argument("--steps", type=int, default=60, help="steps per `run --recipe`")
     parser.add_argument("--knobs", default=None, help="only these knobs (comma-separated)")
+    parser.add_argument("--reuse", type=Path, help="a finished tune run folder: skip step 1")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT ARGS")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -86,7 +87,11 @@ def main() -> None:
     if args.knobs:
         tune_args += ["--knobs", args.knobs]
     print(f"tune: {' '.join(command)} (in {cwd})", flush=True)
-    result = torchdoctor([*tune_args, "--", *command], cwd=cwd)
+    if args.reuse is not None:
+        run_dir = args.reuse.resolve()
+        result = json.loads((run_dir / "tune.json").read_text())
+    else:
+        result = torchdoctor([*tune_args, "--", *command], cwd=cwd)
     best, (low, high) = result["best_recipe"], result["speedup_ci"]
     print(f"  recipe {best}; tuner claims {result['speedup']:.3f}x [{low:.3f}, {high:.3f}]")
     spent = f"{result['elapsed_s']:.0f} s of {result['budget_s']:.0f} s"

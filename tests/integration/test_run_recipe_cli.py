@@ -136,3 +136,34 @@ def test_run_recipe_on_a_module(
         "precision": "applied",
         "set_to_none": "applied",
     }
+
+
+PRINTING_SCRIPT = """
+import torch
+print({"lr": 0.1})  # a training script printing its settings, as they do
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(6):
+    loss = model(torch.randn(8, 4)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("loss", float(loss))
+"""
+
+
+def test_json_output_is_the_record_alone_when_the_script_prints(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(PRINTING_SCRIPT)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"set_to_none": True}))
+    code = main(
+        ["run", "--json", "--recipe", str(recipe), "--out", str(tmp_path / "run"), "--",
+         "python", str(script)]
+    )  # fmt: skip
+    captured = capfd.readouterr()
+    assert code == 0
+    assert json.loads(captured.out)["schema"] == "torchdoctor/script_run"
+    assert "{'lr': 0.1}" in captured.err  # the script's own prints, on stderr

@@ -18,6 +18,7 @@ from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
+from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis
@@ -76,7 +77,13 @@ def diagnose(
     if command:
         argv, module = _split_command(command)
         exam = examine_script(
-            argv, module=module, steps=steps, warmup=warmup, profile_steps=profile_steps, out=out
+            argv,
+            module=module,
+            steps=steps,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            out=out,
+            stdout_to_stderr=cli_settings.json,  # --json: stdout holds the record only
         )
     elif target is None:
         raise UsageError("nothing to diagnose", hint="torchdoctor diagnose -- python train.py")

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from torchdoctor.cli.state import emit
+from torchdoctor.cli.state import emit, settings
 from torchdoctor.core.errors import ScriptExit, TorchDoctorError, UsageError
 
 #: File names a recipe is read from when --recipe names a `torchdoctor tune` run folder.
@@ -87,6 +87,8 @@ def run_script_with_recipe(
             profile_steps=0,
             out_dir=collect_dir,
             recipe=recipe,
+            # --json: stdout holds the record only; the script's prints go to stderr.
+            stdout_to_stderr=settings.json,
         )
     except TorchDoctorError as exc:
         rundir.finish_run_dir(run_dir, error=str(exc))

@@ -40,6 +40,7 @@ def run_script(
     env: dict[str, str] | None = None,
     recipe: dict[str, Any] | None = None,
     output: Path | None = None,
+    stdout_to_stderr: bool = False,
 ) -> ScriptProfile:
     """Run `argv` (script path or, with `module`, a module name, then its arguments).
 
@@ -49,7 +50,8 @@ def run_script(
     `recipe` (knob -> value) is injected into the script (collect/inject); what each knob
     did is in `out_dir/injection.json` (`InjectionRecord`). With `output`, the script's own
     stdout and stderr go to that file instead of this process's (a run the user did not ask
-    to watch, whose prints must not mix with `--json` output).
+    to watch, whose prints must not mix with `--json` output); with `stdout_to_stderr`, the
+    script's stdout goes to this process's stderr (`--json`: stdout holds the record only).
     """
     if not argv:
         raise CollectError("no script to run", hint="pass a script path and its arguments")
@@ -74,7 +76,7 @@ def run_script(
     config_path = config.write(out_dir / _CONFIG_NAME)
     cmd, child_env = child_command(config_path, argv, python=python, env=env)
     if output is None:
-        code = _run_child(cmd, child_env, timeout_s)
+        code = _run_child(cmd, child_env, timeout_s, to_stderr=stdout_to_stderr)
     else:
         with open(output, "wb") as sink:
             code = _run_child(cmd, child_env, timeout_s, sink=sink)
@@ -137,9 +139,15 @@ def _clear_previous(out_dir: Path) -> None:
 
 
 def _run_child(
-    cmd: list[str], env: dict[str, str], timeout_s: float | None, *, sink: IO[bytes] | None = None
+    cmd: list[str],
+    env: dict[str, str],
+    timeout_s: float | None,
+    *,
+    sink: IO[bytes] | None = None,
+    to_stderr: bool = False,
 ) -> int:
-    proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=sink)
+    out: IO[bytes] | int | None = sink if sink is not None else (2 if to_stderr else None)
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=sink)
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

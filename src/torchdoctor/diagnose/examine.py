@@ -67,8 +67,12 @@ def examine_script(
     profile_steps: int = 5,
     out: Path | None = None,
     ceilings: Any | None = None,
+    stdout_to_stderr: bool = False,
 ) -> Examination:
-    """Run an unmodified script under instrumentation and diagnose every process that trained."""
+    """Run an unmodified script under instrumentation and diagnose every process that trained.
+
+    `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
+    """
     from torchdoctor.collect import read_profiles, run_script
 
     target = " ".join(argv) if argv else "script"
@@ -84,6 +88,7 @@ def examine_script(
                 warmup=warmup,
                 profile_steps=profile_steps,
                 out_dir=collect_dir,
+                stdout_to_stderr=stdout_to_stderr,
             )
     except TorchDoctorError as exc:
         exam.error = str(exc)
