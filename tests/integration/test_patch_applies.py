@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.cli.main import main
-from torchdoctor.cli.state import settings
 from torchdoctor.collect.inject.record import InjectionRecord
 from torchdoctor.tune.cure import BEST_RECIPE_PATCH, BEST_RECIPE_SNIPPETS, write_script_cure
 from torchdoctor.tune.patch import build_patch
@@ -22,12 +21,6 @@ from torchdoctor.tune.patch import build_patch
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 #: Small enough for a few seconds on a shared core; the decode cost is irrelevant here.
 ARGS = ["--steps", "6", "--decode-iters", "200", "--workers", "0"]
-
-
-@pytest.fixture(autouse=True)
-def _reset_settings() -> None:
-    settings.json = False
-    settings.debug = False
 
 
 def _run(root: Path, recipe: dict[str, object], out: Path) -> Path:

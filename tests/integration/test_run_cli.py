@@ -7,20 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_output import one_error_line
 from torchdoctor.cli.main import main
-from torchdoctor.cli.state import settings
-
-
-@pytest.fixture(autouse=True)
-def _reset_settings() -> None:
-    settings.json = False
-    settings.debug = False
-
-
-def _one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_workloads_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,14 +64,14 @@ def test_bad_input_is_one_line_exit_2(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(args) == 2
-    assert _one_error_line(capsys.readouterr().err).startswith(message)
+    assert one_error_line(capsys.readouterr().err).startswith(message)
 
 
 def test_user_factory_that_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "job.py"
     path.write_text("def make():\n    raise ValueError('bad config')\n")
     assert main(["run", f"{path}:make"]) == 2
-    line = _one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
     assert "raised ValueError: bad config" in line
 
 
@@ -107,7 +95,7 @@ def make():
 
 
 @pytest.mark.parametrize("as_json", [True, False])
-def test_nan_loss_shows_the_result_then_one_error_line(
+def test_nan_loss_shows_the_result_thenone_error_line(
     as_json: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "nan_job.py"
@@ -115,7 +103,7 @@ def test_nan_loss_shows_the_result_then_one_error_line(
     args = ["run", f"{path}:make", "--steps", "2", "--warmup", "1"]
     assert main(["--json", *args] if as_json else args) == 2
     captured = capsys.readouterr()
-    line = _one_error_line(captured.err)
+    line = one_error_line(captured.err)
     # The third loss is the first NaN: a warm-up or a measured step, as warm-up settles.
     assert line.startswith("error: the loss became nan at ") and "(step index 2)" in line
     assert "Traceback" not in captured.err

@@ -10,24 +10,12 @@ from pathlib import Path
 import pytest
 
 import torchdoctor
+from cli_output import one_error_line
 from torchdoctor.cli.main import main
 from torchdoctor.cli.script_run import load_recipe_file
-from torchdoctor.cli.state import settings
 from torchdoctor.core.errors import KnobError, UsageError
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
-
-
-@pytest.fixture(autouse=True)
-def _reset_settings() -> None:
-    settings.json = False
-    settings.debug = False
-
-
-def _one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_run_recipe_on_an_unmodified_zoo_script(
@@ -87,7 +75,7 @@ def test_missing_recipe_file_is_one_line_exit_2(
 ) -> None:
     code = main(["run", "--recipe", str(tmp_path / "nope.json"), "--", "python", "train.py"])
     assert code == 2
-    assert "not found" in _one_error_line(capsys.readouterr().err)
+    assert "not found" in one_error_line(capsys.readouterr().err)
 
 
 def test_unknown_knob_is_one_line_exit_2(
@@ -97,13 +85,13 @@ def test_unknown_knob_is_one_line_exit_2(
     recipe.write_text('{"workers": 2}')
     code = main(["run", "--recipe", str(recipe), "--", "python", str(ZOO / "compute_workers.py")])
     assert code == 2
-    assert "unknown knob 'workers'" in _one_error_line(capsys.readouterr().err)
+    assert "unknown knob 'workers'" in one_error_line(capsys.readouterr().err)
     assert not list(tmp_path.glob("*run*"))
 
 
 def test_script_without_recipe_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--", "python", str(ZOO / "compute_workers.py")]) == 2
-    assert "--recipe" in _one_error_line(capsys.readouterr().err)
+    assert "--recipe" in one_error_line(capsys.readouterr().err)
 
 
 def test_run_recipe_on_a_module(

@@ -14,26 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from cli_output import one_error_line
 from torchdoctor.cli.main import main
-from torchdoctor.cli.state import settings
 from torchdoctor.tune.records import read_trial
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 #: Budget of the zoo studies: the baseline with its six reference launches (~40 s here) and
 #: two or three A/B trials of a few seconds of steps each, plus the final A/B (fresh pairs).
 SCRIPT_BUDGET = "150s"
-
-
-@pytest.fixture(autouse=True)
-def _reset_settings() -> None:
-    settings.json = False
-    settings.debug = False
-
-
-def _one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _tune(
@@ -165,7 +153,7 @@ def test_a_script_that_cannot_be_tuned_is_one_line_and_exit_2(
         script.write_text(source)
     run = tmp_path / "tune"
     code = main(["tune", "--budget", "60s", "--out", str(run), "--", "python", str(script)])
-    line = _one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
     assert code == 2
     assert expected in line
     manifest = json.loads((run / "run.json").read_text())
@@ -186,8 +174,8 @@ def test_resume_continues_the_study_of_its_own_command_only(
     # The study is keyed by the command: another command is refused, in one line.
     code = main(["tune", "--resume", str(run), "--", "python", str(script), "--lr", "2"])
     assert code == 2
-    assert "--lr 2" in _one_error_line(capsys.readouterr().err)
+    assert "--lr 2" in one_error_line(capsys.readouterr().err)
     # Its own command resumes it (and fails again the same way: the script never steps).
     code = main(["tune", "--resume", str(run), "--", "python", str(script), "--lr", "1"])
     assert code == 2
-    assert "never called backward" in _one_error_line(capsys.readouterr().err)
+    assert "never called backward" in one_error_line(capsys.readouterr().err)
