@@ -20,6 +20,10 @@ script waits, so the first steps of a chunk of a data-bound script find their ba
 
     python benchmarks/bench_pause_overhead.py [--rounds 12] [--chunk 8] [--warmup 3]
         [--script tests/zoo/control_well_tuned.py] [--script-args "--steps 100000"]
+
+With the defaults it takes about 3 minutes on a shared 2-core host (load average 1.3-2.6):
+the live worker's launch, then per round a fresh launch of the plain side (an interpreter
+importing torch, most of a round) and two chunks of 8 steps; 2 rounds took 38 s there.
 """
 
 from __future__ import annotations
@@ -37,13 +41,15 @@ from torchdoctor.measure import paired_speedup
 from torchdoctor.tune.script_worker import ScriptWorker
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Per-request deadline of the driven side: a launch imports torch.
+#: Deadline of a driven request and of a plain run: a launch imports torch.
 TIMEOUT_S = 300.0
 
 
 def plain_round(argv: list[str], warmup: int, chunk: int, out_dir: Path) -> float:
     """Mean seconds per step of the last `chunk` steps of a fresh instrumented run."""
-    profile = run_script(argv, steps=warmup + chunk, warmup=0, profile_steps=0, out_dir=out_dir)
+    profile = run_script(
+        argv, steps=warmup + chunk, warmup=0, profile_steps=0, out_dir=out_dir, timeout_s=TIMEOUT_S
+    )
     steps = profile.steps[warmup:]
     if len(steps) < chunk:
         raise SystemExit(f"the plain run recorded {len(profile.steps)} steps: {profile.error}")
@@ -66,6 +72,10 @@ def main() -> None:
     parser.add_argument("--script-args", default="--steps 100000")
     parser.add_argument("--confidence", type=float, default=0.95)
     args = parser.parse_args()
+    # Two rounds at least for an interval; a warm-up step at least, so neither side scores
+    # a launch's first step and its one-time costs (first-touch allocations, kernel setup).
+    if args.rounds < 2 or args.chunk < 1 or args.warmup < 1:
+        parser.error("need --rounds >= 2, --chunk >= 1 and --warmup >= 1")
     argv = [args.script, *shlex.split(args.script_args)]
 
     plain: list[float] = []
