@@ -29,7 +29,6 @@ from torchdoctor.core.load import MachineLoad, combine
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import (
-    MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
@@ -224,8 +223,9 @@ class Arm:
                 recent.append(self._warm_step(timeout))
             step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
-        wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
-        self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
+        self.chunk_steps = measure.chunk_steps(
+            step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s
+        )
 
     def reference_losses(
         self, perturbation: int, steps: int, *, timeout: Timeout
