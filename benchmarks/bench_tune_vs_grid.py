@@ -46,7 +46,6 @@ from torchdoctor.tune.arms import (
     MeasurePlan,
     interleave,
     measure_alone,
-    open_arm,
     paired_speedup,
 )
 from torchdoctor.tune.parity import (
@@ -56,6 +55,7 @@ from torchdoctor.tune.parity import (
     loosest,
 )
 from torchdoctor.tune.session_spec import SessionSpec
+from torchdoctor.tune.sources import WorkloadArms
 from torchdoctor.tune.trial import TrialFailure
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
@@ -101,15 +101,8 @@ def arm_timeout() -> float:
 
 
 def _arm(workload: str, recipe: dict[str, Any], plan: MeasurePlan) -> Any:
-    return open_arm(
-        SessionSpec(workload=workload, recipe=recipe),
-        plan,
-        objective="throughput",
-        isolate=True,
-        timeout=arm_timeout,
-        memory_cap_bytes=None,
-        log_path=None,
-    )
+    source = WorkloadArms(SessionSpec(workload, {}), plan, objective="throughput")
+    return source.open(recipe, timeout=arm_timeout, log_path=None)
 
 
 def quality_reference(workload: str, knobs: dict[str, tuple[Any, ...]]) -> QualityReference:

@@ -84,9 +84,10 @@ def warmup_length(
     return n
 
 
-def chunk_steps(step_s: float, *, least: int = 1) -> int:
-    """Steps per chunk for steps of `step_s` seconds: at least `MIN_CHUNK_S` of work."""
-    wanted = math.ceil(MIN_CHUNK_S / step_s) if step_s > 0 else least
+def chunk_steps(step_s: float, *, least: int = 1, min_chunk_s: float = MIN_CHUNK_S) -> int:
+    """Steps per chunk for steps of `step_s` seconds: at least `min_chunk_s` of work (and at
+    least `least` steps, at most `MAX_CHUNK_STEPS`); the tuner's arms pass their plan's."""
+    wanted = math.ceil(min_chunk_s / step_s) if step_s > 0 else least
     return min(max(least, wanted), MAX_CHUNK_STEPS)
 
 

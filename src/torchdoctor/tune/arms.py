@@ -22,7 +22,6 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Final
 
 from torchdoctor import measure
@@ -30,7 +29,6 @@ from torchdoctor.core.load import MachineLoad, combine
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import (
-    MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
@@ -43,8 +41,7 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.tune.session_spec import SessionSpec
-from torchdoctor.tune.trial import WorkerLike, start_worker
+from torchdoctor.tune.trial import WorkerLike
 
 #: Seconds the next worker request may take. Called before every request, so that all the
 #: requests of a trial share one deadline: a slow candidate cannot run past the budget one
@@ -226,8 +223,9 @@ class Arm:
                 recent.append(self._warm_step(timeout))
             step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
-        wanted = math.ceil(plan.min_chunk_s / step_s) if step_s > 0 else plan.chunk_steps
-        self.chunk_steps = min(max(plan.chunk_steps, wanted), MAX_CHUNK_STEPS)
+        self.chunk_steps = measure.chunk_steps(
+            step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s
+        )
 
     def reference_losses(
         self, perturbation: int, steps: int, *, timeout: Timeout
@@ -273,35 +271,6 @@ class Arm:
 def _scale(arm: Arm, steps: int) -> float:
     # Convert a chunk score back to seconds for the warm-up total.
     return steps if arm.objective == "latency" else steps * arm.samples_per_step
-
-
-def open_arm(
-    spec: SessionSpec,
-    plan: MeasurePlan,
-    *,
-    objective: Objective,
-    isolate: bool,
-    timeout: Timeout,
-    memory_cap_bytes: int | None,
-    log_path: Path | None,
-    give_up_above: float | None = None,
-) -> Arm:
-    """Start a worker for `spec`, prepare it and warm it up (raises TrialFailure)."""
-    worker, prepare_s = start_worker(
-        spec,
-        isolate=isolate,
-        timeout_s=timeout(),
-        memory_cap_bytes=memory_cap_bytes,
-        log_path=log_path,
-    )
-    arm = Arm(
-        recipe=dict(spec.recipe),
-        worker=worker,
-        objective=objective,
-        prepare_s=prepare_s,
-        release_after_run=spec.device.split(":", 1)[0] == "cuda",
-    )
-    return warm_arm(arm, plan, timeout=timeout, give_up_above=give_up_above)
 
 
 def warm_arm(

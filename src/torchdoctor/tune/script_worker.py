@@ -64,9 +64,10 @@ from torchdoctor.core.records import SubRecord
 from torchdoctor.tune.trial import (
     LIVE_WORKERS,
     POLL_INTERVAL_S,
+    MemoryCapped,
     TrialFailure,
     _tail,
-    over_memory_cap,
+    receive,
 )
 from torchdoctor.tune.worker import classify_exception
 
@@ -101,7 +102,7 @@ class _Launch:
         self.ready = False
 
 
-class ScriptWorker:
+class ScriptWorker(MemoryCapped):
     """A `WorkerLike` over a live script (module docstring).
 
     `argv`: the script path (or, with `module`, a module name) and its arguments. `cwd` and
@@ -412,22 +413,17 @@ class ScriptWorker:
     def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
         launch = self._launch
         assert launch is not None and launch.conn is not None
-        while True:
-            if launch.conn.poll(POLL_INTERVAL_S):
-                try:
-                    message: dict[str, Any] = launch.conn.recv()
-                except (EOFError, OSError):
-                    raise self._fail("crash", self._crash_reason()) from None
-                return message
-            self._watch(launch, deadline, waiting_for=waiting_for)
+        return receive(
+            launch.conn,
+            crashed=lambda: self._fail("crash", self._crash_reason()),
+            between_polls=lambda: self._watch(launch, deadline, waiting_for=waiting_for),
+        )
 
     def _watch(self, launch: _Launch, deadline: float, *, waiting_for: str) -> None:
         """Between polls: the process alive, under the memory cap, within the deadline."""
         if launch.proc.poll() is not None and (launch.conn is None or not launch.conn.poll()):
             raise self._fail("crash", self._crash_reason())
-        rss = self._rss(launch.proc.pid)
-        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-        over = over_memory_cap(rss, self._memory_cap)
+        over = self._over_cap(launch.proc.pid)
         if over is not None:
             raise self._fail("oom", over)
         if time.monotonic() > deadline:
@@ -437,18 +433,6 @@ class ScriptWorker:
             raise self._fail(
                 "timeout", self._with_tail(f"timed out waiting for {waiting_for}{hint}")
             )
-
-    @staticmethod
-    def _rss(pid: int) -> int:
-        try:
-            proc = psutil.Process(pid)
-            total = proc.memory_info().rss
-            for child in proc.children(recursive=True):  # DataLoader workers
-                with contextlib.suppress(psutil.Error):
-                    total += child.memory_info().rss
-            return int(total)
-        except psutil.Error:
-            return 0
 
     def _reap(self, deadline: float) -> None:
         """The script said it ended: wait for its process to exit (it writes its record)."""

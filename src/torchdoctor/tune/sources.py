@@ -18,40 +18,27 @@ changed knob did not act is opened without warm-up, and the tuner ends its trial
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, open_arm, warm_arm
+from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
 from torchdoctor.tune.session_spec import SessionSpec
+from torchdoctor.tune.trial import start_worker
 
 __all__ = ["ArmSource", "ScriptArms", "ScriptCommand", "WorkloadArms", "not_applied_of"]
 
 
-class ArmSource(Protocol):
-    """Opens a live, warmed-up arm for a recipe (raises TrialFailure)."""
+class ArmSource(ABC):
+    """Opens live, warmed-up arms; a source says only how an arm is started and prepared."""
 
-    def open(
-        self,
-        recipe: dict[str, Any],
-        *,
-        timeout: Timeout,
-        log_path: Path | None,
-        give_up_above: float | None = None,
-        changed: Sequence[str] = (),
-    ) -> Arm: ...
-
-
-@dataclass(frozen=True)
-class WorkloadArms:
-    """Arms of a workload session spec, each in its own worker (the tuner's default)."""
-
-    spec: SessionSpec
     plan: MeasurePlan
-    objective: str
-    isolate: bool = True
-    memory_cap_bytes: int | None = None
+
+    @abstractmethod
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        """A started, prepared arm of `recipe`, not yet warmed up (raises TrialFailure)."""
 
     def open(
         self,
@@ -62,15 +49,40 @@ class WorkloadArms:
         give_up_above: float | None = None,
         changed: Sequence[str] = (),
     ) -> Arm:
-        return open_arm(
-            self.spec.with_recipe(recipe),
-            self.plan,
-            objective=self.objective,  # type: ignore[arg-type]
+        """A live, warmed-up arm of `recipe` (raises TrialFailure); one whose `changed` knobs
+        include one that did not act is returned unwarmed (its trial ends as "does not
+        apply")."""
+        arm = self.prepare(recipe, timeout=timeout, log_path=log_path)
+        if any(k in arm.not_applied for k in changed):
+            return arm  # its trial ends as "does not apply": no warm-up spent on it
+        return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
+
+
+@dataclass(frozen=True)
+class WorkloadArms(ArmSource):
+    """Arms of a workload session spec, each in its own worker (the tuner's default)."""
+
+    spec: SessionSpec
+    plan: MeasurePlan
+    objective: str
+    isolate: bool = True
+    memory_cap_bytes: int | None = None
+
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        spec = self.spec.with_recipe(recipe)
+        worker, prepare_s = start_worker(
+            spec,
             isolate=self.isolate,
-            timeout=timeout,
+            timeout_s=timeout(),
             memory_cap_bytes=self.memory_cap_bytes,
             log_path=log_path,
-            give_up_above=give_up_above,
+        )
+        return Arm(
+            recipe=dict(spec.recipe),
+            worker=worker,
+            objective=self.objective,  # type: ignore[arg-type]
+            prepare_s=prepare_s,
+            release_after_run=spec.device.split(":", 1)[0] == "cuda",
         )
 
 
@@ -111,7 +123,7 @@ def own_settings_of(loaders: list[dict[str, Any]] | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ScriptArms:
+class ScriptArms(ArmSource):
     """Arms of a user's script: one `ScriptWorker` launch per arm, the recipe injected."""
 
     command: ScriptCommand
@@ -120,15 +132,7 @@ class ScriptArms:
     seed: int | None = 0
     memory_cap_bytes: int | None = None
 
-    def open(
-        self,
-        recipe: dict[str, Any],
-        *,
-        timeout: Timeout,
-        log_path: Path | None,
-        give_up_above: float | None = None,
-        changed: Sequence[str] = (),
-    ) -> Arm:
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         from torchdoctor.tune.script_worker import ScriptWorker
 
         worker = ScriptWorker(
@@ -153,6 +157,4 @@ class ScriptArms:
         )
         arm.not_applied = not_applied_of(reply.get("injection"))
         arm.own_settings = own_settings_of(reply.get("loaders"))
-        if any(k in arm.not_applied for k in changed):
-            return arm  # its trial ends as "does not apply": no warm-up spent on it
-        return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
+        return arm

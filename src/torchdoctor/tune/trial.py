@@ -18,6 +18,8 @@ import dataclasses
 import multiprocessing
 import time
 import weakref
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -48,6 +50,50 @@ def over_memory_cap(rss: int, cap: int | None) -> str | None:
     if cap is None or rss <= cap:
         return None
     return f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of {cap / 2**20:.0f} MiB"
+
+
+def tree_rss(pid: int | None) -> int:
+    """Resident memory of process `pid` and all its children (a training job's DataLoader
+    workers count against its cap); 0 once the process is gone."""
+    try:
+        proc = psutil.Process(pid)
+        total = proc.memory_info().rss
+        for child in proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += child.memory_info().rss
+        return int(total)
+    except psutil.Error:
+        return 0
+
+
+class MemoryCapped:
+    """A worker whose process tree's resident memory is watched against a cap while it works:
+    the peak is kept (`peak_rss_bytes`) and a breach ends the trial as ``oom``."""
+
+    peak_rss_bytes: int
+    _memory_cap: int | None
+
+    def _over_cap(self, pid: int | None) -> str | None:
+        """Sample the tree's resident memory into the peak; why it breaks the cap, if it does."""
+        rss = tree_rss(pid)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        return over_memory_cap(rss, self._memory_cap)
+
+
+def receive(
+    conn: Connection, *, crashed: Callable[[], BaseException], between_polls: Callable[[], None]
+) -> dict[str, Any]:
+    """The next message on a worker's pipe, polled every POLL_INTERVAL_S; between polls,
+    `between_polls` watches the process (raising to give up); a pipe that breaks raises
+    `crashed()`."""
+    while True:
+        if conn.poll(POLL_INTERVAL_S):
+            try:
+                message: dict[str, Any] = conn.recv()
+            except (EOFError, OSError):
+                raise crashed() from None
+            return message
+        between_polls()
 
 
 class Killable(Protocol):
@@ -84,7 +130,7 @@ def _kill_live_workers() -> None:
         worker.close(kill=True)
 
 
-class SubprocessWorker:
+class SubprocessWorker(MemoryCapped):
     """One spawned worker process holding one session."""
 
     def __init__(self, *, memory_cap_bytes: int | None, log_path: Path | None) -> None:
@@ -100,17 +146,6 @@ class SubprocessWorker:
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
 
-    def _rss(self) -> int:
-        try:
-            proc = psutil.Process(self._proc.pid)
-            total = proc.memory_info().rss
-            for child in proc.children(recursive=True):  # e.g. DataLoader workers
-                with contextlib.suppress(psutil.Error):
-                    total += child.memory_info().rss
-            return int(total)
-        except psutil.Error:
-            return 0
-
     def _fail(self, status: str, reason: str) -> TrialFailure:
         self.close(kill=True)
         return TrialFailure(status, reason)
@@ -121,24 +156,24 @@ class SubprocessWorker:
         except (BrokenPipeError, OSError):
             raise self._fail("crash", self._crash_reason()) from None
         deadline = time.monotonic() + timeout_s
-        while True:
-            if self._conn.poll(POLL_INTERVAL_S):
-                try:
-                    reply: dict[str, Any] = self._conn.recv()
-                except (EOFError, OSError):
-                    raise self._fail("crash", self._crash_reason()) from None
-                if not reply.get("ok"):
-                    raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
-                return reply
+
+        def watch() -> None:
             if not self._proc.is_alive():
                 raise self._fail("crash", self._crash_reason())
-            rss = self._rss()
-            self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-            over = over_memory_cap(rss, self._memory_cap)
+            over = self._over_cap(self._proc.pid)
             if over is not None:
                 raise self._fail("oom", over)
             if time.monotonic() > deadline:
                 raise self._fail("timeout", f"no answer within {timeout_s:.0f} s")
+
+        reply = receive(
+            self._conn,
+            crashed=lambda: self._fail("crash", self._crash_reason()),
+            between_polls=watch,
+        )
+        if not reply.get("ok"):
+            raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
+        return reply
 
     def _crash_reason(self) -> str:
         self._proc.join(timeout=2)

@@ -90,3 +90,10 @@ def test_chunk_length_follows_the_step_time() -> None:
     assert chunk_steps(1.0) == 1
     assert chunk_steps(0.0, least=4) == 4
     assert chunk_steps(MIN_CHUNK_S / 1000) == 256  # capped
+
+
+def test_chunk_length_follows_a_given_least_chunk_time() -> None:
+    # The tuner's arms size their chunks by their plan's min_chunk_s through this function.
+    assert chunk_steps(0.1, min_chunk_s=1.0) == 10
+    assert chunk_steps(0.1, least=4, min_chunk_s=0.0) == 4
+    assert chunk_steps(0.001, least=4, min_chunk_s=1.0) == 256  # capped

@@ -4,16 +4,15 @@ the script ends its trial as "does not apply", without an A/B, its other values 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from torchdoctor.tune import TuneConfig
 from torchdoctor.tune.api import _arm_source, script_not_injectable
-from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
+from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.session_spec import SessionSpec
-from torchdoctor.tune.sources import ScriptArms, WorkloadArms, not_applied_of
+from torchdoctor.tune.sources import ArmSource, ScriptArms, WorkloadArms, not_applied_of
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import DOES_NOT_APPLY, Tuner, TuneSettings
@@ -78,30 +77,20 @@ class FakeScriptWorker:
         pass
 
 
-class NoLoaderScript:
+class NoLoaderScript(ArmSource):
     """An `ArmSource` over a script without a DataLoader: num_workers never acts."""
 
     def __init__(self, plan: MeasurePlan) -> None:
         self.plan = plan
         self.opened: list[tuple[dict[str, Any], FakeScriptWorker]] = []
 
-    def open(
-        self,
-        recipe: dict[str, Any],
-        *,
-        timeout: Timeout,
-        log_path: Path | None,
-        give_up_above: float | None = None,
-        changed: Sequence[str] = (),
-    ) -> Arm:
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         worker = FakeScriptWorker()
         self.opened.append((dict(recipe), worker))
         arm = Arm(recipe=dict(recipe), worker=worker, objective="throughput")
         if "num_workers" in recipe:
             arm.not_applied = {"num_workers": NO_LOADER}
-        if any(k in arm.not_applied for k in changed):
-            return arm
-        return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
+        return arm
 
 
 def test_a_knob_that_does_not_act_ends_its_trial_without_an_ab(tmp_path: Path) -> None:
