@@ -15,7 +15,7 @@ from typing import Final
 import typer
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device
+from torchdoctor.cli.options import default_device, device_option
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.cli.tune import (
     diagnose_into_run_dir,
@@ -44,7 +44,7 @@ DEMO_KNOBS: Final = ("compile", "channels_last", "threads", "optimizer_impl", "p
 def demo_command(
     budget: str = typer.Option(DEFAULT_DEMO_BUDGET, "--budget", help="Tuning budget, e.g. 8m."),
     out: Path = typer.Option(None, "--out", help="Run folder to create."),
-    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
+    device: str | None = device_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
     budget_s = parse_duration(budget)

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device
+from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
@@ -64,9 +64,7 @@ def diagnose(
     profile_steps: int = typer.Option(5, "--profile-steps", help="Steps to profile."),
     out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
-    device: str | None = typer.Option(
-        None, "--device", help=f"For a workload: {DEVICE_HELP} A script picks its own."
-    ),
+    device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
 ) -> None:
     from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
 

@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import typer
+
 from torchdoctor.core.errors import UsageError
 
 #: --device's help for the commands that run a workload.
 DEVICE_HELP = "cpu or cuda[:N]; default: cuda when a GPU is available, else cpu."
+
+
+def device_option(help: str = DEVICE_HELP) -> Any:
+    """`--device`, the same flag and default in every command that runs a workload."""
+    return typer.Option(None, "--device", help=help)
+
+
+def seed_option() -> Any:
+    """`--seed`: one seed for the weights, the data and its order, in every command."""
+    return typer.Option(0, "--seed", help="Seed for weights, data and its order.")
 
 
 def default_device(device: str | None, *, cuda_available: Callable[[], bool] | None = None) -> str:

@@ -15,7 +15,12 @@ import typer
 from rich.console import Console
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
+from torchdoctor.cli.options import (
+    default_device,
+    device_option,
+    parse_workload_params,
+    seed_option,
+)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
@@ -43,8 +48,8 @@ def profile_command(
     warmup: int = typer.Option(2, "--warmup", min=0, help="Profiler warm-up steps (discarded)."),
     active: int = typer.Option(3, "--active", min=1, help="Steps recorded in the trace."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
-    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
+    seed: int = seed_option(),
+    device: str | None = device_option(),
     ceilings: bool = typer.Option(
         True,
         "--ceilings/--no-ceilings",

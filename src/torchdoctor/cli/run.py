@@ -14,7 +14,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device, parse_workload_params
+from torchdoctor.cli.options import (
+    default_device,
+    device_option,
+    parse_workload_params,
+    seed_option,
+)
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError, UsageError
 from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_WARMUP_STEPS
@@ -52,8 +57,8 @@ def run_command(
         help="Least warm-up steps (compile happens here); more run until step times settle "
         "within 10%, as the tuner warms up.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for weights, data and its order."),
-    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
+    seed: int = seed_option(),
+    device: str | None = device_option(),
     throughput: bool = typer.Option(
         False,
         "--throughput",

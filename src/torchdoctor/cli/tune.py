@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device
+from torchdoctor.cli.options import default_device, device_option, seed_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
@@ -106,8 +106,8 @@ def tune_command(
         True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
     ),
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
-    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP),
-    seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
+    device: str | None = device_option(),
+    seed: int = seed_option(),
     diagnose: bool = typer.Option(
         True, "--diagnose/--no-diagnose", help="Diagnose first; try its prescriptions first."
     ),
