@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from torchdoctor.tune import KnobSpec, tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
@@ -58,3 +60,13 @@ def test_cpu_prior_puts_compile_then_threads_first_and_skips_cuda_graph_modes() 
     assert "reduce-overhead" not in compile_values and "default" in compile_values
     workers = next(s.values for s in specs if s.name == "num_workers")
     assert 0 in workers and max(workers) <= (os.cpu_count() or 1)
+
+
+def test_loader_workers_are_tried_most_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a loader-bound step one worker hides only the compute; the core count's workers are
+    # the likely win, so they come first while the budget lasts.
+    import torchdoctor.knobs as knobs
+
+    monkeypatch.setattr(knobs, "cpu_count", lambda: 8)
+    workers = next(s.values for s in catalogue_space("cpu") if s.name == "num_workers")
+    assert workers[0] == 8 and list(workers) == sorted(workers, reverse=True)
