@@ -119,9 +119,12 @@ def test_well_tuned_control_keeps_no_unproven_change(
 
 FAILS_AT_START = "raise RuntimeError('no data at /nonexistent')\n"
 NEVER_BACKWARD = "import torch\nprint(torch.ones(2).sum())\n"
+#: It builds an optimizer, so its backward calls may be accumulation micro-steps: it is driven
+#: at optimizer steps, and never takes one.
 NEVER_STEPS = (
     "import torch\n"
-    "w = torch.ones(2, requires_grad=True)\n"
+    "w = torch.nn.Parameter(torch.ones(2))\n"
+    "opt = torch.optim.SGD([w], lr=0.1)\n"
     "for _ in range(3):\n"
     "    (w * 2).sum().backward()\n"
 )
@@ -140,8 +143,8 @@ ONE_STEP = (
     [
         (FAILS_AT_START, "no data at /nonexistent"),
         (NEVER_BACKWARD, "never called backward"),
-        (NEVER_STEPS, "never steps a torch.optim optimizer"),
-        (ONE_STEP, "ends right after its first optimizer step"),
+        (NEVER_STEPS, "builds a torch.optim optimizer but never steps it"),
+        (ONE_STEP, "it ran 1 optimizer step and stopped"),
         (None, "not found"),
     ],
 )
