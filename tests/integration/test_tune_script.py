@@ -117,6 +117,22 @@ def test_well_tuned_control_keeps_no_unproven_change(
     assert ran["steps"] >= 8
 
 
+@pytest.mark.slow
+def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No torch.optim: the driver's step boundaries are its backward() calls. Its planted
+    # framework overhead (~1500 tiny ops a step) is what compile removes.
+    run = tmp_path / "tune"
+    script = str(ZOO / "framework_overhead_manual_sgd.py")
+    code, data = _tune(run, "compile", script, "100000")
+    capsys.readouterr()
+    assert code == 0
+    assert json.loads((run / "best_recipe.json").read_text()).get("compile") == "default"
+    # The final A/B of fresh process pairs proves it.
+    assert data["speedup_ci"][0] > 1.0
+
+
 FAILS_AT_START = "raise RuntimeError('no data at /nonexistent')\n"
 NEVER_BACKWARD = "import torch\nprint(torch.ones(2).sum())\n"
 #: It builds an optimizer, so its backward calls may be accumulation micro-steps: it is driven
