@@ -128,8 +128,12 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     code, data = _tune(run, "compile", script, "100000")
     capsys.readouterr()
     assert code == 0
-    assert json.loads((run / "best_recipe.json").read_text()).get("compile") == "default"
-    # The final A/B of fresh process pairs proves it.
+    # Compile is kept (in whichever mode the ladder proved best) ...
+    assert json.loads((run / "best_recipe.json").read_text()).get("compile", "off") != "off"
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    first = next(t for t in trials if t.kind == "ladder")
+    assert first.change == {"compile": "default"} and first.decision == "kept"
+    # ... and the final A/B of fresh process pairs proves it.
     assert data["speedup_ci"][0] > 1.0
 
 

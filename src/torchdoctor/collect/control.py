@@ -24,7 +24,7 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
   and the bootstrap unwinds as after a step limit;
 - the script ending by itself mid-chunk -> ``{"ok": True, "steps": <the rows run>,
   "ended": True, ...}`` when it ended cleanly (exit code 0), ``{"ok": False, "status":
-  "error", "reason": ..., "ended": True}`` when it failed or ended before its first step.
+  "error", "reason": ..., "ended": True}`` when it failed or ended before the ready boundary.
 
 Step boundaries, decided once per launch:
 

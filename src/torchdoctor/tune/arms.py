@@ -149,7 +149,7 @@ class Arm:
     #: (tune/sources.py); empty for a workload, where every knob acts
     not_applied: dict[str, str] = field(default_factory=dict)
     #: knob -> the value a script runs with of its own (its DataLoader's num_workers, ...),
-    #: read at its first step; empty for a workload, whose defaults are known ahead
+    #: read at its ready boundary; empty for a workload, whose defaults are known ahead
     own_settings: dict[str, object] = field(default_factory=dict)
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
