@@ -12,6 +12,7 @@ import pytest
 
 from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, paired_speedup, warm_arm
 from torchdoctor.tune.script_worker import ScriptWorker
+from torchdoctor.tune.sources import not_applied_of
 from torchdoctor.tune.trial import TrialFailure
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
@@ -63,13 +64,13 @@ def test_script_ending_before_the_chunk_is_restarted() -> None:
     worker = ScriptWorker([CONTROL, "--steps", "7"])
     try:
         reply = worker.request({"op": "run", "steps": 9}, timeout_s=TIMEOUT_S)
-        # 7 steps a run, the first of each is start-up: 6 rows, a restart, 3 more rows.
+        # 7 steps a run, the first two of each are start-up: 5 rows, a restart, 4 more rows.
         assert len(reply["steps"]) == 9
         assert reply["restarts"] == 1 and len(reply["restart_s"]) == 1
         assert reply["startup_s"] > 0 and reply["restart_s"][0] > 0
         losses = [row[2] for row in reply["steps"]]
         # The restarted run starts the trajectory over (the script seeds itself with 0).
-        assert losses[6:9] == losses[0:3]
+        assert losses[5:9] == losses[0:4]
         record = worker.record()
         assert (record.launches, record.restarts, record.seeded_by) == (2, 1, "script")
     finally:
@@ -90,13 +91,42 @@ def test_close_leaves_no_dataloader_worker_behind() -> None:
     assert alive == []
 
 
-def test_script_without_an_optimizer_fails_clearly() -> None:
-    worker = ScriptWorker([str(ZOO / "framework_overhead_manual_sgd.py"), "3"])
-    with pytest.raises(TrialFailure) as info:
+def test_script_without_an_optimizer_is_driven_at_its_backward_calls() -> None:
+    # Hand-written SGD, no torch.optim: each backward() return is a step boundary.
+    worker = ScriptWorker([str(ZOO / "framework_overhead_manual_sgd.py"), "10"])
+    try:
         worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
-    assert info.value.status == "error"
-    assert "never steps a torch.optim optimizer" in info.value.reason
-    worker.close()
+        reply = worker.request({"op": "run", "steps": 4}, timeout_s=TIMEOUT_S)
+        rows = reply["steps"]
+        assert len(rows) == 4 and reply["restarts"] == 0
+        assert all(r[0] > 0 and r[2] is not None and math.isfinite(r[2]) for r in rows)
+        # The hand-written update runs between the rows: the loss goes down step by step.
+        assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
+    finally:
+        worker.close()
+
+
+ZERO_GRAD_AFTER_STEP = str(Path(__file__).resolve().parents[1] / "scripts/zero_grad_after_step.py")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # nanoGPT's order: the first zero_grad comes after the first optimizer step.
+        ([], {}),
+        (["--no-zero-grad"], {"set_to_none": "the script never called zero_grad"}),
+    ],
+)
+def test_set_to_none_is_judged_after_a_whole_iteration(
+    args: list[str], expected: dict[str, str]
+) -> None:
+    worker = ScriptWorker([ZERO_GRAD_AFTER_STEP, *args], recipe={"set_to_none": False})
+    try:
+        reply = worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
+    finally:
+        worker.close()
+    # What ScriptArms reads to end a trial as "does not apply" without an A/B.
+    assert not_applied_of(reply["injection"]) == expected
 
 
 def test_script_failing_before_its_first_step_quotes_its_error(tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
             setup_error = setup_error or str(exc)
         else:
             if injection is not None:
-                # The tuner reads at the first step which knobs acted (a knob that did not is
+                # The tuner reads at the ready boundary which knobs acted (a knob that did not is
                 # a trial that does not apply, ended without an A/B).
                 controller.injection = injection
     if setup_error is not None:

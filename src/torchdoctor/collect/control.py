@@ -11,11 +11,11 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
 
 - script -> tuner ``{"event": "hello", "pid": ...}``; tuner -> script ``{"seed": n | None}``:
   with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
-- at the first step boundary the script has run its start-up (imports, data, model build) and
-  its first training step: ``{"event": "ready", "startup_s": ..., "seed": ...,
-  "script_seeded": bool, "injection": InjectionRecord JSON | None, "loaders": [...]}`` (what
-  each injected knob did by then, and the DataLoaders iterated so far as `DataLoaderInfo`),
-  then it waits for a command;
+- at the second step boundary (`READY_BOUNDARY`) the script has run its start-up (imports,
+  data, model build) and its first two training steps: ``{"event": "ready", "startup_s": ...,
+  "seed": ..., "script_seeded": bool, "injection": InjectionRecord JSON | None, "loaders":
+  [...]}`` (what each injected knob did by then, and the DataLoaders iterated so far as
+  `DataLoaderInfo`), then it waits for a command;
 - ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
   boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
   and it waits again; with "release", CUDA's cached free blocks go back to the device first;
@@ -24,18 +24,37 @@ script at its step boundaries. The exchange (`tune/script_worker.py` is the othe
   and the bootstrap unwinds as after a step limit;
 - the script ending by itself mid-chunk -> ``{"ok": True, "steps": <the rows run>,
   "ended": True, ...}`` when it ended cleanly (exit code 0), ``{"ok": False, "status":
-  "error", "reason": ..., "ended": True}`` when it failed or ended before its first step.
+  "error", "reason": ..., "ended": True}`` when it failed or ended before the ready boundary.
 
-A step boundary is the end of an optimizer step as the step recorder sees it (the global
-torch.optim post-hook): a script that never steps a torch.optim optimizer is not driven (its
-backward-mode boundaries are found only once the next step has begun).
+Step boundaries, decided once per launch:
+
+- optimizer mode: the end of each optimizer step as the step recorder sees it (the global
+  torch.optim post-hook), so gradient accumulation counts one step per update;
+- backward mode, for a script that has built no torch.optim optimizer by its second
+  `backward()` (`BACKWARD_DECIDES`; parameters updated by hand): the return of each outermost
+  `backward()`. By the second backward a whole iteration has run, so an optimizer built
+  anywhere in the first one is seen, and a script that builds one waits for its steps (its
+  first backward calls may be accumulation micro-steps). The hand-written update that follows
+  a backward then runs at the start of the next chunk's first step, and the wait for a
+  command between chunks comes before it, outside every row: both arms of an A/B are counted
+  the same way, and every row still holds one whole update, forward and backward. (The step
+  recorder's own backward-mode boundary, the next forward or batch fetch, is found only once
+  the next step has begun, too late to pause at; its step times, which the tuner does not
+  read, include that wait.)
+
+The ready boundary is the second, not the first: knobs act where the script reaches their
+site, and some sites come after the first boundary in the loop (nanoGPT calls
+`zero_grad(set_to_none=True)` after `optimizer.step()`), so the injection record is read once
+a whole iteration has run. A knob still not applied then never reached its site in a whole
+iteration, and is reported once, with its reason.
 
 What a row measures. `step_s` runs from one boundary to the next, so what the script does
-between two optimizer steps that is not a training step (an evaluation loop, a checkpoint,
-logging every N steps) counts in the step around it: it is the script's cost per step and both
-arms pay it alike. The time spent waiting for a command is no step's: the clock of the next step
-starts when the command arrives (the step recorder's too). The start-up with the first step,
-and whatever runs after the last optimizer step (a final evaluation, saving), are no row's.
+between two boundaries that is not a training step (an evaluation loop, a checkpoint, logging
+every N steps) counts in the step around it: it is the script's cost per step and both arms
+pay it alike. The time spent waiting for a command is no step's: the clock of the next step
+starts when the command arrives (in optimizer mode the step recorder's too). The start-up with
+the first two steps, and whatever runs after the last boundary (a final evaluation, saving),
+are no row's.
 `samples` is the batch size the data probe saw in the step (None without a DataLoader). `loss`
 is the mean of the scalar tensors `backward()` was called on in the step (several under
 gradient accumulation), None when there was none or it was not finite.
@@ -52,7 +71,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -63,6 +82,12 @@ from torchdoctor.core.errors import CollectError
 
 #: Environment variable carrying the control channel's authkey (hex) to the script's process.
 CONTROL_AUTHKEY_ENV = "TORCHDOCTOR_CONTROL_AUTHKEY"
+#: The step boundary the script pauses at first (module docstring: one whole iteration has run
+#: before it, so that knobs reached after the first boundary are judged).
+READY_BOUNDARY = 2
+#: The outermost backward() call at which a script with no torch.optim optimizer built is
+#: driven at its backward calls (module docstring).
+BACKWARD_DECIDES = 2
 
 
 class ControlError(CollectError):
@@ -193,6 +218,10 @@ class StepController:
         self.stopping = False
         self.closed = False
         self.backward_calls = 0
+        #: "optimizer" or "backward" once decided (module docstring), None before
+        self.mode: Literal["optimizer", "backward"] | None = None
+        #: step boundaries reached so far in this launch
+        self.boundaries = 0
         self.script_seed_calls = 0
         #: the chunk in flight: steps wanted, and per step run so far its seconds, samples
         #: and the loss tensors backward() was called on
@@ -219,16 +248,20 @@ class StepController:
 
         def backward_wrap(original: Callable[..., Any], tensor_of: Callable[..., Any]) -> Any:
             def backward(*args: Any, **kwargs: Any) -> Any:
-                if self._depth == 0:  # Tensor.backward calls torch.autograd.backward
+                outermost = self._depth == 0  # Tensor.backward calls torch.autograd.backward
+                if outermost:
                     self.backward_calls += 1
                     tensor = tensor_of(*args, **kwargs)
                     if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
                         self._step_losses.append(tensor.detach())
                 self._depth += 1
                 try:
-                    return original(*args, **kwargs)
+                    result = original(*args, **kwargs)
                 finally:
                     self._depth -= 1
+                if outermost:
+                    self._backward_returned()
+                return result
 
             return backward
 
@@ -261,8 +294,33 @@ class StepController:
 
     def on_step_end(self) -> None:
         if self.recorder.detection != "optimizer_hook" or self.stopping:
-            return  # only optimizer steps are driven (module docstring)
+            return  # the recorder's backward-mode boundaries come too late (module docstring)
+        if self.mode is None:
+            self.mode = "optimizer"
+        if self.mode == "optimizer":
+            self._boundary(self.recorder.last_samples)
+
+    def _backward_returned(self) -> None:
+        if self.stopping:
+            return
+        if (
+            self.mode is None
+            and self.backward_calls >= BACKWARD_DECIDES
+            and not self.recorder.optimizer_exists
+        ):
+            self.mode = "backward"
+            # The backward calls before this one were boundaries too, passed uncounted.
+            self.boundaries = self.backward_calls - 1
+        if self.mode == "backward":
+            # The recorder's open step is this one: it closes only at the next forward.
+            self._boundary(self.recorder.open_samples)
+
+    def _boundary(self, samples: int | None) -> None:
+        """A step boundary: start-up until `READY_BOUNDARY`, then a chunk's step end."""
+        self.boundaries += 1
         losses, self._step_losses = self._step_losses, []
+        if self.boundaries < READY_BOUNDARY:
+            return
         if not self.ready:
             self.ready = True
             self._send(
@@ -277,7 +335,7 @@ class StepController:
             )
             self._await_command()
             return
-        self._samples.append(self.recorder.last_samples)
+        self._samples.append(samples)
         self._losses.append(losses)
         if len(self._losses) < self._want:
             now = self._clock()
@@ -363,12 +421,18 @@ class StepController:
                 self.conn.close()
 
     def _no_step_reason(self, exit_code: int) -> str:
-        ended = f"the script ended (exit code {exit_code}) before its first optimizer step"
+        ended = f"the script ended (exit code {exit_code}) before it could be driven"
         if self.backward_calls == 0:
             return f"{ended}: it never called backward()"
+        if self.mode is None and self.recorder.optimizer_exists:
+            return (
+                f"{ended}: it builds a torch.optim optimizer but never steps it (a script "
+                "that builds one is driven at its optimizer steps)"
+            )
+        unit = "optimizer step" if self.mode == "optimizer" else "backward() call"
         return (
-            f"{ended}: it calls backward() but never steps a torch.optim optimizer, and a "
-            "script is driven at its optimizer steps"
+            f"{ended}: it ran {max(self.boundaries, 1)} {unit} and stopped, and the first "
+            f"{READY_BOUNDARY} are its start-up (give it more steps)"
         )
 
 

@@ -139,6 +139,11 @@ class StepRecorder:
         return self._active
 
     @property
+    def open_samples(self) -> int | None:
+        """Samples of the step still open (the data probe's batch size), None if unseen."""
+        return self._open.samples if self._open is not None else None
+
+    @property
     def in_step(self) -> bool:
         """Whether a step has begun (setup code before the first step is not in one)."""
         return self._open is not None

@@ -135,8 +135,9 @@ class Arm:
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
     chunk_steps: int = DEFAULT_CHUNK_STEPS
-    #: Score (s/sample or s/step) of the first warm-up step after the compiling one (None with
-    #: one warm-up step): a first look at the arm's speed, before anything is scored.
+    #: Score (s/sample or s/step) of the first warm-up step after the compiling one, or the
+    #: faster of the first two when the first is past give_up_above (None with one warm-up
+    #: step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.tune.worker.release_device_memory).
@@ -145,7 +146,7 @@ class Arm:
     #: (tune/sources.py); empty for a workload, where every knob acts
     not_applied: dict[str, str] = field(default_factory=dict)
     #: knob -> the value a script runs with of its own (its DataLoader's num_workers, ...),
-    #: read at its first step; empty for a workload, whose defaults are known ahead
+    #: read at its ready boundary; empty for a workload, whose defaults are known ahead
     own_settings: dict[str, object] = field(default_factory=dict)
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
@@ -195,8 +196,9 @@ class Arm:
     ) -> None:
         """Run the warm-up steps and calibrate the chunk length from them.
 
-        With `give_up_above` (a score), warm-up stops after the first post-compile step when
-        that step's score exceeds it: the caller rejects such an arm without scoring it.
+        With `give_up_above` (a score), warm-up stops after the first post-compile steps when
+        the faster of the first two exceeds it: the caller rejects such an arm without scoring
+        it.
         """
         first = self.worker.request(
             {"op": "run", "steps": 1, "release": self.release_after_run}, timeout_s=timeout()
@@ -207,14 +209,19 @@ class Arm:
         step_s = self.compile_s
         if plan.warmup_steps > 1:
             score = self.run(1, timeout=timeout)
-            self.warm_score = score
             self.warmup_s += score * _scale(self, 1)
+            recent = [score]
             if give_up_above is not None and score > give_up_above:
+                # One more step before giving up: a one-time recompile can land on this one
+                # (in a script, the collector's global forward hooks giving way to hooks on
+                # the model after a few steps changes what a compiled module guards on).
+                recent.append(self._warm_step(timeout))
+            self.warm_score = min(recent)
+            if give_up_above is not None and self.warm_score > give_up_above:
                 return
             # The rest of warm-up step by step, then on until step times settle: the same
             # rule as `torchdoctor run` (`torchdoctor.measure.warm_up`), so both measure the
             # same steady state of a recipe.
-            recent = [score]
             while len(recent) < plan.warmup_steps - 1:
                 recent.append(self._warm_step(timeout))
             for _ in range(MAX_EXTRA_WARMUP_STEPS):

@@ -5,15 +5,16 @@ A `WorkerLike` (tune/trial.py) whose session is a live script: it launches
 control address in the config) and drives it through the control channel of
 `torchdoctor.collect.control`, a `multiprocessing.connection.Listener` on loopback with a random
 authkey per worker, passed to the script in its environment. The script pauses at its optimizer
-steps, so an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
+steps (at its backward() calls when it builds no torch.optim optimizer: collect/control.py), so
+an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
 
 - ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s, "injection": ...}``:
   launch and wait for
-  the first step boundary. `prepare_s` is the launch-to-boundary time seen from here (the
-  interpreter, imports, data, model build and the first training step); `startup_s` is the
+  the ready boundary. `prepare_s` is the launch-to-boundary time seen from here (the
+  interpreter, imports, data, model build and the first two training steps); `startup_s` is the
   script's own count from the control connection on; `injection` the `InjectionRecord` JSON of
-  the recipe's knobs at that first step (None without a recipe): which applied, which could not
-  and why. Prepared already: the same figures.
+  the recipe's knobs by then (None without a recipe), after one whole iteration: which applied,
+  which could not and why. Prepared already: the same figures.
 - ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
   loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
   when not prepared (with "startup_s" in the reply). A script that reaches its end before the
@@ -31,9 +32,9 @@ steps, so an `Arm` drives it as it drives a built-in workload. Requests (as tune
 
 Failures raise `TrialFailure` with the trial statuses: "crash" (the process died without a
 word), "oom" (over the memory cap, or an out-of-memory error in the script), "timeout" (no
-answer in time: before the first step boundary, a script that never steps a torch.optim
-optimizer), "error" (the script failed or ended before its first optimizer step). Reasons end
-with the script's last output lines.
+answer in time: before the ready boundary, a script that never steps the torch.optim optimizer
+it builds), "error" (the script failed or ended before the ready boundary). Reasons end with the
+script's last output lines.
 
 Seeding: with `seed`, the script's process seeds random, numpy and torch before the script runs;
 `record()` says who seeded (torchdoctor, the script itself by calling torch.manual_seed /
@@ -87,7 +88,7 @@ class ScriptWorkerRecord(SubRecord):
     #: Processes started: the first launch and every restart.
     launches: int
     restarts: int
-    #: Seconds from each launch to its first step boundary, seen from the tuner.
+    #: Seconds from each launch to its ready boundary, seen from the tuner.
     startup_s: list[float]
 
 
@@ -98,7 +99,7 @@ class _Launch:
         self.proc = proc
         self.started = started
         self.conn: Connection | None = None
-        #: whether it reached its first step boundary
+        #: whether it reached its ready boundary
         self.ready = False
 
 
@@ -134,9 +135,9 @@ class ScriptWorker(MemoryCapped):
         #: knob -> value injected into the script (collect/inject); None: it runs as written
         self.recipe = dict(recipe) if recipe is not None else None
         self.perturbation = perturbation
-        #: the InjectionRecord JSON the script sent at its first step of the latest launch
+        #: the InjectionRecord JSON the script sent at the ready boundary of the latest launch
         self.injection: dict[str, Any] | None = None
-        #: the DataLoaders the script iterated by its first step (`DataLoaderInfo` JSON)
+        #: the DataLoaders the script iterated by its ready boundary (`DataLoaderInfo` JSON)
         self.loaders: list[dict[str, Any]] = []
         self._python = python
         self._cwd = cwd
@@ -276,8 +277,8 @@ class ScriptWorker(MemoryCapped):
             if fresh and not answer["steps"]:
                 raise self._fail(
                     "error",
-                    "the script ends right after its first optimizer step, so no step of it "
-                    "can be measured (give it more steps)",
+                    "the script ends right after its start-up (its first two steps), so no "
+                    "step of it can be measured (give it more steps)",
                 )
             if len(rows) < steps:
                 restart_s.append(self._start(deadline))
@@ -321,7 +322,7 @@ class ScriptWorker(MemoryCapped):
     # ---- the script's process --------------------------------------------------------------
 
     def _start(self, deadline: float) -> float:
-        """Launch the script and wait for its first step boundary; the seconds that took."""
+        """Launch the script and wait for its ready boundary; the seconds that took."""
         self._launch = None
         host, port = self._listener.address
         config = LaunchConfig(
@@ -355,7 +356,7 @@ class ScriptWorker(MemoryCapped):
         if hello.get("event") != "hello":
             raise self._fail("error", f"unexpected first message from the script: {hello!r}")
         launch.conn.send({"seed": self.seed})
-        ready = self._receive(deadline, waiting_for="the script's first optimizer step")
+        ready = self._receive(deadline, waiting_for="the script's first two steps")
         if not ready.get("ok", True):
             raise self._fail(_status_of(ready), self._with_tail(str(ready.get("reason"))))
         startup = time.monotonic() - launch.started
@@ -429,7 +430,10 @@ class ScriptWorker(MemoryCapped):
         if time.monotonic() > deadline:
             hint = ""
             if not launch.ready:
-                hint = " (a script is driven at its torch.optim optimizer steps: does it step one?)"
+                hint = (
+                    " (a script is driven at its torch.optim optimizer steps, or at its "
+                    "backward() calls when it builds no optimizer: does it reach either?)"
+                )
             raise self._fail(
                 "timeout", self._with_tail(f"timed out waiting for {waiting_for}{hint}")
             )

@@ -11,7 +11,7 @@ work the same on both sources:
   script worker's `reference` op (a fresh launch with the engine's no-op weight perturbation).
 
 A script arm also says which knobs of its recipe did not act in the script
-(`Arm.not_applied`, read from the injection record at its first step): a candidate whose
+(`Arm.not_applied`, read from the injection record at its ready boundary): a candidate whose
 changed knob did not act is opened without warm-up, and the tuner ends its trial as
 "does not apply" without an A/B.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 
 from torchdoctor.collect.control import StepController, read_losses
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation, StopCollection
+from torchdoctor.collect.inject import Injection
 
 
 class ScriptedChannel:
@@ -39,12 +41,16 @@ class ScriptedChannel:
 class Loop:
     """A tiny torch.optim training loop; records the loss each step computed."""
 
-    def __init__(self, *, loader: bool = False, accumulate: int = 1) -> None:
+    def __init__(
+        self, *, loader: bool = False, accumulate: int = 1, zero_grad: bool = True
+    ) -> None:
         torch.manual_seed(0)
         self.model = torch.nn.Linear(4, 1)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
         self.loader = loader
         self.accumulate = accumulate
+        #: nanoGPT's order: zero_grad after the step, reached only after the first boundary
+        self.zero_grad = zero_grad
         self.losses: list[list[float]] = []
         self.steps_done = 0
         self.tick: Callable[[], None] = lambda: None
@@ -69,25 +75,41 @@ class Loop:
             self.losses.append(step_losses)
             self.tick()
             self.opt.step()
-            self.opt.zero_grad()
+            if self.zero_grad:
+                self.opt.zero_grad(set_to_none=True)
+            else:
+                for p in self.model.parameters():
+                    p.grad = None
             self.steps_done += 1
 
 
 def drive(
-    loop: Loop, steps: int, channel: ScriptedChannel, clock: Callable[[], float] | None = None
+    loop: Any,
+    steps: int,
+    channel: ScriptedChannel,
+    clock: Callable[[], float] | None = None,
+    *,
+    recipe: dict[str, Any] | None = None,
 ) -> tuple[StepController, str]:
-    """Run `loop` instrumented and controlled, as the bootstrap does; returns how it ended."""
+    """Run `loop` instrumented and controlled, as the bootstrap does, with `recipe` injected
+    after the probes; returns how it ended."""
     inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
     kwargs = {"clock": clock} if clock is not None else {}
     controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted, **kwargs)
     inst.add_probe(controller)
+    injection = Injection(recipe, device="cpu") if recipe is not None else None
+    controller.injection = injection
     ended_by = "completed"
     inst.install()
+    if injection is not None:
+        injection.install()
     try:
         loop.run(steps)
     except StopCollection:
         ended_by = "max_steps"
     finally:
+        if injection is not None:
+            injection.uninstall()
         inst.uninstall()
     controller.finish(ended_by, 0, None)
     return controller, ended_by
@@ -100,10 +122,10 @@ def test_runs_exactly_the_steps_asked_then_exit_unwinds() -> None:
     )
     controller, ended_by = drive(loop, 100, channel)
     assert ended_by == "max_steps"
-    # The first step is start-up (it ends at the ready boundary), then 3 + 2; exit is raised
-    # at the 6th step's boundary, inside its optimizer step.
-    assert loop.steps_done == 5
-    assert len(loop.losses) == 6
+    # The first two steps are start-up (the second ends at the ready boundary), then 3 + 2;
+    # exit is raised at the 7th step's boundary, inside its optimizer step.
+    assert loop.steps_done == 6
+    assert len(loop.losses) == 7
     ready, first, second = channel.sent
     assert ready["event"] == "ready" and ready["startup_s"] >= 0
     assert [len(first["steps"]), len(second["steps"])] == [3, 2]
@@ -111,7 +133,7 @@ def test_runs_exactly_the_steps_asked_then_exit_unwinds() -> None:
         assert len(row) == 3 and row[0] > 0 and row[1] is None
     # The loss is the value of the tensor backward() was called on, in that step.
     got = [r[2] for r in first["steps"] + second["steps"]]
-    assert got == pytest.approx([s[0] for s in loop.losses[1:6]], rel=0, abs=0)
+    assert got == pytest.approx([s[0] for s in loop.losses[2:7]], rel=0, abs=0)
     assert first["peak_memory_bytes"] > 0
     assert controller.stopping and channel.closed
 
@@ -124,23 +146,117 @@ def test_script_ending_mid_chunk_reports_what_ran_and_ended() -> None:
     ready, reply = channel.sent
     assert ready["event"] == "ready"
     assert reply["ok"] and reply["ended"] is True
-    assert len(reply["steps"]) == 3  # steps 2..4; step 1 was start-up
-    assert [r[2] for r in reply["steps"]] == [s[0] for s in loop.losses[1:]]
+    assert len(reply["steps"]) == 2  # steps 3..4; steps 1 and 2 were start-up
+    assert [r[2] for r in reply["steps"]] == [s[0] for s in loop.losses[2:]]
 
 
-def test_script_ending_before_its_first_optimizer_step_is_an_error() -> None:
+class ManualLoop:
+    """Hand-written SGD (no torch.optim), the update after backward as the zoo's script does."""
+
+    def __init__(self, *, optimizer: bool = False) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(4, 1)
+        #: built and never stepped (the update is by hand all the same)
+        self.unused = torch.optim.SGD(self.model.parameters(), lr=0.1) if optimizer else None
+        self.losses: list[float] = []
+        self.updates = 0
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            loss = self.model(torch.randn(2, 4)).pow(2).mean()
+            self.losses.append(float(loss.detach()))
+            loss.backward()
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+            self.updates += 1
+
+
+def test_a_script_without_an_optimizer_is_driven_at_its_backward_calls() -> None:
+    gc.collect()  # an optimizer left alive by another test would make this one optimizer-mode
+    loop = ManualLoop()
+    channel = ScriptedChannel(
+        [{"op": "run", "steps": 3}, {"op": "run", "steps": 2}, {"op": "exit"}]
+    )
+    controller, ended_by = drive(loop, 100, channel)
+    assert controller.mode == "backward" and ended_by == "max_steps"
+    ready, first, second = channel.sent
+    assert ready["event"] == "ready"
+    # Start-up ran two backward calls and the first update; exit is raised at the return of
+    # the 7th backward, before its update.
+    assert (len(loop.losses), loop.updates) == (7, 6)
+    rows = first["steps"] + second["steps"]
+    assert [len(first["steps"]), len(second["steps"])] == [3, 2]
+    assert [r[2] for r in rows] == [loop.losses[i] for i in range(2, 7)]
+    assert all(r[0] > 0 and r[1] is None for r in rows)
+
+
+def test_a_script_that_builds_an_optimizer_is_driven_at_its_steps_only() -> None:
+    # Its backward calls may be accumulation micro-steps: it waits for optimizer steps, and
+    # one that never comes is the reason given at the end.
+    loop = ManualLoop(optimizer=True)
     channel = ScriptedChannel([{"op": "run", "steps": 2}])
-    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
-    controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted)
-    inst.add_probe(controller)
-    with inst:
-        model = torch.nn.Linear(4, 1)
-        for _ in range(3):  # hand-written SGD: backward, no torch.optim step
-            model(torch.randn(2, 4)).sum().backward()
-    controller.finish("completed", 0, None)
+    controller, ended_by = drive(loop, 5, channel)
+    assert ended_by == "completed" and controller.mode is None
     (reply,) = channel.sent
     assert reply["ok"] is False and reply["ended"] is True
-    assert "never steps a torch.optim optimizer" in reply["reason"]
+    assert "builds a torch.optim optimizer but never steps it" in reply["reason"]
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (ManualLoop, "it ran 1 backward() call and stopped"),
+        (Loop, "it ran 1 optimizer step and stopped"),
+    ],
+)
+def test_a_script_ending_within_its_start_up_says_how_far_it_got(
+    make: Callable[[], Any], expected: str
+) -> None:
+    gc.collect()
+    channel = ScriptedChannel([{"op": "run", "steps": 2}])
+    drive(make(), 1, channel)
+    (reply,) = channel.sent
+    assert reply["ok"] is False and reply["ended"] is True
+    assert expected in reply["reason"] and "start-up" in reply["reason"]
+
+
+def test_a_script_that_never_calls_backward_says_so() -> None:
+    class Forward:
+        def run(self, steps: int) -> None:
+            for _ in range(steps):
+                torch.nn.Linear(4, 1)(torch.randn(2, 4))
+
+    channel = ScriptedChannel([])
+    drive(Forward(), 3, channel)
+    assert "never called backward()" in channel.sent[0]["reason"]
+
+
+def test_zero_grad_after_the_step_is_judged_after_a_whole_iteration() -> None:
+    # nanoGPT's order: step, then zero_grad(set_to_none=True). The first boundary comes
+    # before any zero_grad; the ready record, read at the second, has seen one.
+    channel = ScriptedChannel([{"op": "exit"}])
+    drive(Loop(), 10, channel, recipe={"set_to_none": False})
+    knob = _knob(channel.sent[0], "set_to_none")
+    assert knob["status"] == "applied"
+    assert knob["applied_at"][0].startswith("zero_grad(set_to_none=true) -> false")
+
+
+def test_a_knob_whose_site_never_comes_is_reported_not_applied_once() -> None:
+    channel = ScriptedChannel([{"op": "run", "steps": 3}, {"op": "exit"}])
+    drive(Loop(zero_grad=False), 10, channel, recipe={"set_to_none": False})
+    knob = _knob(channel.sent[0], "set_to_none")
+    assert knob["status"] == "not_applied"
+    assert knob["reason"] == "the script never called zero_grad"
+    # Only the ready message carries the record: chunk replies do not repeat it.
+    assert all("injection" not in m for m in channel.sent[1:])
+
+
+def _knob(ready: dict[str, Any], name: str) -> dict[str, Any]:
+    assert ready["event"] == "ready"
+    (knob,) = [k for k in ready["injection"]["knobs"] if k["knob"] == name]
+    return dict(knob)
 
 
 def test_samples_from_the_data_loader_and_accumulated_losses_averaged() -> None:
@@ -149,7 +265,7 @@ def test_samples_from_the_data_loader_and_accumulated_losses_averaged() -> None:
     drive(loop, 10, channel)
     rows = channel.sent[1]["steps"]
     assert [r[1] for r in rows] == [4, 4]
-    expected = [sum(s) / 2 for s in loop.losses[1:3]]
+    expected = [sum(s) / 2 for s in loop.losses[2:4]]
     assert [r[2] for r in rows] == pytest.approx(expected, rel=1e-6)
 
 
@@ -177,7 +293,7 @@ def test_bad_command_is_answered_and_the_script_keeps_waiting() -> None:
     _, ended_by = drive(loop, 100, channel)
     assert ended_by == "max_steps"
     assert [m.get("ok") for m in channel.sent[1:]] == [False, False]
-    assert loop.steps_done == 0  # stopped at the first boundary, inside the first step
+    assert loop.steps_done == 1  # stopped at the ready boundary, inside the second step
 
 
 def test_read_losses_means_per_step_and_drops_non_finite() -> None:
