@@ -110,7 +110,7 @@ def main() -> None:
 
     load = os.getloadavg()
     est = paired_speedup(paused, continuous, confidence=args.confidence)
-    wall = paired_speedup(walls[True], walls[False], confidence=args.confidence)
+    wall_est = paired_speedup(walls[True], walls[False], confidence=args.confidence)
     print(f"machine: nproc={os.cpu_count()} cpu={fingerprint().cpu_model}")
     print(f"load average (1/5/15 min) at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"script: {shlex.join(argv)}; {args.rounds} rounds, chunk {chunk} x {args.pieces}")
@@ -121,8 +121,8 @@ def main() -> None:
         f"({args.confidence:.0%}, paired over rounds; target < 1.02)"
     )
     print(
-        f"paused/continuous wall per step (commands and messages included): {wall.speedup:.4f} "
-        f"[{wall.ci_low:.4f}, {wall.ci_high:.4f}]"
+        f"paused/continuous wall per step (commands and messages included): {wall_est.speedup:.4f} "
+        f"[{wall_est.ci_low:.4f}, {wall_est.ci_high:.4f}]"
     )
 
 

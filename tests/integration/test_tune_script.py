@@ -45,7 +45,7 @@ def _tune(
 #: And the ladder tries num_workers=1 first (at most ~1.08x here: the decode is ~24 ms of a
 #: ~26 ms step), an unclear trial that runs all 24 rounds: 65 s, measured again twice on a
 #: disturbed host, so a 150 s study ended before num_workers=2 was tried.
-PROOF_CORES = 4
+PROOF_CORES = 2
 
 
 @pytest.mark.slow

@@ -137,6 +137,9 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     injection, recipe_error = make_injection(cfg)
     setup_error = setup_error or recipe_error
     inst = make_instrumentation(cfg)
+    if injection is not None and injection.model is not None:
+        # No global module hooks inside a compiled forward (ForwardProbe.pin).
+        injection.model.on_compile = inst.forward.pin
     controller = None
     if cfg.control is not None:
         from torchdoctor.collect.control import ControlError, attach_controller

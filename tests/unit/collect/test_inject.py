@@ -301,3 +301,34 @@ def test_record_round_trips(tmp_path: Any) -> None:
     path = inj.write(tmp_path)
     assert path.name == "injection.json"
     assert InjectionRecord.read(path) == inj.record()
+
+
+def test_a_compiled_forward_under_the_probes_compiles_once() -> None:
+    # The forward probe starts with global module hooks and later moves them onto the
+    # outermost modules; inside a compiled forward each change of that state recompiled it
+    # (twice per script, mid-measurement). The compile knob pins the probe's hooks to the
+    # trained model before compiling, so its forward compiles once.
+    from torch._dynamo.utils import counters
+
+    from torchdoctor.collect.hooks import CollectConfig, Instrumentation
+    from torchdoctor.collect.probes.forward import FORWARD_SETTLE_STEPS
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    # Many small modules: the global hooks' cost on inner calls is worth the switch.
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(24)))
+    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
+    injection = Injection({"compile": "default"}, compile_backend="eager")
+    assert injection.model is not None
+    injection.model.on_compile = inst.forward.pin
+    with inst, injection:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(FORWARD_SETTLE_STEPS + 3):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+    forward_s = [step.phases.get("forward", 0.0) for step in inst.recorder.steps]
+    torch._dynamo.reset()
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert all(s > 0 for s in forward_s[1:])  # the pinned hooks still time the forward

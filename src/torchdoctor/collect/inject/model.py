@@ -129,6 +129,9 @@ class ModelInjector:
         self.grad_scaler = grad_scaler
         #: torch.compile's backend; None: inductor (tests pass "eager" to skip code generation)
         self.compile_backend = compile_backend
+        #: Called with the trained model just before its forward is compiled (the launcher
+        #: moves the forward probe's global hooks onto it: `ForwardProbe.pin`).
+        self.on_compile: Callable[[nn.Module], None] | None = None
         for knob, value in values.items():
             ledger.expect(knob, value, UNREACHED)
         self.model: nn.Module | None = None
@@ -250,6 +253,8 @@ class ModelInjector:
             options: dict[str, Any] = {"mode": None if mode == "default" else mode}
             if self.compile_backend is not None:
                 options = {"backend": self.compile_backend}
+            if self.on_compile is not None:
+                self.on_compile(model)
             forward = torch.compile(forward, dynamic=dynamic, **options)
             # where the model is first called: patch.py traces the name back to its build
             ledger.applied(

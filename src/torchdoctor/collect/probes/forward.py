@@ -6,7 +6,7 @@ consecutive steps, hooks on those modules alone (see `ForwardProbe.on_step_end`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,11 +130,27 @@ class ForwardProbe:
             return
         if saving < MIN_HOOK_SAVING_SHARE:
             return
+        self._hook_only(modules.values())
+
+    def pin(self, module: torch.nn.Module) -> None:
+        """Hooks on `module` alone from now on, without waiting for the steps to settle.
+
+        For a module whose forward is about to be compiled (the injected compile knob):
+        torch.compile traces the submodule calls inside the compiled forward, global hooks
+        included, and recompiles when their state changes and again when they give way to
+        module hooks, which lands compilations in the middle of a measurement. Hooks on the
+        compiled module itself run outside its graph.
+        """
+        if self._global:
+            self._outer_step.clear()
+            self._hook_only([module])
+
+    def _hook_only(self, modules: Iterable[torch.nn.Module]) -> None:
         assert self._hooks is not None and self._site is not None  # set by install
         pre, post = self._hooks
         for handle in self._global:
             handle.remove()
         self._global = []
-        for module in modules.values():
+        for module in modules:
             self._site.handles.append(module.register_forward_pre_hook(pre))
             self._site.handles.append(module.register_forward_hook(post, always_call=True))
