@@ -35,16 +35,12 @@ def _tune(
     return code, data
 
 
-#: Cores the data-loading proof needs: two loader workers beside the training process. Two
-#: workers gain only while the second core is free, and on the shared 2-core host other work
-#: takes it: measured 0.92x [0.78, 1.08] in fresh process pairs; the plain script alone gave
-#: 1.73x, 1.00x and 1.05x in three rounds (load 3.6 to 6.4), `run --recipe` 1.66x, 1.02x, 1.32x
-#: beside them (no cost of its own: it reports the script's own rate within 5%); the tuner's
-#: own A/B gave 1.07x [0.99, 1.22] and 1.24x [0.99, 1.37] with other processes using ~1 core,
-#: and 1.64x [1.30, 2.14] in a quiet moment (other processes: 0.01 core).
-#: And the ladder tries num_workers=1 first (at most ~1.08x here: the decode is ~24 ms of a
-#: ~26 ms step), an unclear trial that runs all 24 rounds: 65 s, measured again twice on a
-#: disturbed host, so a 150 s study ended before num_workers=2 was tried.
+#: Cores the data-loading proof needs: two loader workers beside a training loop that mostly
+#: waits. On a quiet 2-core host two workers give 1.6-1.7x (the tuner's own A/B: 1.64x
+#: [1.30, 2.14]; the plain script 1.73x); they gain nothing while other work holds the second
+#: core (0.92x [0.78, 1.08] in fresh pairs at load 4-6), which is why CI runs tests one at a
+#: time. The ladder tries the most workers first (`tune.space`): num_workers=1 can hide only
+#: the ~2 ms compute of a ~26 ms step, and trying it first spent the budget.
 PROOF_CORES = 2
 
 
