@@ -2,7 +2,8 @@
 
 `torchdoctor tune [options] -- python train.py ARGS` (or `-- python -m pkg.train ARGS`) tunes a
 user's unmodified script the same way: each recipe's knobs injected into the script, the
-script driven at its optimizer steps (tune/sources.py).
+script driven at its step boundaries: optimizer steps, or backward calls when it has no
+torch.optim optimizer (tune/sources.py).
 """
 
 from __future__ import annotations
