@@ -339,7 +339,8 @@ def _finish(
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
         best_sps = baseline.samples_per_s * speedup
         if len(tuner.rungs) > 1:
-            notes.append("speedup chained from the ladder's step ratios (no final A/B)")
+            why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
+            notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
     if outcome.budget_exhausted:
         notes.append("the budget ran out before every candidate was tried")
     notes += _dynamics_notes(config, best_recipe)

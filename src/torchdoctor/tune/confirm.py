@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_REPLICATES, replicated_speedup
 from torchdoctor.tune.arms import Arm
-from torchdoctor.tune.budget import BUDGET_GRACE_S, BudgetExhausted
+from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.trial import TrialFailure
 
@@ -100,6 +100,11 @@ def confirmation_verdict(
     return "inconclusive"
 
 
+def _next_pair_fits(budget: Budget, *, took_s: float, pairs: int) -> bool:
+    """Whether another pair fits in what is left of the budget, at the pairs' own pace."""
+    return budget.remaining_s() + BUDGET_GRACE_S >= took_s / pairs
+
+
 def confirmation_key(baseline_recipe: dict[str, object], best_recipe: dict[str, object]) -> str:
     # "pairs": a study stored by the single-pair A/B this replaced measures it again on resume.
     return f"confirm-pairs:{recipe_key(baseline_recipe)}->{recipe_key(best_recipe)}"
@@ -108,8 +113,9 @@ def confirmation_key(baseline_recipe: dict[str, object], best_recipe: dict[str, 
 def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     """The best recipe against the baseline in fresh process pairs: the headline speedup.
 
-    Returns None when the best is the baseline; raises BudgetExhausted when there is no time
-    left for `measure.MIN_REPLICATES` pairs.
+    Returns None when the best is the baseline; raises BudgetExhausted when not even one pair
+    fits by the estimate. A confirmation that ran out of budget before
+    `measure.MIN_REPLICATES` whole pairs is recorded as a timeout, with the reason.
     """
     baseline = tuner.baseline
     if baseline is None or tuner.best_recipe == baseline.recipe:
@@ -121,11 +127,12 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     budget = tuner.budget
     # The reserve was held for this: from here its requests may use all that is left.
     budget.confirm_planned = False
-    per_pair = pair_cost_s(baseline, tuner.best_trial)
-    left_s = budget.remaining_s() + BUDGET_GRACE_S
-    # Fewer pairs (a wider interval) when the ladder left less than the full reserve.
-    pairs = min(CONFIRM_PAIRS, int(left_s // per_pair)) if per_pair > 0 else CONFIRM_PAIRS
-    if pairs < MIN_REPLICATES:
+    # The estimate charges each pair the best recipe's warm-up as the ladder saw it,
+    # compilation included; a fresh process often finds its compiled code in inductor's
+    # on-disk caches and warms up in a fraction of that. The ladder is over, so what is left
+    # of the budget has no other use: start when one pair fits by the estimate, then decide
+    # on each next pair by what the pairs so far took (`_next_pair_fits`).
+    if budget.remaining_s() + BUDGET_GRACE_S < pair_cost_s(baseline, tuner.best_trial):
         raise BudgetExhausted
     # The ladder's live workers would share the machine with the fresh ones.
     tuner.close()
@@ -138,7 +145,9 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     timeout = budget.request_timeout
     steps = confirm_steps(baseline)
     try:
-        for i in range(pairs):
+        for i in range(CONFIRM_PAIRS):
+            if i > 0 and not _next_pair_fits(budget, took_s=budget.clock() - start, pairs=i):
+                break
             # Alternate who goes first, so a slow drift within a pair favours neither side.
             for tag in ("baseline", "best") if i % 2 == 0 else ("best", "baseline"):
                 arm: Arm = tuner.open_arm_for(recipes[tag], f"confirm-{tag}")
@@ -157,6 +166,13 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
             fields = {"status": exc.status, "reason": exc.reason}
         for tag in scores:
             del scores[tag][done:], rates[tag][done:]
+    done = min(len(scores["baseline"]), len(scores["best"]))
+    if fields["status"] == "ok" and done < MIN_REPLICATES:
+        fields = {
+            "status": "timeout",
+            "reason": f"the budget left time for {done} fresh process pairs; an interval "
+            f"needs {MIN_REPLICATES}",
+        }
     if fields["status"] == "ok":
         confidence = tuner.settings.plan.confidence
         est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)

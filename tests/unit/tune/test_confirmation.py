@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import torchdoctor.tune.confirm as confirm_mod
+import torchdoctor.tune.tuner as tuner_mod
 from torchdoctor.measure import replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
 from torchdoctor.tune import Confirmation, TrialResult, tune
@@ -141,3 +143,42 @@ def test_a_proven_rung_stands_when_processes_differ_more_than_its_gain(tmp_path:
     assert result.speedup_ci[0] <= 1.0 <= result.speedup_ci[1]
     (note,) = [n for n in result.notes if n.startswith("not confirmed end to end")]
     assert "fast=True" in note and "the recipe stands" in note
+
+
+def _confirmations(run: Path) -> list[Confirmation]:
+    return [
+        t for t in (read_trial(p) for p in sorted((run / "trials").iterdir()))
+        if isinstance(t, Confirmation)
+    ]  # fmt: skip
+
+
+def test_pairs_run_at_their_own_pace_when_the_estimate_overstates_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The estimate charges each pair the best recipe's warm-up as the ladder saw it (a
+    # compilation); a fresh process that finds its code cached is far quicker. Estimated at
+    # 40% of the budget a pair, only 2 would fit: the confirmation still starts, and runs the
+    # pairs the budget holds at their own pace.
+    config = sim_config([FAST_KNOB], noise=0.002, effects={"fast": {"True": 0.5}})
+    monkeypatch.setattr(tuner_mod, "confirm_cost_s", lambda *_: 0.0)  # no ladder reserve
+    monkeypatch.setattr(confirm_mod, "pair_cost_s", lambda *_: 0.4 * config.budget_s)
+    result = tune(config=config, out=tmp_path / "run")
+
+    (confirm,) = _confirmations(tmp_path / "run")
+    assert confirm.ok and len(confirm.rates) == CONFIRM_PAIRS
+    assert any(n.startswith("speedup from") for n in result.notes)
+
+
+def test_a_confirmation_the_budget_cuts_short_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When the pairs' own pace leaves fewer than MIN_REPLICATES whole pairs, there is no
+    # interval: the record says why and the headline stays the ladder's chained figure.
+    config = sim_config([FAST_KNOB], noise=0.002, effects={"fast": {"True": 0.5}})
+    monkeypatch.setattr(tuner_mod, "confirm_cost_s", lambda *_: 0.0)
+    monkeypatch.setattr(confirm_mod, "_next_pair_fits", lambda *_a, **_k: False)
+    result = tune(config=config, out=tmp_path / "run")
+
+    (confirm,) = _confirmations(tmp_path / "run")
+    assert not confirm.ok and "1 fresh process pairs" in confirm.reason
+    assert any("no final A/B: the budget left time for 1" in n for n in result.notes)
