@@ -77,9 +77,10 @@ def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) 
         for r in (TrialResult.read(p) for p in sorted((run / "trials").iterdir()))
     }
     assert records["glacial"].chunk_times_s == []  # never scored
-    # ... and its warm-up stopped after the first step past compilation (of the 3 planned).
+    # ... and its warm-up stopped after the first two steps past compilation (the faster of
+    # the two is judged: a one-time recompile can land on the first), nothing more.
     glacial_step_s = config.factory_options["base_step_s"] * slowdown
-    assert records["glacial"].warmup_s == pytest.approx(2 * glacial_step_s, rel=0.1)
+    assert records["glacial"].warmup_s == pytest.approx(3 * glacial_step_s, rel=0.1)
     assert len(records["slower"].chunk_times_s) >= config.min_rounds
 
 
