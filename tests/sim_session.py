@@ -23,6 +23,10 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
   each): how much one process of a recipe runs faster or slower than another;
   ``process_spread_after`` (default 0): sessions of a recipe before this one run at their
   nominal speed (the ladder's pair happened to be typical).
+- ``drift_path``: a file shared by every session: each ``run_steps`` call appends a byte to it,
+  and stretches of ``drift_period`` calls (counted over all processes) alternate between the
+  nominal speed and step times ``drift_factor`` times longer: the machine itself slowing and
+  recovering over seconds (another tenant, its clock), whichever process runs then.
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
 """
@@ -104,11 +108,25 @@ class SimulatedSession:
             loss *= 1.0 + float(shifts.get(str(self.recipe.get(knob)), 0.0))
         return loss
 
+    def _drift(self) -> float:
+        path = self.model.get("drift_path")
+        if not path:
+            return 1.0
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, b".")
+            calls = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        slow = (calls - 1) // int(self.model.get("drift_period", 1)) % 2 == 1
+        return float(self.model.get("drift_factor", 1.0)) if slow else 1.0
+
     def run_steps(self, n: int, *, measure_phases: bool = False) -> list[SimStep]:
         steps = []
         sigma = float(self.model.get("noise", 0.02))
+        drift = self._drift()
         for _ in range(n):
-            total = self.step_s * float(self.rng.lognormal(0.0, sigma))
+            total = self.step_s * drift * float(self.rng.lognormal(0.0, sigma))
             if self.model.get("sleep"):
                 time.sleep(total)
             steps.append(SimStep(self.index, total, self._loss(self.index), self.batch))

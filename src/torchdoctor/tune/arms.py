@@ -157,19 +157,22 @@ class Arm:
             return total / max(len(rows), 1)
         return total / max(sum(s.samples or 1 for s in rows), 1)
 
-    def steady_score(self, steps: int, *, timeout: Timeout) -> float:
-        """Run `steps` steps in one go and score them as `torchdoctor run` does.
+    def steady_score(self, rows: list[StepTiming]) -> float:
+        """Score steady steps as `torchdoctor run` does.
 
         Throughput: seconds per sample at `measure.steady_rate` (the median over chunks of at
-        least 0.3 s); latency: the median step time. The final confirmation measures each
+        least 0.3 s); latency: the median step time. The final confirmation scores each
         fresh process this way, so that a user's `torchdoctor run` of a recipe times the
         same window by the same rule.
         """
-        rows = self._steps(steps, timeout)
         if self.objective == "latency":
             return statistics.median(s.total_s for s in rows)
         rate = steady_rate(rows)
         return 1.0 / rate if rate > 0 else math.inf
+
+    def steps(self, steps: int, *, timeout: Timeout) -> list[StepTiming]:
+        """Run `steps` steps in one request and return their timings (losses are kept)."""
+        return self._steps(steps, timeout)
 
     def _steps(self, steps: int, timeout: Timeout) -> list[StepTiming]:
         """One request for `steps` steps: their timings, with losses and peak memory kept."""
@@ -365,6 +368,25 @@ def _interleave_once(
         look = test.look(best.chunk_scores, candidate.chunk_scores)
         if look is not None and look.stop:
             return look.estimate, readings
+
+
+def interleave_steady(
+    arms: tuple[Arm, Arm], steps: int, *, timeout: Timeout
+) -> tuple[float, float]:
+    """Both arms' steady scores (`Arm.steady_score`) over at least `steps` steps each, run in
+    alternating chunks of each arm's calibrated length (A B B A ...).
+
+    The confirmation's fresh processes are timed this way rather than one after the other:
+    a 2-core cloud host drifts by tens of percent over seconds (the zoo's dispatch-bound
+    script ran 145 steps/s in one second of a process and 283 in a later one), which lands
+    on one side of a pair timed in sequence and on both sides of a pair timed in turns.
+    """
+    rows: tuple[list[StepTiming], list[StepTiming]] = ([], [])
+    rounds = max(math.ceil(steps / max(arm.chunk_steps, 1)) for arm in arms)
+    for i in range(rounds):
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
+            rows[k].extend(arms[k].steps(arms[k].chunk_steps, timeout=timeout))
+    return arms[0].steady_score(rows[0]), arms[1].steady_score(rows[1])
 
 
 def measure_alone(arm: Arm, plan: MeasurePlan, *, timeout: Timeout) -> None:
