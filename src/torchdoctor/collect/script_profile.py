@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import StepTiming
 
@@ -35,14 +36,9 @@ class DataLoaderInfo(SubRecord):
     wait_s: float = 0.0
 
 
-class H2DInfo(SubRecord):
-    """Host-to-device copies seen through Tensor.to / Tensor.cuda."""
-
-    calls: int = 0
-    non_blocking_calls: int = 0
-    pinned_calls: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
+#: Host-to-device copies seen through Tensor.to / Tensor.cuda (the diagnosis reads the same
+#: record as its copy evidence).
+H2DInfo = CopyCounts
 
 
 class ForwardEvidence(SubRecord):

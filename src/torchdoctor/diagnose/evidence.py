@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 
@@ -51,18 +52,9 @@ class ThreadEvidence(SubRecord):
     omp_num_threads: str | None = None
 
 
-class CopyEvidence(SubRecord):
-    """Host-to-device copies: how many came from pinned memory, how many were async."""
-
-    calls: int = 0
-    pinned_calls: int = 0
-    non_blocking_calls: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-
-    @property
-    def pageable_calls(self) -> int:
-        return max(0, self.calls - self.pinned_calls)
+#: Host-to-device copies: how many came from pinned memory, how many were async (the record
+#: the collector fills, `core.copies.CopyCounts`).
+CopyEvidence = CopyCounts
 
 
 class SyncEvidence(SubRecord):

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Final
 from torchdoctor.diagnose.evidence import (
     CeilingEvidence,
     ConfigEvidence,
-    CopyEvidence,
     DataLoaderEvidence,
     Evidence,
     SyncEvidence,
@@ -42,14 +41,9 @@ def _dataloader(profile: ScriptProfile) -> DataLoaderEvidence:
         return DataLoaderEvidence(uses_dataloader=False)
     # The loader that fed the training loop is the one the loop fetched most batches from.
     dl = max(profile.dataloaders, key=lambda d: d.batches_fetched)
-    return DataLoaderEvidence(
-        uses_dataloader=True,
-        num_workers=dl.num_workers,
-        pin_memory=dl.pin_memory,
-        persistent_workers=dl.persistent_workers,
-        prefetch_factor=dl.prefetch_factor,
-        batch_size=dl.batch_size,
-    )
+    # Its settings that the evidence keeps, by the evidence's own field names.
+    settings = dl.model_dump(include=set(DataLoaderEvidence.model_fields) - {"uses_dataloader"})
+    return DataLoaderEvidence(uses_dataloader=True, **settings)
 
 
 def _syncs(profile: ScriptProfile, *, warmup: int) -> SyncEvidence:
@@ -107,7 +101,6 @@ def evidence_from_profile(
         if t is not None
         else None
     )
-    h = profile.h2d
     precision = script_precision(profile)
     notes = [f"collect: {e}" for e in profile.errors[:5]]
     if not profile.steps:
@@ -128,13 +121,7 @@ def evidence_from_profile(
         else None,
         dataloader=_dataloader(profile),
         threads=threads,
-        copies=CopyEvidence(
-            calls=h.calls,
-            pinned_calls=h.pinned_calls,
-            non_blocking_calls=h.non_blocking_calls,
-            bytes=h.bytes,
-            seconds=h.seconds,
-        ),
+        copies=profile.h2d,
         syncs=_syncs(profile, warmup=warmup) if profile.steps else None,
         usage=UsageEvidence(
             forward_calls=profile.forward.calls,
