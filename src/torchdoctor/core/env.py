@@ -15,7 +15,7 @@ import os
 import platform
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -139,6 +139,16 @@ def _cpu_model_and_flags() -> tuple[str, set[str]]:
     return str(info.get("brand_raw") or platform.processor() or "unknown"), set(
         info.get("flags", [])
     )
+
+
+#: CPU flags of bf16 matrix units: AMX (Intel Sapphire Rapids on), AVX512-BF16 (Intel Cooper
+#: Lake, AMD Zen 4 on), and Arm's bf16 extension.
+BF16_FLAGS: Final = frozenset({"amx_bf16", "avx512_bf16", "bf16"})
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bf16 matrix units (else bf16 is emulated, slower than fp32)."""
+    return bool(BF16_FLAGS & _cpu_model_and_flags()[1])
 
 
 def _torch_blas(config: str) -> str | None:

@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
@@ -256,7 +257,7 @@ def _run(
         default_batch=_default_batch(config),
         max_batch=config.max_batch,
         hold_effective_batch=config.hold_effective_batch,
-        prior=static_prior(config.device),
+        prior=static_prior(config.device, native_bf16=cpu_computes_bf16()),
     )
     settings = TuneSettings(
         objective=config.objective,

@@ -62,6 +62,17 @@ def test_cpu_prior_puts_compile_then_threads_first_and_skips_cuda_graph_modes() 
     assert 0 in workers and max(workers) <= (os.cpu_count() or 1)
 
 
+def test_cpu_prior_puts_precision_second_where_the_cpu_has_bf16_units() -> None:
+    native = static_prior("cpu", native_bf16=True)
+    assert native[:3] == ("compile", "precision", "threads")
+    # Without bf16 units, bf16 is emulated (slower than fp32): precision stays late.
+    emulated = static_prior("cpu")
+    assert emulated.index("precision") > emulated.index("optimizer_impl")
+    assert sorted(native) == sorted(emulated)
+    # A GPU has its own order, whatever the host CPU.
+    assert static_prior("cuda", native_bf16=True) == static_prior("cuda")
+
+
 def test_loader_workers_are_tried_most_first(monkeypatch: pytest.MonkeyPatch) -> None:
     # On a loader-bound step one worker hides only the compute; the core count's workers are
     # the likely win, so they come first while the budget lasts.
