@@ -44,11 +44,16 @@ def torchdoctor(args: list[str], *, cwd: Path) -> dict[str, Any]:
 
 
 def run_rate(recipe_file: Path, command: list[str], *, steps: int, cwd: Path) -> tuple[float, Any]:
-    """Steady samples/s of one fresh `torchdoctor run --recipe` of the script, and its record."""
+    """Steady samples/s of one fresh `torchdoctor run --recipe` of the script, and its record.
+
+    Steps/s where no DataLoader tells the batch size (`run` reports no samples/s then; the
+    tuner counts one sample a step), so that a ratio compares like with like.
+    """
     out = Path(tempfile.mkdtemp(prefix="bench-script-run-")) / "run"
     run_args = ["run", "--recipe", str(recipe_file), "--steps", str(steps), "--out", str(out)]
     result = torchdoctor([*run_args, "--", *command], cwd=cwd)
-    return float(result["samples_per_s"]), result
+    rate = result["samples_per_s"] or 1.0 / float(result["step_s_median"])
+    return float(rate), result
 
 
 def pairs(
@@ -62,7 +67,7 @@ def pairs(
         for side in order:
             rates[side] = run_rate(side[0], command, steps=steps, cwd=side[1])[0]
         ratios.append(rates[b] / rates[a])
-        print(f"  {label} pair {i + 1}: {rates[a]:,.1f} -> {rates[b]:,.1f} samples/s", flush=True)
+        print(f"  {label} pair {i + 1}: {rates[a]:,.2f} -> {rates[b]:,.2f} per s", flush=True)
     return ratios
 
 

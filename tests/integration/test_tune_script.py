@@ -20,6 +20,7 @@ from torchdoctor.cli.main import main
 from torchdoctor.tune.records import read_trial
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 #: Budget of the zoo studies: the baseline with its six reference launches (~40 s here) and
 #: two or three A/B trials of a few seconds of steps each, plus the final A/B (fresh pairs).
 SCRIPT_BUDGET = "150s"
@@ -202,6 +203,28 @@ def test_a_script_whose_bottleneck_no_knob_cures_keeps_only_what_it_proves(
     trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
     assert any(t.kind == "ladder" for t in trials)
     _kept_only_when_proven(data)
+
+
+@pytest.mark.slow
+def test_a_faster_change_that_breaks_learning_is_rejected_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bf16 autocast rounds away this script's signal (small variations around a large input
+    # offset) while running its wide matmuls faster where the CPU has bf16 units: the speed
+    # A/B would keep it, the quality check on the script's own loss must not.
+    run = tmp_path / "tune"
+    script = str(SCRIPTS / "bf16_loses_signal.py")
+    code, data = _tune(run, "precision", script, "100000")
+    capsys.readouterr()
+    assert code == 0
+    assert data["best_recipe"].get("precision") != "bf16"
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    (bf16,) = [t for t in trials if t.kind == "ladder" and t.change == {"precision": "bf16"}]
+    assert bf16.decision == "rejected"
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        # Faster here, so the reason is the quality check's, in words.
+        assert bf16.reason.startswith("quality: "), bf16.reason
+        assert "learn" in bf16.reason, bf16.reason
 
 
 FAILS_AT_START = "raise RuntimeError('no data at /nonexistent')\n"
