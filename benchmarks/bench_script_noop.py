@@ -15,6 +15,7 @@ passes such a change by design.
 
     python benchmarks/bench_script_noop.py [--repeats 60]
         [--script tests/zoo/control_well_tuned.py] [--script-args "--steps 1000000"]
+        [--fresh-pairs]
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def main() -> None:
     parser.add_argument("--script", default=str(ROOT / "tests/zoo/control_well_tuned.py"))
     parser.add_argument("--script-args", default="--steps 1000000")
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument(
+        "--fresh-pairs",
+        action="store_true",
+        help="open the 'best' side fresh for every repeat too (both arms at the same training "
+        "step), instead of one live process across repeats as the ladder keeps it",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("need --repeats >= 1")
@@ -61,6 +68,9 @@ def main() -> None:
     best = source.open({}, timeout=timeout, log_path=None)
     try:
         for i in range(args.repeats):
+            if args.fresh_pairs and i > 0:
+                best.close()
+                best = source.open({}, timeout=timeout, log_path=None)
             candidate = source.open({}, timeout=timeout, log_path=None)
             try:
                 est = interleave_until_clear(
@@ -84,7 +94,8 @@ def main() -> None:
     load = os.getloadavg()
     print(f"machine: nproc={os.cpu_count()} cpu={fingerprint().cpu_model}")
     print(f"load average (1/5/15 min) at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"script: {shlex.join(argv)}; {n} repeats in {time.perf_counter() - start:.0f} s")
+    mode = "a fresh pair each repeat" if args.fresh_pairs else "one live best, fresh candidates"
+    print(f"script: {shlex.join(argv)}; {n} repeats ({mode}) in {time.perf_counter() - start:.0f} s")
     print(f"rounds per A/B: {min(rounds)}..{max(rounds)} (median {sorted(rounds)[n // 2]})")
     print(
         f"do-nothing change kept: {kept} of {n} ({kept / n:.1%}); one-sided "
