@@ -46,6 +46,22 @@ def _kept_only_when_proven(data: dict[str, object]) -> None:
         assert data["speedup"] == 1.0
 
 
+def _kept_only_when_confirmed_or_said(data: dict[str, object]) -> None:
+    """A kept change is proven by the final A/B of fresh pairs, or the result says in a note
+    that fresh pairs could not confirm it (the recipe then stands on its rungs' A/Bs): nothing
+    unproven is kept silently. Near-no-op knobs are kept by the ladder in some studies
+    (`benchmarks/bench_script_noop.py`: two live processes of one recipe differ by a few
+    percent), so these studies cannot assert that nothing is kept."""
+    if data["best_recipe"] == data["baseline_recipe"]:
+        assert data["speedup"] == 1.0
+        return
+    ci = data["speedup_ci"]
+    notes = data["notes"]
+    assert isinstance(ci, list) and isinstance(notes, list)
+    if ci[0] <= 1.0:
+        assert any(str(n).startswith("not confirmed end to end") for n in notes), notes
+
+
 #: Cores the data-loading proof needs: two loader workers beside a training loop that mostly
 #: waits. On a quiet 2-core host two workers give 1.6-1.7x (the tuner's own A/B: 1.64x
 #: [1.30, 2.14]; the plain script 1.73x); they gain nothing while other work holds the second
@@ -193,8 +209,8 @@ def test_a_script_whose_bottleneck_no_knob_cures_keeps_only_what_it_proves(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, steps: list[str]
 ) -> None:
     # Host syncs (.item() in forward, printed tensors) and Python bookkeeping between steps are
-    # code to change, not settings: the study runs the knobs it is given end to end, and keeps
-    # one only when fresh process pairs prove it.
+    # code to change, not settings: the study runs the knobs it is given end to end, and says
+    # so of anything it keeps that fresh process pairs do not prove.
     run = tmp_path / "tune"
     code, data = _tune(run, "threads,set_to_none", str(ZOO / script), *steps)
     capsys.readouterr()
@@ -202,7 +218,7 @@ def test_a_script_whose_bottleneck_no_knob_cures_keeps_only_what_it_proves(
     assert data["workload"] == f"script:{Path(script).stem}"
     trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
     assert any(t.kind == "ladder" for t in trials)
-    _kept_only_when_proven(data)
+    _kept_only_when_confirmed_or_said(data)
 
 
 @pytest.mark.slow
