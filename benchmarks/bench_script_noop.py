@@ -95,7 +95,8 @@ def main() -> None:
     print(f"machine: nproc={os.cpu_count()} cpu={fingerprint().cpu_model}")
     print(f"load average (1/5/15 min) at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     mode = "a fresh pair each repeat" if args.fresh_pairs else "one live best, fresh candidates"
-    print(f"script: {shlex.join(argv)}; {n} repeats ({mode}) in {time.perf_counter() - start:.0f} s")
+    took = time.perf_counter() - start
+    print(f"script: {shlex.join(argv)}; {n} repeats ({mode}) in {took:.0f} s")
     print(f"rounds per A/B: {min(rounds)}..{max(rounds)} (median {sorted(rounds)[n // 2]})")
     print(
         f"do-nothing change kept: {kept} of {n} ({kept / n:.1%}); one-sided "

@@ -151,7 +151,7 @@ class Arm:
 
     def run(self, steps: int, *, timeout: Timeout) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
-        rows = self._steps(steps, timeout)
+        rows = self.steps(steps, timeout=timeout)
         total = sum(s.total_s for s in rows)
         if self.objective == "latency":
             return total / max(len(rows), 1)
@@ -171,10 +171,6 @@ class Arm:
         return 1.0 / rate if rate > 0 else math.inf
 
     def steps(self, steps: int, *, timeout: Timeout) -> list[StepTiming]:
-        """Run `steps` steps in one request and return their timings (losses are kept)."""
-        return self._steps(steps, timeout)
-
-    def _steps(self, steps: int, timeout: Timeout) -> list[StepTiming]:
         """One request for `steps` steps: their timings, with losses and peak memory kept."""
         request = {"op": "run", "steps": steps, "release": self.release_after_run}
         reply = self.worker.request(request, timeout_s=timeout())
