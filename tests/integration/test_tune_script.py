@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,6 +36,16 @@ def _tune(
     )  # fmt: skip
     data = json.loads((run / "tune.json").read_text()) if (run / "tune.json").exists() else {}
     return code, data
+
+
+def _trials(run: Path) -> list[Any]:
+    """The study's trial records, in the order it ran them."""
+    return [read_trial(p) for p in sorted((run / "trials").iterdir())]
+
+
+def _best_recipe(run: Path) -> dict[str, Any]:
+    """The recipe the study hands back (best_recipe.json)."""
+    return dict(json.loads((run / "best_recipe.json").read_text()))
 
 
 def _kept_only_when_proven(data: dict[str, object]) -> None:
@@ -85,10 +96,10 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     capsys.readouterr()
     assert code == 0
     assert data["workload"] == "script:data_loading_argparse"
-    best = json.loads((run / "best_recipe.json").read_text())
+    best = _best_recipe(run)
     assert best.get("num_workers", 0) > 0
     assert data["speedup_ci"][0] > 1.0  # the final A/B of fresh process pairs proves it
-    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    trials = _trials(run)
     assert trials[0].kind == "baseline" and len(trials[0].reference_losses) == 6
     # The script's own num_workers=0 is not tried again.
     assert {"num_workers": 0} not in [t.change for t in trials if t.kind == "ladder"]
@@ -121,7 +132,7 @@ def test_well_tuned_control_keeps_no_unproven_change(
     code, data = _tune(run, "num_workers,set_to_none", script, "--steps", "20000", budget="5m")
     capsys.readouterr()
     assert code == 0
-    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    trials = _trials(run)
     ladder = [t for t in trials if t.kind == "ladder"]
     # It has no DataLoader: num_workers ends as "does not apply" after one trial, said once.
     workers = [t for t in ladder if "num_workers" in t.change]
@@ -139,7 +150,7 @@ def test_well_tuned_control_keeps_no_unproven_change(
     )  # fmt: skip
     assert code == 0
     ran = json.loads(capsys.readouterr().out)
-    assert ran["recipe"] == json.loads((run / "best_recipe.json").read_text())
+    assert ran["recipe"] == _best_recipe(run)
     assert ran["steps"] >= 8
 
 
@@ -155,8 +166,8 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     capsys.readouterr()
     assert code == 0
     # Compile is kept (in whichever mode the ladder proved best) ...
-    assert json.loads((run / "best_recipe.json").read_text()).get("compile", "off") != "off"
-    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    assert _best_recipe(run).get("compile", "off") != "off"
+    trials = _trials(run)
     first = next(t for t in trials if t.kind == "ladder")
     assert first.change == {"compile": "default"} and first.decision == "kept"
     # ... and the final A/B of fresh process pairs proves it.
@@ -174,7 +185,7 @@ def test_optimizer_script_keeps_the_fused_optimizer(
     code, data = _tune(run, "optimizer_impl", script, "--steps", "100000")
     capsys.readouterr()
     assert code == 0
-    assert json.loads((run / "best_recipe.json").read_text()).get("optimizer_impl") == "fused"
+    assert _best_recipe(run).get("optimizer_impl") == "fused"
     assert data["speedup_ci"][0] > 1.0
 
 
@@ -192,7 +203,7 @@ def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     code, data = _tune(run, "precision", script, "--steps", "400")
     capsys.readouterr()
     assert code == 0
-    kept = json.loads((run / "best_recipe.json").read_text()).get("precision")
+    kept = _best_recipe(run).get("precision")
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         assert kept == "bf16"
         assert data["speedup_ci"][0] > 1.0
@@ -216,7 +227,7 @@ def test_a_script_whose_bottleneck_no_knob_cures_keeps_only_what_it_proves(
     capsys.readouterr()
     assert code == 0
     assert data["workload"] == f"script:{Path(script).stem}"
-    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    trials = _trials(run)
     assert any(t.kind == "ladder" for t in trials)
     _kept_only_when_confirmed_or_said(data)
 
@@ -234,7 +245,7 @@ def test_a_faster_change_that_breaks_learning_is_rejected_with_its_reason(
     capsys.readouterr()
     assert code == 0
     assert data["best_recipe"].get("precision") != "bf16"
-    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    trials = _trials(run)
     (bf16,) = [t for t in trials if t.kind == "ladder" and t.change == {"precision": "bf16"}]
     assert bf16.decision == "rejected"
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
