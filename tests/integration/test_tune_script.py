@@ -48,6 +48,18 @@ def _best_recipe(run: Path) -> dict[str, Any]:
     return dict(json.loads((run / "best_recipe.json").read_text()))
 
 
+def _story(run: Path) -> str:
+    """What the study did, trial by trial, for an assertion's message."""
+    lines = [
+        f"{t.kind} {t.change} {t.status} {t.decision} {t.reason}".strip()
+        for t in _trials(run)
+        if hasattr(t, "change")
+    ]
+    tune = run / "tune.json"
+    notes = json.loads(tune.read_text()).get("notes", []) if tune.exists() else []
+    return "\n".join([*lines, *map(str, notes)])
+
+
 def _kept_only_when_proven(data: dict[str, object]) -> None:
     """Whatever the study keeps is proven by the final A/B of fresh pairs, or nothing is kept."""
     if data["best_recipe"] != data["baseline_recipe"]:
@@ -97,7 +109,7 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     assert code == 0
     assert data["workload"] == "script:data_loading_argparse"
     best = _best_recipe(run)
-    assert best.get("num_workers", 0) > 0
+    assert best.get("num_workers", 0) > 0, _story(run)
     assert data["speedup_ci"][0] > 1.0  # the final A/B of fresh process pairs proves it
     trials = _trials(run)
     assert trials[0].kind == "baseline" and len(trials[0].reference_losses) == 6
@@ -166,7 +178,7 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     capsys.readouterr()
     assert code == 0
     # Compile is kept (in whichever mode the ladder proved best) ...
-    assert _best_recipe(run).get("compile", "off") != "off"
+    assert _best_recipe(run).get("compile", "off") != "off", _story(run)
     trials = _trials(run)
     first = next(t for t in trials if t.kind == "ladder")
     assert first.change == {"compile": "default"} and first.decision == "kept"
@@ -185,8 +197,8 @@ def test_optimizer_script_keeps_the_fused_optimizer(
     code, data = _tune(run, "optimizer_impl", script, "--steps", "100000")
     capsys.readouterr()
     assert code == 0
-    assert _best_recipe(run).get("optimizer_impl") == "fused"
-    assert data["speedup_ci"][0] > 1.0
+    assert _best_recipe(run).get("optimizer_impl") == "fused", _story(run)
+    assert data["speedup_ci"][0] > 1.0, _story(run)
 
 
 @pytest.mark.slow
@@ -205,8 +217,8 @@ def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     assert code == 0
     kept = _best_recipe(run).get("precision")
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        assert kept == "bf16"
-        assert data["speedup_ci"][0] > 1.0
+        assert kept == "bf16", _story(run)
+        assert data["speedup_ci"][0] > 1.0, _story(run)
     else:
         _kept_only_when_proven(data)
 

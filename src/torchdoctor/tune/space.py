@@ -131,6 +131,12 @@ def catalogue_space(device: str) -> list[KnobSpec]:
             values: tuple[Any, ...] = tuple(knob.domain.values)
             if on_cpu and knob.name == "compile":
                 values = tuple(v for v in values if v not in CUDA_ONLY_COMPILE_MODES)
+            if knob.name == "optimizer_impl":
+                # The fused update first: one pass over each parameter where foreach makes
+                # several and the for-loop several per tensor (the zoo's for-loop Adam: fused
+                # 5.3x, foreach 0.89x here), so the value most likely to win is tried while
+                # the budget lasts; foreach is still tried from it.
+                values = tuple(sorted(values, key=lambda v: v != "fused"))
         elif isinstance(knob.domain, IntRange):
             upper = min(knob.domain.upper, 64)
             if on_cpu and knob.name == "num_workers":

@@ -126,3 +126,16 @@ def test_inapplicable_knobs_are_skipped_and_grouped_by_reason() -> None:
     assert sorted(skipped.values()) == [["prefetch_factor"], ["tf32", "cudnn_benchmark"]]
     # The reason is the knob's own, without the value tried.
     assert not any(f"{knob}=" in why for why in skipped for knob in ("tf32", "prefetch_factor"))
+
+
+def test_the_values_most_likely_to_win_come_first() -> None:
+    """The ladder tries the fused optimizer before foreach, and the most loader workers first:
+    a budget that runs out after one value of a knob has then tried its likeliest win."""
+    from torchdoctor.tune.space import catalogue_space
+
+    for device in ("cpu", "cuda"):
+        specs = {s.name: s for s in catalogue_space(device)}
+        assert specs["optimizer_impl"].values[0] == "fused"
+        assert set(specs["optimizer_impl"].values) == {"for_loop", "foreach", "fused"}
+        workers = specs["num_workers"].values
+        assert list(workers) == sorted(workers, reverse=True)
