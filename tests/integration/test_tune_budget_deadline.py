@@ -10,8 +10,9 @@ from torchdoctor.measure import MIN_REPLICATES
 from torchdoctor.tune import Confirmation, TrialResult, tune
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
+from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
+from torchdoctor.tune.tuner import FUTILE_SLOWDOWN, NOT_REPRODUCED
 from tune_sim import FAST_KNOB, sim_config
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
@@ -84,10 +85,10 @@ def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) 
     assert len(records["slower"].chunk_times_s) >= config.min_rounds
 
 
-def test_a_gain_the_final_ab_does_not_confirm_is_not_recommended(tmp_path: Path) -> None:
+def test_a_win_of_one_lucky_process_pair_is_not_kept(tmp_path: Path) -> None:
     # The baseline's first worker runs 1.3x slow (the process lottery); the "lucky" knob does
-    # nothing. The ladder keeps it against that slow worker; the final A/B, against a fresh
-    # baseline worker, finds no gain, so the recommendation falls back to the baseline.
+    # nothing. Its first A/B, against that slow worker, proves a gain; the second pair of
+    # fresh processes finds none, so the ladder does not keep it and says why.
     lucky = KnobSpec("lucky", (False, True), "exact", False)
     config = sim_config(
         [lucky],
@@ -95,6 +96,32 @@ def test_a_gain_the_final_ab_does_not_confirm_is_not_recommended(tmp_path: Path)
         first_session_effects={"lucky": {"None": 1.3}},
         lottery_id=str(tmp_path),  # a fresh count of prepared sessions for this test
     )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+
+    assert [r.change for r in result.ladder.rungs] == [{}]
+    assert result.best_recipe == {} and result.speedup == 1.0
+    (trial,) = [
+        t for t in map(read_trial, sorted((run / "trials").iterdir())) if t.kind == "ladder"
+    ]
+    assert isinstance(trial, TrialResult) and trial.decision == "rejected"
+    assert trial.reason.startswith(NOT_REPRODUCED)
+    assert trial.speedup_vs_best_ci is not None and trial.speedup_vs_best_ci[0] > 1.2
+    assert trial.replicate_speedup_vs_best_ci is not None
+    assert trial.replicate_speedup_vs_best_ci[0] < 1.02 < trial.speedup_vs_best_ci[0]
+
+
+def test_a_gain_the_final_ab_does_not_confirm_is_not_recommended(tmp_path: Path) -> None:
+    # As above, with the ladder's wins resting on their first pair (`replicate_wins` off):
+    # the ladder keeps "lucky" against the slow worker; the final A/B, against a fresh
+    # baseline worker, finds no gain, so the recommendation falls back to the baseline.
+    lucky = KnobSpec("lucky", (False, True), "exact", False)
+    config = sim_config(
+        [lucky],
+        noise=0.01,
+        first_session_effects={"lucky": {"None": 1.3}},
+        lottery_id=str(tmp_path),  # a fresh count of prepared sessions for this test
+    ).model_copy(update={"replicate_wins": False})
     run = tmp_path / "run"
     result = tune(config=config, out=run)
 

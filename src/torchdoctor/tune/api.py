@@ -262,6 +262,7 @@ def _run(
     settings = TuneSettings(
         objective=config.objective,
         min_gain=config.min_gain,
+        replicate_wins=config.replicate_wins,
         plan=config.plan(),
         isolate=config.isolate,
         memory_cap_bytes=config.max_memory_bytes,

@@ -22,7 +22,7 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 from torchdoctor import measure
 from torchdoctor.core.load import MachineLoad, combine
@@ -329,6 +329,40 @@ def interleave_until_clear(
         if total is None or not total.disturbed or remeasured >= plan.remeasures:
             return replace(est, load=total, remeasured=remeasured)
         remeasured += 1
+
+
+#: Opens a live, warmed-up arm of a recipe under a tag (`Tuner.open_arm_for`).
+OpenArm = Callable[[dict[str, Any], str], "Arm"]
+
+
+def interleave_fresh_pair(
+    open_arm: OpenArm,
+    best_recipe: dict[str, Any],
+    candidate_recipe: dict[str, Any],
+    plan: MeasurePlan,
+    *,
+    threshold: float,
+    timeout: Timeout,
+) -> tuple[PairedSpeedup, Arm, Arm]:
+    """`interleave_until_clear` on a new process of each recipe: (estimate, best, candidate).
+
+    The check a ladder win must pass a second time (`Tuner._replicate`): two live processes
+    of one recipe can differ by a few percent, steadily, and a fresh pair draws that
+    difference afresh. On a failure the arms it opened are closed and the failure raised.
+    """
+    best = open_arm(best_recipe, "best-again")
+    try:
+        candidate = open_arm(candidate_recipe, "candidate-again")
+    except BaseException:
+        best.close()
+        raise
+    try:
+        est = interleave_until_clear(best, candidate, plan, threshold=threshold, timeout=timeout)
+    except BaseException:
+        best.close()
+        candidate.close()
+        raise
+    return est, best, candidate
 
 
 def _interleave_once(

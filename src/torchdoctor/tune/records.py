@@ -36,11 +36,13 @@ class TrialResult(Record):
     jobs pays them on every launch. `machine_load` is the other work on the machine during the
     comparison that was used; `remeasured` how many comparisons before it were discarded
     because the machine was disturbed (version 2). The baseline carries `reference_losses`,
-    the trajectories its quality check is judged against (version 3).
+    the trajectories its quality check is judged against (version 3). A ladder win carries
+    the A/B of a second pair of fresh processes that had to prove it too,
+    `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
-    schema_version: ClassVar[int] = 3
+    schema_version: ClassVar[int] = 4
 
     key: str
     kind: TrialKind
@@ -55,6 +57,8 @@ class TrialResult(Record):
     step_time_s: float | None = None
     speedup_vs_best: float | None = None
     speedup_vs_best_ci: tuple[float, float] | None = None
+    replicate_speedup_vs_best: float | None = None
+    replicate_speedup_vs_best_ci: tuple[float, float] | None = None
     peak_memory_bytes: int | None = None
     loss_deviation: float | None = None
     losses: list[float | None] = Field(default_factory=list)

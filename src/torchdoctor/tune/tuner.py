@@ -27,7 +27,14 @@ from typing import Any, Final, TypeVar
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
-from torchdoctor.tune.arms import Arm, MeasurePlan, interleave_until_clear, measure_alone
+from torchdoctor.measure import PairedSpeedup
+from torchdoctor.tune.arms import (
+    Arm,
+    MeasurePlan,
+    interleave_fresh_pair,
+    interleave_until_clear,
+    measure_alone,
+)
 from torchdoctor.tune.budget import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
@@ -58,7 +65,14 @@ from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.trial import TrialFailure
 
-__all__ = ["DOES_NOT_APPLY", "BudgetExhausted", "TuneSettings", "Tuner", "recipe_key"]
+__all__ = [
+    "DOES_NOT_APPLY",
+    "NOT_REPRODUCED",
+    "BudgetExhausted",
+    "TuneSettings",
+    "Tuner",
+    "recipe_key",
+]
 
 T = TypeVar("T", TrialResult, Confirmation)
 
@@ -83,6 +97,9 @@ OWN_SETTINGS_ATTR: Final = "own_settings"
 #: Reason prefix of a trial whose changed knob did not act in the script (`_does_not_apply`).
 DOES_NOT_APPLY: Final = "does not apply"
 
+#: Reason prefix of a win the second pair of fresh processes did not prove (`_replicate`).
+NOT_REPRODUCED: Final = "not reproduced in fresh processes"
+
 
 @dataclass(frozen=True)
 class TuneSettings:
@@ -96,6 +113,8 @@ class TuneSettings:
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
     #: Baseline retrainings with a no-op perturbation that the quality check is judged by.
     reference_runs: int = REFERENCE_RUNS
+    #: Keep a change only when a second pair of fresh processes proves it too (`_replicate`).
+    replicate_wins: bool = True
 
 
 class Tuner:
@@ -376,8 +395,14 @@ class Tuner:
             return {"status": exc.status, "decision": "failed", "reason": exc.reason}, None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
+        verdict = self.judge(losses, safety, speed=speed, accepted="kept")
+        replicate: dict[str, Any] = {}
+        ends_with: Arm | None = cand
+        if verdict.decision == "kept" and self.settings.replicate_wins:
+            replicate, ends_with = self._replicate(recipe, cand, first=est)
         return {
-            **self.judge(losses, safety, speed=speed, accepted="kept").fields(),
+            **verdict.fields(),
+            **replicate,
             "samples_per_s": cand.rate(),
             "best_samples_per_s": best.rate(),
             "step_time_s": statistics.median(cand.chunk_scores) * cand.per_step(),
@@ -391,7 +416,55 @@ class Tuner:
             "best_chunk_times_s": list(best.chunk_scores),
             "machine_load": est.load,
             "remeasured": est.remeasured,
-        }, cand
+        }, ends_with
+
+    def _replicate(
+        self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup
+    ) -> tuple[dict[str, Any], Arm | None]:
+        """The same A/B again on a second pair of fresh processes: a win is kept only when
+        this pair proves it too.
+
+        Two live processes of one recipe can differ by a few percent, steadily enough that
+        paired chunks prove the difference (`benchmarks/bench_script_noop.py`: a do-nothing
+        change cleared the ladder's bar in 8 of 60 A/Bs against one live best process): the
+        first A/B compares two processes as much as two recipes. A new process of each recipe
+        draws that difference afresh, so a do-nothing change must be lucky twice.
+
+        Returns the record fields this adds and the arm the trial ends with: the fresh
+        candidate when the win holds (the next best), else None, with the fresh best as the
+        live best. The first pair's arms are closed first, so at most two processes run.
+        """
+        cand.close()
+        self.close()
+        threshold = 1.0 + self.settings.min_gain
+        try:
+            est, best2, cand2 = interleave_fresh_pair(
+                self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
+                threshold=threshold, timeout=self.budget.request_timeout,
+            )  # fmt: skip
+        except TrialFailure as exc:
+            return {
+                "status": exc.status,
+                "decision": "failed",
+                "reason": f"a second pair of fresh processes failed: {exc.reason}",
+            }, None
+        fields: dict[str, Any] = {
+            "replicate_speedup_vs_best": est.speedup,
+            "replicate_speedup_vs_best_ci": (est.ci_low, est.ci_high),
+        }
+        check = SpeedCheck(est, threshold)
+        if check.faster:
+            best2.close()
+            return fields, cand2
+        cand2.close()
+        self.best_arm = best2
+        reason = check.reason().removeprefix("not a proven win: ")
+        fields.update(
+            decision="rejected",
+            reason=f"{NOT_REPRODUCED}: {reason} (the first pair: {first.speedup:.3f}x "
+            f"[{first.ci_low:.3f}, {first.ci_high:.3f}])",
+        )
+        return fields, None
 
     def judge(
         self,
