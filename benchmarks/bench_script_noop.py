@@ -18,9 +18,12 @@ repeated tunes, which a rate of 0 in 59 repeats shows at 95% confidence (0.95 **
 A speed A/B is all that stands between a do-nothing change and a keep: the quality check
 passes such a change by design.
 
+With `--workload NAME` the processes are worker processes of a built-in workload (as
+`torchdoctor tune NAME` opens them) instead of a script's.
+
     python benchmarks/bench_script_noop.py [--repeats 60]
         [--script tests/zoo/control_well_tuned.py] [--script-args "--steps 1000000"]
-        [--fresh-pairs]
+        [--workload mlp] [--fresh-pairs]
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from scipy import stats
 from torchdoctor.core.env import fingerprint
 from torchdoctor.tune.arms import Arm, MeasurePlan, interleave_fresh_pair, interleave_until_clear
 from torchdoctor.tune.decision import SpeedCheck
-from torchdoctor.tune.sources import ScriptArms, ScriptCommand
+from torchdoctor.tune.session_spec import SessionSpec
+from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand, WorkloadArms
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +53,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=60)
     parser.add_argument("--script", default=str(ROOT / "tests/zoo/control_well_tuned.py"))
     parser.add_argument("--script-args", default="--steps 1000000")
+    parser.add_argument(
+        "--workload", help="a built-in workload's worker processes instead of the script's"
+    )
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument(
         "--fresh-pairs",
@@ -61,7 +68,11 @@ def main() -> None:
         parser.error("need --repeats >= 1")
     argv = (args.script, *shlex.split(args.script_args))
     plan = MeasurePlan()
-    source = ScriptArms(ScriptCommand(argv), plan, "throughput")
+    source: ArmSource = ScriptArms(ScriptCommand(argv), plan, "throughput")
+    subject = f"script: {shlex.join(argv)}"
+    if args.workload:
+        source = WorkloadArms(SessionSpec(args.workload, {}), plan, "throughput")
+        subject = f"workload: {args.workload} (worker processes)"
     threshold = 1.0 + DEFAULT_MIN_GAIN
 
     def timeout() -> float:
@@ -117,7 +128,7 @@ def main() -> None:
     print(f"load average (1/5/15 min) at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     mode = "a fresh pair each repeat" if args.fresh_pairs else "one live best, fresh candidates"
     took = time.perf_counter() - start
-    print(f"script: {shlex.join(argv)}; {n} repeats ({mode}) in {took:.0f} s")
+    print(f"{subject}; {n} repeats ({mode}) in {took:.0f} s")
     print(f"rounds per A/B: {min(rounds)}..{max(rounds)} (median {sorted(rounds)[n // 2]})")
     for label, count in (("by the first pair alone", first_kept), ("by the ladder", kept)):
         print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 
@@ -103,6 +104,29 @@ def _hoist_global_flags(args: list[str]) -> list[str]:
     return [*flags, *rest, *args[end:]]
 
 
+def reflow_help(doc: str) -> str:
+    """A docstring as `--help` shows it: each paragraph one line, each "- " item one line.
+
+    Typer keeps a docstring's single line breaks after its first paragraph, so text wrapped
+    at the source's line length would be printed with hard breaks whatever the terminal's
+    width. An indented paragraph (a command line to copy) is kept as written.
+    """
+    paragraphs = []
+    for para in inspect.cleandoc(doc).split("\n\n"):
+        if para.startswith("    "):
+            paragraphs.append(para)
+            continue
+        lines: list[str] = []
+        for line in para.splitlines():
+            text = line.strip()
+            if lines and not text.startswith(("- ", "* ")):
+                lines[-1] += " " + text
+            else:
+                lines.append(text)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
 def _register_commands(args: list[str] | None = None) -> None:
     """Import the command modules (each registers itself): the named one, else all of them."""
     named = _command_named(args) if args is not None else None
@@ -116,6 +140,10 @@ def _register_commands(args: list[str] | None = None) -> None:
     app.registered_commands.sort(
         key=lambda info: rank.get(getattr(info.callback, "__module__", ""), len(rank))
     )
+    for info in app.registered_commands:
+        doc = getattr(info.callback, "__doc__", None)
+        if info.help is None and doc:
+            info.help = reflow_help(doc)
 
 
 def _fail(message: str, code: int) -> int:

@@ -74,6 +74,11 @@ def run_command(
     pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as
     null), followed by one error line, and the exit code is 2.
+
+    Your own script, unmodified, with a recipe injected (a tune's best_recipe.json, or its
+    run folder), its steady throughput measured by the same rule as the tuner's:
+
+        torchdoctor run --recipe best_recipe.json -- python train.py ARGS
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)

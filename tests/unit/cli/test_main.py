@@ -22,6 +22,36 @@ def test_help_lists_global_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--json" in out and "--debug" in out
 
 
+def test_command_help_flows_with_the_terminal_not_the_source_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    assert cli_main.main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    # A paragraph of `run`'s docstring, wrapped at 100 columns in the source, is one line.
+    (line,) = [s for s in out.splitlines() if "Throughput comes from STEPS" in s]
+    assert line.rstrip().endswith("synchronize at every phase boundary.")
+
+
+def test_reflow_keeps_items_and_command_lines() -> None:
+    doc = """First line.
+
+    A paragraph
+    over two lines.
+
+    - one item
+      continued
+    - another
+
+        torchdoctor run -- python train.py
+        --steps 10
+    """
+    assert cli_main.reflow_help(doc) == (
+        "First line.\n\nA paragraph over two lines.\n\n- one item continued\n- another\n\n"
+        "    torchdoctor run -- python train.py\n    --steps 10"
+    )
+
+
 def test_torchdoctor_error_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     @cli_main.app.command("_raise_for_test", hidden=True)
     def _raise() -> None:
