@@ -99,6 +99,8 @@ DOES_NOT_APPLY: Final = "does not apply"
 
 #: Reason prefix of a win the second pair of fresh processes did not prove (`_replicate`).
 NOT_REPRODUCED: Final = "not reproduced in fresh processes"
+#: Reason of a win kept on its first pair alone (`_replicate` cut by the budget).
+FIRST_PAIR_ONLY: Final = "kept on its first pair of processes"
 
 
 @dataclass(frozen=True)
@@ -443,6 +445,10 @@ class Tuner:
                 threshold=threshold, timeout=self.budget.request_timeout,
             )  # fmt: skip
         except TrialFailure as exc:
+            if exc.status == "timeout" and self.budget.past_deadline():
+                # The budget ran out, not the recipe: the win stands on its first pair, and
+                # the final A/B against the baseline (in its reserve) still checks it.
+                return {"reason": f"{FIRST_PAIR_ONLY}: the budget ran out during the second"}, None
             return {
                 "status": exc.status,
                 "decision": "failed",
