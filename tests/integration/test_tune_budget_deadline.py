@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.measure import MIN_REPLICATES
-from torchdoctor.tune import Confirmation, TrialResult, tune
+from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
@@ -85,19 +85,23 @@ def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) 
     assert len(records["slower"].chunk_times_s) >= config.min_rounds
 
 
-def test_a_win_of_one_lucky_process_pair_is_not_kept(tmp_path: Path) -> None:
-    # The baseline's first worker runs 1.3x slow (the process lottery); the "lucky" knob does
-    # nothing. Its first A/B, against that slow worker, proves a gain; the second pair of
-    # fresh processes finds none, so the ladder does not keep it and says why.
+def _lucky_lottery(tmp_path: Path) -> TuneConfig:
+    """The baseline's first worker runs 1.3x slow (the process lottery); the "lucky" knob
+    does nothing."""
     lucky = KnobSpec("lucky", (False, True), "exact", False)
-    config = sim_config(
+    return sim_config(
         [lucky],
         noise=0.01,
         first_session_effects={"lucky": {"None": 1.3}},
         lottery_id=str(tmp_path),  # a fresh count of prepared sessions for this test
     )
+
+
+def test_a_win_of_one_lucky_process_pair_is_not_kept(tmp_path: Path) -> None:
+    # The lucky knob's first A/B, against the slow baseline worker, proves a gain; the second
+    # pair of fresh processes finds none, so the ladder does not keep it and says why.
     run = tmp_path / "run"
-    result = tune(config=config, out=run)
+    result = tune(config=_lucky_lottery(tmp_path), out=run)
 
     assert [r.change for r in result.ladder.rungs] == [{}]
     assert result.best_recipe == {} and result.speedup == 1.0
@@ -115,13 +119,7 @@ def test_a_gain_the_final_ab_does_not_confirm_is_not_recommended(tmp_path: Path)
     # As above, with the ladder's wins resting on their first pair (`replicate_wins` off):
     # the ladder keeps "lucky" against the slow worker; the final A/B, against a fresh
     # baseline worker, finds no gain, so the recommendation falls back to the baseline.
-    lucky = KnobSpec("lucky", (False, True), "exact", False)
-    config = sim_config(
-        [lucky],
-        noise=0.01,
-        first_session_effects={"lucky": {"None": 1.3}},
-        lottery_id=str(tmp_path),  # a fresh count of prepared sessions for this test
-    ).model_copy(update={"replicate_wins": False})
+    config = _lucky_lottery(tmp_path).model_copy(update={"replicate_wins": False})
     run = tmp_path / "run"
     result = tune(config=config, out=run)
 

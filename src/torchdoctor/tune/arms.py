@@ -332,7 +332,7 @@ def interleave_until_clear(
 
 
 #: Opens a live, warmed-up arm of a recipe under a tag (`Tuner.open_arm_for`).
-OpenArm = Callable[[dict[str, Any], str], "Arm"]
+OpenArm = Callable[[dict[str, Any], str], Arm]
 
 
 def interleave_fresh_pair(
