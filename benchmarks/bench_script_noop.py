@@ -4,8 +4,8 @@ A do-nothing change is the same recipe on both sides. Each repeat opens a fresh 
 zoo script (the candidate, as the ladder opens one per trial) beside the live process of the
 same recipe (the current best, kept alive across trials as the ladder keeps it), warms both
 up by the tuner's rule, and runs the ladder's own sequential A/B (`interleave_until_clear`:
-paired 0.3 s chunks, looks at 6..24 rounds with Bonferroni, re-measured while the machine
-was disturbed) against the ladder's bar (`1 + DEFAULT_MIN_GAIN`). A repeat whose A/B says
+paired 0.3 s chunks, looks at 6..24 rounds with weighted Bonferroni, re-measured while the
+machine was disturbed) against the ladder's bar (`1 + DEFAULT_MIN_GAIN`). A repeat whose A/B says
 "faster" then goes, as in the ladder (`Tuner._replicate`), to a second pair of fresh
 processes (`interleave_fresh_pair`), which must say "faster" too for a keep; as in the
 ladder, the live best is then that pair's candidate (a keep) or its best (a rejection).

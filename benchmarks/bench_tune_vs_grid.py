@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.knobs import catalogue
+from torchdoctor.measure import replicated_speedup
 from torchdoctor.tune import KnobSpec, TuneConfig, tune
 from torchdoctor.tune.api import knob_space_config
 from torchdoctor.tune.arms import (
@@ -87,9 +88,14 @@ KNOBS_BY_WORKLOAD: dict[str, dict[str, tuple[Any, ...]]] = {
 #: Each knob's safety class, from the catalogue (what the tuner's parity check uses).
 SAFETY = {k.name: k.safety for k in catalogue()}
 #: `torchdoctor run` pairs (baseline, tuned), each a fresh process, for the re-measurement.
-REMEASURE_PAIRS = 3
-#: Steady steps per `torchdoctor run`: several seconds of steady state on this host.
-RUN_STEPS = {"cnn": 60, "mlp": 300, "gpt": 20}
+#: Fresh processes of one recipe read 10-25% apart on the 2-core AMD EPYC host (mlp's baseline
+#: against itself: 0.75-1.26 over 3 pairs), so 3 pairs left the median a coin toss; 5 halve
+#: the chance that one odd pair moves it.
+REMEASURE_PAIRS = 5
+#: Steady steps per `torchdoctor run`: at least the 3 s and 30 steps the tuner's confirmation
+#: times in each fresh process (`tune/confirm.py`) at this host's rates (cnn ~12 steps/s, mlp
+#: ~280, gpt ~17; gpt's 20 steps were about one second, four 0.3 s chunks).
+RUN_STEPS = {"cnn": 60, "mlp": 1000, "gpt": 60}
 #: Rounds of the final interleaved A/B (more than a trial's, for a tight headline interval).
 FINAL_ROUNDS = 16
 ARM_TIMEOUT_S = 900.0
@@ -261,20 +267,27 @@ def main() -> None:
     print("tuned/best: median paired ratio of the final interleaved A/B (target >= 95%);")
     print("grid / tune: recipes or trials / wall time; tune time: tune's wall time / grid's.")
     print()
-    print(f"{'workload':8} {'tuner claims [95% CI]':>26} {'re-measured by run':>22}  inside?")
+    print(
+        f"{'workload':8} {'tuner claims [95% CI]':>26} {'re-measured by run':>22}  "
+        f"{'its own [95% CI]':>26}  inside?"
+    )
     for r in rows:
         low, high = r.result.speedup_ci
         again = statistics.median(r.ratios)
         claim = f"{r.result.speedup:.3f}x [{low:.3f}, {high:.3f}]"
         spread = f"{again:.3f}x ({min(r.ratios):.3f}-{max(r.ratios):.3f})"
+        # The confirmation's statistic over the same pairs: geometric mean, Student's t.
+        own = replicated_speedup(r.ratios, [1.0] * len(r.ratios), confidence=0.95)
+        own_text = f"{own.speedup:.3f}x [{own.ci_low:.3f}, {own.ci_high:.3f}]"
         if r.result.best_recipe == r.result.baseline_recipe:
             verdict = "n/a: the tuner kept the baseline"
         else:
             verdict = "yes" if low <= again <= high else "NO"
-        print(f"{r.workload:8} {claim:>26} {spread:>22}  {verdict}")
+        print(f"{r.workload:8} {claim:>26} {spread:>22}  {own_text:>26}  {verdict}")
     print(
         f"re-measured: median over {REMEASURE_PAIRS} pairs of fresh `torchdoctor run` "
-        "processes (tuned / baseline), their range in brackets."
+        "processes (tuned / baseline), their range in brackets; its own interval is the "
+        "confirmation's statistic over those pairs."
     )
 
 

@@ -19,31 +19,6 @@ from torchdoctor.analyze.timeline import Kind, Timeline
 TINY_KERNEL_US = 10.0
 
 
-def percentiles(values: np.ndarray, ps: list[float]) -> np.ndarray:
-    """np.percentile(values, ps) with its default "linear" method, bit for bit (tests compare).
-
-    Written out because np.percentile calls np.unique, whose first call imports numpy.ma
-    (~15 ms, a tenth of `torchdoctor analyze`'s start-up) for a masked-array check.
-    The steps are numpy's: virtual index (n-1)*q, neighbours clipped at the last element,
-    and its two-sided lerp (from the upper neighbour when the weight is >= 0.5).
-    """
-    arr = np.sort(values)
-    q = np.true_divide(np.asarray(ps, dtype=np.float64), 100)
-    virtual = (arr.size - 1) * q
-    lower = np.floor(virtual)
-    upper = lower + 1
-    above = virtual >= arr.size - 1
-    lower[above] = -1
-    upper[above] = -1
-    lo, hi = lower.astype(np.intp), upper.astype(np.intp)
-    gamma = np.asarray(virtual - lo, dtype=virtual.dtype)
-    a, b = arr[lo], arr[hi]
-    diff = b - a
-    out = a + diff * gamma
-    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
-    return out
-
-
 def _is_launch(name: str) -> bool:
     return "launch" in name.lower()
 
@@ -71,7 +46,7 @@ def launch_stats(tl: Timeline, selected: np.ndarray) -> LaunchStats | None:
     delays = tl.ts[k_idx] - tl.ts[l_idx]
     delay = None
     if delays.size:
-        p50, p90, p99 = percentiles(delays, [50, 90, 99]).tolist()
+        p50, p90, p99 = np.percentile(delays, [50, 90, 99]).tolist()
         delay = {
             "p50": float(p50),
             "p90": float(p90),

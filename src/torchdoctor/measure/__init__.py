@@ -30,6 +30,7 @@ from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import RatioEstimate, compare_samples
 from torchdoctor.measure._replicates import MIN_REPLICATES, replicated_speedup
 from torchdoctor.measure._sequential import (
+    LAST_LOOK_SHARE,
     Look,
     PairedSpeedup,
     SequentialTest,
@@ -58,6 +59,7 @@ from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
     "DEFAULT_STEADY_STEPS",
+    "LAST_LOOK_SHARE",
     "MAX_CHUNK_STEPS",
     "MAX_EXTRA_WARMUP_STEPS",
     "MIN_CHUNK_S",

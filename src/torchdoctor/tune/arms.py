@@ -105,9 +105,9 @@ class MeasurePlan:
             min_rounds=self.min_rounds, rounds=self.rounds, look_every=self.look_every
         )
 
-    def look_confidence(self) -> float:
-        """Per-look confidence, Bonferroni over the looks (`measure.look_confidence`)."""
-        return look_confidence(self.confidence, len(self.looks()))
+    def look_confidence(self, *, last: bool = False) -> float:
+        """A look's confidence, weighted Bonferroni over the looks (`measure.look_confidence`)."""
+        return look_confidence(self.confidence, len(self.looks()), last=last)
 
     def sequential(self, threshold: float) -> SequentialTest:
         """The sequential A/B this plan runs, keeping a candidate above `threshold`."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from torchdoctor.measure import LAST_LOOK_SHARE
 from torchdoctor.tune import KnobSpec, tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
@@ -28,7 +29,8 @@ def _scored_rounds(run: Path, knob: str) -> int:
 def test_looks_and_their_bonferroni_confidence() -> None:
     plan = MeasurePlan(min_rounds=6, rounds=12, look_every=2, confidence=0.95)
     assert plan.looks() == [6, 8, 10, 12]
-    assert abs(plan.look_confidence() - (1 - 0.05 / 4)) < 1e-12
+    assert abs(plan.look_confidence() - (1 - 0.05 * (1 - LAST_LOOK_SHARE) / 3)) < 1e-12
+    assert abs(plan.look_confidence(last=True) - (1 - 0.05 * LAST_LOOK_SHARE)) < 1e-12
     # A plan shorter than its first look has one look, at its last round.
     assert MeasurePlan(min_rounds=6, rounds=4).looks() == [4]
 
