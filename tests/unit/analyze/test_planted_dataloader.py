@@ -1,8 +1,11 @@
 """A CPU trace recorded here with a known planted cost: the breakdown must find it.
 
-The dataset sleeps PLANTED_SLEEP_S per batch, inside ProfilerStep windows, and records how
-long each sleep really took; the DataLoader share of step time times the mean step time must
-equal that real sleep within 5% (issue 4).
+The dataset sleeps PLANTED_SLEEP_S per batch, inside ProfilerStep windows; the loop times each
+fetch (`next` on the loader's iterator, the sleep and the loader's own work around it). The
+DataLoader share of each step must equal that fetch's share within 5% (issue 4). The fetch, not
+the sleep alone, is the truth: on a loaded host the process can lose the CPU inside the
+loader's `__next__` outside the sleep (a fresh clone's CI once read 97.8% for the DataLoader
+against a sleep-only share of 76.4%), and that time is the DataLoader's too.
 """
 
 from __future__ import annotations
@@ -38,62 +41,71 @@ class SleepyDataset(Dataset[torch.Tensor]):
         return torch.randn(64)
 
 
-def _record(path: Path) -> dict[int, float]:
-    """Record the trace; return the real duration of the planted sleep per batch index."""
+def _record(path: Path) -> tuple[dict[int, float], dict[int, float]]:
+    """Record the trace; return the real duration of the planted sleep and of the whole fetch
+    per batch index."""
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
     dataset = SleepyDataset()
     loader = DataLoader(dataset, batch_size=1, num_workers=0)
+    fetched_s: dict[int, float] = {}
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
         record_shapes=True,
         on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
     ) as prof:
-        for step, batch in enumerate(loader):
+        batches = iter(loader)
+        for step in range(7):
+            start = time.perf_counter()
+            batch = next(batches)
+            fetched_s[step] = time.perf_counter() - start
             model(batch).sum().backward()
             prof.step()
-            if step >= 6:
-                break
-    return dataset.slept_s
+    return dataset.slept_s, fetched_s
+
+
+#: The trace, the planted sleep's real duration and the whole fetch's, per batch index.
+Planted = tuple[Path, dict[int, float], dict[int, float]]
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, float]]:
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Planted:
     path = tmp_path_factory.mktemp("planted") / "trace.json"
-    slept_s = _record(path)
-    return path, slept_s
+    slept_s, fetched_s = _record(path)
+    return path, slept_s, fetched_s
 
 
-def _expected_dataloader_pct(path: Path, slept_s: dict[int, float]) -> float:
+def _expected_dataloader_pct(path: Path, fetched_s: dict[int, float]) -> float:
     """Ground truth from the recording itself: ProfilerStep#N fetches batch N (the loop fetches
-    the next batch right after prof.step() opened the next step), so step N's planted share is
-    slept_s[N] / duration(step N). Read straight from the JSON, independently of the analyzer."""
+    the next batch right after prof.step() opened the next step), so step N's DataLoader share
+    is fetched_s[N] / duration(step N). Read straight from the JSON, independently of the
+    analyzer."""
     events = json.loads(path.read_text())["traceEvents"]
     shares = [
-        slept_s[int(e["name"].split("#")[1])] / (e["dur"] * 1e-6) * 100
+        fetched_s[int(e["name"].split("#")[1])] / (e["dur"] * 1e-6) * 100
         for e in events
         if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
     ]
     return sum(shares) / len(shares)
 
 
-def test_dataloader_cost_is_attributed_within_5_percent(
-    planted: tuple[Path, dict[int, float]],
-) -> None:
-    path, slept_s = planted
+def test_dataloader_cost_is_attributed_within_5_percent(planted: Planted) -> None:
+    path, slept_s, fetched_s = planted
     assert min(slept_s.values()) >= PLANTED_SLEEP_S
+    # Each fetch holds its planted sleep.
+    assert all(fetched_s[i] >= slept_s[i] for i in slept_s)
     result = analyze_trace(path)
     assert result.device_timeline is None
     assert result.steps is not None and result.steps.basis == "host"
     assert result.steps.count >= 3
     assert result.step_breakdown is not None
-    expected = _expected_dataloader_pct(path, slept_s)
+    expected = _expected_dataloader_pct(path, fetched_s)
     assert result.step_breakdown["DataLoader"] == pytest.approx(expected, rel=TOLERANCE)
     # The rest of the step is the model: host operators, counted as CPU Exec.
     assert result.step_breakdown["CPU Exec"] > 0
 
 
-def test_flops_estimated_from_recorded_shapes(planted: tuple[Path, dict[int, float]]) -> None:
+def test_flops_estimated_from_recorded_shapes(planted: Planted) -> None:
     ops = {o.name: o for o in analyze_trace(planted[0]).ops}
     # One aten::addmm per Linear per step on a [1, 64] batch: Linear(64, 256) costs
     # 2 * 64 * 256 FLOPs and Linear(256, 8) 2 * 256 * 8, so each pair of calls their sum.
