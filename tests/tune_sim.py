@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from torchdoctor.tune import KnobSpec, TuneConfig
+from torchdoctor.tune import Confirmation, KnobSpec, TuneConfig
 from torchdoctor.tune.api import knob_space_config
+from torchdoctor.tune.records import read_trial
 
 #: The simulated session factory (tests/sim_session.py). tests/ is on sys.path (conftest),
 #: and spawned workers start with their parent's sys.path, so they import it too.
@@ -34,3 +37,20 @@ def sim_config(
         # Simulated steps take no wall time: fixed 4-step chunks keep these tests fast.
         min_chunk_s=0.0,
     )
+
+
+def study_story(run: Path) -> str:
+    """What a tuning study did, trial by trial with its wall time, then its notes: for an
+    assertion's message."""
+    lines = []
+    for path in sorted((run / "trials").iterdir()):
+        t = read_trial(path)
+        if isinstance(t, Confirmation):
+            lines.append(f"confirm {t.status} {t.speedup:.3f}x {t.reason} ({t.wall_s:.1f} s)")
+        else:
+            lines.append(
+                f"{t.kind} {t.change} {t.status} {t.decision} {t.reason} ({t.wall_s:.1f} s)"
+            )
+    tune = run / "tune.json"
+    notes = json.loads(tune.read_text()).get("notes", []) if tune.exists() else []
+    return "\n".join([*lines, *map(str, notes)])

@@ -13,7 +13,7 @@ from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import FUTILE_SLOWDOWN, NOT_REPRODUCED
-from tune_sim import FAST_KNOB, sim_config
+from tune_sim import FAST_KNOB, sim_config, study_story
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
 GLACIAL_KNOB = KnobSpec("glacial", (False, True), "exact", False)
@@ -32,19 +32,6 @@ BUDGET_S = 75.0
 SHUTDOWN_SLACK_S = 5.0
 
 
-def _story(run: Path, notes: list[str]) -> str:
-    """What the study did, trial by trial with its wall time, for an assertion's message."""
-    lines = []
-    for path in sorted((run / "trials").iterdir()):
-        if "confirm" in path.name:
-            c = Confirmation.read(path)
-            lines.append(f"confirm {c.status} {c.speedup} {c.reason} ({c.wall_s:.1f} s)")
-        else:
-            t = read_trial(path)
-            lines.append(f"{t.kind} {t.change} {t.decision} {t.reason} ({t.wall_s:.1f} s)")
-    return "\n".join([*lines, *notes])
-
-
 def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> None:
     config = sim_config(
         [FAST_KNOB, HANG_KNOB],
@@ -59,7 +46,7 @@ def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> No
     run = tmp_path / "run"
     result = tune(config=config, out=run)
 
-    story = _story(run, result.notes)
+    story = study_story(run)
     assert result.elapsed_s <= BUDGET_S + BUDGET_GRACE_S + SHUTDOWN_SLACK_S, story
     assert result.budget_exhausted, story
     assert result.best_recipe == {"fast": True}, story

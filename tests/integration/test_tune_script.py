@@ -19,6 +19,7 @@ import torch
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
 from torchdoctor.tune.records import read_trial
+from tune_sim import study_story
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -46,18 +47,6 @@ def _trials(run: Path) -> list[Any]:
 def _best_recipe(run: Path) -> dict[str, Any]:
     """The recipe the study hands back (best_recipe.json)."""
     return dict(json.loads((run / "best_recipe.json").read_text()))
-
-
-def _story(run: Path) -> str:
-    """What the study did, trial by trial, for an assertion's message."""
-    lines = [
-        f"{t.kind} {t.change} {t.status} {t.decision} {t.reason}".strip()
-        for t in _trials(run)
-        if hasattr(t, "change")
-    ]
-    tune = run / "tune.json"
-    notes = json.loads(tune.read_text()).get("notes", []) if tune.exists() else []
-    return "\n".join([*lines, *map(str, notes)])
 
 
 def _kept_only_when_proven(data: dict[str, object]) -> None:
@@ -109,7 +98,7 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     assert code == 0
     assert data["workload"] == "script:data_loading_argparse"
     best = _best_recipe(run)
-    assert best.get("num_workers", 0) > 0, _story(run)
+    assert best.get("num_workers", 0) > 0, study_story(run)
     assert data["speedup_ci"][0] > 1.0  # the final A/B of fresh process pairs proves it
     trials = _trials(run)
     assert trials[0].kind == "baseline" and len(trials[0].reference_losses) == 6
@@ -178,7 +167,7 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     capsys.readouterr()
     assert code == 0
     # Compile is kept (in whichever mode the ladder proved best) ...
-    assert _best_recipe(run).get("compile", "off") != "off", _story(run)
+    assert _best_recipe(run).get("compile", "off") != "off", study_story(run)
     trials = _trials(run)
     first = next(t for t in trials if t.kind == "ladder")
     assert first.change == {"compile": "default"} and first.decision == "kept"
@@ -197,8 +186,8 @@ def test_optimizer_script_keeps_the_fused_optimizer(
     code, data = _tune(run, "optimizer_impl", script, "--steps", "100000")
     capsys.readouterr()
     assert code == 0
-    assert _best_recipe(run).get("optimizer_impl") == "fused", _story(run)
-    assert data["speedup_ci"][0] > 1.0, _story(run)
+    assert _best_recipe(run).get("optimizer_impl") == "fused", study_story(run)
+    assert data["speedup_ci"][0] > 1.0, study_story(run)
 
 
 @pytest.mark.slow
@@ -217,8 +206,8 @@ def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     assert code == 0
     kept = _best_recipe(run).get("precision")
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        assert kept == "bf16", _story(run)
-        assert data["speedup_ci"][0] > 1.0, _story(run)
+        assert kept == "bf16", study_story(run)
+        assert data["speedup_ci"][0] > 1.0, study_story(run)
     else:
         _kept_only_when_proven(data)
 
