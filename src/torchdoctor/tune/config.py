@@ -53,7 +53,7 @@ class TuneConfig(Record):
     seed: int = 0
     budget_s: float = Field(gt=0, default=DEFAULT_BUDGET_S)
     min_gain: float = Field(ge=0, default=DEFAULT_MIN_GAIN)
-    #: A ladder win is kept only when a second pair of fresh processes proves it too
+    #: A ladder win is kept only when a second pair of fresh processes points the same way
     #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
     max_memory_bytes: int | None = None

@@ -37,7 +37,7 @@ class TrialResult(Record):
     comparison that was used; `remeasured` how many comparisons before it were discarded
     because the machine was disturbed (version 2). The baseline carries `reference_losses`,
     the trajectories its quality check is judged against (version 3). A ladder win carries
-    the A/B of a second pair of fresh processes that had to prove it too,
+    the A/B of a second pair of fresh processes that had to bear it out,
     `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`).
     """
 

@@ -29,6 +29,7 @@ from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import PairedSpeedup
 from torchdoctor.tune.arms import (
+    REPLICATE_THRESHOLD,
     Arm,
     MeasurePlan,
     interleave_fresh_pair,
@@ -97,7 +98,7 @@ OWN_SETTINGS_ATTR: Final = "own_settings"
 #: Reason prefix of a trial whose changed knob did not act in the script (`_does_not_apply`).
 DOES_NOT_APPLY: Final = "does not apply"
 
-#: Reason prefix of a win the second pair of fresh processes did not prove (`_replicate`).
+#: Reason prefix of a win the second pair of fresh processes did not bear out (`_replicate`).
 NOT_REPRODUCED: Final = "not reproduced in fresh processes"
 #: Reason of a win kept on its first pair alone (`_replicate` cut by the budget).
 FIRST_PAIR_ONLY: Final = "kept on its first pair of processes"
@@ -115,7 +116,8 @@ class TuneSettings:
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
     #: Baseline retrainings with a no-op perturbation that the quality check is judged by.
     reference_runs: int = REFERENCE_RUNS
-    #: Keep a change only when a second pair of fresh processes proves it too (`_replicate`).
+    #: Keep a change only when a second pair of fresh processes points the same way
+    #: (`_replicate`).
     replicate_wins: bool = True
 
 
@@ -424,7 +426,8 @@ class Tuner:
         self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup
     ) -> tuple[dict[str, Any], Arm | None]:
         """The same A/B again on a second pair of fresh processes: a win is kept only when
-        this pair proves it too.
+        this pair points the same way (`arms.REPLICATE_CONFIDENCE` says how sure, and why
+        the direction rather than the first pair's bar).
 
         Two live processes of one recipe can differ by a few percent, steadily enough that
         paired chunks prove the difference (`benchmarks/bench_script_noop.py`: a do-nothing
@@ -438,11 +441,10 @@ class Tuner:
         """
         cand.close()
         self.close()
-        threshold = 1.0 + self.settings.min_gain
         try:
             est, best2, cand2 = interleave_fresh_pair(
                 self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
-                threshold=threshold, timeout=self.budget.request_timeout,
+                timeout=self.budget.request_timeout,
             )  # fmt: skip
         except TrialFailure as exc:
             if exc.status == "timeout" and self.budget.past_deadline():
@@ -458,7 +460,7 @@ class Tuner:
             "replicate_speedup_vs_best": est.speedup,
             "replicate_speedup_vs_best_ci": (est.ci_low, est.ci_high),
         }
-        check = SpeedCheck(est, threshold)
+        check = SpeedCheck(est, REPLICATE_THRESHOLD)
         if check.faster:
             best2.close()
             return fields, cand2

@@ -9,7 +9,7 @@ import pytest
 
 from torchdoctor.measure import LAST_LOOK_SHARE
 from torchdoctor.tune import KnobSpec, tune
-from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.arms import REPLICATE_CONFIDENCE, MeasurePlan, replicate_plan
 from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
 from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
@@ -33,6 +33,17 @@ def test_looks_and_their_bonferroni_confidence() -> None:
     assert abs(plan.look_confidence(last=True) - (1 - 0.05 * LAST_LOOK_SHARE)) < 1e-12
     # A plan shorter than its first look has one look, at its last round.
     assert MeasurePlan(min_rounds=6, rounds=4).looks() == [4]
+
+
+def test_the_second_pair_runs_the_same_schedule_at_its_own_confidence() -> None:
+    plan = MeasurePlan(min_rounds=6, rounds=24, look_every=2, confidence=0.95)
+    again = replicate_plan(plan)
+    assert again.looks() == plan.looks()
+    alpha = 1 - REPLICATE_CONFIDENCE
+    assert abs(again.look_confidence(last=True) - (1 - alpha * LAST_LOOK_SHARE)) < 1e-12
+    # Its earlier looks share the rest, so the second pair's whole false-pass rate is alpha.
+    earlier = (len(again.looks()) - 1) * (1 - again.look_confidence())
+    assert abs(earlier + (1 - again.look_confidence(last=True)) - alpha) < 1e-12
 
 
 def test_clear_win_and_clear_loss_stop_at_the_first_look(tmp_path: Path) -> None:
