@@ -342,12 +342,14 @@ OpenArm = Callable[[dict[str, Any], str], Arm]
 #: The first pair proves the size of the win: its interval clears 1 + min_gain at 95%. The
 #: second pair is there for what the first cannot see, two processes of one recipe that
 #: differ by themselves, and a do-nothing change kept must pass both, in independent draws:
-#: at most p1 x 10%, where p1 is the first pair's own do-nothing rate (measured 0-3.3% on
-#: this project's 2-core hosts, `benchmarks/bench_script_noop.py`; 13% before the looks were
-#: weighted, which at 10% still gives 1.3%). Holding the second pair to the first's full bar
-#: squared the power instead: the mlp workload's fused optimizer read 1.21x, 1.15x and 1.11x
-#: on its first pairs in three tunes on the AMD EPYC host, and its second pairs 1.100x
-#: [0.988, 1.186] and 1.106x [1.003, 1.218], so a real 10% gain was kept in none.
+#: p1 x p2. The first pair's own do-nothing rate p1 read 0-3.3% over 40-60 repeats of
+#: `benchmarks/bench_script_noop.py` on this project's 2-core hosts (13% before the looks
+#: were weighted). The second pair's p2 is 10% by design and read 25% (10 of 40, the best's
+#: process started first): fresh pairs of one recipe read up to 1.21x apart. Together about
+#: a quarter of p1, under 1% at its highest reading. Holding the second pair to the first's
+#: full bar squared the power instead: the mlp workload's fused optimizer read 1.21x, 1.15x
+#: and 1.11x on its first pairs in three tunes on the AMD EPYC host, and its second pairs
+#: 1.100x [0.988, 1.186] and 1.106x [1.003, 1.218], so a real 10% gain was kept in none.
 REPLICATE_CONFIDENCE: Final = 0.80
 #: The bar of the second pair (`REPLICATE_CONFIDENCE`): no change. The first pair has
 #: already cleared 1 + min_gain; the second checks the direction.
