@@ -230,28 +230,25 @@ def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) ->
     """Tuned vs grid best over `FINAL_PAIRS` fresh process pairs, each timed in interleaved
     chunks: (grid best samples/s, tuned samples/s, est), the rates as medians over pairs."""
     plan = MeasurePlan(rounds=FINAL_ROUNDS)
-    scores: tuple[list[float], list[float]] = ([], [])
+    recipes = {"grid best": grid_best, "tuned": tuned}
+    scores: dict[str, list[float]] = {"grid best": [], "tuned": []}
     for i in range(FINAL_PAIRS):
         # Alternate who starts first, so start-up order favours neither side.
-        recipes = (grid_best, tuned) if i % 2 == 0 else (tuned, grid_best)
-        first = _arm(workload, recipes[0], plan)
+        order = ("grid best", "tuned") if i % 2 == 0 else ("tuned", "grid best")
+        arms: dict[str, Arm] = {}
         try:
-            second = _arm(workload, recipes[1], plan)
-        except BaseException:
-            first.close()
-            raise
-        a, b = (first, second) if i % 2 == 0 else (second, first)
-        try:
-            interleave(a, b, plan, timeout=arm_timeout)
-            pair = (statistics.median(a.chunk_scores), statistics.median(b.chunk_scores))
+            for tag in order:
+                arms[tag] = _arm(workload, recipes[tag], plan)
+            interleave(arms["grid best"], arms["tuned"], plan, timeout=arm_timeout)
+            for tag in order:
+                scores[tag].append(statistics.median(arms[tag].chunk_scores))
         finally:
-            a.close()
-            b.close()
-        scores[0].append(pair[0])
-        scores[1].append(pair[1])
-        print(f"  final pair {i + 1}: tuned / grid best {pair[0] / pair[1]:.3f}", flush=True)
-    est = replicated_speedup(scores[0], scores[1], confidence=plan.confidence)
-    rates = [statistics.median(1.0 / x for x in side) for side in scores]
+            for arm in arms.values():
+                arm.close()
+        ratio = scores["grid best"][-1] / scores["tuned"][-1]
+        print(f"  final pair {i + 1}: tuned / grid best {ratio:.3f}", flush=True)
+    est = replicated_speedup(scores["grid best"], scores["tuned"], confidence=plan.confidence)
+    rates = [statistics.median(1.0 / x for x in scores[tag]) for tag in ("grid best", "tuned")]
     return rates[0], rates[1], est
 
 
