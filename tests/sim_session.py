@@ -10,6 +10,8 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
 
 - ``base_step_s``: step time of the default recipe at ``base_batch``.
 - ``effects``: ``{knob: {str(value): factor}}``; step time is multiplied by each factor.
+- ``joint_effects``: ``[[{knob: str(value), ...}, factor], ...]``; step time is multiplied by
+  the factor of every entry whose settings the recipe all has: changes that pay only together.
 - ``batch_exponent``: step time scales as ``(batch / base_batch) ** batch_exponent``.
 - ``bytes_per_sample`` / ``memory_limit_bytes``: peak memory model and the simulated device
   capacity (above it, preparing raises MemoryError like an allocation failure).
@@ -73,6 +75,9 @@ class SimulatedSession:
         step_s *= (self.batch / base_batch) ** float(model.get("batch_exponent", 1.0))
         for knob, factors in (model.get("effects") or {}).items():
             step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
+        for settings, factor in model.get("joint_effects") or []:
+            if all(str(recipe.get(k)) == str(v) for k, v in settings.items()):
+                step_s *= float(factor)
         key = json.dumps([recipe, seed, model], sort_keys=True, default=str)
         ordinal = _PREPARED[key]
         if ordinal == 0:

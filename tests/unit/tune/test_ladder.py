@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.tune import tune
+from torchdoctor.tune import TrialResult, TuneResult, tune
+from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config
+from torchdoctor.tune.tuner import NOT_REPRODUCED
+from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config, study_story
 
 #: Repeated tunes for the false-acceptance rate of a do-nothing knob. The requirement is
 #: "accepted in under 5% of repeated tunes"; with 40 tunes, 5% is 2 acceptances.
@@ -139,3 +141,59 @@ def test_the_values_most_likely_to_win_come_first() -> None:
         assert set(specs["optimizer_impl"].values) == {"for_loop", "foreach", "fused"}
         workers = specs["num_workers"].values
         assert list(workers) == sorted(workers, reverse=True)
+
+
+UNPROVEN_A = KnobSpec("a", (False, True), "exact", False)
+UNPROVEN_B = KnobSpec("b", (False, True), "exact", False)
+PAYS_ON_TOP = KnobSpec("c", (False, True), "exact", False)
+
+
+def _unproven_pair(
+    tmp_path: Path, joint: list[list[object]]
+) -> tuple[list[TrialResult], TuneResult]:
+    """Knobs a and b each run 2% slower alone, but their first candidate processes are lucky
+    (15% fast), so each clears its first pair and fails its second; c is 5% slower alone."""
+    config = sim_config(
+        [UNPROVEN_A, UNPROVEN_B, PAYS_ON_TOP],
+        noise=0.01,
+        effects={"a": {"True": 1.02}, "b": {"True": 1.02}, "c": {"True": 1.05}},
+        first_session_effects={"a": {"True": 0.85}, "b": {"True": 0.85}},
+        joint_effects=joint,
+        lottery_id=str(tmp_path),
+    )
+    run = tmp_path / "run"
+    result = tune(config=config, out=run)
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    return [t for t in trials if isinstance(t, TrialResult) and t.kind == "ladder"], result
+
+
+def test_wins_that_did_not_reproduce_are_tried_together(tmp_path: Path) -> None:
+    # Together a and b run 1.2x faster, and c pays on top of them (the nanoGPT story:
+    # compile and the fused optimizer each too small to prove apart, bf16 a loss on eager).
+    joint = [[{"a": True, "b": True}, 0.8], [{"a": True, "b": True, "c": True}, 0.8]]
+    ladder, result = _unproven_pair(tmp_path, joint)
+
+    story = study_story(tmp_path / "run")
+    by_change = [(t.change, t.decision) for t in ladder]
+    assert by_change[:3] == [
+        ({"a": True}, "rejected"),
+        ({"b": True}, "rejected"),
+        ({"c": True}, "rejected"),
+    ], story
+    assert all(t.reason.startswith(NOT_REPRODUCED) for t in ladder[:2]), story
+    # The stack, proven on its own two pairs, then c retried from it.
+    assert by_change[3:] == [({"a": True, "b": True}, "kept"), ({"c": True}, "kept")], story
+    stack = ladder[3]
+    assert stack.replicate_speedup_vs_best == pytest.approx(1 / (1.02**2 * 0.8), rel=0.03)
+    assert result.best_recipe == {"a": True, "b": True, "c": True}
+
+
+def test_a_stack_of_changes_that_do_not_help_is_rejected(tmp_path: Path) -> None:
+    ladder, result = _unproven_pair(tmp_path, joint=[])
+
+    story = study_story(tmp_path / "run")
+    stack = ladder[-1]
+    assert stack.change == {"a": True, "b": True}, story
+    assert stack.decision == "rejected" and stack.reason.startswith(NOT_REPRODUCED), story
+    assert len(ladder) == 4, story  # nothing is retried from a stack that was not kept
+    assert result.best_recipe == {}
