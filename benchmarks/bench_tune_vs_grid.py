@@ -9,12 +9,13 @@ For each workload (`cnn`, `mlp`, `gpt`):
    grid points that pass count -> the grid's best recipe;
 2. `tune` over the same knobs (the ladder with its sequential A/B and quality check; the batch
    search is off, since the grid does not vary the batch);
-3. a final A/B of the tuned recipe against the grid's best over `FINAL_PAIRS` pairs of fresh
-   processes, one of each recipe per pair (who starts first alternating), each pair timed in
-   interleaved chunks (same harness, both arms alive): the ratio is the confirmation's
-   statistic over the pairs (geometric mean, Student's t), because one pair of processes
-   compares the processes as much as the recipes (mlp's processes of one recipe read 10-25%
-   apart on the AMD EPYC host);
+3. a final A/B of the tuned recipe against each of the grid's `GRID_FINALISTS` highest
+   readings (the grid's best is the one the tuned recipe fares worst against) over
+   `FINAL_PAIRS` pairs of fresh processes, one of each recipe per pair (who starts first
+   alternating), each pair timed in interleaved chunks (same harness, both arms alive): the
+   ratio is the confirmation's statistic over the pairs (geometric mean, Student's t),
+   because one pair of processes compares the processes as much as the recipes (mlp's
+   processes of one recipe read 10-25% apart on the AMD EPYC host);
 4. an independent re-measurement of the tuner's claim with `torchdoctor run`: the baseline and
    the tuned recipe alternately, each run a fresh process, `REMEASURE_PAIRS` pairs; their
    median ratio must lie inside the interval the tuner reported for its speedup.
@@ -112,6 +113,13 @@ FINAL_ROUNDS = 16
 #: read 92.4% [88.3, 104.8] of compile + fused from one pair, while the baseline's own `run`
 #: processes spread 1.02-1.40 against each other.
 FINAL_PAIRS = CONFIRM_PAIRS
+#: The grid's best is not its single highest reading: each recipe is measured once, and the
+#: highest of 24 noisy readings is biased up (the winner's curse). In session 10 nanoGPT's grid
+#: read eager bf16 highest, 302.5 samples/s against 269.3 for the baseline, while the ladder's
+#: A/B read the same change 0.87x [0.79, 0.95]. So the tuned recipe is compared in fresh
+#: process pairs with each of the grid's top readings, and the reference is the one it fares
+#: worst against: the minimum of several estimates, which can only make the target harder.
+GRID_FINALISTS = 3
 ARM_TIMEOUT_S = 900.0
 
 
@@ -290,8 +298,10 @@ def main() -> None:
             f"{r.result.n_trials:3d} / {r.tune_s:4.0f}s {r.tune_s / r.grid_s:9.0%}"
         )
     print(
-        f"tuned/best: geometric mean over {FINAL_PAIRS} fresh process pairs, each timed in "
-        "interleaved chunks, with Student's t interval (target >= 95%);"
+        f"grid best: of the grid's {GRID_FINALISTS} highest single readings, the one the "
+        "tuned recipe fares worst against; tuned/best: geometric mean over "
+        f"{FINAL_PAIRS} fresh process pairs, each timed in interleaved chunks, with "
+        "Student's t interval (target >= 95%);"
     )
     print("grid / tune: recipes or trials / wall time; tune time: tune's wall time / grid's.")
     print()
@@ -348,9 +358,17 @@ def bench(workload: str, budget_s: float) -> Row:
         f"{result.speedup:.3f}x [{low:.3f}, {high:.3f}]",
         flush=True,
     )
-    if _key(tuned) == best_key:
-        print("  tuned recipe = grid best: the final A/B compares the recipe with itself")
-    best_sps, tuned_sps, est = final_ab(workload, _recipe(best_key, knobs), tuned)
+    finals = []
+    for key in sorted(measured, key=lambda k: -measured[k])[:GRID_FINALISTS]:
+        same = " (the tuned recipe: it is compared with itself)" if key == _key(tuned) else ""
+        print(f"  grid finalist {key} ({measured[key]:,.1f} samples/s){same}", flush=True)
+        best_sps, tuned_sps, est = final_ab(workload, _recipe(key, knobs), tuned)
+        print(
+            f"  tuned / this finalist: {est.speedup:.1%} [{est.ci_low:.1%}, {est.ci_high:.1%}]",
+            flush=True,
+        )
+        finals.append((est.speedup, key, best_sps, tuned_sps, est))
+    _, best_key, best_sps, tuned_sps, est = min(finals, key=lambda f: f[0])
     ratios = remeasure(workload, _defaults(knobs), tuned)
     return Row(
         workload, best_key, best_sps, _key(tuned), tuned_sps, est, result, ratios,
