@@ -91,6 +91,15 @@ def _rejected_for_speed(result: TrialResult) -> bool:
     )
 
 
+def _speed_rejections(tuner: Tuner) -> list[tuple[str, Any, TrialResult]]:
+    """(knob, value, trial) of every one-knob ladder change rejected for speed so far."""
+    return [
+        (*next(iter(t.change.items())), t)
+        for t in tuner.trials
+        if isinstance(t, TrialResult) and _rejected_for_speed(t) and len(t.change) == 1
+    ]
+
+
 #: Knobs interact (torch.compile can look slow with oversubscribed threads and fast once
 #: threads=1 is kept), so a knob rejected as "not faster" before a later keep is tried once
 #: more on a second pass from the new best. Quality and crash rejections are not retried.
@@ -149,17 +158,12 @@ def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -
     """
     by_name = {s.name: s for s in specs}
     unproven: dict[str, TrialResult] = {}
-    for t in tuner.trials:
-        if not (
-            isinstance(t, TrialResult)
-            and t.kind == "ladder"
-            and t.decision == "rejected"
-            and t.reason.startswith(NOT_REPRODUCED)
-            and len(t.change) == 1
+    for name, value, t in _speed_rejections(tuner):
+        if (
+            not t.reason.startswith(NOT_REPRODUCED)
+            or name not in by_name
+            or _same(tuner.best_recipe.get(name), value)
         ):
-            continue
-        ((name, value),) = t.change.items()
-        if name not in by_name or _same(tuner.best_recipe.get(name), value):
             continue
         # One value per knob: the one whose first pair read fastest.
         held = unproven.get(name)
@@ -174,12 +178,7 @@ def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -
     if tuner.try_change(change, kind="ladder", safety=safety).decision != "kept":
         return []
     kept = {name for rung in tuner.rungs for name in rung.change}
-    slow = {
-        name
-        for t in tuner.trials
-        if isinstance(t, TrialResult) and _rejected_for_speed(t) and len(t.change) == 1
-        for name in t.change
-    }
+    slow = {name for name, _, _ in _speed_rejections(tuner)}
     return [s for s in specs if s.name in slow - kept - change.keys()]
 
 
