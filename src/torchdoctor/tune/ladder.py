@@ -5,7 +5,7 @@ Order: the baseline; then each knob (prescribed first, then the static prior, se
 best; then the batch-size search (throughput objective only: a larger batch cannot lower the
 latency of a step); then a final A/B of the best against the baseline in fresh process pairs.
 Between the passes and the batch search, wins that each failed to reproduce in fresh processes
-are tried together once (`_stack_unproven`).
+are tried together, alone and then with each change rejected for speed (`_stack_unproven`).
 
 A candidate the knob catalogue says cannot run here (e.g. persistent_workers without workers,
 CUDA-only knobs on a CPU) is skipped without a trial. On a script, a knob whose first candidate
@@ -141,23 +141,10 @@ def _one_pass(
     return retry
 
 
-def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -> list[KnobSpec]:
-    """Try the wins that did not reproduce, all together as one change; return the knobs
-    worth retrying from it (empty unless it was kept).
-
-    A win that cleared its first pair of processes but whose second pair could not tell it
-    from no change is most often a real gain smaller than the spread between two processes
-    of one recipe (nanoGPT on the 2-core AMD EPYC host: compile 1.086x, then 1.019x
-    [0.988, 1.044]; the fused optimizer 1.057x, then 1.018x [0.997, 1.050]; together with
-    bf16 they made the grid's best, 1.13x). Together such gains multiply, and a larger gain
-    stands out from the same spread. The stack is one more ladder trial with the same two
-    pairs of processes, so it is kept only when proven like any single change, and a stack of
-    changes that do nothing is rejected like one. Once kept, the knobs rejected for speed are
-    retried from it, as after any keep: a change can pay only on top of another (bf16 autocast
-    lost 0.92x on eager nanoGPT and gained once compiled).
-    """
-    by_name = {s.name: s for s in specs}
-    unproven: dict[str, TrialResult] = {}
+def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]:
+    """Knob -> value of each win that cleared its first pair of processes but not its second,
+    one value per knob (the one whose first pair read fastest), not already in the best."""
+    held: dict[str, TrialResult] = {}
     for name, value, t in _speed_rejections(tuner):
         if (
             not t.reason.startswith(NOT_REPRODUCED)
@@ -165,21 +152,62 @@ def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -
             or _same(tuner.best_recipe.get(name), value)
         ):
             continue
-        # One value per knob: the one whose first pair read fastest.
-        held = unproven.get(name)
-        if held is None or (t.speedup_vs_best or 0.0) > (held.speedup_vs_best or 0.0):
-            unproven[name] = t
-    if len(unproven) < 2:
+        other = held.get(name)
+        if other is None or (t.speedup_vs_best or 0.0) > (other.speedup_vs_best or 0.0):
+            held[name] = t
+    return {name: t.change[name] for name, t in held.items()}
+
+
+def _stacks(
+    tuner: Tuner, specs: Sequence[KnobSpec], unproven: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The stacks worth one trial each, in order: the unproven wins alone (two or more), then
+    the unproven wins with each change rejected for speed on its own (knob order, one per
+    knob and value)."""
+    stacks: list[dict[str, Any]] = [dict(unproven)] if len(unproven) >= 2 else []
+    order = {s.name: i for i, s in enumerate(specs)}
+    seen: list[tuple[str, Any]] = []
+    rejections = [r for r in _speed_rejections(tuner) if r[0] in order]
+    for name, value, _ in sorted(rejections, key=lambda r: order[r[0]]):
+        if name in unproven or _same(tuner.best_recipe.get(name), value):
+            continue
+        if any(n == name and _same(v, value) for n, v in seen):
+            continue
+        seen.append((name, value))
+        stacks.append({**unproven, name: value})
+    return stacks
+
+
+def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -> list[KnobSpec]:
+    """Try the wins that did not reproduce as one change, alone and then with each change
+    rejected for speed, until one stack is kept; return the knobs worth retrying from it
+    (empty unless one was kept).
+
+    A win that cleared its first pair of processes but whose second pair could not tell it
+    from no change is most often a real gain smaller than the spread between two processes
+    of one recipe (nanoGPT on the 2-core AMD EPYC host: compile 1.086x, then 1.019x
+    [0.988, 1.044]; the fused optimizer 1.057x, then 1.018x [0.997, 1.050]; together with
+    bf16 they made the grid's best, 1.13x). Together such gains multiply, and a larger gain
+    stands out from the same spread. And a change can pay only on top of one that was not
+    proven alone: bf16 autocast lost 0.92x on eager nanoGPT and gained once compiled, so with
+    compile unproven the ladder never measured the pair. Each stack is one more ladder trial
+    with the same two pairs of processes, so it is kept only when proven like any single
+    change, and a stack that does not help is rejected like one. Once one is kept, the knobs
+    rejected for speed are retried from it, as after any keep.
+    """
+    by_name = {s.name: s for s in specs}
+    unproven = _unproven_wins(tuner, by_name)
+    if not unproven:
         return []
-    change = {name: t.change[name] for name, t in unproven.items()}
-    if plan.validate is not None and plan.validate({**tuner.best_recipe, **change}) is not None:
-        return []
-    safety = loosest([by_name[name].safety for name in change])
-    if tuner.try_change(change, kind="ladder", safety=safety).decision != "kept":
-        return []
-    kept = {name for rung in tuner.rungs for name in rung.change}
-    slow = {name for name, _, _ in _speed_rejections(tuner)}
-    return [s for s in specs if s.name in slow - kept - change.keys()]
+    for change in _stacks(tuner, specs, unproven):
+        if plan.validate is not None and plan.validate({**tuner.best_recipe, **change}):
+            continue
+        safety = loosest([by_name[name].safety for name in change])
+        if tuner.try_change(change, kind="ladder", safety=safety).decision == "kept":
+            kept = {name for rung in tuner.rungs for name in rung.change}
+            slow = {name for name, _, _ in _speed_rejections(tuner)}
+            return [s for s in specs if s.name in slow - kept]
+    return []
 
 
 def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
