@@ -370,6 +370,15 @@ def bench(workload: str, budget_s: float) -> Row:
         finals.append((est.speedup, key, best_sps, tuned_sps, est))
     _, best_key, best_sps, tuned_sps, est = min(finals, key=lambda f: f[0])
     ratios = remeasure(workload, _defaults(knobs), tuned)
+    # The summary table comes only after every workload: each row's figures now, so a run
+    # stopped in a later workload keeps them.
+    print(
+        f"  {workload} done: tuned / grid best {est.speedup:.1%} [{est.ci_low:.1%}, "
+        f"{est.ci_high:.1%}] against {best_key}; grid {n_grid} recipes in {grid_s:.0f} s, "
+        f"tune {result.n_trials} trials in {tune_s:.0f} s ({tune_s / grid_s:.0%}); "
+        f"re-measured {statistics.median(ratios):.3f}x",
+        flush=True,
+    )
     return Row(
         workload, best_key, best_sps, _key(tuned), tuned_sps, est, result, ratios,
         n_grid, grid_s, tune_s,
