@@ -345,9 +345,9 @@ OpenArm = Callable[[dict[str, Any], str], Arm]
 #: p1 x p2. The first pair's own do-nothing rate p1 read 0-3.3% over 40-60 repeats of
 #: `benchmarks/bench_script_noop.py` on this project's 2-core hosts (13% before the looks
 #: were weighted). The second pair's p2 is 10% by design and read 25% (10 of 40, the best's
-#: process started first): fresh pairs of one recipe read up to 1.21x apart. With the
-#: candidate's process first (below) it read 2.5% (1 of 40, an AVX2-only EPYC). Together about
-#: a quarter of p1, under 1% at its highest reading. Holding the second pair to the first's
+#: process started first): fresh pairs of one recipe read up to 1.21x apart; with the
+#: candidate's process first (below) it read 2.5% (1 of 40, an AVX2-only EPYC). Together a
+#: quarter of p1 or less, under 1% at p1's highest reading. Holding the second pair to the first's
 #: full bar squared the power instead: the mlp workload's fused optimizer read 1.21x, 1.15x
 #: and 1.11x on its first pairs in three tunes on the AMD EPYC host, and its second pairs
 #: 1.100x [0.988, 1.186] and 1.106x [1.003, 1.218], so a real 10% gain was kept in none.
