@@ -334,6 +334,33 @@ def interleave_until_clear(
 #: Opens a live, warmed-up arm of a recipe under a tag (`Tuner.open_arm_for`).
 OpenArm = Callable[[dict[str, Any], str], Arm]
 
+#: The first pair's confidence (`first_pair_plan`): its interval must clear 1 + min_gain at
+#: 90% two-sided, which after the weighted split of the looks is a 95% interval at the last
+#: look (97.5% one-sided) and 99.4% at each earlier one.
+#:
+#: A do-nothing change is kept only when it passes both pairs, in independent draws, so the
+#: two confidences are one error budget: the ladder's false-keep rate is about p1 x p2, and the
+#: 5% requirement holds with room when either factor is small. At 95% (p1 read 0-3.3% over
+#: 40-60 repeats of `benchmarks/bench_script_noop.py`, p2 2.5%) the product was about 0.1%
+#: and the first pair cost power instead: the mlp workload's fused optimizer, a real gain of
+#: about 10% on a workload whose single-pair interval is about +-9%, read 1.117x
+#: [1.015, 1.206] at the last look on an AVX2-only EPYC and was rejected 0.005 below the
+#: 1.02x bar (RESULTS, session 12), as in sessions 8 and 9. At 90% that interval's lower
+#: end is about 1.03. A do-nothing change that clears the first pair and fails the second
+#: can still ride in a kept stack (`ladder`), so p1 alone must stay under the requirement
+#: too: RESULTS, session 13, measures both at this setting.
+FIRST_PAIR_CONFIDENCE: Final = 0.90
+
+
+def first_pair_plan(plan: MeasurePlan) -> MeasurePlan:
+    """The first pair's sequential A/B: `plan`'s schedule at `FIRST_PAIR_CONFIDENCE`.
+
+    `plan.confidence` stays the study's: the final A/B against the baseline (`confirm`)
+    reports the claim at it.
+    """
+    return replace(plan, confidence=FIRST_PAIR_CONFIDENCE)
+
+
 #: What the second pair of fresh processes must show of a win its first pair proved
 #: (`interleave_fresh_pair`, `Tuner._replicate`): that a new pair points the same way, its
 #: interval above no change (`REPLICATE_THRESHOLD`) at `REPLICATE_CONFIDENCE`, two-sided
