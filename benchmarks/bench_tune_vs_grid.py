@@ -63,6 +63,7 @@ from torchdoctor.tune.parity import (
 from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import WorkloadArms
 from torchdoctor.tune.trial import TrialFailure
+from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
 #: thread count; the optimizer's implementation vs compile), and bf16 autocast, which `tune`
@@ -128,9 +129,11 @@ def arm_timeout() -> float:
     return ARM_TIMEOUT_S
 
 
-def _arm(workload: str, recipe: dict[str, Any], plan: MeasurePlan) -> Any:
+def _arm(
+    workload: str, recipe: dict[str, Any], plan: MeasurePlan, give_up_above: float | None = None
+) -> Any:
     source = WorkloadArms(SessionSpec(workload, {}), plan, objective="throughput")
-    return source.open(recipe, timeout=arm_timeout, log_path=None)
+    return source.open(recipe, timeout=arm_timeout, log_path=None, give_up_above=give_up_above)
 
 
 def quality_reference(workload: str, knobs: dict[str, tuple[Any, ...]]) -> QualityReference:
@@ -168,16 +171,35 @@ def _quality(
 def grid(
     workload: str, knobs: dict[str, tuple[Any, ...]], plan: MeasurePlan, ref: QualityReference
 ) -> dict[str, float]:
-    """samples/s of every combination (recipe key -> throughput; 0 when it failed or did not
-    pass the quality check)."""
+    """samples/s of every combination (recipe key -> throughput; 0 when it failed, did not
+    pass the quality check, or was futile).
+
+    A point whose warm-up runs `FUTILE_SLOWDOWN` times slower than the grid's best reading so
+    far is not scored, by the tuner's own rule (`Tuner._futile`): it cannot be the grid's best,
+    and on a CPU without bf16 units the emulated bf16 points (11-15x slower) would otherwise
+    cost most of the grid's time. The grid is then cheaper, so the tune's share of its time
+    can only grow.
+    """
     # Measured alone over the tuner's full (maximum) rounds, not the baseline's shorter count.
     full = MeasurePlan(min_rounds=plan.rounds, rounds=plan.rounds)
     results: dict[str, float] = {}
     for values in itertools.product(*knobs.values()):
         recipe = dict(zip(knobs, values, strict=True))
         key = _key(recipe)
+        best = max(results.values(), default=0.0)
+        limit = FUTILE_SLOWDOWN / best if best > 0 else None
         try:
-            arm = _arm(workload, recipe, full)
+            arm = _arm(workload, recipe, full, give_up_above=limit)
+            if limit is not None and arm.warm_score is not None and arm.warm_score > limit:
+                arm.close()
+                results[key] = 0.0
+                print(
+                    f"  grid {key}: futile, its warm-up ran at {1.0 / arm.warm_score:,.1f} "
+                    f"samples/s, over {FUTILE_SLOWDOWN:g}x slower than the best so far "
+                    f"({best:,.1f})",
+                    flush=True,
+                )
+                continue
             measure_alone(arm, full, timeout=arm_timeout)
             rate = 1.0 / statistics.median(arm.chunk_scores)
             why = _quality(arm, recipe, knobs, ref)
