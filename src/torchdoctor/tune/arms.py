@@ -348,7 +348,7 @@ OpenArm = Callable[[dict[str, Any], str], Arm]
 #: 1.02x bar (RESULTS, session 12), as in sessions 8 and 9. At 90% that interval's lower
 #: end is about 1.03. A do-nothing change that clears the first pair and fails the second
 #: can still ride in a kept stack (`ladder`), so p1 alone must stay under the requirement
-#: too: RESULTS, session 13, measures both at this setting.
+#: too: at 90% it read 0 of 60 (one-sided 95% upper bound 4.9%; RESULTS, session 13).
 FIRST_PAIR_CONFIDENCE: Final = 0.90
 
 
@@ -366,18 +366,19 @@ def first_pair_plan(plan: MeasurePlan) -> MeasurePlan:
 #: interval above no change (`REPLICATE_THRESHOLD`) at `REPLICATE_CONFIDENCE`, two-sided
 #: (90% one-sided; after the weighted split of the looks, the last look is a 90% interval).
 #:
-#: The first pair proves the size of the win: its interval clears 1 + min_gain at 95%. The
-#: second pair is there for what the first cannot see, two processes of one recipe that
-#: differ by themselves, and a do-nothing change kept must pass both, in independent draws:
-#: p1 x p2. The first pair's own do-nothing rate p1 read 0-3.3% over 40-60 repeats of
-#: `benchmarks/bench_script_noop.py` on this project's 2-core hosts (13% before the looks
-#: were weighted). The second pair's p2 is 10% by design and read 25% (10 of 40, the best's
-#: process started first): fresh pairs of one recipe read up to 1.21x apart; with the
-#: candidate's process first (below) it read 2.5% (1 of 40, an AVX2-only EPYC). Together a
-#: quarter of p1 or less, under 1% at p1's highest reading. Holding the second pair to the first's
-#: full bar squared the power instead: the mlp workload's fused optimizer read 1.21x, 1.15x
-#: and 1.11x on its first pairs in three tunes on the AMD EPYC host, and its second pairs
-#: 1.100x [0.988, 1.186] and 1.106x [1.003, 1.218], so a real 10% gain was kept in none.
+#: The first pair proves the size of the win: its interval clears 1 + min_gain at
+#: `FIRST_PAIR_CONFIDENCE`. The second pair is there for what the first cannot see, two
+#: processes of one recipe that differ by themselves, and a do-nothing change kept must pass
+#: both, in independent draws: p1 x p2. The first pair's own do-nothing rate p1 read 0-3.3%
+#: over 40-60 repeats of `benchmarks/bench_script_noop.py` on this project's 2-core hosts at
+#: 95% (13% before the looks were weighted), and 0 of 60 at 90%. The second pair's p2 is 10%
+#: by design and read 25% (10 of 40, the best's process started first): fresh pairs of one
+#: recipe read up to 1.21x apart; with the candidate's process first (below) it read 2.5%
+#: (1 of 40, an AVX2-only EPYC). The product is under 1% at p1's highest reading. Holding
+#: the second pair to the first's full bar squared the power instead: the mlp workload's
+#: fused optimizer read 1.21x, 1.15x and 1.11x on its first pairs in three tunes on the AMD
+#: EPYC host, and its second pairs 1.100x [0.988, 1.186] and 1.106x [1.003, 1.218], so a
+#: real 10% gain was kept in none.
 REPLICATE_CONFIDENCE: Final = 0.80
 #: The bar of the second pair (`REPLICATE_CONFIDENCE`): no change. The first pair has
 #: already cleared 1 + min_gain; the second checks the direction.
