@@ -5,8 +5,7 @@ zoo script (the candidate, as the ladder opens one per trial) beside the live pr
 same recipe (the current best, kept alive across trials as the ladder keeps it), warms both
 up by the tuner's rule, and runs the ladder's own sequential A/B (`interleave_until_clear`:
 paired 0.3 s chunks, looks at 6..24 rounds with weighted Bonferroni, re-measured while the
-machine was disturbed) against the ladder's bar (`1 + DEFAULT_MIN_GAIN`) at the ladder's
-first-pair confidence (`arms.first_pair_plan`). A repeat whose A/B says
+machine was disturbed) against the ladder's bar (`1 + DEFAULT_MIN_GAIN`). A repeat whose A/B says
 "faster" then goes, as in the ladder (`Tuner._replicate`), to a second pair of fresh
 processes (`interleave_fresh_pair`: the direction, `arms.REPLICATE_THRESHOLD` at
 `arms.REPLICATE_CONFIDENCE`), which must say "faster" too for a keep; as in the ladder, the
@@ -48,7 +47,6 @@ from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
     Arm,
     MeasurePlan,
-    first_pair_plan,
     interleave_fresh_pair,
     interleave_until_clear,
 )
@@ -117,7 +115,7 @@ def main() -> None:
             candidate = open_arm({}, "candidate")
             try:
                 est = interleave_until_clear(
-                    best, candidate, first_pair_plan(plan), threshold=threshold, timeout=timeout
+                    best, candidate, plan, threshold=threshold, timeout=timeout
                 )
             finally:
                 candidate.close()

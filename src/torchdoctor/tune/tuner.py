@@ -32,7 +32,6 @@ from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
     Arm,
     MeasurePlan,
-    first_pair_plan,
     interleave_fresh_pair,
     interleave_until_clear,
     measure_alone,
@@ -381,7 +380,7 @@ class Tuner:
             est = interleave_until_clear(
                 self.best_arm,
                 cand,
-                first_pair_plan(plan),
+                plan,
                 threshold=1.0 + self.settings.min_gain,
                 timeout=self.budget.request_timeout,
             )

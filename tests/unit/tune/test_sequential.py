@@ -9,13 +9,7 @@ import pytest
 
 from torchdoctor.measure import LAST_LOOK_SHARE
 from torchdoctor.tune import KnobSpec, tune
-from torchdoctor.tune.arms import (
-    FIRST_PAIR_CONFIDENCE,
-    REPLICATE_CONFIDENCE,
-    MeasurePlan,
-    first_pair_plan,
-    replicate_plan,
-)
+from torchdoctor.tune.arms import REPLICATE_CONFIDENCE, MeasurePlan, replicate_plan
 from torchdoctor.tune.space import catalogue_space, order_knobs, static_prior
 from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
@@ -52,23 +46,14 @@ def test_the_second_pair_runs_the_same_schedule_at_its_own_confidence() -> None:
     assert abs(earlier + (1 - again.look_confidence(last=True)) - alpha) < 1e-12
 
 
-def test_the_first_pair_runs_the_same_schedule_at_its_own_confidence() -> None:
-    plan = MeasurePlan(min_rounds=6, rounds=24, look_every=2, confidence=0.95)
-    first = first_pair_plan(plan)
-    assert first.looks() == plan.looks()
-    assert first.confidence == FIRST_PAIR_CONFIDENCE != plan.confidence
-    # Together the two pairs keep a do-nothing change only when both are fooled.
-    assert (1 - FIRST_PAIR_CONFIDENCE) / 2 * (1 - REPLICATE_CONFIDENCE) / 2 < 0.05
-
-
-def test_the_ladder_judges_its_first_pair_at_the_first_pair_confidence(tmp_path: Path) -> None:
+def test_the_ladder_judges_its_first_pair_at_the_study_confidence(tmp_path: Path) -> None:
     from torchdoctor.tune.records import read_trial
 
     # A do-nothing knob under noise runs to the last look and is rejected there; the reason
     # gives the interval the decision used.
     config = sim_config([NOOP_KNOB], noise=0.05)
     tune(config=config, out=tmp_path / "run")
-    last = first_pair_plan(config.plan()).look_confidence(last=True)
+    last = config.plan().look_confidence(last=True)
     reasons = [
         read_trial(path).reason
         for path in sorted((tmp_path / "run" / "trials").iterdir())
