@@ -9,12 +9,23 @@ measurements the tune actually took, at no measuring cost. A replay sees only th
 tune ran: a trial that stopped early under one setting cannot be continued under another,
 so a stop that comes later in a replay is marked as cut short.
 
+With `--rounds N` (repeatable), each trial that ran to the last look is also resampled: its
+paired ratios, drawn with replacement, feed the same sequential test with N rounds at most,
+`--resamples` times, and the share that ends "faster" estimates the test's power for a
+change like this one on this host; the same ratios divided by their median (a change that
+does nothing, with the same spread) give its false-keep rate. Resampling draws rounds
+independently, while real rounds drift (neighbouring ratios correlate), so both figures are
+optimistic for longer tests.
+
     python benchmarks/replay_looks.py RUN_DIR [RUN_DIR ...] [--confidence 0.90 --confidence 0.80]
+        [--rounds 24 --rounds 40 [--resamples 200]]
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,12 +54,35 @@ def replay(best: list[float], cand: list[float], plan: MeasurePlan, threshold: f
     return text
 
 
+def keep_rate(ratios: list[float], rounds: int, threshold: float, resamples: int) -> float:
+    """Share of `resamples` sequential tests over ratios drawn from `ratios` that keep."""
+    rng = random.Random(0)
+    test = replace(MeasurePlan(), rounds=rounds).sequential(threshold)
+    kept = 0
+    for _ in range(resamples):
+        # Scores whose paired ratio best / candidate is the drawn ratio.
+        best = [rng.choice(ratios) for _ in range(rounds)]
+        cand = [1.0] * rounds
+        for n in test.looks():
+            look = test.look(best[:n], cand[:n])
+            if look is not None and (look.verdict != "undecided" or look.last):
+                kept += look.verdict == "faster"
+                break
+    return kept / resamples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="tune run folders")
     parser.add_argument("--confidence", type=float, action="append", default=[])
     parser.add_argument("--min-gain", type=float, default=DEFAULT_MIN_GAIN)
+    parser.add_argument("--rounds", type=int, action="append", default=[])
+    parser.add_argument("--resamples", type=int, default=200)
     args = parser.parse_args()
+    if any(not 0.0 < c < 1.0 for c in args.confidence):
+        parser.error("--confidence must be between 0 and 1, e.g. 0.90")
+    if any(r < MeasurePlan().min_rounds for r in args.rounds) or args.resamples < 1:
+        parser.error(f"--rounds must be at least {MeasurePlan().min_rounds}, --resamples 1 or more")
     plan = MeasurePlan()
     confidences = [plan.confidence, *args.confidence]
     threshold = 1.0 + args.min_gain
@@ -74,6 +108,17 @@ def main() -> None:
             print(f"  {trial.change} ({trial.decision})")
             for c, r in zip(confidences, readings, strict=True):
                 print(f"    at {c:.0%}: {r}")
+            if args.rounds and len(cand) >= plan.looks()[-1]:
+                ratios = [b / c for b, c in zip(best, cand, strict=True) if c > 0]
+                median = statistics.median(ratios)
+                null = [r / median for r in ratios]
+                for n in args.rounds:
+                    power = keep_rate(ratios, n, threshold, args.resamples)
+                    false = keep_rate(null, n, threshold, args.resamples)
+                    print(
+                        f"    resampled, {n} rounds at most: kept {power:.1%} as measured "
+                        f"({median:.3f}x), {false:.1%} shifted to no change"
+                    )
     print(f"{changed} of {total} first-pair decisions differ between {confidences}")
 
 
