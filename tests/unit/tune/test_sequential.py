@@ -54,11 +54,8 @@ def test_the_ladder_judges_its_first_pair_at_the_study_confidence(tmp_path: Path
     config = sim_config([NOOP_KNOB], noise=0.05)
     tune(config=config, out=tmp_path / "run")
     last = config.plan().look_confidence(last=True)
-    reasons = [
-        read_trial(path).reason
-        for path in sorted((tmp_path / "run" / "trials").iterdir())
-        if read_trial(path).kind == "ladder"
-    ]
+    trials = [read_trial(path) for path in sorted((tmp_path / "run" / "trials").iterdir())]
+    reasons = [t.reason for t in trials if t.kind == "ladder"]
     assert reasons and all(f"{last:.1%} CI" in (r or "") for r in reasons), reasons
 
 
