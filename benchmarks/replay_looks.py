@@ -29,28 +29,36 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from torchdoctor.measure import Look, SequentialTest
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import TrialResult, read_trial
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
 
 
+def run_test(test: SequentialTest, best: list[float], cand: list[float]) -> tuple[int, Look | None]:
+    """Where `test` over these rounds stops (rounds, look), or its last look within them."""
+    reached: tuple[int, Look | None] = (0, None)
+    for n in test.looks():
+        if n > len(cand):
+            break
+        reached = (n, test.look(best[:n], cand[:n]))
+        if reached[1] is not None and reached[1].stop:
+            break
+    return reached
+
+
 def replay(best: list[float], cand: list[float], plan: MeasurePlan, threshold: float) -> str:
     """Where the sequential test over these rounds stops and what it decides there."""
-    test = plan.sequential(threshold)
-    text = "no look"
-    for n in range(1, len(cand) + 1):
-        look = test.look(best[:n], cand[:n])
-        if look is None:
-            continue
-        est = look.estimate
-        text = (
-            f"{look.verdict:9s} at {n:2d} rounds: {est.speedup:.3f}x "
-            f"[{est.ci_low:.3f}, {est.ci_high:.3f}] ({est.confidence:.2%})"
-        )
-        if look.verdict != "undecided":
-            return text
-    if n < plan.looks()[-1] and text != "no look":
-        text += f", cut short: the tune ran {n} rounds"
+    n, look = run_test(plan.sequential(threshold), best, cand)
+    if look is None:
+        return "no look"
+    est = look.estimate
+    text = (
+        f"{look.verdict:9s} at {n:2d} rounds: {est.speedup:.3f}x "
+        f"[{est.ci_low:.3f}, {est.ci_high:.3f}] ({est.confidence:.2%})"
+    )
+    if not look.stop:
+        text += f", cut short: the tune ran {len(cand)} rounds"
     return text
 
 
@@ -62,12 +70,8 @@ def keep_rate(ratios: list[float], rounds: int, threshold: float, resamples: int
     for _ in range(resamples):
         # Scores whose paired ratio best / candidate is the drawn ratio.
         best = [rng.choice(ratios) for _ in range(rounds)]
-        cand = [1.0] * rounds
-        for n in test.looks():
-            look = test.look(best[:n], cand[:n])
-            if look is not None and (look.verdict != "undecided" or look.last):
-                kept += look.verdict == "faster"
-                break
+        _, look = run_test(test, best, [1.0] * rounds)
+        kept += look is not None and look.verdict == "faster"
     return kept / resamples
 
 
@@ -81,9 +85,9 @@ def main() -> None:
     args = parser.parse_args()
     if any(not 0.0 < c < 1.0 for c in args.confidence):
         parser.error("--confidence must be between 0 and 1, e.g. 0.90")
-    if any(r < MeasurePlan().min_rounds for r in args.rounds) or args.resamples < 1:
-        parser.error(f"--rounds must be at least {MeasurePlan().min_rounds}, --resamples 1 or more")
     plan = MeasurePlan()
+    if any(r < plan.min_rounds for r in args.rounds) or args.resamples < 1:
+        parser.error(f"--rounds must be at least {plan.min_rounds}, --resamples 1 or more")
     confidences = [plan.confidence, *args.confidence]
     threshold = 1.0 + args.min_gain
     changed = total = 0
