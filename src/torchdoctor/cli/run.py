@@ -22,7 +22,7 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError, UsageError
-from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_WARMUP_STEPS
+from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_STEADY_S, MIN_WARMUP_STEPS
 
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -47,8 +47,9 @@ def run_command(
         None,
         "--steps",
         min=1,
-        help=f"Steady-state steps to measure (default {DEFAULT_STEADY_STEPS}); for a script: "
-        "end it after N steps.",
+        help=f"Steady-state steps to measure (default: at least {DEFAULT_STEADY_STEPS} and at "
+        f"least {MIN_STEADY_S:g} s of them, the window the tuner times); for a script: end it "
+        "after N steps.",
     ),
     warmup: int = typer.Option(
         MIN_WARMUP_STEPS,
@@ -68,8 +69,10 @@ def run_command(
     """Run WORKLOAD under a recipe: throughput, compile time, phase breakdown, memory.
 
     Throughput comes from STEPS steady-state steps timed without per-phase syncs (the median
-    over chunks of at least 0.3 s, as the tuner measures a recipe); the phase table from up
-    to 10 further steps that synchronize at every phase boundary.
+    over chunks of at least 0.3 s, as the tuner measures a recipe; by default at least 3 s of
+    steps, the window each process of the tuner's confirmation times, so that a fast model is
+    not judged on a fraction of a second); the phase table from up to 10 further steps that
+    synchronize at every phase boundary.
 
     pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as
@@ -95,7 +98,6 @@ def run_command(
         return
     if workload is None:
         raise UsageError("nothing to run", hint="torchdoctor run WORKLOAD, or -- python train.py")
-    steps = steps or DEFAULT_STEADY_STEPS
     from torchdoctor.engine import run_workload
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
@@ -114,7 +116,8 @@ def run_command(
             console=err_console,
             transient=True,
         )
-    task = bar.add_task(f"{job.name}: {recipe.describe()}", total=steps + warmup) if bar else None
+    planned = (steps or DEFAULT_STEADY_STEPS) + warmup  # grows with warm-up and the 3 s window
+    task = bar.add_task(f"{job.name}: {recipe.describe()}", total=planned) if bar else None
 
     def progress(done: int, total: int) -> None:
         if bar is not None and task is not None:

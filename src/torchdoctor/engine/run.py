@@ -17,6 +17,7 @@ from torchdoctor.measure import (
     MAX_EXTRA_WARMUP_STEPS,
     MIN_WARMUP_STEPS,
     steady_rate,
+    steady_steps,
     summarize,
     warm_up,
 )
@@ -36,7 +37,7 @@ def run_workload(
     workload: Workload,
     recipe: Recipe,
     *,
-    steps: int = DEFAULT_STEADY_STEPS,
+    steps: int | None = DEFAULT_STEADY_STEPS,
     warmup_steps: int = MIN_WARMUP_STEPS,
     measure_phases: bool = True,
     phase_steps: int | None = None,
@@ -48,9 +49,15 @@ def run_workload(
     """Warm up (at least `warmup_steps`, until step times settle), time `steps` steady steps
     without per-phase syncs, then, with `measure_phases`, `phase_steps` more for the phase
     split (see `torchdoctor.measure.warm_up`). `settle_warmup=False` runs exactly
-    `warmup_steps` warm-up steps."""
-    if steps < 1:
-        raise EngineError(f"cannot measure {steps} steps", hint="give --steps 1 or more")
+    `warmup_steps` warm-up steps.
+
+    `steps=None` times `torchdoctor run`'s default window, the one each process of the
+    tuner's confirmation times: `DEFAULT_STEADY_STEPS` steps, then more until they make
+    `measure.MIN_STEADY_S` at their median step time (`measure.steady_steps`)."""
+    by_time = steps is None
+    planned: int = DEFAULT_STEADY_STEPS if steps is None else steps
+    if planned < 1:
+        raise EngineError(f"cannot measure {planned} steps", hint="give --steps 1 or more")
     if warmup_steps < 0:
         raise EngineError(f"invalid warm-up of {warmup_steps} steps", hint="give 0 or more")
     if phase_steps is not None and phase_steps < 0:
@@ -58,8 +65,8 @@ def run_workload(
     if not measure_phases:
         n_phased = 0
     else:
-        n_phased = min(steps, DEFAULT_PHASE_STEPS) if phase_steps is None else phase_steps
-    total = steps + warmup_steps + n_phased
+        n_phased = min(planned, DEFAULT_PHASE_STEPS) if phase_steps is None else phase_steps
+    total = planned + warmup_steps + n_phased
     done = 0
     warming = True
 
@@ -67,7 +74,7 @@ def run_workload(
         nonlocal done, total
         done += 1
         if warming:  # warm-up may run past its minimum: the measured steps still lie ahead
-            total = max(total, done + steps + n_phased)
+            total = max(total, done + planned + n_phased)
         if progress is not None:
             progress(done, total)
 
@@ -85,7 +92,12 @@ def run_workload(
         session.reset_peak_memory()
         # Throughput from steps without per-phase syncs: on a GPU a sync at every phase
         # boundary serializes launch and execution, which the real job never does.
-        steady = session.run_steps(steps, measure_phases=False, on_step=tick)
+        steady = session.run_steps(planned, measure_phases=False, on_step=tick)
+        if by_time:
+            more = steady_steps(statistics.median(s.total_s for s in steady)) - planned
+            if more > 0:
+                total += more
+                steady += session.run_steps(more, measure_phases=False, on_step=tick)
         phased = session.run_steps(n_phased, measure_phases=True, on_step=tick)
         memory = session.read_memory()
         compiled = session.compiled

@@ -36,10 +36,19 @@ MAX_EXTRA_WARMUP_STEPS: Final = 30
 #: chunks average such hiccups out (4-step chunks of an MLP varied 10x under load 10 on a
 #: 2-core host, 0.3 s chunks a few percent).
 MIN_CHUNK_S: Final = 0.3
-#: Steady-state steps a run measures by default: `torchdoctor run --steps` and each process of
-#: the tuner's final confirmation, so that both time the same window. 30 steps of the built-in
-#: workloads are several 0.3 s chunks, enough for a median that one hiccup cannot move.
+#: Least steady-state steps a run measures by default (`steady_steps`): `torchdoctor run`
+#: without --steps and each process of the tuner's final confirmation, so that both time the
+#: same window.
 DEFAULT_STEADY_STEPS: Final = 30
+#: Least seconds of steady steps a run measures by default (`steady_steps`): 30 steps of a
+#: small MLP are a few milliseconds, one chunk whose median is one sample; ten 0.3 s chunks
+#: (`MIN_CHUNK_S`) give the median a spread of a few percent. Within one process the 2-core
+#: AMD EPYC hosts switch between speeds 1.6x apart for seconds at a time (the mlp workload's
+#: steps ran 3.7 ms for a few hundred steps, then 6.5 ms, with no other load seen), so a
+#: window of a fraction of a second reads whichever speed the host had then.
+MIN_STEADY_S: Final = 3.0
+#: Cap on the default steady steps (a sub-millisecond step).
+MAX_STEADY_STEPS: Final = 5000
 #: Cap on the steps of one chunk (a very fast model still yields many chunks).
 MAX_CHUNK_STEPS: Final = 256
 
@@ -82,6 +91,14 @@ def warmup_length(
     while min_steps and n < len(times) and n - min_steps < max_extra and not settled(times[1:n]):
         n += 1
     return n
+
+
+def steady_steps(step_s: float, *, least: int = DEFAULT_STEADY_STEPS) -> int:
+    """Steady steps a run of steps of `step_s` seconds times by default: at least `least` and
+    at least `MIN_STEADY_S` of them, at most `MAX_STEADY_STEPS` (`least` for an unknown or
+    zero step time)."""
+    wanted = math.ceil(MIN_STEADY_S / step_s) if step_s > 0 else least
+    return min(max(least, wanted), max(least, MAX_STEADY_STEPS))
 
 
 def chunk_steps(step_s: float, *, least: int = 1, min_chunk_s: float = MIN_CHUNK_S) -> int:

@@ -4,12 +4,12 @@ The ladder's chained product of step ratios is an estimate built from separate c
 of long-lived workers; the confirmation measures the end-to-end ratio directly, as a user
 who re-runs the recipe would: each replicate is a pair of fresh worker processes, one per
 recipe (who starts first alternates), each warmed up by the settle rule and timed over steady
-steps as `torchdoctor run` times them (`Arm.steady_score`: at least `run`'s default 30 steps,
-and at least `CONFIRM_STEADY_S` of them). The two processes of a pair run their steady steps
-in alternating chunks (`arms.interleave_steady`), so that the host's drift over seconds falls
-on both: timed one after the other, fresh pairs of the zoo's dispatch-bound script put a
-1.6x compile gain at 1.48x [0.99, 2.20], one compiled process running at the baseline's
-speed while the host was slow. The speedup and its
+steps as `torchdoctor run` times them (`Arm.steady_score`, over `run`'s default window:
+`measure.steady_steps`, at least 30 steps and 3 s of them). The two processes of a pair run
+their steady steps in alternating chunks (`arms.interleave_steady`), so that the host's drift
+over seconds falls on both: timed one after the other, fresh pairs of the zoo's
+dispatch-bound script put a 1.6x compile gain at 1.48x [0.99, 2.20], one compiled process
+running at the baseline's speed while the host was slow. The speedup and its
 interval come from the replicated pairs (`measure.replicated_speedup`), so the interval covers
 how much one process differs from another, which the chunks of a single pair cannot show:
 with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and fresh
@@ -19,11 +19,10 @@ with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and 
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import TYPE_CHECKING, Final, Literal
 
-from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_REPLICATES, replicated_speedup
+from torchdoctor.measure import MIN_REPLICATES, replicated_speedup, steady_steps
 from torchdoctor.tune.arms import Arm, interleave_steady
 from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
@@ -39,19 +38,10 @@ if TYPE_CHECKING:
 CONFIRM_PAIRS: Final = 4
 
 
-#: Least seconds of steady steps each process of the confirmation times: `run`'s default 30
-#: steps are a few milliseconds of a small MLP, one chunk whose median is one sample; ten
-#: 0.3 s chunks (`measure.MIN_CHUNK_S`) give the per-process median a spread of a few percent.
-CONFIRM_STEADY_S: Final = 3.0
-#: Cap on the steady steps of one confirmation process (a sub-millisecond step).
-MAX_CONFIRM_STEPS: Final = 5000
-
-
 def confirm_steps(baseline: TrialResult) -> int:
-    """Steady steps each confirmation process times: `run`'s default, or `CONFIRM_STEADY_S`."""
-    step_s = baseline.step_time_s or 0.0
-    wanted = math.ceil(CONFIRM_STEADY_S / step_s) if step_s > 0 else DEFAULT_STEADY_STEPS
-    return min(max(DEFAULT_STEADY_STEPS, wanted), MAX_CONFIRM_STEPS)
+    """Steady steps each confirmation process times: `run`'s default window at the
+    baseline's step time (`measure.steady_steps`: at least 30 steps and 3 s)."""
+    return steady_steps(baseline.step_time_s or 0.0)
 
 
 def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:

@@ -7,6 +7,7 @@ import torch
 
 from torchdoctor.core.steps import PHASES
 from torchdoctor.engine import RunResult, run_workload
+from torchdoctor.engine import run as engine_run
 from torchdoctor.knobs import Recipe
 from torchdoctor.workloads import get_workload
 
@@ -26,6 +27,29 @@ def test_two_fp32_eager_runs_have_identical_loss_trajectories() -> None:
     assert a.losses == b.losses
     c = run_workload(_small_mlp(), Recipe(), seed=4, **fixed)  # type: ignore[arg-type]
     assert c.losses != a.losses  # the seed matters
+
+
+def test_the_default_window_times_seconds_of_steps_not_a_fixed_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `steps=None` (`torchdoctor run` without --steps): the least count first, then as many
+    # more as `measure.steady_steps` asks at their median step time. A step of 1-10 ms here,
+    # so a window of 0.25 s needs more steps than the least count of 5.
+    asked: list[float] = []
+
+    def window(step_s: float) -> int:
+        asked.append(step_s)
+        return math.ceil(0.25 / step_s)
+
+    monkeypatch.setattr(engine_run, "DEFAULT_STEADY_STEPS", 5)
+    monkeypatch.setattr(engine_run, "steady_steps", window)
+    result = run_workload(_small_mlp(), Recipe(), steps=None, warmup_steps=1, measure_phases=False)
+    (step_s,) = asked  # judged once, from the least count's median
+    assert len(result.steps) == max(5, math.ceil(0.25 / step_s)) > 5
+    assert result.step_time.n == len(result.steps)
+    # An explicit count is exactly that many steps.
+    fixed = run_workload(_small_mlp(), Recipe(), steps=7, warmup_steps=1, measure_phases=False)
+    assert len(fixed.steps) == 7 and asked == [step_s]
 
 
 def test_phase_fractions_sum_to_one_per_step() -> None:

@@ -8,11 +8,15 @@ import pytest
 
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.measure import (
+    DEFAULT_STEADY_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
+    MAX_STEADY_STEPS,
     MIN_CHUNK_S,
+    MIN_STEADY_S,
     chunk_rates,
     chunk_steps,
     steady_rate,
+    steady_steps,
     warm_up,
     warmup_length,
 )
@@ -97,3 +101,14 @@ def test_chunk_length_follows_a_given_least_chunk_time() -> None:
     assert chunk_steps(0.1, min_chunk_s=1.0) == 10
     assert chunk_steps(0.1, least=4, min_chunk_s=0.0) == 4
     assert chunk_steps(0.001, least=4, min_chunk_s=1.0) == 256  # capped
+
+
+def test_the_default_window_is_at_least_its_steps_and_its_seconds() -> None:
+    # Slow steps: the least count already spans the seconds.
+    assert steady_steps(1.0) == DEFAULT_STEADY_STEPS
+    # A 5 ms step (the mlp workload): 30 steps are 0.15 s, so the window takes 3 s of steps.
+    assert steady_steps(0.005) == round(MIN_STEADY_S / 0.005)
+    assert steady_steps(0.005) * 0.005 >= MIN_STEADY_S
+    assert steady_steps(1e-6) == MAX_STEADY_STEPS  # capped
+    assert steady_steps(0.0) == DEFAULT_STEADY_STEPS  # unknown step time
+    assert steady_steps(1.0, least=50) == 50
