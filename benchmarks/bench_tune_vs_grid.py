@@ -231,26 +231,30 @@ def _resolved(best: dict[str, Any], knobs: dict[str, tuple[Any, ...]]) -> dict[s
     return {k: best.get(k, values[0]) for k, values in knobs.items()}
 
 
-def run_rate(workload: str, recipe: dict[str, Any]) -> float:
-    """samples/s of `torchdoctor run` in a fresh process (its own warm-up and steady state)."""
+def run_rate(workload: str, recipe: dict[str, Any], steps: int | None) -> float:
+    """samples/s of `torchdoctor run` in a fresh process (its own warm-up and steady state)
+    over `steps` steady steps (None: `run`'s default window)."""
     sets = [arg for k, v in sorted(recipe.items()) for arg in ("--set", f"{k}={v}")]
     command = [sys.executable, "-m", "torchdoctor", "--json", "run", workload, *sets]
-    command += ["--steps", str(RUN_STEPS[workload]), "--throughput"]
+    command += [*(["--steps", str(steps)] if steps is not None else []), "--throughput"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-300:]}")
     return float(json.loads(done.stdout)["samples_per_s"])
 
 
-def remeasure(workload: str, baseline: dict[str, Any], tuned: dict[str, Any]) -> list[float]:
-    """Ratios tuned / baseline of `REMEASURE_PAIRS` pairs of fresh `torchdoctor run`s."""
+def remeasure(
+    workload: str, baseline: dict[str, Any], tuned: dict[str, Any], steps: int | None
+) -> list[float]:
+    """Ratios tuned / baseline of `REMEASURE_PAIRS` pairs of fresh `torchdoctor run`s of
+    `steps` steady steps each (None: `run`'s default window)."""
     ratios = []
     for i in range(REMEASURE_PAIRS):
         # Alternate which goes first, so a slow drift of the machine favours neither.
         if i % 2 == 0:
-            base, best = run_rate(workload, baseline), run_rate(workload, tuned)
+            base, best = run_rate(workload, baseline, steps), run_rate(workload, tuned, steps)
         else:
-            best, base = run_rate(workload, tuned), run_rate(workload, baseline)
+            best, base = run_rate(workload, tuned, steps), run_rate(workload, baseline, steps)
         ratios.append(best / base)
         print(f"  run pair {i + 1}: baseline {base:,.1f}, tuned {best:,.1f} samples/s", flush=True)
     return ratios
@@ -391,7 +395,7 @@ def bench(workload: str, budget_s: float) -> Row:
         )
         finals.append((est.speedup, key, best_sps, tuned_sps, est))
     _, best_key, best_sps, tuned_sps, est = min(finals, key=lambda f: f[0])
-    ratios = remeasure(workload, _defaults(knobs), tuned)
+    ratios = remeasure(workload, _defaults(knobs), tuned, RUN_STEPS[workload])
     # The summary table comes only after every workload: each row's figures now, so a run
     # stopped in a later workload keeps them.
     print(

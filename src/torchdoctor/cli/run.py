@@ -69,10 +69,12 @@ def run_command(
     """Run WORKLOAD under a recipe: throughput, compile time, phase breakdown, memory.
 
     Throughput comes from STEPS steady-state steps timed without per-phase syncs (the median
-    over chunks of at least 0.3 s, as the tuner measures a recipe; by default at least 3 s of
-    steps, the window each process of the tuner's confirmation times, so that a fast model is
-    not judged on a fraction of a second); the phase table from up to 10 further steps that
-    synchronize at every phase boundary.
+    over chunks of at least 0.3 s, as the tuner measures a recipe); the phase table from up
+    to 10 further steps that synchronize at every phase boundary.
+
+    Without --steps at least 3 s of steady steps are timed (and at least 30): the window each
+    process of the tuner's confirmation times, so a fast model is not judged on a fraction
+    of a second.
 
     pin_memory and non_blocking only act on CUDA copies: on a CPU device they are rejected.
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as
