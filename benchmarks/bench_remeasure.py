@@ -20,9 +20,8 @@ import argparse
 import statistics
 from pathlib import Path
 
-from bench_tune_vs_grid import REMEASURE_PAIRS, RUN_STEPS, remeasure
+from bench_tune_vs_grid import REMEASURE_PAIRS, RUN_STEPS, ratios_speedup, remeasure
 from torchdoctor.core import rundir
-from torchdoctor.measure import replicated_speedup
 from torchdoctor.tune.records import TuneResult
 
 
@@ -62,8 +61,7 @@ def main() -> None:
         print(f"  {label}:", flush=True)
         ratios = remeasure(result.workload, result.baseline_recipe, result.best_recipe, steps)
         again = statistics.median(ratios)
-        # The confirmation's statistic over these pairs (geometric mean, Student's t).
-        own = replicated_speedup([1.0] * len(ratios), [1 / r for r in ratios], confidence=0.95)
+        own = ratios_speedup(ratios)
         inside = "inside" if low <= again <= high else "OUTSIDE"
         print(
             f"  {label}: re-measured by {REMEASURE_PAIRS} pairs of `torchdoctor run`: "

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.knobs import catalogue
-from torchdoctor.measure import replicated_speedup
+from torchdoctor.measure import PairedSpeedup, replicated_speedup
 from torchdoctor.tune import KnobSpec, TuneConfig, tune
 from torchdoctor.tune.api import knob_space_config
 from torchdoctor.tune.arms import (
@@ -260,6 +260,12 @@ def remeasure(
     return ratios
 
 
+def ratios_speedup(ratios: list[float]) -> PairedSpeedup:
+    """The confirmation's statistic (geometric mean, Student's t at 95%) over re-measured
+    pair ratios tuned / baseline."""
+    return replicated_speedup(ratios, [1.0] * len(ratios), confidence=0.95)
+
+
 def final_ab(workload: str, grid_best: dict[str, Any], tuned: dict[str, Any]) -> tuple[Any, ...]:
     """Tuned vs grid best over `FINAL_PAIRS` fresh process pairs, each timed in interleaved
     chunks: (grid best samples/s, tuned samples/s, est), the rates as medians over pairs."""
@@ -340,8 +346,7 @@ def main() -> None:
         again = statistics.median(r.ratios)
         claim = f"{r.result.speedup:.3f}x [{low:.3f}, {high:.3f}]"
         spread = f"{again:.3f}x ({min(r.ratios):.3f}-{max(r.ratios):.3f})"
-        # The confirmation's statistic over the same pairs: geometric mean, Student's t.
-        own = replicated_speedup(r.ratios, [1.0] * len(r.ratios), confidence=0.95)
+        own = ratios_speedup(r.ratios)
         own_text = f"{own.speedup:.3f}x [{own.ci_low:.3f}, {own.ci_high:.3f}]"
         if r.result.best_recipe == r.result.baseline_recipe:
             verdict = "n/a: the tuner kept the baseline"
