@@ -61,6 +61,10 @@ def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> No
     assert kinds == ["baseline", "ladder", "confirm"]
     # The trial cut by the budget is not stored: a resumed study with more budget runs it.
     assert all(next(iter(r.change)) != "hangs" for r in result.ladder.rejected)
+    # The result names the trial the deadline cut, undecided, rather than "not every
+    # candidate was tried" (it was tried, and ran until the deadline).
+    (cut,) = [n for n in result.notes if n.startswith("the budget ran out")]
+    assert cut.startswith("the budget ran out during the trial of hangs=True: its A/B had not")
 
 
 def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) -> None:

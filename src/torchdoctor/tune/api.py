@@ -344,7 +344,7 @@ def _finish(
             why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
             notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
     if outcome.budget_exhausted:
-        notes.append("the budget ran out before every candidate was tried")
+        notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
     notes += quality_notes(tuner.quality_reference())
@@ -403,6 +403,18 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
         cwd=Path(config.cwd or "."),
         recipe=dict(result.best_recipe),
         run_dir=run_dir,
+    )
+
+
+def budget_note(cut: dict[str, Any] | None, cut_after_s: float) -> str:
+    """What the budget left undone: a trial cut before its A/B decided, or untried candidates."""
+    if not cut:
+        return "the budget ran out before every candidate was tried"
+    shown = " ".join(f"{k}={v}" for k, v in cut.items())
+    return (
+        f"the budget ran out during the trial of {shown}: its A/B had not decided after "
+        f"{cut_after_s:.0f} s, so it is neither kept nor rejected; re-run with a larger --budget "
+        "to decide it"
     )
 
 

@@ -22,7 +22,16 @@ BUDGET_GRACE_S: Final = 5.0
 
 
 class BudgetExhausted(Exception):
-    """Not enough budget left for another trial; the tuner stops and reports what it has."""
+    """Not enough budget left for another trial; the tuner stops and reports what it has.
+
+    `cut` names the change whose trial the deadline cut before its A/B decided, and
+    `cut_after_s` how long that trial ran (None when the budget ran out between trials).
+    """
+
+    def __init__(self, cut: dict[str, object] | None = None, cut_after_s: float = 0.0) -> None:
+        super().__init__()
+        self.cut = cut
+        self.cut_after_s = cut_after_s
 
 
 class Budget:

@@ -46,6 +46,9 @@ class LadderPlan:
 @dataclass
 class ClimbOutcome:
     budget_exhausted: bool = False
+    #: The change whose trial the deadline cut before it decided, and how long it ran.
+    cut: dict[str, Any] | None = None
+    cut_after_s: float = 0.0
     confirmation: Confirmation | None = None
     #: Why -> the knobs skipped for that reason (in the order they came up).
     skipped: dict[str, list[str]] = field(default_factory=dict)
@@ -236,8 +239,9 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
                 max_batch=plan.max_batch,
                 hold_effective_batch=plan.hold_effective_batch,
             )
-    except BudgetExhausted:
+    except BudgetExhausted as exc:
         outcome.budget_exhausted = True
+        outcome.cut, outcome.cut_after_s = exc.cut, exc.cut_after_s
     if plan.confirm:
         try:
             outcome.confirmation = confirm_against_baseline(tuner)

@@ -338,7 +338,7 @@ class Tuner:
         if fields["status"] == "timeout" and budget.past_deadline():
             # Cut by the budget, not a property of the recipe: not stored, so a resumed study
             # with more budget runs it again.
-            raise BudgetExhausted
+            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
         result = TrialResult.model_validate(
             {
                 "key": key,
