@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, default_collate
 
-from torchdoctor.core.errors import EngineError
+from torchdoctor.core.errors import EngineError, KnobNotApplicable
 from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.core.vocabulary import Clock
@@ -29,6 +29,7 @@ from torchdoctor.knobs import (
     apply_cuda_flags,
     apply_threads,
     autocast_context,
+    channels_last_hazard,
     checkpoint_blocks,
     compile_model,
     context_for,
@@ -94,6 +95,7 @@ class TrainingSession:
         # A quality reference run (`perturbation` > 0): the same model up to one bf16 rounding.
         perturb_weights(model, perturbation)
         if self.channels_last:
+            self._refuse_unsafe_channels_last(model)
             model = model_to_channels_last(model)
         self.checkpointed_blocks = 0
         if s["checkpointing"]:
@@ -297,9 +299,25 @@ class TrainingSession:
     def read_memory(self) -> MemoryStats:
         return self.memory.read()
 
+    def _refuse_unsafe_channels_last(self, model: nn.Module) -> None:
+        """Raise KnobNotApplicable when oneDNN would mistrain `model` in channels_last."""
+        hazard = channels_last_hazard(model) if self.device.type == "cpu" else None
+        if hazard is None:
+            return
+        self._restore_process_settings()
+        raise KnobNotApplicable(
+            f"knob 'channels_last=true' does not apply here: {hazard}",
+            knob="channels_last",
+            reason=hazard,
+            hint="remove 'channels_last' from the recipe",
+        )
+
     def close(self) -> None:
         """Stop DataLoader workers and restore process-wide settings this session changed."""
         self.batches.close()
+        self._restore_process_settings()
+
+    def _restore_process_settings(self) -> None:
         torch.set_num_threads(self._previous_threads)
         if self._previous_cuda_flags is not None:
             restore_cuda_flags(self._previous_cuda_flags)

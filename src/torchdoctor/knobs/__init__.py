@@ -20,7 +20,11 @@ from torchdoctor.knobs.checkpointing import checkpoint_blocks
 from torchdoctor.knobs.compilation import compile_model
 from torchdoctor.knobs.cuda import CudaFlags, apply_cuda_flags, graph_model, restore_cuda_flags
 from torchdoctor.knobs.dataloading import loader_kwargs
-from torchdoctor.knobs.memory_format import inputs_to_channels_last, model_to_channels_last
+from torchdoctor.knobs.memory_format import (
+    channels_last_hazard,
+    inputs_to_channels_last,
+    model_to_channels_last,
+)
 from torchdoctor.knobs.precision import autocast_context, make_grad_scaler
 from torchdoctor.knobs.recipe import Recipe, context_for
 from torchdoctor.knobs.threads import apply_threads
@@ -38,6 +42,7 @@ __all__ = [
     "apply_threads",
     "autocast_context",
     "catalogue",
+    "channels_last_hazard",
     "checkpoint_blocks",
     "compile_model",
     "context_for",

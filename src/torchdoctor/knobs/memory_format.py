@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import torch
 from torch import nn
@@ -31,6 +31,38 @@ CHANNELS_LAST = Knob(
 )
 
 KNOBS = (CHANNELS_LAST,)
+
+
+#: Fewest input channels a stride-2 1x1 convolution may have for oneDNN to train it in
+#: channels_last on a CPU. With fewer than its kernel's channel block (8 floats on AVX2, 16 on
+#: AVX-512) the NHWC backward of the weights writes past its workspace and hangs, crashes or
+#: returns wrong gradients, depending on the thread count (uxlfoundation/oneDNN issue #6035,
+#: open; a width-4 cnn hung a test here in `jit_avx2_1x1_convolution_bwd_weights_t`). 16 holds
+#: on both instruction sets.
+MIN_STRIDED_1X1_IN_CHANNELS: Final = 16
+
+
+def channels_last_hazard(model: nn.Module) -> str | None:
+    """Why training `model` in channels_last on a CPU is unsafe, or None.
+
+    A stride > 1, 1x1, ungrouped Conv2d with fewer than `MIN_STRIDED_1X1_IN_CHANNELS` input
+    channels (a narrow ResNet shortcut) is what oneDNN's NHWC backward mishandles.
+    """
+    for name, module in model.named_modules():
+        if (
+            isinstance(module, nn.Conv2d)
+            and module.kernel_size == (1, 1)
+            and max(module.stride) > 1
+            and module.groups == 1
+            and module.in_channels < MIN_STRIDED_1X1_IN_CHANNELS
+        ):
+            return (
+                f"its stride-{max(module.stride)} 1x1 convolution '{name or type(model).__name__}' "
+                f"has {module.in_channels} input channels (fewer than "
+                f"{MIN_STRIDED_1X1_IN_CHANNELS}), whose channels_last backward on a CPU hangs "
+                "or computes wrong gradients (oneDNN issue #6035)"
+            )
+    return None
 
 
 def model_to_channels_last(model: nn.Module) -> nn.Module:

@@ -183,6 +183,31 @@ def test_channels_last_without_4d_input_is_reported() -> None:
     assert status == "not_applied" and reason is not None and "no 4-D" in reason
 
 
+class _NarrowShortcut(nn.Module):
+    """A ResNet shortcut of 4 channels: a stride-2 1x1 convolution oneDNN mistrains in
+    channels_last on a CPU (`knobs.memory_format.MIN_STRIDED_1X1_IN_CHANNELS`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shortcut = nn.Conv2d(4, 8, 1, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shortcut(x)
+
+
+def test_channels_last_is_refused_where_onednn_would_mistrain_the_model() -> None:
+    model = _NarrowShortcut()
+    with Injection({"channels_last": True}) as inj:
+        torch.optim.SGD(model.parameters(), lr=0.1)
+        out = model(torch.randn(2, 4, 8, 8))  # forward only: the backward is what hangs
+    # A 1x1 kernel is contiguous in both formats: its strides tell them apart.
+    assert model.shortcut.weight.stride() == (4, 1, 1, 1)  # (4, 1, 4, 4) in channels_last
+    assert out.is_contiguous()  # its input was not converted either
+    status, reason = _status(inj.record(), "channels_last")
+    assert status == "not_applied" and reason is not None
+    assert "'shortcut' has 4 input channels" in reason and "oneDNN issue #6035" in reason
+
+
 def test_compile_routes_the_forward_through_dynamo() -> None:
     from torch._dynamo.utils import counters
 

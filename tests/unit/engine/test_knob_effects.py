@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from torchdoctor.core.errors import KnobNotApplicable
 from torchdoctor.engine import TrainingSession, prepare
 from torchdoctor.knobs import Recipe
 from torchdoctor.knobs.cuda import apply_cuda_flags, read_cuda_flags, restore_cuda_flags
@@ -23,7 +24,8 @@ def small_mlp() -> Any:
 #: channels. With fewer input channels than oneDNN's channel block (8 on AVX2, 16 on
 #: AVX-512), the channels_last backward of a stride-2 1x1 convolution writes past its
 #: workspace and hangs or crashes with 2 threads (oneDNN issue #6035); width 4 (shortcuts of
-#: 4 and 8 channels) hung this test on the AVX2-only AMD EPYC host.
+#: 4 and 8 channels) hung this test on the AVX2-only AMD EPYC host; the session now refuses
+#: channels_last for such a model (see the refusal test below).
 SMALL_CNN_WIDTH = 16
 
 
@@ -164,6 +166,17 @@ def test_channels_last_converts_weights_and_inputs() -> None:
     assert calls[0][0][0].is_contiguous(memory_format=torch.channels_last)
     with session(small_cnn()) as s:
         assert s.raw_model.stem[0].weight.is_contiguous()
+
+
+def test_channels_last_is_refused_where_onednn_would_mistrain_the_model() -> None:
+    # Width 4: shortcuts of 4 and 8 input channels, which the session refuses to train in
+    # channels_last on a CPU (`knobs.channels_last_hazard`) instead of hanging in backward.
+    threads = torch.get_num_threads()
+    narrow = get_workload("cnn", width=4, images=64, decode_cost_us=0, batch_size=8)
+    with pytest.raises(KnobNotApplicable, match="oneDNN issue #6035") as refused:
+        session(narrow, "channels_last=true", f"threads={max(1, threads - 1)}")
+    assert refused.value.knob == "channels_last"
+    assert torch.get_num_threads() == threads  # the refused session changed nothing
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import inputs_to_channels_last
+from torchdoctor.knobs import channels_last_hazard, inputs_to_channels_last
 
 MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
 #: Values that ask for nothing to be added (the script's own setting stands).
@@ -234,7 +234,10 @@ class ModelInjector:
 
         channels_last = False
         if values.get("channels_last") is True:
-            if has_4d_float((args, kwargs)):
+            hazard = channels_last_hazard(model) if self.device_type == "cpu" else None
+            if hazard is not None:
+                ledger.skipped("channels_last", hazard)
+            elif has_4d_float((args, kwargs)):
                 model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
                 channels_last = True
                 ledger.applied(
