@@ -406,11 +406,16 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
     )
 
 
+def _settings(recipe: dict[str, Any]) -> str:
+    """A recipe as its notes show it: `knob=value` pairs, space-separated."""
+    return " ".join(f"{k}={v}" for k, v in recipe.items())
+
+
 def budget_note(cut: dict[str, Any] | None, cut_after_s: float) -> str:
     """What the budget left undone: a trial cut before its A/B decided, or untried candidates."""
     if not cut:
         return "the budget ran out before every candidate was tried"
-    shown = " ".join(f"{k}={v}" for k, v in cut.items())
+    shown = _settings(cut)
     return (
         f"the budget ran out during the trial of {shown}: its A/B had not decided after "
         f"{cut_after_s:.0f} s, so it is neither kept nor rejected; re-run with a larger --budget "
@@ -425,7 +430,7 @@ def inconclusive_note(
     ladder_ci: tuple[float, float],
 ) -> str:
     """Why the ladder's best stands although the end-to-end A/B does not prove it faster."""
-    shown = " ".join(f"{k}={v}" for k, v in recipe.items())
+    shown = _settings(recipe)
     return (
         f"not confirmed end to end: fresh process pairs put the ladder's best ({shown}) at "
         f"{speedup:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}] of the baseline, an interval that holds both "
@@ -444,7 +449,7 @@ def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, fl
     reproduce in the fresh process pairs of the final confirmation, whose interval then lies
     below the ladder's (`confirmation_verdict` "refuted").
     """
-    shown = " ".join(f"{k}={v}" for k, v in recipe.items())
+    shown = _settings(recipe)
     return (
         f"the final A/B did not confirm the ladder's best ({shown}) against the baseline: "
         f"{speedup:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}], an interval that includes no gain; the "
