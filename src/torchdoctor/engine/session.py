@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, default_collate
 
-from torchdoctor.core.errors import EngineError, KnobNotApplicable
+from torchdoctor.core.errors import EngineError
 from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.core.vocabulary import Clock
@@ -33,6 +33,7 @@ from torchdoctor.knobs import (
     checkpoint_blocks,
     compile_model,
     context_for,
+    get_knob,
     graph_model,
     inputs_to_channels_last,
     make_grad_scaler,
@@ -301,16 +302,11 @@ class TrainingSession:
 
     def _refuse_unsafe_channels_last(self, model: nn.Module) -> None:
         """Raise KnobNotApplicable when oneDNN would mistrain `model` in channels_last."""
-        hazard = channels_last_hazard(model) if self.device.type == "cpu" else None
+        hazard = channels_last_hazard(model, self.device.type)
         if hazard is None:
             return
         self._restore_process_settings()
-        raise KnobNotApplicable(
-            f"knob 'channels_last=true' does not apply here: {hazard}",
-            knob="channels_last",
-            reason=hazard,
-            hint="remove 'channels_last' from the recipe",
-        )
+        raise get_knob("channels_last").refusal(True, hazard)
 
     def close(self) -> None:
         """Stop DataLoader workers and restore process-wide settings this session changed."""

@@ -193,12 +193,16 @@ class Knob:
         if reason is None:
             reason = self.value_not_applicable(value, ctx)
         if reason is not None:
-            raise KnobNotApplicable(
-                f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
-                knob=self.name,
-                reason=reason,
-                hint=f"remove '{self.name}' from the recipe",
-            )
+            raise self.refusal(value, reason)
+
+    def refusal(self, value: KnobValue, reason: str) -> KnobNotApplicable:
+        """The error that says setting this knob to `value` does not apply here, and why."""
+        return KnobNotApplicable(
+            f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
+            knob=self.name,
+            reason=reason,
+            hint=f"remove '{self.name}' from the recipe",
+        )
 
     def show(self, value: KnobValue) -> str:
         return _show(value)

@@ -42,12 +42,15 @@ KNOBS = (CHANNELS_LAST,)
 MIN_STRIDED_1X1_IN_CHANNELS: Final = 16
 
 
-def channels_last_hazard(model: nn.Module) -> str | None:
-    """Why training `model` in channels_last on a CPU is unsafe, or None.
+def channels_last_hazard(model: nn.Module, device_type: str) -> str | None:
+    """Why training `model` in channels_last on `device_type` is unsafe, or None.
 
-    A stride > 1, 1x1, ungrouped Conv2d with fewer than `MIN_STRIDED_1X1_IN_CHANNELS` input
-    channels (a narrow ResNet shortcut) is what oneDNN's NHWC backward mishandles.
+    On a CPU, a stride > 1, 1x1, ungrouped Conv2d with fewer than `MIN_STRIDED_1X1_IN_CHANNELS`
+    input channels (a narrow ResNet shortcut) is what oneDNN's NHWC backward mishandles; other
+    devices run other kernels.
     """
+    if device_type != "cpu":
+        return None
     for name, module in model.named_modules():
         if (
             isinstance(module, nn.Conv2d)

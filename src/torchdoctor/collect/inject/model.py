@@ -234,7 +234,7 @@ class ModelInjector:
 
         channels_last = False
         if values.get("channels_last") is True:
-            hazard = channels_last_hazard(model) if self.device_type == "cpu" else None
+            hazard = channels_last_hazard(model, str(self.device_type))
             if hazard is not None:
                 ledger.skipped("channels_last", hazard)
             elif has_4d_float((args, kwargs)):
