@@ -5,10 +5,15 @@ standing in for JPEG decode + augmentation, ~1.5 ms per sample on a quiet core),
 DataLoader runs with num_workers=0, and the model is tiny (~0.1 ms per step): the step waits
 on data ~100x longer than it computes. Everything runs on one thread, so a busy machine
 slows both alike and the planting stays dominant.
+
+`--read-ms` makes each sample first wait on storage (a read from a network filesystem or an
+object store, which blocks without using a core), so loader workers overlap the waits: their
+gain then does not depend on a free second core or on how fast the host runs that second.
 """
 
 import argparse
 import math
+import time
 
 import torch
 from torch import nn
@@ -16,13 +21,15 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SlowDecodeDataset(Dataset):
-    def __init__(self, n: int, size: int, decode_iters: int) -> None:
-        self.n, self.size, self.decode_iters = n, size, decode_iters
+    def __init__(self, n: int, size: int, decode_iters: int, read_s: float = 0.0) -> None:
+        self.n, self.size, self.decode_iters, self.read_s = n, size, decode_iters, read_s
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i: int):
+        if self.read_s:
+            time.sleep(self.read_s)  # the sample's bytes arrive from remote storage
         acc = 0.0
         for k in range(self.decode_iters):  # CPU-bound "decode", as a real decoder is
             acc += math.sin(acc + i + k)
@@ -37,6 +44,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--decode-iters", type=int, default=15_000)
+    parser.add_argument("--read-ms", type=float, default=0.0, help="storage wait per sample")
     parser.add_argument("--lr", type=float, default=0.05)
     args = parser.parse_args()
 
@@ -44,7 +52,9 @@ def main() -> None:
     # A tiny model gains nothing from a second intra-op thread (its ops are too small to
     # split), and on a shared machine each two-thread region can wait a scheduler tick.
     torch.set_num_threads(1)
-    data = SlowDecodeDataset(args.steps * args.batch_size, 16, args.decode_iters)
+    data = SlowDecodeDataset(
+        args.steps * args.batch_size, 16, args.decode_iters, args.read_ms / 1000
+    )
     loader = DataLoader(data, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
     model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 32), nn.ReLU(), nn.Linear(32, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
