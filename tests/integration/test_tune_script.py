@@ -82,9 +82,9 @@ PROOF_CORES = 2
 #: The data-loading script as this test runs it: each sample waits 1.5 ms on storage, then
 #: decodes briefly (1k iterations, ~0.15 ms). Two workers overlap the waits, 2.0x in fresh
 #: pairs whether the second core is free or busy (6 pairs: 2.07x, sd of log ratio 0.009; 4
-#: pairs beside a busy process: 2.02x). The CPU-bound decode alone (the script's default)
-#: needs the second core at the host's speed: fresh pairs read 1.14-1.87x as the host's speed
-#: moved (one core ran 7.0-12.7 M sin/s within 40 s), and 4 such pairs gave [0.998, 2.17].
+#: pairs beside a busy process: 2.02x). The script's default, a CPU-bound decode, gains by
+#: the second core, and that gain moved with the host's speed: fresh pairs read 1.14-1.87x
+#: (one core ran 7.0-12.7 M sin/s within 40 s), and 4 such pairs gave [0.998, 2.17].
 SLOW_READS = ("--read-ms", "1.5", "--decode-iters", "1000")
 
 

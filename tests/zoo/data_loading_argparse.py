@@ -8,7 +8,7 @@ slows both alike and the planting stays dominant.
 
 `--read-ms` makes each sample first wait on storage (a read from a network filesystem or an
 object store, which blocks without using a core), so loader workers overlap the waits: their
-gain then does not depend on a free second core or on how fast the host runs that second.
+gain then depends neither on a free second core nor on the host's speed.
 """
 
 import argparse
