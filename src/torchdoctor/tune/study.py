@@ -13,6 +13,8 @@ read back instead of being run again.
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -25,6 +27,16 @@ STUDY_NAME: Final = "torchdoctor-tune"
 KEY_ATTR: Final = "key"
 RECORD_ATTR: Final = "record"
 
+#: Opens of a storage that another process may be creating at the same moment. Optuna creates
+#: its schema on a storage's first open without a lock, so two processes opening a fresh
+#: storage together collide: a table that "already exists", or a second alembic_version row
+#: (16 of 20 rounds of two simultaneous opens of one fresh SQLite file; Optuna issue #1092 for
+#: PostgreSQL, where its maintainers advise creating the schema before the workers start). The
+#: process that lost finds the winner's schema on its next open.
+OPEN_ATTEMPTS: Final = 5
+#: Seconds before the next open, times the attempt number, with jitter so that losers spread.
+OPEN_RETRY_S: Final = 0.05
+
 
 def _optuna() -> Any:
     import optuna
@@ -33,26 +45,46 @@ def _optuna() -> Any:
     return optuna
 
 
+def _open(storage_url: str, study_name: str) -> Any:
+    """The Optuna study in `storage_url`, created with its schema when it is not there yet."""
+    study = _optuna().create_study(
+        storage=storage_url,
+        study_name=study_name,
+        directions=list(DIRECTIONS),
+        load_if_exists=True,
+    )
+    study.set_user_attr("torchdoctor", True)
+    return study
+
+
+def _created_concurrently(exc: BaseException) -> bool:
+    """Whether opening a storage failed because another process was creating it too: its
+    schema's tables or rows were inserted between this process's check and its insert."""
+    import sqlalchemy.exc
+
+    if isinstance(exc, sqlalchemy.exc.IntegrityError):
+        return True  # a unique row (alembic_version, the study's name or attribute) twice
+    return isinstance(exc, sqlalchemy.exc.DBAPIError) and "already exists" in str(exc)
+
+
 class Study:
     """A thin, typed facade over one Optuna study holding trial records (`records.Trial`)."""
 
     def __init__(self, storage_url: str, *, study_name: str = STUDY_NAME) -> None:
-        optuna = _optuna()
         self.storage_url = storage_url
-        try:
-            self._study = optuna.create_study(
-                storage=storage_url,
-                study_name=study_name,
-                directions=list(DIRECTIONS),
-                load_if_exists=True,
-            )
-        except Exception as exc:  # SQLAlchemy/Optuna raise many types for a bad URL or file
-            raise TuneError(
-                f"cannot open the study storage {storage_url!r}: {type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
-                hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db",
-            ) from None
-        self.set_attr("torchdoctor", True)
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            try:
+                self._study = _open(storage_url, study_name)
+                break
+            except Exception as exc:  # SQLAlchemy/Optuna raise many types for a bad URL or file
+                if attempt < OPEN_ATTEMPTS and _created_concurrently(exc):
+                    time.sleep(OPEN_RETRY_S * attempt * random.uniform(1.0, 2.0))
+                    continue
+                raise TuneError(
+                    f"cannot open the study storage {storage_url!r}: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
+                    hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db",
+                ) from None
 
     @property
     def optuna_study(self) -> Any:
