@@ -149,5 +149,5 @@ def sections() -> list[Section]:
 
 def markdown_sections() -> list[Section]:
     """The sections that have a Markdown form, in Markdown order."""
-    shown = [s for s in sections() if s.markdown_order is not None]
-    return sorted(shown, key=lambda s: s.markdown_order or 0)
+    placed = [(s.markdown_order, s) for s in sections() if s.markdown_order is not None]
+    return [s for _, s in sorted(placed, key=lambda p: p[0])]

@@ -47,6 +47,9 @@ FIXED_VERSION = "0.0.0+golden"
 ROOT = "<ROOT>"
 #: matplotlib's version when the goldens were written: its SVG is compared only under it.
 MATPLOTLIB_FILE = "matplotlib-version.txt"
+#: The goldens' file names end in .golden, so that no formatter takes them for its own
+#: (`ruff format` rewrites the Python blocks of a .md file).
+SUFFIX = ".golden"
 _SVG = re.compile(r"<svg.*?</svg>", re.DOTALL)
 
 
@@ -305,7 +308,7 @@ def write_goldens() -> None:
         texts = all_texts(Path(tmp))
     GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        (GOLDEN_DIR / name).write_text(text, encoding="utf-8")
+        (GOLDEN_DIR / f"{name}{SUFFIX}").write_text(text, encoding="utf-8")
     (GOLDEN_DIR / MATPLOTLIB_FILE).write_text(f"{matplotlib_version()}\n")
     print(f"wrote {len(texts)} golden files to {GOLDEN_DIR}")
 

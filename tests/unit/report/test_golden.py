@@ -15,6 +15,7 @@ from golden_cases import (
     LONE_CASES,
     MATPLOTLIB_FILE,
     RUN_CASES,
+    SUFFIX,
     matplotlib_version,
     render_case,
     strip_svg,
@@ -24,11 +25,11 @@ from golden_cases import (
 
 
 def _golden(name: str) -> str:
-    return (GOLDEN_DIR / name).read_text(encoding="utf-8")
+    return (GOLDEN_DIR / f"{name}{SUFFIX}").read_text(encoding="utf-8")
 
 
 def _same_matplotlib() -> bool:
-    return _golden(MATPLOTLIB_FILE).strip() == str(matplotlib_version())
+    return (GOLDEN_DIR / MATPLOTLIB_FILE).read_text().strip() == str(matplotlib_version())
 
 
 def _assert_same(name: str, text: str) -> None:
@@ -59,7 +60,8 @@ def test_terminal_output_matches_its_golden(tmp_path: Path) -> None:
 def test_the_goldens_are_complete() -> None:
     """Every golden file is one a test compares (a stale file would prove nothing)."""
     compared = {f"{c}.{f}" for c in [*RUN_CASES, *LONE_CASES] for f in ("html", "md", "json")}
-    compared |= {"demo_no_charts.html", MATPLOTLIB_FILE}
+    compared |= {"demo_no_charts.html"}
     compared |= {f"terminal_{n}.txt" for n in ("tune", "diagnosis", "run", "analysis", "env")}
+    compared = {f"{name}{SUFFIX}" for name in compared} | {MATPLOTLIB_FILE}
     on_disk = {p.name for p in GOLDEN_DIR.iterdir() if p.is_file()}
     assert on_disk == compared

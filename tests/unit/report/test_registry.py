@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from golden_cases import GOLDEN_DIR, build, render_forms, strip_svg
+from golden_cases import GOLDEN_DIR, SUFFIX, build, render_forms, strip_svg
 from report_samples import EVIL_OP, make_run
 from rich.console import Console
 
@@ -181,10 +181,10 @@ def test_a_registered_records_disturbance_is_warned_first(tmp_path: Path) -> Non
 def test_a_registered_section_without_its_record_changes_nothing(tmp_path: Path) -> None:
     forms = render_forms(build("demo", tmp_path), tmp_path)
     for fmt_name in ("md", "json"):
-        assert forms[fmt_name] == (GOLDEN_DIR / f"demo.{fmt_name}").read_text()
+        assert forms[fmt_name] == (GOLDEN_DIR / f"demo.{fmt_name}{SUFFIX}").read_text()
     # On the page, each section keeps its place with a blank line of the source, even when
     # it has nothing to show (as the built-in Pareto front and loss parity do).
-    golden = strip_svg((GOLDEN_DIR / "demo.html").read_text())
+    golden = strip_svg((GOLDEN_DIR / f"demo.html{SUFFIX}").read_text())
     place = '</section>\n\n<section id="reproduce">'
     assert golden.count(place) == 1
     expected = golden.replace(place, '</section>\n\n\n<section id="reproduce">')
