@@ -1,20 +1,23 @@
 """What the report renders, registered by record type: the records a run folder holds, and the
 sections that show them in each form.
 
-A stage that writes a new record adds two things, and nothing else in `report/` changes:
+A stage that writes a new record adds an adapter and a section, and nothing else in `report/`
+changes:
 
-1. a `RecordType` (`register_record`): the file in the run folder, the record class that
-   validates it, and what its absence means on the page;
-2. a `Section` (`register_section`): its adapter, which turns the records into the section's
-   view model, and how that view renders in each form. A section whose view is a `Blocks`
-   (report/blocks.py: facts, tables, notes) needs no renderer of its own: the terminal, the
-   Markdown and the HTML forms of a `Blocks` are written once, for every section.
+1. report/adapters/<stage>.py: a function from the records (`RunRecords`) to the section's
+   view model. A `Blocks` (report/blocks.py: facts, tables, notes of display strings) needs
+   no renderer of its own: its terminal, Markdown and HTML forms are written once, for every
+   section.
+2. report/sections/<stage>.py (every module there is imported): `register_record` of its
+   `RecordType` (the file in the run folder, the record class that validates it, the run
+   kinds that write it, what its absence means) and `register_section` of its `Section`
+   (the records it reads, the adapter, its place on the page and in the Markdown, and any
+   forms of its own: a Markdown function, a template fragment, a terminal printer, charts).
 
 The loader reads every registered record type, `build_view` runs every section's adapter, and
-the page, the Markdown and the terminal walk the sections in their `order`. The built-in record
-types live in report/records.py and the built-in sections in report/sections/; both are
-registered the first time the registry is read, so a stage's own registration (imported by
-its CLI module or a test) adds to them.
+the page, the Markdown and the terminal walk the sections in their order. The built-in record
+types are in report/records.py; the registry imports them and report/sections/ the first time
+it is read.
 
 The report computes nothing: an adapter copies and formats what a record holds.
 """
