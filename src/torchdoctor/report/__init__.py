@@ -4,6 +4,10 @@ nothing.
     from torchdoctor.report import write_reports
     write_reports(run_dir)        # report.html + report.md in the run folder
 
+What the report shows is registered by record type (report/registry.py): a record type, the
+adapter that turns it into a view, and the section that renders the view as HTML, Markdown and
+on a terminal (`render_sections`). The built-in sections are in report/sections/.
+
 The terminal renderers (`render_run`, `render_diagnosis`, ...: report/terminal/, one module per
 command) are loaded on first use, so printing one command's tables loads only its module and
 the records it reads.
@@ -24,6 +28,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.run import render_run
     from torchdoctor.report.terminal.script_run import render_script_run
+    from torchdoctor.report.terminal.sections import render_sections
     from torchdoctor.report.terminal.tune import fmt_change, render_result
     from torchdoctor.report.terminal.workloads import workloads_table
 
@@ -39,6 +44,7 @@ _LAZY_EXPORTS = {
     "render_result": f"{_TERMINAL}.tune",
     "render_run": f"{_TERMINAL}.run",
     "render_script_run": f"{_TERMINAL}.script_run",
+    "render_sections": f"{_TERMINAL}.sections",
     "workloads_table": f"{_TERMINAL}.workloads",
 }
 
@@ -56,6 +62,7 @@ __all__ = [
     "render_result",
     "render_run",
     "render_script_run",
+    "render_sections",
     "workloads_table",
     "write_reports",
 ]

@@ -1,8 +1,13 @@
 """The HTML page: one self-contained file (inline CSS and SVG, no script, no fetch).
 
+The page template (templates/report.html.j2) holds the head, the header and what is missing;
+each registered section renders its own fragment (`Section.html`, under templates/sections/)
+with its view as `s`, and the page shows them in `Section.order`, each after a blank line.
+
 jinja2 autoescaping is on for every template, so any string from a user or a trace (script
 names, op names, error messages, recipe values) reaches the page as text. The only markup
-inserted unescaped is the SVG matplotlib writes, which escapes its own text.
+inserted unescaped is the SVG matplotlib writes, which escapes its own text, and the sections'
+fragments, which are autoescaped themselves.
 """
 
 from __future__ import annotations
@@ -10,11 +15,12 @@ from __future__ import annotations
 from functools import cache
 
 import jinja2
+from markupsafe import Markup
 
-from torchdoctor.core.steps import PHASES
 from torchdoctor.report import format as fmt
 from torchdoctor.report.charts import Charts
 from torchdoctor.report.model import KeyValue, ReportView
+from torchdoctor.report.registry import sections
 
 
 @cache
@@ -38,12 +44,19 @@ def _pct_rows(values: dict[str, float]) -> list[tuple[str, str]]:
     return [(k, fmt.pct_value(v)) for k, v in values.items()]
 
 
-def _phases(view: ReportView) -> list[str]:
-    bars = view.steps.bars if view.steps else []
-    seen = {k for b in bars for k in b.fractions}
-    return [p for p in PHASES if p in seen] + sorted(seen - set(PHASES))
+def _body(view: ReportView, charts: Charts) -> Markup:
+    """Every section's fragment in page order; a section with nothing to show is left out
+    (its blank line stays, so the page reads the same whichever sections it holds)."""
+    env = _environment()
+    body = ""
+    for section in sections():
+        template = env.get_template(section.html)
+        part = template.render(s=view.section(section.name), section=section, charts=charts)
+        part = part.strip("\n")
+        body += f"\n{part}\n" if part else "\n"
+    return Markup(body)  # each fragment was autoescaped as it rendered
 
 
 def render_html(view: ReportView, charts: Charts) -> str:
     template = _environment().get_template("report.html.j2")
-    return template.render(v=view, charts=charts, phases=_phases(view))
+    return template.render(v=view, charts=charts, body=_body(view, charts))

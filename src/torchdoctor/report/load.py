@@ -6,9 +6,10 @@ from half-understood data. A record that is simply absent is not an error: the p
 is missing. The adapters then read the validated record's JSON form (`to_json_dict`), which is
 the versioned contract between the stages and the report.
 
-Record classes are imported where used (the stages to the left may import torch); a stage
-that is not installed in this build is read by its JSON header only (schema prefix and
-version 1), and its adapter reads the documented field names.
+The record types are registered (report/registry.py, report/records.py), and the loader reads
+every one of them. Record classes are imported where used (the stages to the left may import
+torch); a stage that is not installed in this build is read by its JSON header only (schema
+prefix and version 1), and its adapter reads the documented field names.
 """
 
 from __future__ import annotations
@@ -22,45 +23,20 @@ from typing import Any, Final
 from torchdoctor.core import rundir
 from torchdoctor.core.errors import RecordError, ReportError
 from torchdoctor.core.records import SCHEMA_PREFIX, Record, peek_schema
+from torchdoctor.report.registry import RecordType, record_types
 
 JsonDict = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class RecordSpec:
-    key: str
-    file: str
-    module: str
-    cls: str
-    schema: str
-    """Schema id the record is written with (used to recognise a lone record file)."""
-
-
-#: The records a run folder can hold (see core/rundir.py), and the class that reads each.
-RECORD_SPECS: Final[tuple[RecordSpec, ...]] = (
-    RecordSpec("diagnosis", rundir.DIAGNOSIS, "torchdoctor.diagnose", "Diagnosis", "diagnosis"),
-    RecordSpec(
-        "analysis", rundir.ANALYSIS, "torchdoctor.analyze", "TraceAnalysis", "trace_analysis"
-    ),
-    RecordSpec(
-        "profile",
-        rundir.PROFILE,
-        "torchdoctor.collect.script_profile",
-        "ScriptProfile",
-        "script_profile",
-    ),
-    RecordSpec("run_result", rundir.RUN_RESULT, "torchdoctor.engine", "RunResult", "run_result"),
-    RecordSpec("tune", rundir.TUNE, "torchdoctor.tune.records", "TuneResult", "tune_result"),
-)
 ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
     ("fingerprint", "EnvFingerprint"),
     ("ceilings", "Ceilings"),
 )
-TRIAL_SPEC: Final = RecordSpec(
+TRIAL_SPEC: Final = RecordType(
     "trial", "trials/*.json", "torchdoctor.tune.records", "TrialResult", "tune_trial"
 )
 #: The final A/B of a tune, written among the trials (trials/NNN-confirm.json).
-CONFIRMATION_SPEC: Final = RecordSpec(
+CONFIRMATION_SPEC: Final = RecordType(
     "trial", "trials/*.json", "torchdoctor.tune.records", "Confirmation", "tune_confirmation"
 )
 TRIAL_SPECS: Final = (TRIAL_SPEC, CONFIRMATION_SPEC)
@@ -74,7 +50,7 @@ FALLBACK_MAX_VERSION: Final = 1
 
 @dataclass
 class RunRecords:
-    """Everything found in a run folder, as validated JSON forms keyed like RECORD_SPECS."""
+    """Everything found in a run folder, as validated JSON forms keyed by `RecordType.key`."""
 
     source: Path
     manifest: JsonDict | None = None
@@ -140,7 +116,7 @@ def _read_env(path: Path) -> dict[str, JsonDict]:
     return env
 
 
-def _trial_spec(data: Any) -> RecordSpec:
+def _trial_spec(data: Any) -> RecordType:
     """The spec of a file in trials/: a trial, or the final A/B (by its schema)."""
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema == SCHEMA_PREFIX + CONFIRMATION_SPEC.schema:
@@ -152,7 +128,7 @@ def read_run_dir(run_dir: Path) -> RunRecords:
     """Read every record a run folder holds; absent records are simply not in the result."""
     manifest = rundir.read_manifest(run_dir)  # RecordError: no folder / not a run folder
     found = RunRecords(source=run_dir, manifest=manifest.to_json_dict())
-    for spec in RECORD_SPECS:
+    for spec in record_types():
         path = run_dir / spec.file
         if path.is_file():
             found.records[spec.key] = _validate(_read_json(path), spec.module, spec.cls, str(path))
@@ -183,7 +159,7 @@ def read_record_file(path: Path) -> RunRecords:
             hint="pass a run folder or a record file (diagnosis.json, tune.json, ...)",
         )
     schema = peeked[0]
-    for spec in (*RECORD_SPECS, *TRIAL_SPECS):
+    for spec in (*record_types(), *TRIAL_SPECS):
         if schema == SCHEMA_PREFIX + spec.schema:
             data = _validate(_read_json(path), spec.module, spec.cls, str(path))
             found = RunRecords(source=path, is_run_dir=False)
@@ -192,7 +168,7 @@ def read_record_file(path: Path) -> RunRecords:
             else:
                 found.records[spec.key] = data
             return found
-    known = ", ".join(SCHEMA_PREFIX + s.schema for s in RECORD_SPECS)
+    known = ", ".join(SCHEMA_PREFIX + s.schema for s in record_types())
     raise RecordError(f"{path}: cannot report on a {schema!r} record", hint=f"known: {known}")
 
 

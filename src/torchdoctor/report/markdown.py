@@ -1,5 +1,9 @@
 """The same content as Markdown, for pull requests and CI logs (tables, no charts).
 
+The page's head (title, status, warnings, what is missing) is written here; each registered
+section writes its own lines (`Section.markdown`), in `Section.markdown_order`: verdict and
+cure first, then the evidence, which is what a reader of a pull request wants.
+
 Strings from users or traces are escaped so they cannot break a table or inject markup: pipes,
 backticks, HTML angle brackets and the other Markdown control characters.
 """
@@ -9,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from torchdoctor.report import format as fmt
 from torchdoctor.report.model import KeyValue, ReportView
+from torchdoctor.report.registry import markdown_sections
 
 FENCE = "```"
 ALT_FENCE = "'''"
@@ -26,14 +30,16 @@ def md(text: object) -> str:
     return _SPECIAL.sub(r"\\\1", s)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def table_lines(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A table (every cell escaped), then a blank line."""
     lines = ["| " + " | ".join(md(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
     return [*lines, ""]
 
 
-def _kv(rows: Sequence[KeyValue]) -> list[str]:
-    return _table(["", ""], [(r.label, r.value) for r in rows]) if rows else []
+def kv_lines(rows: Sequence[KeyValue]) -> list[str]:
+    """Labelled facts as a two-column table (nothing when there are none)."""
+    return table_lines(["", ""], [(r.label, r.value) for r in rows]) if rows else []
 
 
 def _head(v: ReportView) -> list[str]:
@@ -50,134 +56,8 @@ def _head(v: ReportView) -> list[str]:
     return out
 
 
-def _verdict(v: ReportView) -> list[str]:
-    out = ["## Verdict", ""]
-    if v.verdict:
-        d = v.verdict
-        out += [f"> {md(d.verdict or 'No verdict recorded.')}", ""]
-        out += _kv(
-            [
-                KeyValue("primary bottleneck", d.primary_bottleneck or fmt.NA),
-                KeyValue("regime", d.regime or fmt.NA),
-                KeyValue("confidence", fmt.percent(d.confidence, 0)),
-                *d.facts,
-                *d.regime_evidence,
-            ]
-        )
-    if v.ladder:
-        lad = v.ladder
-        out += [
-            f"Tuned **{md(lad.workload)}**: {md(fmt.rate(lad.baseline_samples_per_s))} → "
-            f"{md(fmt.rate(lad.best_samples_per_s))}, **{md(fmt.speedup(lad.speedup))}** "
-            f"(CI {md(fmt.interval(lad.ci_low, lad.ci_high))})",
-            "",
-        ]
-    if v.env:
-        out += ["## Environment and measured ceilings", "", *_kv(v.env.facts)]
-    return out
-
-
-def _findings(v: ReportView) -> list[str]:
-    out: list[str] = []
-    if v.findings:
-        out += ["## Findings, ranked by bound on gain", ""]
-        for f in v.findings:
-            out += [
-                f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}, at most "
-                f"{md(fmt.speedup(f.bound))} faster)",
-                "",
-                *([md(f.summary), ""] if f.summary else []),
-                *_kv(f.evidence),
-            ]
-            out += [f"Prescription: {md(f.prescription)}", ""] if f.prescription else []
-    return out
-
-
-def _breakdown(v: ReportView) -> list[str]:
-    out: list[str] = []
-    if v.steps:
-        out += ["## Where each step's time goes", ""]
-        phases = sorted({k for b in v.steps.bars for k in b.fractions})
-        rows = [[b.label, *(fmt.percent(b.fractions.get(p)) for p in phases)] for b in v.steps.bars]
-        out += _table(["source", *phases], rows) if rows else []
-        out += _kv(v.steps.facts)
-    if v.timeline:
-        out += ["### Trace timeline", "", *_kv(v.timeline.device)]
-        out += _kv([KeyValue(k, fmt.pct_value(p)) for k, p in v.timeline.step_breakdown.items()])
-        out += _kv(v.timeline.facts)
-    if v.roofline and v.roofline.ops:
-        out += ["## Roofline (top ops)", ""]
-        out += _table(
-            ["op", "calls", "time", "FLOP/byte", "achieved", "bound"],
-            [
-                (
-                    o.name,
-                    fmt.number(o.count),
-                    fmt.micros(o.time_us),
-                    fmt.number(o.intensity),
-                    fmt.flops(o.achieved_flops_per_s),
-                    o.bound or fmt.NA,
-                )
-                for o in v.roofline.ops
-            ],
-        )
-    return out
-
-
-def _tune(v: ReportView) -> list[str]:
-    out: list[str] = []
-    if v.ladder:
-        out += ["## Tuning ladder", ""]
-        out += _table(
-            ["step", "change", "throughput", "speedup", "CI", "peak memory", "verdict"],
-            [
-                (
-                    r.step,
-                    r.change,
-                    fmt.rate(r.samples_per_s),
-                    fmt.speedup(r.speedup),
-                    fmt.interval(r.ci_low, r.ci_high),
-                    fmt.nbytes(r.peak_memory_bytes),
-                    r.verdict,
-                )
-                for r in v.ladder.rungs
-            ],
-        )
-        if v.ladder.rejected:
-            out += ["### Rejected changes", ""]
-            out += _table(
-                ["change", "status", "speedup vs best", "why"],
-                [(r.change, r.status, fmt.speedup(r.speedup), r.reason) for r in v.ladder.rejected],
-            )
-    if v.trials:
-        out += ["### Trials", ""]
-        out += _table(
-            ["trial", "change", "status", "decision", "throughput", "reason"],
-            [
-                (t.key, t.change, t.status, t.decision, fmt.rate(t.samples_per_s), t.reason)
-                for t in v.trials
-            ],
-        )
-    if v.pareto:
-        out += ["## Pareto front", ""]
-        out += _table(
-            ["recipe", "throughput", "peak memory"],
-            [
-                (p.recipe, fmt.rate(p.samples_per_s), fmt.nbytes(p.peak_memory_bytes))
-                for p in v.pareto
-            ],
-        )
-    if v.reproduce:
-        commands = [c.replace(FENCE, ALT_FENCE) for c in v.reproduce.commands]
-        out += ["## How to reproduce", "", "```sh", *commands, "```", ""]
-        if v.reproduce.recipe_code:
-            # Inside a fenced block nothing is markup; only a fence could end it early.
-            code = v.reproduce.recipe_code.replace(FENCE, ALT_FENCE)
-            out += ["```python", code.rstrip("\n"), "```", ""]
-    return out
-
-
 def render_markdown(view: ReportView) -> str:
-    # Verdict and cure first, then the evidence: what a reader of a pull request wants.
-    parts = [_head, _verdict, _findings, _tune, _breakdown]
-    return "\n".join(line for part in parts for line in part(view)).rstrip() + "\n"
+    lines = _head(view)
+    for section in markdown_sections():
+        lines += section.markdown(view.section(section.name))
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,14 +1,17 @@
 """The report's view model: what the page shows, already formatted where formatting is all.
 
-Adapters (`report/adapters/`) build these from records; the HTML, Markdown and chart
-renderers read only these. Nothing here is computed from raw measurements: every number is
-copied from a record. Numbers stay numbers (charts need them); display strings are made in
-`report/format.py`.
+Adapters (`report/adapters/`) build these from records, one view per registered section
+(report/registry.py); the HTML, Markdown, terminal and chart renderers read only these.
+Nothing here is computed from raw measurements: every number is copied from a record. Numbers
+stay numbers (charts need them); display strings are made in `report/format.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from torchdoctor.core.steps import PHASES
 
 
 @dataclass(frozen=True)
@@ -205,22 +208,51 @@ class ReproduceSection:
 
 
 @dataclass(frozen=True)
+class VerdictView:
+    """The verdict section: the diagnosis's verdict and, after a tune, its headline."""
+
+    diagnosis: VerdictSection | None
+    tuned: LadderSection | None
+
+
+@dataclass(frozen=True)
+class TuneView:
+    """The ladder section: the ladder of a tune and the table of its trials."""
+
+    ladder: LadderSection | None
+    trials: list[TrialView] | None
+
+
+@dataclass(frozen=True)
+class BreakdownView:
+    """Where each step's time goes: the phases of the timed steps and the trace's timeline."""
+
+    steps: StepSection | None
+    timeline: TimelineSection | None
+
+    @property
+    def phases(self) -> list[str]:
+        """The phases of the bars: the training phases in their order, then any others."""
+        bars = self.steps.bars if self.steps else []
+        seen = {k for b in bars for k in b.fractions}
+        return [p for p in PHASES if p in seen] + sorted(seen - set(PHASES))
+
+
+@dataclass(frozen=True)
 class ReportView:
-    """The whole page. A section that is None is either not expected or listed in `missing`."""
+    """The whole report: the header, then each registered section's view by its name.
+
+    A section's view is None where its records are absent (the section says so, or is left
+    out); `missing` lists the records a run of this kind should have written.
+    """
 
     header: Header
-    verdict: VerdictSection | None = None
-    env: EnvSection | None = None
-    steps: StepSection | None = None
-    timeline: TimelineSection | None = None
-    roofline: RooflineSection | None = None
-    findings: list[FindingView] | None = None
-    ladder: LadderSection | None = None
-    trials: list[TrialView] | None = None
-    pareto: list[ParetoPointView] | None = None
-    parity: list[LossCurve] | None = None
-    reproduce: ReproduceSection | None = None
+    sections: dict[str, Any] = field(default_factory=dict)
     missing: list[MissingRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: The machine was disturbed while these records were measured (shown first).
     warnings: list[str] = field(default_factory=list)
+
+    def section(self, name: str) -> Any:
+        """The view of section `name` (None where its records are absent)."""
+        return self.sections.get(name)

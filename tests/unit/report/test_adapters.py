@@ -14,24 +14,31 @@ def test_complete_run_fills_every_section(run_dir: Path) -> None:
     view = build_view(read_run_dir(run_dir))
     assert view.missing == []
     assert view.header.status == "complete"
-    assert view.verdict is not None and view.verdict.primary_bottleneck == "data_loading"
-    assert "data loading (42.0% of step time)" in (view.verdict.verdict or "")
-    assert view.env is not None and view.env.peak_flops["float32"] == 1.2e11
-    assert view.roofline is not None and view.roofline.mem_bandwidth_bytes_per_s == 1.0e10
-    assert [o.name for o in view.roofline.ops][:3] == ["aten::addmm", "aten::add_", EVIL_OP]
-    assert view.ladder is not None and [r.step for r in view.ladder.rungs] == [0, 1, 2]
-    assert view.ladder.rungs[2].ci_low == 3.0 and view.ladder.rungs[2].ci_high == 3.5
-    assert view.pareto is not None and len(view.pareto) == 2
-    assert view.trials is not None and len(view.trials) == 5
-    assert view.reproduce is not None and view.reproduce.recipe_code is not None
-    assert "'compile': 'default'" in view.reproduce.recipe_code
+    verdict = view.section("verdict").diagnosis
+    assert verdict is not None and verdict.primary_bottleneck == "data_loading"
+    assert "data loading (42.0% of step time)" in (verdict.verdict or "")
+    env = view.section("environment")
+    assert env is not None and env.peak_flops["float32"] == 1.2e11
+    roofline = view.section("roofline")
+    assert roofline is not None and roofline.mem_bandwidth_bytes_per_s == 1.0e10
+    assert [o.name for o in roofline.ops][:3] == ["aten::addmm", "aten::add_", EVIL_OP]
+    ladder = view.section("ladder").ladder
+    assert ladder is not None and [r.step for r in ladder.rungs] == [0, 1, 2]
+    assert ladder.rungs[2].ci_low == 3.0 and ladder.rungs[2].ci_high == 3.5
+    assert view.section("verdict").tuned == ladder  # the verdict's headline: the same ladder
+    assert len(view.section("pareto")) == 2
+    assert len(view.section("ladder").trials) == 5
+    reproduce = view.section("reproduce")
+    assert reproduce is not None and reproduce.recipe_code is not None
+    assert "'compile': 'default'" in reproduce.recipe_code
 
 
 def test_findings_ranked_by_bound_on_gain(run_dir: Path) -> None:
     view = build_view(read_run_dir(run_dir))
-    assert view.findings is not None
-    assert [f.rule_id for f in view.findings] == ["dataloader_wait", "zero_grad_set_to_none"]
-    top = view.findings[0]
+    findings = view.section("findings")
+    assert findings is not None
+    assert [f.rule_id for f in findings] == ["dataloader_wait", "zero_grad_set_to_none"]
+    top = findings[0]
     assert top.bound is not None and abs(top.bound - 1 / (1 - 0.42)) < 1e-9  # as recorded
     assert top.knobs == ["num_workers=2"]
     assert {e.label for e in top.evidence} == {"data wait share", "num workers"}
@@ -39,19 +46,21 @@ def test_findings_ranked_by_bound_on_gain(run_dir: Path) -> None:
 
 def test_parity_curves_are_baseline_and_kept_changes_only(run_dir: Path) -> None:
     view = build_view(read_run_dir(run_dir))
-    assert view.parity is not None
-    assert [c.label for c in view.parity] == [
+    parity = view.section("parity")
+    assert parity is not None
+    assert [c.label for c in parity] == [
         "baseline",
         "+ num_workers=2",
         "+ compile=default",
     ]
-    assert len(view.parity[0].losses) == 20
+    assert len(parity[0].losses) == 20
 
 
 def test_failed_trial_keeps_its_reason(run_dir: Path) -> None:
     view = build_view(read_run_dir(run_dir))
-    assert view.trials is not None
-    failed = [t for t in view.trials if t.status == "crash"]
+    trials = view.section("ladder").trials
+    assert trials is not None
+    failed = [t for t in trials if t.status == "crash"]
     assert len(failed) == 1 and EVIL_OP in failed[0].reason and failed[0].samples_per_s is None
 
 
@@ -64,8 +73,9 @@ def test_killed_run_says_what_is_missing(killed_run_dir: Path) -> None:
         rundir.TRIALS + "/",
     }
     assert all("never finished" in m.why for m in view.missing)
-    assert view.ladder is None and view.findings is None
-    assert view.steps is not None and view.steps.bars  # the profile that was written shows
+    assert view.section("ladder").ladder is None and view.section("findings") is None
+    steps = view.section("steps").steps
+    assert steps is not None and steps.bars  # the profile that was written shows
 
 
 def test_failed_run_gives_its_error(killed_run_dir: Path) -> None:
@@ -85,28 +95,33 @@ def test_env_falls_back_to_the_diagnosis_ceilings(run_dir: Path) -> None:
     )
     diagnosis_record().model_copy(update={"ceilings": ceilings}).write(run_dir / rundir.DIAGNOSIS)
     view = build_view(read_run_dir(run_dir))
-    assert view.env is not None and view.env.peak_flops == {"float32": 9.0e10}
-    assert view.roofline is not None and view.roofline.peak_flops == {"float32": 9.0e10}
-    assert any(f.label == "peak float32 (cached)" for f in view.env.facts)
+    env = view.section("environment")
+    assert env is not None and env.peak_flops == {"float32": 9.0e10}
+    roofline = view.section("roofline")
+    assert roofline is not None and roofline.peak_flops == {"float32": 9.0e10}
+    assert any(f.label == "peak float32 (cached)" for f in env.facts)
 
 
 def test_run_result_gives_the_step_breakdown_and_its_facts(tmp_path: Path) -> None:
     view = build_view(read_run_dir(make_plain_run(tmp_path)))
-    assert view.missing == [] and view.verdict is None and view.ladder is None
-    assert view.steps is not None
-    assert [b.label for b in view.steps.bars] == ["run"]
-    assert view.steps.bars[0].fractions["data_wait"] == 0.4  # as recorded, not recomputed
-    facts = {f.label: f.value for f in view.steps.facts}
+    assert view.missing == [] and view.section("verdict").diagnosis is None
+    assert view.section("ladder").ladder is None
+    steps = view.section("steps").steps
+    assert steps is not None
+    assert [b.label for b in steps.bars] == ["run"]
+    assert steps.bars[0].fractions["data_wait"] == 0.4  # as recorded, not recomputed
+    facts = {f.label: f.value for f in steps.facts}
     assert facts["throughput"] == "152.4 samples/s"
     assert facts["peak memory (host RSS)"] == "300.0 MiB"
-    assert len(view.steps.losses) == 10
+    assert len(steps.losses) == 10
 
 
 def test_reproduce_shows_the_tuners_own_snippet_when_present(run_dir: Path) -> None:
     snippet = "# Best recipe found by `torchdoctor tune cnn`.\nrecipe = Recipe.from_dict({})\n"
     (run_dir / "best_recipe.py").write_text(snippet)
     view = build_view(read_run_dir(run_dir))
-    assert view.reproduce is not None and view.reproduce.recipe_code == snippet
+    reproduce = view.section("reproduce")
+    assert reproduce is not None and reproduce.recipe_code == snippet
     assert "torchdoctor run cnn --set batch_size=32 --set num_workers=2 --set compile=default" in (
-        view.reproduce.commands
+        reproduce.commands
     )

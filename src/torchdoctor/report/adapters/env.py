@@ -1,4 +1,4 @@
-"""env.json (EnvFingerprint + Ceilings) -> EnvSection."""
+"""env.json (EnvFingerprint + Ceilings), or the diagnosis's own ceilings -> EnvSection."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torchdoctor.report.adapters._access import (
     scalars,
     text,
 )
+from torchdoctor.report.load import RunRecords
 from torchdoctor.report.model import EnvSection, KeyValue
 
 #: Fingerprint fields not worth a row (long lists or internal keys).
@@ -27,6 +28,21 @@ def _gpu(gpu: JsonDict) -> str:
     if driver := text(gpu, "driver"):
         parts.append(f"driver {driver}")
     return ", ".join(parts)
+
+
+def env_parts(found: RunRecords) -> dict[str, JsonDict]:
+    """env.json's fingerprint and ceilings; without it, those the diagnosis was judged by."""
+    diagnosis = found.records.get("diagnosis", {})
+    if not found.env and diagnosis.get("ceilings"):
+        fingerprint = diagnosis.get("environment") or {}
+        return {"fingerprint": fingerprint, "ceilings": diagnosis["ceilings"]}
+    return found.env
+
+
+def environment(found: RunRecords) -> EnvSection | None:
+    """The environment section of a run folder (None: no environment recorded)."""
+    parts = env_parts(found)
+    return env_section(parts) if parts else None
 
 
 def env_section(env: dict[str, JsonDict]) -> EnvSection:

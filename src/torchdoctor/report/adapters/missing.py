@@ -1,33 +1,16 @@
-"""Which records a run of each kind should hold, and what their absence means."""
+"""Which records a run of each kind should hold, and what their absence means.
+
+Each record type says which run kinds write it (`RecordType.written_by`) and which sections
+it feeds (`RecordType.feeds`); a record a finished run of that kind lacks is listed, with why.
+"""
 
 from __future__ import annotations
 
-from typing import Final
-
-from torchdoctor.core import rundir
 from torchdoctor.report.adapters._access import JsonDict, text
+from torchdoctor.report.load import RunRecords
 from torchdoctor.report.model import MissingRecord
-
-#: Record key -> (file, the sections it feeds).
-RECORD_SECTIONS: Final[dict[str, tuple[str, str]]] = {
-    "env": (rundir.ENV, "environment and measured ceilings"),
-    "diagnosis": (rundir.DIAGNOSIS, "verdict and findings"),
-    "analysis": (rundir.ANALYSIS, "timeline summary and roofline"),
-    "run_result": (rundir.RUN_RESULT, "step breakdown"),
-    "tune": (rundir.TUNE, "ladder, Pareto front and best recipe"),
-    "trials": (rundir.TRIALS + "/", "trial table and loss-parity curves"),
-}
-
-#: What each kind of run writes when it completes (see core/rundir.py).
-EXPECTED: Final[dict[str, tuple[str, ...]]] = {
-    "run": ("run_result",),
-    "profile": ("analysis",),
-    "analyze": ("analysis",),
-    # env.json is optional: a diagnosis carries the environment and ceilings it used.
-    "diagnose": ("diagnosis",),
-    "tune": ("tune", "trials"),
-    "demo": ("diagnosis", "tune", "trials"),
-}
+from torchdoctor.report.records import ENV, TRIALS
+from torchdoctor.report.registry import RecordType, record_types
 
 
 def _why(manifest: JsonDict) -> str:
@@ -42,13 +25,29 @@ def _why(manifest: JsonDict) -> str:
     return "the run completed without writing it"
 
 
-def missing_records(manifest: JsonDict | None, present: set[str]) -> list[MissingRecord]:
+def _present(found: RunRecords) -> set[str]:
+    present = set(found.records)
+    if found.env:
+        present.add(ENV.key)
+    if found.trials:
+        present.add(TRIALS.key)
+    return present
+
+
+def all_record_types() -> list[RecordType]:
+    """Every record a run folder can hold: env.json, the registered records, trials/."""
+    return [ENV, *record_types(), TRIALS]
+
+
+def missing_records(found: RunRecords) -> list[MissingRecord]:
+    manifest = found.manifest
     if manifest is None:
         return []
-    expected = EXPECTED.get(text(manifest, "kind") or "", ())
+    kind = text(manifest, "kind") or ""
+    present = _present(found)
     why = _why(manifest)
     return [
-        MissingRecord(file=RECORD_SECTIONS[key][0], section=RECORD_SECTIONS[key][1], why=why)
-        for key in expected
-        if key not in present
+        MissingRecord(file=r.file, section=r.feeds, why=why)
+        for r in all_record_types()
+        if kind in r.written_by and r.key not in present
     ]

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import pprint
 import shlex
+from pathlib import Path
 
+from torchdoctor.core.rundir import display_path
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import JsonDict, items, mapping, num, text
+from torchdoctor.report.load import RunRecords
 from torchdoctor.report.model import ReproduceSection
+
+
+def shown_path(path: Path) -> str:
+    """The run folder as `torchdoctor report` would be given it (never a climb of `../..`)."""
+    shown = display_path(path)
+    return str(path.resolve()) if shown.startswith("..") else shown
+
+
+def reproduce(found: RunRecords) -> ReproduceSection:
+    """The reproduce section of a run folder (or a lone record)."""
+    tune = found.records.get("tune")
+    return reproduce_section(found.manifest, tune, shown_path(found.source), found.recipe_snippet)
 
 
 def _set_args(recipe: dict[str, object]) -> str:

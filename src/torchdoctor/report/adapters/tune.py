@@ -3,6 +3,8 @@ front, parity."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import (
     JsonDict,
@@ -28,6 +30,31 @@ from torchdoctor.report.model import (
 CONFIRMATION_SCHEMA = "torchdoctor/tune_confirmation"
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a trial ended, as the page shows it: the run's status, the ladder's decision, why."""
+
+    status: str
+    decision: str
+    reason: str
+
+
+def trial_outcome(data: JsonDict) -> Outcome:
+    """The outcome of a trial record (a `TrialResult`, the final A/B's `Confirmation`, or a
+    ladder's `Rejection`).
+
+    Every read of a trial's outcome goes through here, so a change to how the record states
+    it changes this function only. A confirmation has no decision of its own: it measured
+    the best recipe, or failed to.
+    """
+    status = text(data, "status") or ""
+    if text(data, "schema") == CONFIRMATION_SCHEMA:
+        decision = "measured" if status == "ok" else "failed"
+    else:
+        decision = text(data, "decision") or ""
+    return Outcome(status=status, decision=decision, reason=text(data, "reason") or "")
+
+
 def _rung(data: JsonDict) -> RungView:
     ci = pair(get(data, "speedup_vs_baseline_ci")) or (float("nan"), float("nan"))
     return RungView(
@@ -46,10 +73,11 @@ def _rung(data: JsonDict) -> RungView:
 
 def _rejected(data: JsonDict) -> RejectedView:
     ci = pair(get(data, "speedup_vs_best_ci"))
+    outcome = trial_outcome(data)  # a rejection states its outcome as a trial does
     return RejectedView(
         change=fmt.change(mapping(data, "change")),
-        status=text(data, "status") or "",
-        reason=text(data, "reason") or "",
+        status=outcome.status,
+        reason=outcome.reason,
         speedup=num(data, "speedup_vs_best"),
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
@@ -87,31 +115,28 @@ def trial_view(data: JsonDict) -> TrialView:
     if text(data, "schema") == CONFIRMATION_SCHEMA:
         return confirmation_view(data)
     change = fmt.change(mapping(data, "change"))
-    decision = text(data, "decision") or ""
-    return _trial_view(data, text(data, "kind") or "", change, decision, "speedup_vs_best")
+    return _trial_view(data, text(data, "kind") or "", change, "speedup_vs_best")
 
 
 def confirmation_view(data: JsonDict) -> TrialView:
     """The final A/B (a `Confirmation`): the best recipe's speedup over the baseline."""
-    decision = "measured" if text(data, "status") == "ok" else "failed"
-    return _trial_view(data, "confirm", fmt.change({}), decision, "speedup")
+    return _trial_view(data, "confirm", fmt.change({}), "speedup")
 
 
-def _trial_view(
-    data: JsonDict, kind: str, change: str, decision: str, speedup_key: str
-) -> TrialView:
+def _trial_view(data: JsonDict, kind: str, change: str, speedup_key: str) -> TrialView:
     """The fields a `TrialResult` and a `Confirmation` record under the same names; the speedup
     is under `speedup_key`, its interval under `<speedup_key>_ci`. A confirmation compiles
     nothing of its own, so it has no compile time."""
     ci = pair(get(data, f"{speedup_key}_ci"))
+    outcome = trial_outcome(data)
     return TrialView(
         key=text(data, "key") or "",
         kind=kind,
         step=integer(data, "step") or 0,
         change=change,
-        status=text(data, "status") or "",
-        decision=decision,
-        reason=text(data, "reason") or "",
+        status=outcome.status,
+        decision=outcome.decision,
+        reason=outcome.reason,
         samples_per_s=num(data, "samples_per_s"),
         speedup=num(data, speedup_key),
         ci_low=ci[0] if ci else None,
@@ -144,7 +169,7 @@ def loss_curves(trials: list[JsonDict]) -> list[LossCurve]:
     """The baseline's loss trajectory and each kept change's, as the trials recorded them."""
     curves: list[LossCurve] = []
     for t in sorted(trials, key=lambda t: integer(t, "step") or 0):
-        decision = text(t, "decision")
+        decision = trial_outcome(t).decision
         losses = [num({"v": v}, "v") for v in items(t, "losses")]
         if decision not in ("baseline", "kept") or not any(v is not None for v in losses):
             continue

@@ -1,14 +1,16 @@
-"""Charts as inline SVG, drawn server-side from the view model (no JavaScript)."""
+"""Charts as inline SVG, drawn server-side from the view model (no JavaScript).
+
+Each registered section draws its own charts (`Section.charts`); the page places them by
+name (`m.chart(charts, name, ...)` in the section's fragment).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from torchdoctor.report.charts._svg import MISSING_MATPLOTLIB, pyplot
-from torchdoctor.report.charts.roofline import roofline_chart
-from torchdoctor.report.charts.steps import steps_chart, timeline_chart
-from torchdoctor.report.charts.tune import ladder_chart, pareto_chart, parity_chart
 from torchdoctor.report.model import ReportView
+from torchdoctor.report.registry import sections
 
 __all__ = ["Charts", "render_charts"]
 
@@ -25,12 +27,8 @@ def render_charts(view: ReportView) -> Charts:
     plt = pyplot()
     if plt is None:
         return Charts(note=MISSING_MATPLOTLIB)
-    drawn = {
-        "steps": steps_chart(plt, view.steps) if view.steps else None,
-        "timeline": timeline_chart(plt, view.timeline) if view.timeline else None,
-        "roofline": roofline_chart(plt, view.roofline) if view.roofline else None,
-        "ladder": ladder_chart(plt, view.ladder) if view.ladder else None,
-        "pareto": pareto_chart(plt, view.pareto) if view.pareto else None,
-        "parity": parity_chart(plt, view.parity) if view.parity else None,
-    }
+    drawn: dict[str, str | None] = {}
+    for section in sections():
+        if section.charts is not None:
+            drawn.update(section.charts(plt, view.section(section.name)))
     return Charts(svg={k: v for k, v in drawn.items() if v is not None})

@@ -1,0 +1,94 @@
+"""The verdict (diagnosis.json, and the tune's headline) and the findings (diagnosis.json)."""
+
+from __future__ import annotations
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters.diagnosis import findings, verdict_section
+from torchdoctor.report.adapters.tune import ladder_section
+from torchdoctor.report.load import RunRecords
+from torchdoctor.report.markdown import kv_lines, md
+from torchdoctor.report.model import FindingView, KeyValue, VerdictView
+from torchdoctor.report.registry import Section, register_section
+
+
+def verdict_view(found: RunRecords) -> VerdictView:
+    diagnosis = found.records.get("diagnosis")
+    tune = found.records.get("tune")
+    return VerdictView(
+        diagnosis=verdict_section(diagnosis) if diagnosis else None,
+        tuned=ladder_section(tune) if tune else None,
+    )
+
+
+def verdict_markdown(view: VerdictView) -> list[str]:
+    out = ["## Verdict", ""]
+    if view.diagnosis:
+        d = view.diagnosis
+        out += [f"> {md(d.verdict or 'No verdict recorded.')}", ""]
+        out += kv_lines(
+            [
+                KeyValue("primary bottleneck", d.primary_bottleneck or fmt.NA),
+                KeyValue("regime", d.regime or fmt.NA),
+                KeyValue("confidence", fmt.percent(d.confidence, 0)),
+                *d.facts,
+                *d.regime_evidence,
+            ]
+        )
+    if view.tuned:
+        lad = view.tuned
+        out += [
+            f"Tuned **{md(lad.workload)}**: {md(fmt.rate(lad.baseline_samples_per_s))} → "
+            f"{md(fmt.rate(lad.best_samples_per_s))}, **{md(fmt.speedup(lad.speedup))}** "
+            f"(CI {md(fmt.interval(lad.ci_low, lad.ci_high))})",
+            "",
+        ]
+    return out
+
+
+def findings_view(found: RunRecords) -> list[FindingView] | None:
+    """The findings (an empty list: a diagnosis that found nothing; None: no diagnosis)."""
+    diagnosis = found.records.get("diagnosis")
+    return findings(diagnosis) if diagnosis else None
+
+
+def findings_markdown(view: list[FindingView] | None) -> list[str]:
+    if not view:
+        return []
+    out = ["## Findings, ranked by bound on gain", ""]
+    for f in view:
+        out += [
+            f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}, at most "
+            f"{md(fmt.speedup(f.bound))} faster)",
+            "",
+            *([md(f.summary), ""] if f.summary else []),
+            *kv_lines(f.evidence),
+        ]
+        out += [f"Prescription: {md(f.prescription)}", ""] if f.prescription else []
+    return out
+
+
+# The commands print these records themselves (report/terminal/diagnosis.py, tune.py).
+VERDICT = register_section(
+    Section(
+        name="verdict",
+        reads=("diagnosis", "tune"),
+        adapter=verdict_view,
+        order=10,
+        markdown_order=10,
+        markdown=verdict_markdown,
+        html="sections/verdict.html.j2",
+        terminal=None,
+    )
+)
+FINDINGS = register_section(
+    Section(
+        name="findings",
+        reads=("diagnosis",),
+        adapter=findings_view,
+        order=20,
+        markdown_order=30,
+        markdown=findings_markdown,
+        html="sections/findings.html.j2",
+        terminal=None,
+    )
+)

@@ -1,0 +1,142 @@
+"""The tune's sections: the ladder and its trials, the Pareto front, loss parity (tune.json
+and trials/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters.tune import (
+    ladder_section,
+    loss_curves,
+    pareto_points,
+    trial_views,
+)
+from torchdoctor.report.load import RunRecords
+from torchdoctor.report.markdown import table_lines
+from torchdoctor.report.model import LossCurve, ParetoPointView, TuneView
+from torchdoctor.report.registry import Section, register_section
+
+
+def tune_view(found: RunRecords) -> TuneView:
+    tune = found.records.get("tune")
+    return TuneView(
+        ladder=ladder_section(tune) if tune else None,
+        trials=trial_views(found.trials) if found.trials else None,
+    )
+
+
+def tune_markdown(view: TuneView) -> list[str]:
+    out: list[str] = []
+    if view.ladder:
+        out += ["## Tuning ladder", ""]
+        out += table_lines(
+            ["step", "change", "throughput", "speedup", "CI", "peak memory", "verdict"],
+            [
+                (
+                    r.step,
+                    r.change,
+                    fmt.rate(r.samples_per_s),
+                    fmt.speedup(r.speedup),
+                    fmt.interval(r.ci_low, r.ci_high),
+                    fmt.nbytes(r.peak_memory_bytes),
+                    r.verdict,
+                )
+                for r in view.ladder.rungs
+            ],
+        )
+        if view.ladder.rejected:
+            out += ["### Rejected changes", ""]
+            out += table_lines(
+                ["change", "status", "speedup vs best", "why"],
+                [
+                    (r.change, r.status, fmt.speedup(r.speedup), r.reason)
+                    for r in view.ladder.rejected
+                ],
+            )
+    if view.trials:
+        out += ["### Trials", ""]
+        out += table_lines(
+            ["trial", "change", "status", "decision", "throughput", "reason"],
+            [
+                (t.key, t.change, t.status, t.decision, fmt.rate(t.samples_per_s), t.reason)
+                for t in view.trials
+            ],
+        )
+    return out
+
+
+def tune_charts(plt: Any, view: TuneView) -> dict[str, str | None]:
+    from torchdoctor.report.charts.tune import ladder_chart
+
+    return {"ladder": ladder_chart(plt, view.ladder) if view.ladder else None}
+
+
+def pareto_view(found: RunRecords) -> list[ParetoPointView] | None:
+    tune = found.records.get("tune")
+    return pareto_points(tune) if tune else None
+
+
+def pareto_markdown(view: list[ParetoPointView] | None) -> list[str]:
+    if not view:
+        return []
+    rows = [(p.recipe, fmt.rate(p.samples_per_s), fmt.nbytes(p.peak_memory_bytes)) for p in view]
+    return ["## Pareto front", "", *table_lines(["recipe", "throughput", "peak memory"], rows)]
+
+
+def pareto_charts(plt: Any, view: list[ParetoPointView] | None) -> dict[str, str | None]:
+    from torchdoctor.report.charts.tune import pareto_chart
+
+    return {"pareto": pareto_chart(plt, view) if view else None}
+
+
+def parity_view(found: RunRecords) -> list[LossCurve] | None:
+    return loss_curves(found.trials) if found.trials else None
+
+
+def parity_charts(plt: Any, view: list[LossCurve] | None) -> dict[str, str | None]:
+    from torchdoctor.report.charts.tune import parity_chart
+
+    return {"parity": parity_chart(plt, view) if view else None}
+
+
+# `torchdoctor tune` and `demo` print the TuneResult themselves (report/terminal/tune.py).
+LADDER = register_section(
+    Section(
+        name="ladder",
+        reads=("tune", "trials"),
+        adapter=tune_view,
+        order=30,
+        markdown_order=40,
+        markdown=tune_markdown,
+        html="sections/ladder.html.j2",
+        terminal=None,
+        charts=tune_charts,
+    )
+)
+PARETO = register_section(
+    Section(
+        name="pareto",
+        reads=("tune",),
+        adapter=pareto_view,
+        order=40,
+        markdown_order=50,
+        markdown=pareto_markdown,
+        html="sections/pareto.html.j2",
+        terminal=None,
+        charts=pareto_charts,
+    )
+)
+#: A chart only: the loss curves have no table, so no Markdown form.
+PARITY = register_section(
+    Section(
+        name="parity",
+        reads=("trials",),
+        adapter=parity_view,
+        order=50,
+        markdown_order=None,
+        html="sections/parity.html.j2",
+        terminal=None,
+        charts=parity_charts,
+    )
+)
