@@ -13,7 +13,8 @@ from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import FUTILE_SLOWDOWN, NOT_REPRODUCED
+from torchdoctor.tune.outcome import NOT_REPRODUCED
+from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
 from tune_sim import FAST_KNOB, sim_config, study_story
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)

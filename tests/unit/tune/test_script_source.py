@@ -15,7 +15,8 @@ from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, ScriptArms, WorkloadArms, not_applied_of
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.tuner import DOES_NOT_APPLY, Tuner, TuneSettings
+from torchdoctor.tune.outcome import DOES_NOT_APPLY
+from torchdoctor.tune.tuner import Tuner, TuneSettings
 
 NO_LOADER = "the script built no torch DataLoader"
 
