@@ -11,10 +11,10 @@ from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.arms import REPLICATE_THRESHOLD
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
+from torchdoctor.tune.early import FUTILE_SLOWDOWN
 from torchdoctor.tune.outcome import NOT_REPRODUCED
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
 from tune_sim import FAST_KNOB, sim_config, study_story, with_plan
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)

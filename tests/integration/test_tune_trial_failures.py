@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchdoctor.tune import tune
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
 from tune_sim import sim_config, with_plan
@@ -54,4 +55,13 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> Non
         "error",
         "nan",
         "ok",
+    ]
+    # Each failure is typed on its record, as the ladder and the batch search read it.
+    assert [r.outcome for r in records if r.kind == "ladder"] == [
+        Outcome.CRASHED,
+        Outcome.TIMEOUT,
+        Outcome.OUT_OF_MEMORY,
+        Outcome.ERROR,
+        Outcome.NAN,
+        Outcome.KEPT,
     ]

@@ -308,6 +308,45 @@ class Rung(Record):
     loss_deviation: float | None = None
     verdict: str
 
+    @classmethod
+    def baseline(cls, result: TrialResult) -> Rung:
+        """Step 0: the baseline's own figures, every ratio 1."""
+        return cls(
+            step=0,
+            change={},
+            samples_per_s=result.samples_per_s or 0.0,
+            speedup_vs_previous=1.0,
+            speedup_vs_previous_ci=(1.0, 1.0),
+            speedup_vs_baseline=1.0,
+            speedup_vs_baseline_ci=(1.0, 1.0),
+            peak_memory_bytes=result.peak_memory_bytes,
+            loss_deviation=0.0,
+            verdict="baseline",
+        )
+
+    @classmethod
+    def kept(cls, prev: Rung, result: TrialResult, change: dict[str, Any]) -> Rung:
+        """The rung after `prev` that a kept trial's `change` makes."""
+        ratio = result.speedup_vs_best or 1.0
+        low, high = result.speedup_vs_best_ci or (ratio, ratio)
+        return cls(
+            step=prev.step + 1,
+            change=change,
+            samples_per_s=result.samples_per_s or 0.0,
+            speedup_vs_previous=ratio,
+            speedup_vs_previous_ci=(low, high),
+            # Chained: the product of the step ratios; its interval is the product of the
+            # bounds, a conservative (Bonferroni-style) interval for the product.
+            speedup_vs_baseline=prev.speedup_vs_baseline * ratio,
+            speedup_vs_baseline_ci=(
+                prev.speedup_vs_baseline_ci[0] * low,
+                prev.speedup_vs_baseline_ci[1] * high,
+            ),
+            peak_memory_bytes=result.peak_memory_bytes,
+            loss_deviation=result.loss_deviation,
+            verdict="kept",
+        )
+
 
 class Rejection(Record):
     """A change that was tried and not kept, with why."""

@@ -45,10 +45,9 @@ from torchdoctor.tune.budget import (
     confirm_cost_s,
 )
 from torchdoctor.tune.decision import SpeedCheck, judge
+from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
-    DOES_NOT_APPLY,
     FIRST_PAIR_ONLY,
-    FUTILE,
     NOT_REPRODUCED,
     Outcome,
     Verdict,
@@ -90,16 +89,6 @@ T = TypeVar("T", TrialResult, Confirmation)
 #: the run-to-run drift of identical code on a shared CPU (about 1%, see
 #: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
 DEFAULT_MIN_GAIN: Final = 0.02
-
-#: A candidate whose warm-up steps (after the first, which carries compilation) run this many
-#: times slower than the current best is rejected without being scored. The interleaved A/B
-#: would reject it too, but only after settle + min_rounds chunks of at least chunk_steps
-#: steps each: fp16 autocast on a CPU without fp16 units runs ~100x slower than fp32 here, and
-#: that A/B cost 6 minutes of a 7-minute budget. 10x leaves room for warm-up effects that do
-#: fade (allocator growth, CUDA graph capture, cudnn autotuning) and is far below the slowdown
-#: of a hopeless candidate. Stopping never accepts, so it adds nothing to the false-accept rate.
-FUTILE_SLOWDOWN: Final = 10.0
-
 
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
 OWN_SETTINGS_ATTR: Final = "own_settings"
@@ -260,7 +249,7 @@ class Tuner:
             if reused:  # a resumed study reuses the baseline without its arm
                 self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
             self.baseline = result
-            self._add_baseline_rung(result)
+            self.rungs.append(Rung.baseline(result))
 
         key = "baseline:" + recipe_key(self.best_recipe)
         return self.run_or_replay(
@@ -335,22 +324,6 @@ class Tuner:
             hint="give a larger --budget (e.g. 10m)",
         )
 
-    def _add_baseline_rung(self, result: TrialResult) -> None:
-        self.rungs.append(
-            Rung(
-                step=0,
-                change={},
-                samples_per_s=result.samples_per_s or 0.0,
-                speedup_vs_previous=1.0,
-                speedup_vs_previous_ci=(1.0, 1.0),
-                speedup_vs_baseline=1.0,
-                speedup_vs_baseline_ci=(1.0, 1.0),
-                peak_memory_bytes=result.peak_memory_bytes,
-                loss_deviation=0.0,
-                verdict="baseline",
-            )
-        )
-
     # one change
 
     def try_change(self, change: dict[str, Any], *, kind: TrialKind, safety: Safety) -> TrialResult:
@@ -415,14 +388,15 @@ class Tuner:
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
-            limit = self._futile_score(self.best_arm)
+            best_rate = self.rungs[-1].samples_per_s
+            limit = futile_score(self.best_arm, best_rate)
             cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
-            inapplicable = self._does_not_apply(cand, recipe, changed)
+            inapplicable = does_not_apply(cand, recipe, changed)
             if inapplicable is not None:
                 return inapplicable, TrialFigures(), cand
-            futile = self._futile(cand, limit)
-            if futile is not None:
-                return (*futile, cand)
+            hopeless = futile(cand, limit, best_rate)
+            if hopeless is not None:
+                return (*hopeless, cand)
             est = interleave_until_clear(
                 self.best_arm,
                 cand,
@@ -538,46 +512,6 @@ class Tuner:
             accepted=accepted,
         )
 
-    def _futile_score(self, best: Arm) -> float | None:
-        """The warm-up score (s/sample, or s/step) past which a candidate is futile."""
-        rate = self.rungs[-1].samples_per_s
-        if rate <= 0 or best.samples_per_step <= 0:
-            return None
-        # The best's score at the rung's rate, in the candidate's units (see `Arm.rate_of`).
-        score = best.samples_per_step / rate if best.objective == "latency" else 1.0 / rate
-        return score * FUTILE_SLOWDOWN
-
-    @staticmethod
-    def _does_not_apply(
-        cand: Arm, recipe: dict[str, Any], changed: tuple[str, ...]
-    ) -> Verdict | None:
-        """A rejection without an A/B when a changed knob did not act in the candidate (a
-        script whose code the knob cannot reach: no DataLoader for num_workers, ...)."""
-        missing = [k for k in changed if k in cand.not_applied]
-        if not missing:
-            return None
-        why = "; ".join(f"{k}={recipe.get(k)}: {cand.not_applied[k]}" for k in missing)
-        return Verdict("ok", Outcome.NOT_APPLICABLE, f"{DOES_NOT_APPLY}: {why}")
-
-    def _futile(self, cand: Arm, limit: float | None) -> tuple[Verdict, TrialFigures] | None:
-        """A rejection when the candidate's warm-up score is past `limit` (`_futile_score`)."""
-        if limit is None or cand.warm_score is None or cand.warm_score <= limit:
-            return None
-        best_rate = self.rungs[-1].samples_per_s
-        rate = cand.rate_of(cand.warm_score)
-        reason = (
-            f"{FUTILE}: its warm-up ran at {rate:.3g}/s, {best_rate / rate:.0f}x slower than the "
-            f"current best ({best_rate:.3g}/s); not measured further"
-        )
-        figures = TrialFigures(
-            samples_per_s=rate,
-            speedup_vs_best=rate / best_rate,
-            peak_memory_bytes=cand.peak_memory_bytes,
-            compile_s=cand.compile_s,
-            warmup_s=cand.warmup_s,
-        )
-        return Verdict("ok", Outcome.FUTILE, reason), figures
-
     def _apply(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result."""
         if result.outcome is not Outcome.KEPT:
@@ -596,25 +530,4 @@ class Tuner:
         self.best_recipe = dict(result.recipe)
         self.best_trial = result
         self.kept_safety.append(safety)
-        prev = self.rungs[-1]
-        ratio = result.speedup_vs_best or 1.0
-        low, high = result.speedup_vs_best_ci or (ratio, ratio)
-        self.rungs.append(
-            Rung(
-                step=len(self.rungs),
-                change=change,
-                samples_per_s=result.samples_per_s or 0.0,
-                speedup_vs_previous=ratio,
-                speedup_vs_previous_ci=(low, high),
-                # Chained: the product of the step ratios; its interval is the product of the
-                # bounds, a conservative (Bonferroni-style) interval for the product.
-                speedup_vs_baseline=prev.speedup_vs_baseline * ratio,
-                speedup_vs_baseline_ci=(
-                    prev.speedup_vs_baseline_ci[0] * low,
-                    prev.speedup_vs_baseline_ci[1] * high,
-                ),
-                peak_memory_bytes=result.peak_memory_bytes,
-                loss_deviation=result.loss_deviation,
-                verdict="kept",
-            )
-        )
+        self.rungs.append(Rung.kept(self.rungs[-1], result, change))
