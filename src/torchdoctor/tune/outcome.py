@@ -136,14 +136,14 @@ def check_consistent(status: str, decision: str | None, outcome: Outcome) -> Non
     """Raise ValueError when a record's status, decision and outcome disagree."""
     if decision is not None and decision != outcome.decision:
         raise ValueError(f"outcome {outcome.value} goes with decision {outcome.decision!r}")
-    if outcome.failed:
-        expected = "timeout" if outcome is Outcome.BUDGET_CUT else None
-        if status == "ok" or (expected is not None and status != expected):
-            raise ValueError(f"outcome {outcome.value} cannot have status {status!r}")
-        if expected is None and failure_outcome(status) is not outcome:
-            raise ValueError(f"outcome {outcome.value} cannot have status {status!r}")
-    elif status != "ok":
-        raise ValueError(f"outcome {outcome.value} needs status 'ok', not {status!r}")
+    if not outcome.failed:
+        agrees = status == "ok"
+    elif outcome is Outcome.BUDGET_CUT:
+        agrees = status == "timeout"
+    else:
+        agrees = status != "ok" and failure_outcome(status) is outcome
+    if not agrees:
+        raise ValueError(f"outcome {outcome.value} cannot have status {status!r}")
 
 
 def legacy_trial_outcome(status: str, decision: str, reason: str) -> Outcome:

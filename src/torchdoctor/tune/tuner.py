@@ -431,7 +431,9 @@ class Tuner:
             speedup_vs_best=est.speedup,
             speedup_vs_best_ci=(est.ci_low, est.ci_high),
             replicate_speedup_vs_best=again.speedup if again is not None else None,
-            replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high) if again else None,
+            replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high)
+            if again is not None
+            else None,
             peak_memory_bytes=cand.peak_memory_bytes,
             losses=losses,
             compile_s=cand.compile_s,
