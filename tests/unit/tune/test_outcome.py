@@ -219,3 +219,14 @@ def test_only_a_not_reproduced_outcome_counts_as_an_unproven_win() -> None:
     assert _unproven_wins(tuner, {"a": knob}) == {}  # type: ignore[arg-type]
     tuner.trials = [_ladder_trial({"a": True}, Outcome.NOT_REPRODUCED, "reworded freely")]
     assert _unproven_wins(tuner, {"a": knob}) == {"a": True}  # type: ignore[arg-type]
+
+
+def test_a_confirmation_is_measured_or_says_why_not() -> None:
+    common: dict[str, Any] = {"key": "confirm-pairs:{}->{}", "step": 4, "baseline_recipe": {},
+                              "recipe": {"x": True}}  # fmt: skip
+    assert Confirmation(**common, status="ok", outcome=Outcome.MEASURED).ok
+    cut = Confirmation(**common, status="timeout", outcome=Outcome.BUDGET_CUT)
+    assert not cut.ok
+    for status, outcome in (("ok", Outcome.KEPT), ("crash", Outcome.BUDGET_CUT)):
+        with pytest.raises(ValueError, match=r"confirmation|status"):
+            Confirmation(**common, status=status, outcome=outcome)
