@@ -54,6 +54,7 @@ from torchdoctor.tune.arms import (
     measure_alone,
 )
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
+from torchdoctor.tune.early import FUTILE_SLOWDOWN
 from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     QualityReference,
@@ -63,7 +64,6 @@ from torchdoctor.tune.parity import (
 from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import WorkloadArms
 from torchdoctor.tune.trial import TrialFailure
-from torchdoctor.tune.tuner import FUTILE_SLOWDOWN
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
 #: thread count; the optimizer's implementation vs compile), and bf16 autocast, which `tune`
@@ -175,7 +175,7 @@ def grid(
     pass the quality check, or was futile).
 
     A point whose warm-up runs `FUTILE_SLOWDOWN` times slower than the grid's best reading so
-    far is not scored, by the tuner's own rule (`Tuner._futile`): it cannot be the grid's best,
+    far is not scored, by the tuner's own rule (`tune.early.futile`): it cannot be the grid's best,
     and on a CPU without bf16 units the emulated bf16 points (11-15x slower) would otherwise
     cost most of the grid's time. The grid is then cheaper, so the tune's share of its time
     can only grow.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from torchdoctor.tune import Confirmation, KnobSpec, TuneConfig
+from torchdoctor.tune import Confirmation, KnobSpec, MeasurePlan, TuneConfig
 from torchdoctor.tune.api import knob_space_config
 from torchdoctor.tune.records import read_trial
 
@@ -35,8 +36,13 @@ def sim_config(
         budget_s=300,
         trial_timeout_s=20,
         # Simulated steps take no wall time: fixed 4-step chunks keep these tests fast.
-        min_chunk_s=0.0,
+        plan=MeasurePlan(min_chunk_s=0.0),
     )
+
+
+def with_plan(config: TuneConfig, **changes: Any) -> TuneConfig:
+    """`config` with these settings of its measurement plan changed."""
+    return config.model_copy(update={"plan": replace(config.plan, **changes)})
 
 
 def study_story(run: Path) -> str:

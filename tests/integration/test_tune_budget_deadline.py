@@ -11,10 +11,11 @@ from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.arms import REPLICATE_THRESHOLD
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
+from torchdoctor.tune.early import FUTILE_SLOWDOWN
+from torchdoctor.tune.outcome import NOT_REPRODUCED
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import FUTILE_SLOWDOWN, NOT_REPRODUCED
-from tune_sim import FAST_KNOB, sim_config, study_story
+from tune_sim import FAST_KNOB, sim_config, study_story, with_plan
 
 HANG_KNOB = KnobSpec("hangs", (False, True), "exact", False)
 GLACIAL_KNOB = KnobSpec("glacial", (False, True), "exact", False)
@@ -42,8 +43,9 @@ def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> No
         hang={"hangs": "True"},
     ).model_copy(
         # Only the budget can stop the hung trial: its own timeout is far longer.
-        update={"budget_s": BUDGET_S, "trial_timeout_s": 600.0, "rounds": 6}
+        update={"budget_s": BUDGET_S, "trial_timeout_s": 600.0}
     )
+    config = with_plan(config, rounds=6)
     run = tmp_path / "run"
     result = tune(config=config, out=run)
 
@@ -92,7 +94,7 @@ def test_hopelessly_slow_candidate_is_rejected_from_its_warm_up(tmp_path: Path) 
     # the two is judged: a one-time recompile can land on the first), nothing more.
     glacial_step_s = config.factory_options["base_step_s"] * slowdown
     assert records["glacial"].warmup_s == pytest.approx(3 * glacial_step_s, rel=0.1)
-    assert len(records["slower"].chunk_times_s) >= config.min_rounds
+    assert len(records["slower"].chunk_times_s) >= config.plan.min_rounds
 
 
 def _lucky_lottery(tmp_path: Path) -> TuneConfig:

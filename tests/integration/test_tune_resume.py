@@ -14,7 +14,7 @@ from pathlib import Path
 from torchdoctor.tune import Study, TuneConfig, tune
 from torchdoctor.tune.config import STUDY_FILE
 from torchdoctor.tune.space import KnobSpec
-from tune_sim import sim_config
+from tune_sim import sim_config, with_plan
 
 KNOBS = [KnobSpec(f"noop{i}", (False, True), "exact", False) for i in range(6)]
 
@@ -39,9 +39,9 @@ def _completed_keys(run: Path) -> list[str]:
 
 def test_sigkill_then_resume_loses_and_reruns_nothing(tmp_path: Path) -> None:
     log = tmp_path / "prepared.jsonl"
-    config: TuneConfig = sim_config(
-        KNOBS, noise=0.01, base_step_s=0.02, sleep=True, log_path=str(log)
-    ).model_copy(update={"rounds": 4})
+    config: TuneConfig = with_plan(
+        sim_config(KNOBS, noise=0.01, base_step_s=0.02, sleep=True, log_path=str(log)), rounds=4
+    )
     config_path = tmp_path / "config.json"
     config.write(config_path)
     run = tmp_path / "run"

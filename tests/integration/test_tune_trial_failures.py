@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchdoctor.tune import tune
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from tune_sim import sim_config
+from tune_sim import sim_config, with_plan
 
 CAP_BYTES = 400 * 2**20
 
@@ -28,7 +29,8 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> Non
         error={"raises": "True"},
         nan={"nans": "True"},
         effects={"fast": {"True": 0.5}},
-    ).model_copy(update={"trial_timeout_s": 8.0, "max_memory_bytes": CAP_BYTES, "rounds": 4})
+    ).model_copy(update={"trial_timeout_s": 8.0, "max_memory_bytes": CAP_BYTES})
+    config = with_plan(config, rounds=4)
     run = tmp_path / "run"
     result = tune(config=config, out=run)
 
@@ -53,4 +55,13 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> Non
         "error",
         "nan",
         "ok",
+    ]
+    # Each failure is typed on its record, as the ladder and the batch search read it.
+    assert [r.outcome for r in records if r.kind == "ladder"] == [
+        Outcome.CRASHED,
+        Outcome.TIMEOUT,
+        Outcome.OUT_OF_MEMORY,
+        Outcome.ERROR,
+        Outcome.NAN,
+        Outcome.KEPT,
     ]

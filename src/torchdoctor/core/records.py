@@ -53,6 +53,15 @@ class Record(BaseModel):
         return json.dumps(self.to_json_dict(), indent=indent, allow_nan=False)
 
     @classmethod
+    def upgrade(cls, fields: dict[str, Any], version: int) -> dict[str, Any]:
+        """The fields of this record as written at an older `version`, in the current form.
+
+        Identity by default; a record whose form changed overrides it, so that what older
+        versions wrote still reads back.
+        """
+        return fields
+
+    @classmethod
     def from_json_dict(cls, data: Any, *, source: str = "record") -> Self:
         """Validate and rebuild a record; raise `RecordError` naming what is wrong."""
         if not isinstance(data, dict):
@@ -72,6 +81,8 @@ class Record(BaseModel):
             )
         fields = {k: v for k, v in data.items() if k not in ("schema", "version")}
         try:
+            if version < cls.schema_version:
+                fields = cls.upgrade(fields, version)
             return cls.model_validate(fields)
         except ValidationError as exc:
             first = exc.errors()[0]

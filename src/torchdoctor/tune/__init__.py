@@ -8,6 +8,7 @@ change with its own measured gain.
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
 from torchdoctor.tune.records import (
@@ -30,6 +31,7 @@ __all__ = [
     "KnobSpec",
     "Ladder",
     "MeasurePlan",
+    "Outcome",
     "ParetoPoint",
     "Rejection",
     "Rung",

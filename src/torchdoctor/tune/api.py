@@ -263,7 +263,7 @@ def _run(
         objective=config.objective,
         min_gain=config.min_gain,
         replicate_wins=config.replicate_wins,
-        plan=config.plan(),
+        plan=config.plan,
         isolate=config.isolate,
         memory_cap_bytes=config.max_memory_bytes,
         budget_s=config.budget_s,

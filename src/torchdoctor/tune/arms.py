@@ -22,7 +22,9 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Annotated, Any, Final
+
+from pydantic import Field
 
 from torchdoctor import measure
 from torchdoctor.core.load import MachineLoad, combine
@@ -92,16 +94,22 @@ DEFAULT_REMEASURES: Final = 2
 
 @dataclass(frozen=True)
 class MeasurePlan:
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
-    chunk_steps: int = DEFAULT_CHUNK_STEPS
-    min_chunk_s: float = DEFAULT_MIN_CHUNK_S
-    rounds: int = DEFAULT_ROUNDS
-    min_rounds: int = DEFAULT_MIN_ROUNDS
-    look_every: int = DEFAULT_LOOK_EVERY
-    settle_rounds: int = DEFAULT_SETTLE_ROUNDS
-    parity_steps: int = DEFAULT_PARITY_STEPS
-    confidence: float = 0.95
-    remeasures: int = DEFAULT_REMEASURES
+    """How every trial of a study measures: the one declaration of these settings.
+
+    A study's `TuneConfig` holds one (its `plan`, saved in the run folder so `--resume`
+    measures the same way); the bounds below are checked when a config is read or built.
+    """
+
+    warmup_steps: Annotated[int, Field(ge=1)] = DEFAULT_WARMUP_STEPS
+    chunk_steps: Annotated[int, Field(ge=1)] = DEFAULT_CHUNK_STEPS
+    min_chunk_s: Annotated[float, Field(ge=0)] = DEFAULT_MIN_CHUNK_S
+    rounds: Annotated[int, Field(ge=3)] = DEFAULT_ROUNDS
+    min_rounds: Annotated[int, Field(ge=3)] = DEFAULT_MIN_ROUNDS
+    look_every: Annotated[int, Field(ge=1)] = DEFAULT_LOOK_EVERY
+    settle_rounds: Annotated[int, Field(ge=0)] = DEFAULT_SETTLE_ROUNDS
+    parity_steps: Annotated[int, Field(ge=2)] = DEFAULT_PARITY_STEPS
+    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    remeasures: Annotated[int, Field(ge=0)] = DEFAULT_REMEASURES
 
     def looks(self) -> list[int]:
         """Scored-round counts at which the sequential A/B looks (`measure.sequential_looks`)."""

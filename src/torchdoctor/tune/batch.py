@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.tuner import Tuner
 
 #: Stop the binary search when the interval is narrower than this fraction of the lower end:
@@ -37,11 +38,11 @@ def search_batch_size(
                 return
             change["grad_accum"] = accum // 2
         result = tuner.try_change(change, kind="batch", safety="semantic")
-        if result.decision == "kept":
+        if result.outcome is Outcome.KEPT:
             batch *= 2
             accum = accum // 2 if hold_effective_batch else accum
             continue
-        if result.status == "oom":
+        if result.outcome is Outcome.OUT_OF_MEMORY:
             failed_at = batch * 2
         break
     if failed_at is None or hold_effective_batch:
@@ -50,9 +51,9 @@ def search_batch_size(
     while high - low > max(1, int(low * EDGE_RESOLUTION)):
         mid = (low + high) // 2
         result = tuner.try_change({"batch_size": mid}, kind="batch", safety="semantic")
-        if result.decision == "kept":
+        if result.outcome is Outcome.KEPT:
             low = mid
-        elif result.status == "oom":
+        elif result.outcome is Outcome.OUT_OF_MEMORY:
             high = mid
         else:
             return  # fits but no proven gain: larger ones below the edge will not help either

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar, Final
 
 from pydantic import Field
 
 from torchdoctor.core.records import Record
 from torchdoctor.core.vocabulary import Objective, Safety
-from torchdoctor.tune.arms import (
-    DEFAULT_CHUNK_STEPS,
-    DEFAULT_LOOK_EVERY,
-    DEFAULT_MIN_CHUNK_S,
-    DEFAULT_MIN_ROUNDS,
-    DEFAULT_PARITY_STEPS,
-    DEFAULT_ROUNDS,
-    DEFAULT_SETTLE_ROUNDS,
-    DEFAULT_WARMUP_STEPS,
-    MeasurePlan,
-)
+from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.session_spec import ENGINE_FACTORY
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
@@ -44,8 +35,16 @@ class KnobSpecModel(Record):
         return KnobSpec(self.name, tuple(self.values), self.safety, self.default)
 
 
+#: A `MeasurePlan`'s settings: a version-1 config held the first eight as fields of its own.
+_PLAN_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(MeasurePlan))
+
+
 class TuneConfig(Record):
+    """A study's settings. How its trials measure is its `plan` (version 2; version 1 held the
+    plan's first eight settings as fields of the config itself, and reads back into `plan`)."""
+
     schema_name: ClassVar[str] = "tune_config"
+    schema_version: ClassVar[int] = 2
 
     workload: str
     objective: Objective = "throughput"
@@ -70,14 +69,7 @@ class TuneConfig(Record):
     max_batch: int = 4096
     joint_trials: int = Field(ge=0, default=0)
     trial_timeout_s: float = Field(gt=0, default=DEFAULT_TRIAL_TIMEOUT_S)
-    warmup_steps: int = Field(ge=1, default=DEFAULT_WARMUP_STEPS)
-    chunk_steps: int = Field(ge=1, default=DEFAULT_CHUNK_STEPS)
-    min_chunk_s: float = Field(ge=0, default=DEFAULT_MIN_CHUNK_S)
-    rounds: int = Field(ge=3, default=DEFAULT_ROUNDS)
-    min_rounds: int = Field(ge=3, default=DEFAULT_MIN_ROUNDS)
-    look_every: int = Field(ge=1, default=DEFAULT_LOOK_EVERY)
-    settle_rounds: int = Field(ge=0, default=DEFAULT_SETTLE_ROUNDS)
-    parity_steps: int = Field(ge=2, default=DEFAULT_PARITY_STEPS)
+    plan: MeasurePlan = Field(default_factory=MeasurePlan)
     #: A user's script tuned instead of a workload (`tune -- python train.py ARGS`): its argv
     #: (script path or module name first), whether it is `-m`, and the folder it runs in.
     #: The study is keyed by it: a resume continues this command. None: a workload.
@@ -85,18 +77,14 @@ class TuneConfig(Record):
     module: bool = False
     cwd: str | None = None
 
+    @classmethod
+    def upgrade(cls, fields: dict[str, Any], version: int) -> dict[str, Any]:
+        if version < 2 and "plan" not in fields:
+            plan = {k: fields[k] for k in _PLAN_FIELDS if k in fields}
+            rest = {k: v for k, v in fields.items() if k not in _PLAN_FIELDS}
+            fields = {**rest, "plan": plan}
+        return fields
+
     @property
     def is_script(self) -> bool:
         return self.command is not None
-
-    def plan(self) -> MeasurePlan:
-        return MeasurePlan(
-            warmup_steps=self.warmup_steps,
-            chunk_steps=self.chunk_steps,
-            min_chunk_s=self.min_chunk_s,
-            rounds=self.rounds,
-            min_rounds=self.min_rounds,
-            look_every=self.look_every,
-            settle_rounds=self.settle_rounds,
-            parity_steps=self.parity_steps,
-        )

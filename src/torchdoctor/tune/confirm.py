@@ -14,58 +14,34 @@ interval come from the replicated pairs (`measure.replicated_speedup`), so the i
 how much one process differs from another, which the chunks of a single pair cannot show:
 with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and fresh
 `torchdoctor run` pairs re-measured 1.72; a cnn recipe claimed [1.45, 1.67] and re-measured
-1.35. This is the headline speedup.
+1.35. This is the headline speedup. What it is expected to cost, which the ladder holds back
+for it, is `torchdoctor.tune.budget`'s (`pair_cost_s`, `confirm_cost_s`).
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Any, Final, Literal
 
-from torchdoctor.measure import MIN_REPLICATES, replicated_speedup, steady_steps
+from torchdoctor.measure import MIN_REPLICATES, replicated_speedup
 from torchdoctor.tune.arms import Arm, interleave_steady
-from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
+from torchdoctor.tune.budget import (
+    BUDGET_GRACE_S,
+    Budget,
+    BudgetExhausted,
+    confirm_steps,
+    pair_cost_s,
+)
+from torchdoctor.tune.outcome import BUDGET_CUT, Outcome, Verdict, failure_outcome
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.trial import TrialFailure
-
-if TYPE_CHECKING:
-    from torchdoctor.tune.tuner import Tuner
+from torchdoctor.tune.tuner import Tuner
 
 #: Fresh process pairs of the final confirmation when the budget allows (at least
 #: `measure.MIN_REPLICATES`). Student's t quantile falls from 4.30 (3 pairs) to 3.18 (4) and
 #: 2.78 (5) at 95%: the fourth pair narrows the interval by a quarter, a fifth by another
 #: eighth for a quarter more time.
 CONFIRM_PAIRS: Final = 4
-
-
-def confirm_steps(baseline: TrialResult) -> int:
-    """Steady steps each confirmation process times: `run`'s default window at the
-    baseline's step time (`measure.steady_steps`: at least 30 steps and 3 s)."""
-    return steady_steps(baseline.step_time_s or 0.0)
-
-
-def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
-    """Seconds one fresh process pair is expected to take.
-
-    Each process costs about what the baseline's own measurement did (a worker start, its
-    warm-up, a few chunks: `wall_s`) plus the steady steps the confirmation times; the best
-    recipe's process adds its own warm-up, compilation included.
-    """
-    if baseline is None:
-        return 0.0
-    per_process = baseline.wall_s + confirm_steps(baseline) * (baseline.step_time_s or 0.0)
-    best_warmup_s = (best_trial.warmup_s or 0.0) if best_trial is not None else 0.0
-    return 2 * per_process + best_warmup_s
-
-
-def confirm_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
-    """Seconds the ladder leaves for the final confirmation: its fewest pairs.
-
-    `measure.MIN_REPLICATES` pairs, not `CONFIRM_PAIRS`: a ladder that runs to its deadline
-    leaves the least that still gives an interval, and one that finishes early leaves the
-    confirmation time for all its pairs.
-    """
-    return MIN_REPLICATES * pair_cost_s(baseline, best_trial)
 
 
 #: What the fresh process pairs say of the ladder's claim (`confirmation_verdict`).
@@ -115,9 +91,16 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     if baseline is None or tuner.best_recipe == baseline.recipe:
         return None
     key = confirmation_key(baseline.recipe, tuner.best_recipe)
-    stored = tuner.stored.get(key)
-    if isinstance(stored, Confirmation):
-        return tuner.record(stored, reused=True)
+    return tuner.run_or_replay(
+        key, Confirmation, lambda: _run_pairs(tuner, key, baseline, dict(tuner.best_recipe))
+    )
+
+
+def _run_pairs(
+    tuner: Tuner, key: str, baseline: TrialResult, best_recipe: dict[str, Any]
+) -> Confirmation:
+    """Run the fresh process pairs of the final A/B; its record (see
+    `confirm_against_baseline`)."""
     budget = tuner.budget
     # The reserve was held for this: from here its requests may use all that is left.
     budget.confirm_planned = False
@@ -131,11 +114,11 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     # The ladder's live workers would share the machine with the fresh ones.
     tuner.close()
     start = budget.clock()
-    recipes = {"baseline": baseline.recipe, "best": tuner.best_recipe}
+    recipes = {"baseline": baseline.recipe, "best": best_recipe}
     scores: dict[str, list[float]] = {"baseline": [], "best": []}
     rates: dict[str, list[float]] = {"baseline": [], "best": []}
     peak: int | None = None
-    fields: dict[str, object] = {"status": "ok"}
+    verdict = Verdict("ok", Outcome.MEASURED)
     timeout = budget.request_timeout
     steps = confirm_steps(baseline)
     try:
@@ -163,38 +146,45 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
     except TrialFailure as exc:
         done = min(len(scores["baseline"]), len(scores["best"]))
         # The budget cut a pair short after enough whole pairs: those still give the interval.
-        if exc.status != "timeout" or done < MIN_REPLICATES:
-            fields = {"status": exc.status, "reason": exc.reason}
+        if failure_outcome(exc.status) is not Outcome.TIMEOUT or done < MIN_REPLICATES:
+            verdict = Verdict.failure(exc.status, exc.reason)
         for tag in scores:
             del scores[tag][done:], rates[tag][done:]
     done = min(len(scores["baseline"]), len(scores["best"]))
-    if fields["status"] == "ok" and done < MIN_REPLICATES:
-        fields = {
-            "status": "timeout",
-            "reason": f"the budget left time for {done} fresh process pairs; an interval "
-            f"needs {MIN_REPLICATES}",
-        }
-    if fields["status"] == "ok":
-        confidence = tuner.settings.plan.confidence
-        est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)
-        fields.update(
-            samples_per_s=statistics.median(rates["best"]),
-            baseline_samples_per_s=statistics.median(rates["baseline"]),
-            speedup=est.speedup,
-            speedup_ci=(est.ci_low, est.ci_high),
-            peak_memory_bytes=peak,
-            rates=rates["best"],
-            baseline_rates=rates["baseline"],
-            steps=steps,
+    if verdict.outcome is Outcome.MEASURED and done < MIN_REPLICATES:
+        verdict = Verdict(
+            "timeout",
+            Outcome.BUDGET_CUT,
+            f"{BUDGET_CUT} {done} fresh process pairs; an interval needs {MIN_REPLICATES}",
         )
-    record = Confirmation.model_validate(
-        {
-            "key": key,
-            "step": len(tuner.trials),
-            "baseline_recipe": dict(baseline.recipe),
-            "recipe": dict(tuner.best_recipe),
-            **fields,
-            "wall_s": budget.clock() - start,
-        }
+    if verdict.outcome is not Outcome.MEASURED:
+        return Confirmation(
+            key=key,
+            step=len(tuner.trials),
+            baseline_recipe=dict(baseline.recipe),
+            recipe=dict(best_recipe),
+            status=verdict.status,
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            wall_s=budget.clock() - start,
+        )
+    confidence = tuner.settings.plan.confidence
+    est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)
+    return Confirmation(
+        key=key,
+        step=len(tuner.trials),
+        baseline_recipe=dict(baseline.recipe),
+        recipe=dict(best_recipe),
+        status=verdict.status,
+        outcome=verdict.outcome,
+        reason=verdict.reason,
+        samples_per_s=statistics.median(rates["best"]),
+        baseline_samples_per_s=statistics.median(rates["baseline"]),
+        speedup=est.speedup,
+        speedup_ci=(est.ci_low, est.ci_high),
+        peak_memory_bytes=peak,
+        rates=rates["best"],
+        baseline_rates=rates["baseline"],
+        steps=steps,
+        wall_s=budget.clock() - start,
     )
-    return tuner.record(record, reused=False)

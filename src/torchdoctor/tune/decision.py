@@ -4,20 +4,24 @@ Used by every trial that measures a recipe: a ladder step (speed proven by the s
 against the current best, `torchdoctor.measure.SequentialTest`) and a joint-search trial
 (measured alone, so with no speed verdict). In order:
 
-1. a NaN/inf loss fails the trial (status "nan");
-2. a speed verdict other than "faster" rejects it (not a proven win);
-3. a loss trajectory outside the baseline's own spread rejects it (`tune.parity`);
-4. otherwise it is accepted ("kept" on the ladder, "measured" in the joint search).
+1. a NaN/inf loss fails the trial (status "nan", `Outcome.NAN`);
+2. a speed verdict other than "faster" rejects it (not a proven win, `Outcome.NOT_FASTER`);
+3. a loss trajectory outside the baseline's own spread rejects it (`tune.parity`,
+   `Outcome.QUALITY`);
+4. otherwise it is accepted (`Outcome.KEPT` on the ladder, `Outcome.MEASURED` in the joint
+   search).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from torchdoctor.measure import PairedSpeedup, speed_verdict
+from torchdoctor.tune.outcome import QUALITY, Outcome, Verdict
 from torchdoctor.tune.parity import ParityResult, first_non_finite
-from torchdoctor.tune.records import Decision, TrialStatus
+
+__all__ = ["SpeedCheck", "Verdict", "judge"]
 
 
 @dataclass(frozen=True)
@@ -39,32 +43,20 @@ class SpeedCheck:
         )
 
 
-@dataclass(frozen=True)
-class Verdict:
-    status: TrialStatus
-    decision: Decision
-    reason: str = ""
-    loss_deviation: float | None = None
-
-    def fields(self) -> dict[str, object]:
-        """The verdict as fields of a `TrialResult`."""
-        return asdict(self)
-
-
 def judge(
     losses: Sequence[float | None],
     *,
     speed: SpeedCheck | None,
     parity: Callable[[Sequence[float | None]], ParityResult],
-    accepted: Decision,
+    accepted: Outcome,
 ) -> Verdict:
     """The verdict on a candidate (see the module docstring); `parity` runs only if needed."""
     bad = first_non_finite(losses)
     if bad is not None:
-        return Verdict("nan", "failed", f"loss is NaN/inf at step {bad}")
+        return Verdict("nan", Outcome.NAN, f"loss is NaN/inf at step {bad}")
     if speed is not None and not speed.faster:
-        return Verdict("ok", "rejected", speed.reason())
+        return Verdict("ok", Outcome.NOT_FASTER, speed.reason())
     check = parity(losses)
     if not check.passed:
-        return Verdict("ok", "rejected", "quality: " + check.reason, check.deviation)
+        return Verdict("ok", Outcome.QUALITY, f"{QUALITY}: {check.reason}", check.deviation)
     return Verdict("ok", accepted, "", check.deviation)

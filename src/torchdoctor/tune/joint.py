@@ -15,11 +15,14 @@ storage URL split the search, and a resumed study counts the joint trials it alr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
+from torchdoctor.core.vocabulary import Safety
 from torchdoctor.tune.arms import measure_alone
+from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.parity import loosest
-from torchdoctor.tune.records import ParetoPoint, Trial, TrialResult, recipe_key
+from torchdoctor.tune.records import ParetoPoint, Trial, TrialFigures, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
 from torchdoctor.tune.trial import TrialFailure
@@ -46,7 +49,7 @@ def pareto_front(records: Sequence[Trial]) -> list[ParetoPoint]:
         for r in records
         if isinstance(r, TrialResult)
         and r.ok
-        and r.decision in ("baseline", "kept", "measured")
+        and r.outcome in (Outcome.BASELINE, Outcome.KEPT, Outcome.MEASURED)
         and r.kind != "confirm"
         and r.samples_per_s is not None
         and r.peak_memory_bytes is not None
@@ -75,9 +78,8 @@ def refine_jointly(
     specs = [s for s in space if s.name in INTERACTING_KNOBS and len(s.values) > 1]
     done = [r for r in tuner.stored.values() if isinstance(r, TrialResult) and r.kind == "joint"]
     for record in done:
-        tuner.record(record, reused=True)
+        tuner.run_or_replay(record.key, TrialResult, None)
     safety = loosest([s.safety for s in specs])
-    plan = tuner.settings.plan
     for _ in range(max(0, n_trials - len(done))):
         if not specs or tuner.budget.remaining_s() < tuner.estimated_trial_s():
             break
@@ -91,45 +93,52 @@ def refine_jointly(
         if reason is not None:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
-        budget = tuner.budget
-        start = budget.clock()
-        fields: dict[str, Any]
-        arm = None
-        try:
-            arm = tuner.open_arm_for(recipe, "joint")
-            measure_alone(arm, plan, timeout=budget.request_timeout)
-            arm.fill_losses(plan.parity_steps, timeout=budget.request_timeout)
-            losses = list(arm.losses[: plan.parity_steps])
-            # Measured alone, so no speed verdict: the ladder's decision on the rest.
-            fields = {
-                **tuner.judge(losses, safety, speed=None, accepted="measured").fields(),
-                "samples_per_s": arm.rate(),
-                "peak_memory_bytes": arm.peak_memory_bytes,
-                "losses": losses,
-                "compile_s": arm.compile_s,
-                "warmup_s": arm.warmup_s,
-                "chunk_times_s": list(arm.chunk_scores),
-            }
-        except TrialFailure as exc:
-            fields = {"status": exc.status, "decision": "failed", "reason": exc.reason}
-        finally:
-            if arm is not None:
-                arm.close()
-        result = TrialResult.model_validate(
-            {
-                "key": f"joint:{trial.number}:{recipe_key(recipe)}",
-                "kind": "joint",
-                "step": len(tuner.trials),
-                "recipe": recipe,
-                **fields,
-                "wall_s": budget.clock() - start,
-            }
-        )
+        key = f"joint:{trial.number}:{recipe_key(recipe)}"
+        run = partial(_measure_joint, tuner, key, recipe, safety)
+        # Told to the study below, with the trial Optuna asked for: not stored a second time.
+        result = tuner.run_or_replay(key, TrialResult, run, store=False)
         trial.set_user_attr(KEY_ATTR, result.key)
         trial.set_user_attr(RECORD_ATTR, result.to_json_dict())
         if result.ok and result.samples_per_s is not None:
             study.tell(trial, [result.samples_per_s, float(result.peak_memory_bytes or 0)])
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        tuner.record(result, reused=False, store=False)
     return pareto_front(tuner.trials)
+
+
+def _measure_joint(tuner: Tuner, key: str, recipe: dict[str, Any], safety: Safety) -> TrialResult:
+    """One joint-search trial: `recipe` measured alone and quality-checked."""
+    budget = tuner.budget
+    plan = tuner.settings.plan
+    start = budget.clock()
+    figures = TrialFigures()
+    arm = None
+    try:
+        arm = tuner.open_arm_for(recipe, "joint")
+        measure_alone(arm, plan, timeout=budget.request_timeout)
+        arm.fill_losses(plan.parity_steps, timeout=budget.request_timeout)
+        losses = list(arm.losses[: plan.parity_steps])
+        # Measured alone, so no speed verdict: the ladder's decision on the rest.
+        verdict = tuner.judge(losses, safety, speed=None, accepted=Outcome.MEASURED)
+        figures = TrialFigures(
+            samples_per_s=arm.rate(),
+            peak_memory_bytes=arm.peak_memory_bytes,
+            losses=losses,
+            compile_s=arm.compile_s,
+            warmup_s=arm.warmup_s,
+            chunk_times_s=list(arm.chunk_scores),
+        )
+    except TrialFailure as exc:
+        verdict = Verdict.failure(exc.status, exc.reason)
+    finally:
+        if arm is not None:
+            arm.close()
+    return TrialResult.of(
+        key=key,
+        kind="joint",
+        step=len(tuner.trials),
+        recipe=recipe,
+        verdict=verdict,
+        figures=figures,
+        wall_s=budget.clock() - start,
+    )

@@ -11,6 +11,9 @@ A candidate the knob catalogue says cannot run here (e.g. persistent_workers wit
 CUDA-only knobs on a CPU) is skipped without a trial. On a script, a knob whose first candidate
 did not act (the injection record says not_applied: no DataLoader for num_workers) ends that
 trial without an A/B and its other values are not tried.
+
+Every such decision goes by a trial's `Outcome` (`torchdoctor.tune.outcome`), never by the
+words of its reason.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from typing import Any
 from torchdoctor.tune.batch import search_batch_size
 from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.confirm import confirm_against_baseline
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import Confirmation, TrialResult
 from torchdoctor.tune.space import BATCH_KNOBS, STATIC_PRIOR, KnobSpec, order_knobs
-from torchdoctor.tune.tuner import DOES_NOT_APPLY, NOT_REPRODUCED, Tuner
+from torchdoctor.tune.tuner import Tuner
 
 Validator = Callable[[dict[str, Any]], str | None]
 
@@ -87,11 +91,7 @@ def planned_trials(plan: LadderPlan) -> int:
 def _rejected_for_speed(result: TrialResult) -> bool:
     """A ladder rejection on speed alone (not quality, futility, a knob that did not act, or
     a failure): the kind a later change can turn into a win."""
-    return (
-        result.kind == "ladder"
-        and result.decision == "rejected"
-        and not result.reason.startswith(("quality", "futile", DOES_NOT_APPLY))
-    )
+    return result.kind == "ladder" and result.outcome.rejected_for_speed
 
 
 def _speed_rejections(tuner: Tuner) -> list[tuple[str, Any, TrialResult]]:
@@ -126,13 +126,13 @@ def _one_pass(
             if _same(current, change[spec.name]):
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
-            if result.decision == "rejected" and result.reason.startswith(DOES_NOT_APPLY):
+            if result.outcome is Outcome.NOT_APPLICABLE:
                 # The knob cannot reach this script's code: its other values cannot either.
                 # Reported once, with the injection's reason (after "knob=value: ").
                 why = result.reason.split(": ", 2)[-1]
                 outcome.skipped.setdefault(why, []).append(spec.name)
                 break
-            kept_here = kept_here or result.decision == "kept"
+            kept_here = kept_here or result.outcome is Outcome.KEPT
             # Quality and futility rejections are not retried: no later change turns a 10x
             # slowdown into a win, nor fixes a broken loss.
             rejected_for_speed = rejected_for_speed or _rejected_for_speed(result)
@@ -150,7 +150,7 @@ def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]
     held: dict[str, TrialResult] = {}
     for name, value, t in _speed_rejections(tuner):
         if (
-            not t.reason.startswith(NOT_REPRODUCED)
+            t.outcome is not Outcome.NOT_REPRODUCED
             or name not in by_name
             or _same(tuner.best_recipe.get(name), value)
         ):
@@ -205,7 +205,7 @@ def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -
         if plan.validate is not None and plan.validate({**tuner.best_recipe, **change}):
             continue
         safety = loosest([by_name[name].safety for name in change])
-        if tuner.try_change(change, kind="ladder", safety=safety).decision == "kept":
+        if tuner.try_change(change, kind="ladder", safety=safety).outcome is Outcome.KEPT:
             kept = {name for rung in tuner.rungs for name in rung.change}
             slow = {name for name, _, _ in _speed_rejections(tuner)}
             return [s for s in specs if s.name in slow - kept]

@@ -7,14 +7,24 @@ Every record is a frozen `Record` with a versioned JSON form, so a run folder ca
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, peek_schema
 from torchdoctor.core.vocabulary import Objective
+from torchdoctor.tune.outcome import (
+    Decision,
+    Outcome,
+    TrialStatus,
+    Verdict,
+    check_consistent,
+    legacy_confirmation_outcome,
+    legacy_trial_outcome,
+)
 
 
 def recipe_key(recipe: dict[str, Any]) -> str:
@@ -22,10 +32,49 @@ def recipe_key(recipe: dict[str, Any]) -> str:
     return json.dumps(recipe, sort_keys=True, default=str)
 
 
-TrialStatus = Literal["ok", "crash", "oom", "timeout", "nan", "error"]
+__all__ = [
+    "Confirmation",
+    "Decision",
+    "Ladder",
+    "Outcome",
+    "ParetoPoint",
+    "Rejection",
+    "Rung",
+    "Trial",
+    "TrialFigures",
+    "TrialKind",
+    "TrialResult",
+    "TrialStatus",
+    "TuneResult",
+    "read_trial",
+    "recipe_key",
+    "trial_from_json_dict",
+]
+
 #: "confirm" only in run folders written before the `Confirmation` record.
 TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm"]
-Decision = Literal["baseline", "kept", "rejected", "failed", "measured"]
+
+
+@dataclass(frozen=True)
+class TrialFigures:
+    """What a trial measured of its candidate, as `TrialResult` records it (each figure None
+    or empty when the trial did not get that far)."""
+
+    samples_per_s: float | None = None
+    best_samples_per_s: float | None = None
+    step_time_s: float | None = None
+    speedup_vs_best: float | None = None
+    speedup_vs_best_ci: tuple[float, float] | None = None
+    replicate_speedup_vs_best: float | None = None
+    replicate_speedup_vs_best_ci: tuple[float, float] | None = None
+    peak_memory_bytes: int | None = None
+    losses: list[float | None] = field(default_factory=list)
+    compile_s: float | None = None
+    warmup_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)
+    best_chunk_times_s: list[float] = field(default_factory=list)
+    machine_load: MachineLoad | None = None
+    remeasured: int = 0
 
 
 class TrialResult(Record):
@@ -38,11 +87,13 @@ class TrialResult(Record):
     because the machine was disturbed (version 2). The baseline carries `reference_losses`,
     the trajectories its quality check is judged against (version 3). A ladder win carries
     the A/B of a second pair of fresh processes that had to bear it out,
-    `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`).
+    `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`). `outcome`
+    is what became of it, which the tuner decides by (version 5; earlier versions read back
+    with the outcome their status, decision and reason imply: `tune.outcome`).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
-    schema_version: ClassVar[int] = 4
+    schema_version: ClassVar[int] = 5
 
     key: str
     kind: TrialKind
@@ -51,6 +102,7 @@ class TrialResult(Record):
     recipe: dict[str, Any]
     status: TrialStatus
     decision: Decision
+    outcome: Outcome
     reason: str = ""
     samples_per_s: float | None = None
     best_samples_per_s: float | None = None
@@ -73,6 +125,65 @@ class TrialResult(Record):
     #: weight perturbation, the yardstick of the quality check (`torchdoctor.tune.parity`).
     reference_losses: list[list[float | None]] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _outcome_agrees(self) -> Self:
+        check_consistent(self.status, self.decision, self.outcome)
+        return self
+
+    @classmethod
+    def upgrade(cls, fields: dict[str, Any], version: int) -> dict[str, Any]:
+        if version < 5 and "outcome" not in fields:
+            outcome = legacy_trial_outcome(
+                str(fields.get("status")),
+                str(fields.get("decision")),
+                str(fields.get("reason", "")),
+            )
+            fields = {**fields, "outcome": outcome}
+        return fields
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        key: str,
+        kind: TrialKind,
+        step: int,
+        recipe: dict[str, Any],
+        verdict: Verdict,
+        figures: TrialFigures,
+        wall_s: float,
+        change: dict[str, Any] | None = None,
+    ) -> TrialResult:
+        """A measured trial's record: what it was, its verdict and its figures."""
+        return cls(
+            key=key,
+            kind=kind,
+            step=step,
+            change=dict(change or {}),
+            recipe=dict(recipe),
+            status=verdict.status,
+            decision=verdict.decision,
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            loss_deviation=verdict.loss_deviation,
+            samples_per_s=figures.samples_per_s,
+            best_samples_per_s=figures.best_samples_per_s,
+            step_time_s=figures.step_time_s,
+            speedup_vs_best=figures.speedup_vs_best,
+            speedup_vs_best_ci=figures.speedup_vs_best_ci,
+            replicate_speedup_vs_best=figures.replicate_speedup_vs_best,
+            replicate_speedup_vs_best_ci=figures.replicate_speedup_vs_best_ci,
+            peak_memory_bytes=figures.peak_memory_bytes,
+            losses=list(figures.losses),
+            compile_s=figures.compile_s,
+            warmup_s=figures.warmup_s,
+            chunk_times_s=list(figures.chunk_times_s),
+            best_chunk_times_s=list(figures.best_chunk_times_s),
+            machine_load=figures.machine_load,
+            remeasured=figures.remeasured,
+            wall_s=wall_s,
+        )
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -90,13 +201,14 @@ class Confirmation(Record):
     the study's confidence; `rates` and `baseline_rates` are each process's samples/s over
     `steps` steady steps, as `torchdoctor run --steps` would report it. Version 1 measured
     one interleaved pair of live workers (its chunk scores in `chunk_times_s`,
-    `baseline_chunk_times_s`). Run folders
+    `baseline_chunk_times_s`). `outcome` (version 3) is `Outcome.MEASURED` when the pairs gave
+    an interval, else why not (a failure, or `Outcome.BUDGET_CUT`). Run folders
     written before this record hold it as a `TrialResult` of kind "confirm", which
     `from_trial` reads.
     """
 
     schema_name: ClassVar[str] = "tune_confirmation"
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
     kind: ClassVar[Literal["confirm"]] = "confirm"
 
     key: str
@@ -104,6 +216,7 @@ class Confirmation(Record):
     baseline_recipe: dict[str, Any]
     recipe: dict[str, Any]
     status: TrialStatus
+    outcome: Outcome
     reason: str = ""
     samples_per_s: float | None = None
     baseline_samples_per_s: float | None = None
@@ -118,6 +231,22 @@ class Confirmation(Record):
     steps: int | None = None
     wall_s: float = Field(ge=0, default=0.0)
 
+    @model_validator(mode="after")
+    def _outcome_agrees(self) -> Self:
+        if self.outcome not in (Outcome.MEASURED, Outcome.BUDGET_CUT) and not self.outcome.failed:
+            raise ValueError(f"a confirmation cannot be {self.outcome.value}")
+        check_consistent(self.status, None, self.outcome)
+        return self
+
+    @classmethod
+    def upgrade(cls, fields: dict[str, Any], version: int) -> dict[str, Any]:
+        if version < 3 and "outcome" not in fields:
+            outcome = legacy_confirmation_outcome(
+                str(fields.get("status")), str(fields.get("reason", ""))
+            )
+            fields = {**fields, "outcome": outcome}
+        return fields
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -131,6 +260,7 @@ class Confirmation(Record):
             baseline_recipe=dict(baseline_recipe),
             recipe=dict(old.recipe),
             status=old.status,
+            outcome=legacy_confirmation_outcome(old.status, old.reason),
             reason=old.reason,
             samples_per_s=old.samples_per_s,
             baseline_samples_per_s=old.best_samples_per_s,
@@ -177,6 +307,45 @@ class Rung(Record):
     peak_memory_bytes: int | None = None
     loss_deviation: float | None = None
     verdict: str
+
+    @classmethod
+    def baseline(cls, result: TrialResult) -> Rung:
+        """Step 0: the baseline's own figures, every ratio 1."""
+        return cls(
+            step=0,
+            change={},
+            samples_per_s=result.samples_per_s or 0.0,
+            speedup_vs_previous=1.0,
+            speedup_vs_previous_ci=(1.0, 1.0),
+            speedup_vs_baseline=1.0,
+            speedup_vs_baseline_ci=(1.0, 1.0),
+            peak_memory_bytes=result.peak_memory_bytes,
+            loss_deviation=0.0,
+            verdict="baseline",
+        )
+
+    @classmethod
+    def kept(cls, prev: Rung, result: TrialResult, change: dict[str, Any]) -> Rung:
+        """The rung after `prev` that a kept trial's `change` makes."""
+        ratio = result.speedup_vs_best or 1.0
+        low, high = result.speedup_vs_best_ci or (ratio, ratio)
+        return cls(
+            step=prev.step + 1,
+            change=change,
+            samples_per_s=result.samples_per_s or 0.0,
+            speedup_vs_previous=ratio,
+            speedup_vs_previous_ci=(low, high),
+            # Chained: the product of the step ratios; its interval is the product of the
+            # bounds, a conservative (Bonferroni-style) interval for the product.
+            speedup_vs_baseline=prev.speedup_vs_baseline * ratio,
+            speedup_vs_baseline_ci=(
+                prev.speedup_vs_baseline_ci[0] * low,
+                prev.speedup_vs_baseline_ci[1] * high,
+            ),
+            peak_memory_bytes=result.peak_memory_bytes,
+            loss_deviation=result.loss_deviation,
+            verdict="kept",
+        )
 
 
 class Rejection(Record):

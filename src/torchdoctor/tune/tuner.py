@@ -12,8 +12,10 @@ only when `torchdoctor.tune.decision.judge` says so:
 
 Each trial has a deterministic key (kind, best recipe, candidate recipe). A trial already in
 the study (a resumed run, or another worker sharing the study) is read back and replayed
-through the same decision bookkeeping instead of being run again. The budget lives in
-`torchdoctor.tune.budget`, the final A/B against the baseline in `torchdoctor.tune.confirm`.
+through the same decision bookkeeping instead of being run again (`Tuner.run_or_replay`, the
+one place that does either). What became of a trial is its `Outcome` (`torchdoctor.tune.outcome`),
+which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, the final A/B
+against the baseline in `torchdoctor.tune.confirm`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -40,9 +42,17 @@ from torchdoctor.tune.budget import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
     BudgetExhausted,
+    confirm_cost_s,
 )
-from torchdoctor.tune.confirm import confirm_cost_s
-from torchdoctor.tune.decision import SpeedCheck, Verdict, judge
+from torchdoctor.tune.decision import SpeedCheck, judge
+from torchdoctor.tune.early import does_not_apply, futile, futile_score
+from torchdoctor.tune.outcome import (
+    FIRST_PAIR_ONLY,
+    NOT_REPRODUCED,
+    Outcome,
+    Verdict,
+    failure_outcome,
+)
 from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     TOLERANCES,
@@ -53,10 +63,10 @@ from torchdoctor.tune.parity import (
 )
 from torchdoctor.tune.records import (
     Confirmation,
-    Decision,
     Rejection,
     Rung,
     Trial,
+    TrialFigures,
     TrialKind,
     TrialResult,
     recipe_key,
@@ -67,8 +77,6 @@ from torchdoctor.tune.study import Study
 from torchdoctor.tune.trial import TrialFailure
 
 __all__ = [
-    "DOES_NOT_APPLY",
-    "NOT_REPRODUCED",
     "BudgetExhausted",
     "TuneSettings",
     "Tuner",
@@ -82,26 +90,8 @@ T = TypeVar("T", TrialResult, Confirmation)
 #: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
 DEFAULT_MIN_GAIN: Final = 0.02
 
-#: A candidate whose warm-up steps (after the first, which carries compilation) run this many
-#: times slower than the current best is rejected without being scored. The interleaved A/B
-#: would reject it too, but only after settle + min_rounds chunks of at least chunk_steps
-#: steps each: fp16 autocast on a CPU without fp16 units runs ~100x slower than fp32 here, and
-#: that A/B cost 6 minutes of a 7-minute budget. 10x leaves room for warm-up effects that do
-#: fade (allocator growth, CUDA graph capture, cudnn autotuning) and is far below the slowdown
-#: of a hopeless candidate. Stopping never accepts, so it adds nothing to the false-accept rate.
-FUTILE_SLOWDOWN: Final = 10.0
-
-
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
 OWN_SETTINGS_ATTR: Final = "own_settings"
-
-#: Reason prefix of a trial whose changed knob did not act in the script (`_does_not_apply`).
-DOES_NOT_APPLY: Final = "does not apply"
-
-#: Reason prefix of a win the second pair of fresh processes did not bear out (`_replicate`).
-NOT_REPRODUCED: Final = "not reproduced in fresh processes"
-#: Reason of a win kept on its first pair alone (`_replicate` cut by the budget).
-FIRST_PAIR_ONLY: Final = "kept on its first pair of processes"
 
 
 @dataclass(frozen=True)
@@ -222,17 +212,51 @@ class Tuner:
             self.on_trial(result)
         return result
 
+    def run_or_replay(
+        self,
+        key: str,
+        record_type: type[T],
+        run: Callable[[], T] | None,
+        *,
+        apply: Callable[[T, bool], None] | None = None,
+        store: bool = True,
+    ) -> T:
+        """The trial with `key`: read back from the study when it holds one of `record_type`
+        (a resumed run, or another worker sharing the study), else `run()` (may raise
+        `BudgetExhausted`); then `apply(result, reused)` updates the tuner's state from it,
+        the same way for both, and it is recorded (stored in the study unless reused or
+        `store` is False).
+
+        `run` None replays a trial known to be stored (the joint search's, whose keys it
+        lists); a key the study lacks is then an internal error.
+        """
+        stored = self.stored.get(key)
+        reused = isinstance(stored, record_type)
+        if isinstance(stored, record_type):
+            result = stored
+        elif run is not None:
+            result = run()
+        else:
+            raise TuneError(f"internal: no stored trial {key!r} to replay")
+        if apply is not None:
+            apply(result, reused)
+        return self.record(result, reused=reused, store=store)
+
     # the baseline
 
     def run_baseline(self) -> TrialResult:
-        key = "baseline:" + recipe_key(self.best_recipe)
-        stored = self.stored.get(key)
-        if isinstance(stored, TrialResult):
-            result = stored
-            self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
+        def apply(result: TrialResult, reused: bool) -> None:
+            if reused:  # a resumed study reuses the baseline without its arm
+                self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
             self.baseline = result
-            self._add_baseline_rung(result)
-            return self.record(result, reused=True)
+            self.rungs.append(Rung.baseline(result))
+
+        key = "baseline:" + recipe_key(self.best_recipe)
+        return self.run_or_replay(
+            key, TrialResult, lambda: self._measure_baseline(key), apply=apply
+        )
+
+    def _measure_baseline(self, key: str) -> TrialResult:
         start = self.budget.clock()
         plan = self.settings.plan
         try:
@@ -268,6 +292,7 @@ class Tuner:
             recipe=dict(self.best_recipe),
             status="ok",
             decision="baseline",
+            outcome=Outcome.BASELINE,
             samples_per_s=arm.rate(),
             step_time_s=statistics.median(arm.chunk_scores) * arm.per_step(),
             peak_memory_bytes=arm.peak_memory_bytes,
@@ -280,9 +305,7 @@ class Tuner:
             reference_losses=references,
         )
         self.best_arm = arm
-        self.baseline = result
-        self._add_baseline_rung(result)
-        return self.record(result, reused=False)
+        return result
 
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
@@ -301,22 +324,6 @@ class Tuner:
             hint="give a larger --budget (e.g. 10m)",
         )
 
-    def _add_baseline_rung(self, result: TrialResult) -> None:
-        self.rungs.append(
-            Rung(
-                step=0,
-                change={},
-                samples_per_s=result.samples_per_s or 0.0,
-                speedup_vs_previous=1.0,
-                speedup_vs_previous_ci=(1.0, 1.0),
-                speedup_vs_baseline=1.0,
-                speedup_vs_baseline_ci=(1.0, 1.0),
-                peak_memory_bytes=result.peak_memory_bytes,
-                loss_deviation=0.0,
-                verdict="baseline",
-            )
-        )
-
     # one change
 
     def try_change(self, change: dict[str, Any], *, kind: TrialKind, safety: Safety) -> TrialResult:
@@ -324,59 +331,72 @@ class Tuner:
             raise TuneError("internal: try_change before the baseline")
         candidate = {**self.best_recipe, **change}
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
-        stored = self.stored.get(key)
-        if isinstance(stored, TrialResult):
-            self._apply(stored, change, safety)
-            return self.record(stored, reused=True)
+
+        def run() -> TrialResult:
+            return self._run_change(key, kind, change, candidate, safety)
+
+        return self.run_or_replay(
+            key, TrialResult, run, apply=lambda result, _: self._apply(result, change, safety)
+        )
+
+    def _run_change(
+        self,
+        key: str,
+        kind: TrialKind,
+        change: dict[str, Any],
+        candidate: dict[str, Any],
+        safety: Safety,
+    ) -> TrialResult:
+        """Measure `candidate` against the current best: its record, the best arm updated."""
         budget = self.budget
         if budget.remaining_s() < self.estimated_trial_s() + budget.reserve_s():
             raise BudgetExhausted
         start = budget.clock()
-        fields, cand_arm = self._measure(
+        verdict, figures, cand_arm = self._measure(
             candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
         )
-        if fields["status"] == "timeout" and budget.past_deadline():
+        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
             # Cut by the budget, not a property of the recipe: not stored, so a resumed study
             # with more budget runs it again.
             raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
-        result = TrialResult.model_validate(
-            {
-                "key": key,
-                "kind": kind,
-                "step": len(self.trials),
-                "change": change,
-                "recipe": candidate,
-                "best_samples_per_s": self.rungs[-1].samples_per_s,
-                **fields,
-                "wall_s": budget.clock() - start,
-            }
+        if figures.best_samples_per_s is None:
+            figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
+        result = TrialResult.of(
+            key=key,
+            kind=kind,
+            step=len(self.trials),
+            change=change,
+            recipe=candidate,
+            verdict=verdict,
+            figures=figures,
+            wall_s=budget.clock() - start,
         )
-        if result.decision == "kept" and cand_arm is not None:
+        if result.outcome is Outcome.KEPT and cand_arm is not None:
             self.close()
             self.best_arm = cand_arm
         elif cand_arm is not None:
             cand_arm.close()
-        self._apply(result, change, safety)
-        return self.record(result, reused=False)
+        return result
 
     def _measure(
         self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
-    ) -> tuple[dict[str, Any], Arm | None]:
-        """The measured fields of a trial record (status, decision, figures) and its arm."""
+    ) -> tuple[Verdict, TrialFigures, Arm | None]:
+        """A trial's verdict, its figures and the arm it ends with."""
         plan = self.settings.plan
         speed: SpeedCheck | None = None
         cand: Arm | None = None
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
-            limit = self._futile_score(self.best_arm)
+            best_rate = self.rungs[-1].samples_per_s
+            limit = futile_score(self.best_arm, best_rate)
             cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
-            inapplicable = self._does_not_apply(cand, recipe, changed)
+            inapplicable = does_not_apply(cand, recipe, changed)
             if inapplicable is not None:
-                return inapplicable, cand
-            futile = self._futile(cand, limit)
-            if futile is not None:
-                return futile, cand
+                return inapplicable, TrialFigures(), cand
+            hopeless = futile(cand, limit, best_rate)
+            if hopeless is not None:
+                return (*hopeless, cand)
             est = interleave_until_clear(
                 self.best_arm,
                 cand,
@@ -396,35 +416,38 @@ class Tuner:
                 # best afresh for the next trial rather than guess.
                 cand.close()
                 self.close()
-            return {"status": exc.status, "decision": "failed", "reason": exc.reason}, None
+            return Verdict.failure(exc.status, exc.reason), TrialFigures(), None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
-        verdict = self.judge(losses, safety, speed=speed, accepted="kept")
-        replicate: dict[str, Any] = {}
+        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
+        again: PairedSpeedup | None = None
         ends_with: Arm | None = cand
-        if verdict.decision == "kept" and self.settings.replicate_wins:
-            replicate, ends_with = self._replicate(recipe, cand, first=est)
-        return {
-            **verdict.fields(),
-            **replicate,
-            "samples_per_s": cand.rate(),
-            "best_samples_per_s": best.rate(),
-            "step_time_s": statistics.median(cand.chunk_scores) * cand.per_step(),
-            "speedup_vs_best": est.speedup,
-            "speedup_vs_best_ci": (est.ci_low, est.ci_high),
-            "peak_memory_bytes": cand.peak_memory_bytes,
-            "losses": losses,
-            "compile_s": cand.compile_s,
-            "warmup_s": cand.warmup_s,
-            "chunk_times_s": list(cand.chunk_scores),
-            "best_chunk_times_s": list(best.chunk_scores),
-            "machine_load": est.load,
-            "remeasured": est.remeasured,
-        }, ends_with
+        if verdict.outcome is Outcome.KEPT and self.settings.replicate_wins:
+            verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
+        figures = TrialFigures(
+            samples_per_s=cand.rate(),
+            best_samples_per_s=best.rate(),
+            step_time_s=statistics.median(cand.chunk_scores) * cand.per_step(),
+            speedup_vs_best=est.speedup,
+            speedup_vs_best_ci=(est.ci_low, est.ci_high),
+            replicate_speedup_vs_best=again.speedup if again is not None else None,
+            replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high)
+            if again is not None
+            else None,
+            peak_memory_bytes=cand.peak_memory_bytes,
+            losses=losses,
+            compile_s=cand.compile_s,
+            warmup_s=cand.warmup_s,
+            chunk_times_s=list(cand.chunk_scores),
+            best_chunk_times_s=list(best.chunk_scores),
+            machine_load=est.load,
+            remeasured=est.remeasured,
+        )
+        return verdict, figures, ends_with
 
     def _replicate(
-        self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup
-    ) -> tuple[dict[str, Any], Arm | None]:
+        self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup, kept: Verdict
+    ) -> tuple[Verdict, PairedSpeedup | None, Arm | None]:
         """The same A/B again on a second pair of fresh processes: a win is kept only when
         this pair points the same way (`arms.REPLICATE_CONFIDENCE` says how sure, and why
         the direction rather than the first pair's bar).
@@ -436,9 +459,11 @@ class Tuner:
         process of each recipe draws that difference afresh, so a do-nothing change must be
         lucky twice.
 
-        Returns the record fields this adds and the arm the trial ends with: the fresh
-        candidate when the win holds (the next best), else None, with the fresh best as the
-        live best. The first pair's arms are closed first, so at most two processes run.
+        Returns the trial's verdict (`kept` when the win holds or the budget cut the second
+        pair), the second pair's estimate (None when it did not finish) and the arm the trial
+        ends with: the fresh candidate when the win holds (the next best), else None, with the
+        fresh best as the live best. The first pair's arms are closed first, so at most two
+        processes run.
         """
         cand.close()
         self.close()
@@ -448,32 +473,29 @@ class Tuner:
                 timeout=self.budget.request_timeout,
             )  # fmt: skip
         except TrialFailure as exc:
-            if exc.status == "timeout" and self.budget.past_deadline():
+            if failure_outcome(exc.status) is Outcome.TIMEOUT and self.budget.past_deadline():
                 # The budget ran out, not the recipe: the win stands on its first pair, and
                 # the final A/B against the baseline (in its reserve) still checks it.
-                return {"reason": f"{FIRST_PAIR_ONLY}: the budget ran out during the second"}, None
-            return {
-                "status": exc.status,
-                "decision": "failed",
-                "reason": f"a second pair of fresh processes failed: {exc.reason}",
-            }, None
-        fields: dict[str, Any] = {
-            "replicate_speedup_vs_best": est.speedup,
-            "replicate_speedup_vs_best_ci": (est.ci_low, est.ci_high),
-        }
+                why = f"{FIRST_PAIR_ONLY}: the budget ran out during the second"
+                return replace(kept, reason=why), None, None
+            failed = Verdict.failure(
+                exc.status, f"a second pair of fresh processes failed: {exc.reason}"
+            )
+            return replace(failed, loss_deviation=kept.loss_deviation), None, None
         check = SpeedCheck(est, REPLICATE_THRESHOLD)
         if check.faster:
             best2.close()
-            return fields, cand2
+            return kept, est, cand2
         cand2.close()
         self.best_arm = best2
         reason = check.reason().removeprefix("not a proven win: ")
-        fields.update(
-            decision="rejected",
+        rejected = replace(
+            kept,
+            outcome=Outcome.NOT_REPRODUCED,
             reason=f"{NOT_REPRODUCED}: {reason} (the first pair: {first.speedup:.3f}x "
             f"[{first.ci_low:.3f}, {first.ci_high:.3f}])",
         )
-        return fields, None
+        return rejected, est, None
 
     def judge(
         self,
@@ -481,7 +503,7 @@ class Tuner:
         safety: Safety,
         *,
         speed: SpeedCheck | None,
-        accepted: Decision,
+        accepted: Outcome,
     ) -> Verdict:
         """`tune.decision.judge` against this study's quality reference."""
         return judge(
@@ -493,51 +515,9 @@ class Tuner:
             accepted=accepted,
         )
 
-    def _futile_score(self, best: Arm) -> float | None:
-        """The warm-up score (s/sample, or s/step) past which a candidate is futile."""
-        rate = self.rungs[-1].samples_per_s
-        if rate <= 0 or best.samples_per_step <= 0:
-            return None
-        # The best's score at the rung's rate, in the candidate's units (see `Arm.rate_of`).
-        score = best.samples_per_step / rate if best.objective == "latency" else 1.0 / rate
-        return score * FUTILE_SLOWDOWN
-
-    @staticmethod
-    def _does_not_apply(
-        cand: Arm, recipe: dict[str, Any], changed: tuple[str, ...]
-    ) -> dict[str, Any] | None:
-        """A rejection without an A/B when a changed knob did not act in the candidate (a
-        script whose code the knob cannot reach: no DataLoader for num_workers, ...)."""
-        missing = [k for k in changed if k in cand.not_applied]
-        if not missing:
-            return None
-        why = "; ".join(f"{k}={recipe.get(k)}: {cand.not_applied[k]}" for k in missing)
-        return {"status": "ok", "decision": "rejected", "reason": f"{DOES_NOT_APPLY}: {why}"}
-
-    def _futile(self, cand: Arm, limit: float | None) -> dict[str, Any] | None:
-        """A rejection when the candidate's warm-up score is past `limit` (`_futile_score`)."""
-        if limit is None or cand.warm_score is None or cand.warm_score <= limit:
-            return None
-        best_rate = self.rungs[-1].samples_per_s
-        rate = cand.rate_of(cand.warm_score)
-        reason = (
-            f"futile: its warm-up ran at {rate:.3g}/s, {best_rate / rate:.0f}x slower than the "
-            f"current best ({best_rate:.3g}/s); not measured further"
-        )
-        return {
-            "status": "ok",
-            "decision": "rejected",
-            "samples_per_s": rate,
-            "speedup_vs_best": rate / best_rate,
-            "peak_memory_bytes": cand.peak_memory_bytes,
-            "compile_s": cand.compile_s,
-            "warmup_s": cand.warmup_s,
-            "reason": reason,
-        }
-
     def _apply(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result."""
-        if result.decision != "kept":
+        if result.outcome is not Outcome.KEPT:
             self.rejected.append(
                 Rejection(
                     change=change,
@@ -553,25 +533,4 @@ class Tuner:
         self.best_recipe = dict(result.recipe)
         self.best_trial = result
         self.kept_safety.append(safety)
-        prev = self.rungs[-1]
-        ratio = result.speedup_vs_best or 1.0
-        low, high = result.speedup_vs_best_ci or (ratio, ratio)
-        self.rungs.append(
-            Rung(
-                step=len(self.rungs),
-                change=change,
-                samples_per_s=result.samples_per_s or 0.0,
-                speedup_vs_previous=ratio,
-                speedup_vs_previous_ci=(low, high),
-                # Chained: the product of the step ratios; its interval is the product of the
-                # bounds, a conservative (Bonferroni-style) interval for the product.
-                speedup_vs_baseline=prev.speedup_vs_baseline * ratio,
-                speedup_vs_baseline_ci=(
-                    prev.speedup_vs_baseline_ci[0] * low,
-                    prev.speedup_vs_baseline_ci[1] * high,
-                ),
-                peak_memory_bytes=result.peak_memory_bytes,
-                loss_deviation=result.loss_deviation,
-                verdict="kept",
-            )
-        )
+        self.rungs.append(Rung.kept(self.rungs[-1], result, change))

@@ -20,6 +20,7 @@ from torchdoctor.diagnose.findings import make_finding
 from torchdoctor.engine import RunResult
 from torchdoctor.engine.memory import MemoryStats
 from torchdoctor.measure import summarize
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import (
     Ladder,
     ParetoPoint,
@@ -178,7 +179,7 @@ def trial(
     key: str,
     step: int,
     change: dict[str, Any],
-    decision: str,
+    outcome: Outcome,
     status: str = "ok",
     reason: str = "",
     rate: float | None = 100.0,
@@ -186,12 +187,13 @@ def trial(
 ) -> TrialResult:
     return TrialResult(
         key=key,
-        kind="baseline" if decision == "baseline" else "ladder",
+        kind="baseline" if outcome is Outcome.BASELINE else "ladder",
         step=step,
         change=change,
         recipe={"batch_size": 32, **change},
         status=status,  # type: ignore[arg-type]
-        decision=decision,  # type: ignore[arg-type]
+        decision=outcome.decision,
+        outcome=outcome,
         reason=reason,
         samples_per_s=rate,
         speedup_vs_best=None if rate is None else rate / 100.0,
@@ -204,12 +206,12 @@ def trial(
 def trials() -> list[TrialResult]:
     base_losses = [2.0 - 0.05 * i for i in range(20)]
     return [
-        trial("t000", 0, {}, "baseline", losses=base_losses),
+        trial("t000", 0, {}, Outcome.BASELINE, losses=base_losses),
         trial(
             "t001",
             1,
             {"num_workers": 2},
-            "kept",
+            Outcome.KEPT,
             rate=160.0,
             losses=[v + 0.01 for v in base_losses],
         ),
@@ -217,7 +219,7 @@ def trials() -> list[TrialResult]:
             "t002",
             2,
             {"compile": "default"},
-            "kept",
+            Outcome.KEPT,
             rate=330.0,
             losses=[v - 0.01 for v in base_losses],
         ),
@@ -225,7 +227,7 @@ def trials() -> list[TrialResult]:
             "t003",
             3,
             {"channels_last": True},
-            "rejected",
+            Outcome.NOT_FASTER,
             rate=101.0,
             reason="no significant difference: CI [0.98, 1.04] includes 1",
         ),
@@ -233,7 +235,7 @@ def trials() -> list[TrialResult]:
             "t004",
             3,
             {"precision": EVIL_OP},
-            "failed",
+            Outcome.CRASHED,
             status="crash",
             rate=None,
             reason=f"RuntimeError: bad value {EVIL_OP}",

@@ -14,6 +14,7 @@ from torchdoctor.report.adapters.tune import trial_view
 from torchdoctor.tune import Confirmation, TrialResult, tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.confirm import CONFIRM_PAIRS, confirmation_verdict
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
 from tune_sim import FAST_KNOB, sim_config
 
@@ -33,6 +34,7 @@ def _old_style_confirm() -> TrialResult:
         recipe=BEST,
         status="ok",
         decision="measured",
+        outcome=Outcome.MEASURED,
         samples_per_s=200.0,
         best_samples_per_s=100.0,
         speedup_vs_best=2.0,

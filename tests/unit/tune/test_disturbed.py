@@ -26,7 +26,7 @@ def test_a_comparison_disturbed_midway_is_measured_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = sim_config([FAST_KNOB], noise=0.01, effects={"fast": {"True": 0.5}})
-    plan = config.plan()
+    plan = config.plan
     first_look = plan.looks()[0]
     # The first comparison's third scored round (after the unscored settle rounds) ran beside
     # another process; after it, the machine is quiet.
@@ -51,7 +51,7 @@ def test_a_machine_busy_all_along_is_measured_a_bounded_number_of_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = sim_config([FAST_KNOB], noise=0.01, effects={"fast": {"True": 0.5}})
-    plan = config.plan()
+    plan = config.plan
     probe = ScriptedLoadProbe.of([], then=True)
     monkeypatch.setattr(load, "default_load_probe", lambda: probe)
     result = tune(config=config, out=tmp_path / "run")

@@ -39,6 +39,7 @@ def test_joint_trials_are_stored_and_the_front_is_non_dominated(tmp_path: Path) 
 
 def test_pareto_front_drops_dominated_points() -> None:
     from torchdoctor.tune import TrialResult
+    from torchdoctor.tune.outcome import Outcome
 
     def rec(sps: float, mem: int) -> TrialResult:
         return TrialResult(
@@ -48,6 +49,7 @@ def test_pareto_front_drops_dominated_points() -> None:
             recipe={"x": sps},
             status="ok",
             decision="measured",
+            outcome=Outcome.MEASURED,
             samples_per_s=sps,
             peak_memory_bytes=mem,
         )

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.tune import TrialResult, TuneResult, tune
+from torchdoctor.tune.outcome import NOT_REPRODUCED
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.tuner import NOT_REPRODUCED
 from tune_sim import DIVERGE_KNOB, FAST_KNOB, NAN_KNOB, NOOP_KNOB, sim_config, study_story
 
 #: Repeated tunes for the false-acceptance rate of a do-nothing knob. The requirement is

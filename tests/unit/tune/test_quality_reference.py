@@ -34,7 +34,7 @@ def test_reference_runs_are_paid_once_per_study(tmp_path: Path, reference_calls:
     assert reference_calls == list(range(1, REFERENCE_RUNS + 1))
     baseline = TrialResult.read(next((tmp_path / "run" / "trials").glob("*baseline*")))
     assert len(baseline.reference_losses) == REFERENCE_RUNS
-    assert all(len(r) == config.parity_steps for r in baseline.reference_losses)
+    assert all(len(r) == config.plan.parity_steps for r in baseline.reference_losses)
     # Perturbed runs differ from the baseline and from each other (another draw of noise).
     firsts = {round(float(r[-1] or 0), 9) for r in baseline.reference_losses}
     assert len(firsts) == REFERENCE_RUNS

@@ -11,11 +11,12 @@ from torchdoctor.tune import TuneConfig
 from torchdoctor.tune.api import _arm_source, script_not_injectable
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
 from torchdoctor.tune.ladder import LadderPlan, climb
+from torchdoctor.tune.outcome import DOES_NOT_APPLY
 from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, ScriptArms, WorkloadArms, not_applied_of
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.tuner import DOES_NOT_APPLY, Tuner, TuneSettings
+from torchdoctor.tune.tuner import Tuner, TuneSettings
 
 NO_LOADER = "the script built no torch DataLoader"
 

@@ -53,7 +53,7 @@ def test_the_ladder_judges_its_first_pair_at_the_study_confidence(tmp_path: Path
     # gives the interval the decision used.
     config = sim_config([NOOP_KNOB], noise=0.05)
     tune(config=config, out=tmp_path / "run")
-    last = config.plan().look_confidence(last=True)
+    last = config.plan.look_confidence(last=True)
     trials = [read_trial(path) for path in sorted((tmp_path / "run" / "trials").iterdir())]
     reasons = [t.reason for t in trials if t.kind == "ladder"]
     assert reasons and all(f"{last:.1%} CI" in (r or "") for r in reasons), reasons
@@ -63,7 +63,7 @@ def test_clear_win_and_clear_loss_stop_at_the_first_look(tmp_path: Path) -> None
     config = sim_config(
         [FAST_KNOB, SLOW_KNOB], noise=0.01, effects={"fast": {"True": 0.5}, "slow": {"True": 2.0}}
     )
-    plan = config.plan()
+    plan = config.plan
     result = tune(config=config, out=tmp_path / "run")
     assert result.best_recipe == {"fast": True}
     assert _scored_rounds(tmp_path / "run", "fast") == plan.looks()[0]
@@ -75,7 +75,7 @@ def test_an_unclear_change_runs_past_the_first_look(tmp_path: Path) -> None:
     config = sim_config([NOOP_KNOB], noise=0.05)
     result = tune(config=config, out=tmp_path / "run")
     assert result.best_recipe == {}
-    assert _scored_rounds(tmp_path / "run", "noop") > config.plan().looks()[0]
+    assert _scored_rounds(tmp_path / "run", "noop") > config.plan.looks()[0]
 
 
 def test_cpu_prior_puts_compile_then_threads_first_and_skips_cuda_graph_modes() -> None:
