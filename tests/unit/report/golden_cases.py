@@ -37,6 +37,7 @@ from report_samples import (
 from torchdoctor.core import rundir
 from torchdoctor.core.env import Ceilings, EnvFingerprint
 from torchdoctor.core.load import MachineLoad
+from torchdoctor.tune import Outcome
 from torchdoctor.tune.records import Confirmation
 
 GOLDEN_DIR = Path(__file__).parents[2] / "data" / "report_golden"
@@ -141,6 +142,7 @@ def _disturbed_run(root: Path) -> Path:
         baseline_recipe={"batch_size": 32},
         recipe={"batch_size": 32, "num_workers": 2, "compile": "default"},
         status="ok",
+        outcome=Outcome.MEASURED,
         samples_per_s=331.0,
         baseline_samples_per_s=100.0,
         speedup=3.31,
