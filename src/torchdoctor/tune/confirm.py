@@ -23,10 +23,10 @@ import statistics
 from typing import TYPE_CHECKING, Final, Literal
 
 from torchdoctor.measure import MIN_REPLICATES, replicated_speedup, steady_steps
+from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import Arm, interleave_steady
 from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
-from torchdoctor.tune.trial import TrialFailure
 
 if TYPE_CHECKING:
     from torchdoctor.tune.tuner import Tuner
@@ -160,11 +160,11 @@ def confirm_against_baseline(tuner: Tuner) -> Confirmation | None:
                 rates[tag].append(arms[tag].rate_of(timed[tag]))
             if arms["best"].peak_memory_bytes is not None:
                 peak = max(peak or 0, arms["best"].peak_memory_bytes or 0)
-    except TrialFailure as exc:
+    except WorkerFailure as exc:
         done = min(len(scores["baseline"]), len(scores["best"]))
         # The budget cut a pair short after enough whole pairs: those still give the interval.
-        if exc.status != "timeout" or done < MIN_REPLICATES:
-            fields = {"status": exc.status, "reason": exc.reason}
+        if exc.kind != "timeout" or done < MIN_REPLICATES:
+            fields = {"status": exc.kind, "reason": exc.reason}
         for tag in scores:
             del scores[tag][done:], rates[tag][done:]
     done = min(len(scores["baseline"]), len(scores["best"]))

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import ParetoPoint, Trial, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
-from torchdoctor.tune.trial import TrialFailure
 from torchdoctor.tune.tuner import Tuner
 
 #: Knobs whose effects interact (each changes what the others cost): compilation, numeric
@@ -110,8 +110,8 @@ def refine_jointly(
                 "warmup_s": arm.warmup_s,
                 "chunk_times_s": list(arm.chunk_scores),
             }
-        except TrialFailure as exc:
-            fields = {"status": exc.status, "decision": "failed", "reason": exc.reason}
+        except WorkerFailure as exc:
+            fields = {"status": exc.kind, "decision": "failed", "reason": exc.reason}
         finally:
             if arm is not None:
                 arm.close()

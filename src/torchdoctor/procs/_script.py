@@ -1,40 +1,40 @@
-"""`ScriptWorker`: a user's unmodified training script, driven like a tune worker.
+"""`ScriptWorker`: a user's unmodified training script, driven like a workload worker.
 
-A `WorkerLike` (tune/trial.py) whose session is a live script: it launches
+A `WorkerLike` (procs/_supervisor.py) whose session is a live script: it launches
 `python -m torchdoctor.collect._child CONFIG -- TARGET ARGS` (the launcher's command, with a
 control address in the config) and drives it through the control channel of
 `torchdoctor.collect.control`, a `multiprocessing.connection.Listener` on loopback with a random
 authkey per worker, passed to the script in its environment. The script pauses at its optimizer
 steps (at its backward() calls when it builds no torch.optim optimizer: collect/control.py), so
-an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
+an `Arm` drives it as it drives a built-in workload. It answers the requests of
+`torchdoctor.procs._protocol`, as a workload worker does:
 
-- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s, "injection": ...}``:
-  launch and wait for
-  the ready boundary. `prepare_s` is the launch-to-boundary time seen from here (the
+- `Prepare` (no spec: the script was given when the worker was made) -> `Prepared`: launch and
+  wait for the ready boundary. `prepare_s` is the launch-to-boundary time seen from here (the
   interpreter, imports, data, model build and the first two training steps); `startup_s` is the
   script's own count from the control connection on; `injection` the `InjectionRecord` JSON of
   the recipe's knobs by then (None without a recipe), after one whole iteration: which applied,
-  which could not and why. Prepared already: the same figures.
-- ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
-  loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
-  when not prepared (with "startup_s" in the reply). A script that reaches its end before the
-  chunk is done is relaunched and the chunk finished on the new run: `restarts` counts that in
-  this reply, `restart_s` the start-ups it cost, which are no step's.
-- ``{"op": "release"}`` -> ``{"ok": True}`` (CUDA: the script's cached free blocks go back).
-- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
-  the first n losses of a fresh launch of the same script, recipe and seed whose trained model
-  (the injection's trained top-level module, collect/inject/model.py) gets the engine's no-op
-  weight perturbation i before its first step (`LaunchConfig.perturbation`), as a workload's
-  reference session does (tune/worker.py); this worker's own launch is untouched.
-- ``{"op": "exit"}`` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after
-  grace periods; the script runs in its own session (process group), which is killed last, so
-  its DataLoader workers go with it.
+  which could not and why; `loaders` the DataLoaders it iterated. Prepared already: the same
+  figures.
+- `Run` -> `Ran`. Launches first when not prepared (with `startup_s` in the reply). A script
+  that reaches its end before the chunk is done is relaunched and the chunk finished on the new
+  run: `restarts` counts that in this reply, `restart_s` the start-ups it cost, which are no
+  step's.
+- `Release` -> `Done` (CUDA: the script's cached free blocks go back).
+- `Reference` -> `Losses`: the first n losses of a fresh launch of the same script, recipe and
+  seed whose trained model (the injection's trained top-level module, collect/inject/model.py)
+  gets the engine's no-op weight perturbation i before its first step
+  (`LaunchConfig.perturbation`), as a workload's reference session does (procs/_worker.py);
+  this worker's own launch is untouched.
+- `Exit` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after grace periods;
+  the script runs in its own session (process group), which is killed last, so its DataLoader
+  workers go with it.
 
-Failures raise `TrialFailure` with the trial statuses: "crash" (the process died without a
-word), "oom" (over the memory cap, or an out-of-memory error in the script), "timeout" (no
-answer in time: before the ready boundary, a script that never steps the torch.optim optimizer
-it builds), "error" (the script failed or ended before the ready boundary). Reasons end with the
-script's last output lines.
+Failures raise `WorkerFailure` with these kinds: `CRASH` (the process died without a word),
+`OOM` (over the memory cap, or an out-of-memory error in the script), `TIMEOUT` (no answer in
+time: before the ready boundary, a script that never steps the torch.optim optimizer it builds),
+`ERROR` (the script failed or ended before the ready boundary). Reasons end with the script's
+last output lines.
 
 Seeding: with `seed`, the script's process seeds random, numpy and torch before the script runs;
 `record()` says who seeded (torchdoctor, the script itself by calling torch.manual_seed /
@@ -56,21 +56,35 @@ import threading
 import time
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import psutil
 
 from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
 from torchdoctor.core.records import SubRecord
-from torchdoctor.tune.trial import (
+from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_exception
+from torchdoctor.procs._protocol import (
+    Done,
+    Exit,
+    Losses,
+    Prepare,
+    Prepared,
+    Ran,
+    Reference,
+    Release,
+    Reply,
+    ReplyT,
+    Request,
+    Run,
+    StepRow,
+)
+from torchdoctor.procs._supervisor import (
     LIVE_WORKERS,
     POLL_INTERVAL_S,
     MemoryCapped,
-    TrialFailure,
-    _tail,
+    log_tail,
     receive,
 )
-from torchdoctor.tune.worker import classify_exception
 
 #: Seconds a script asked to exit gets to unwind (its `finally` blocks, the instrumentation's
 #: record) before SIGTERM, and then again before SIGKILL.
@@ -165,33 +179,34 @@ class ScriptWorker(MemoryCapped):
 
     # ---- WorkerLike ------------------------------------------------------------------------
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
         if self._closed:
-            raise TrialFailure("error", "the script worker is closed")
+            raise WorkerFailure(FailureKind.ERROR, "the script worker is closed")
         deadline = time.monotonic() + timeout_s
-        op = message.get("op")
-        if op == "prepare":
+        return message.expect(self._answer(message, deadline))
+
+    def _answer(self, message: Request[ReplyT], deadline: float) -> Reply:
+        if isinstance(message, Prepare):
             if self._launch is None:
                 self._start(deadline)
-            return {
-                "ok": True,
-                "prepare_s": self.startup_s[0],
-                "startup_s": self.script_startup_s[0],
-                "injection": self.injection,
-                "loaders": self.loaders,
-            }
-        if op == "run":
-            return self._run(int(message["steps"]), bool(message.get("release")), deadline)
-        if op == "release":
-            if self._launch is None:
-                return {"ok": True}
-            return self._exchange({"op": "release"}, deadline)
-        if op == "exit":
+            return Prepared(
+                prepare_s=self.startup_s[0],
+                startup_s=self.script_startup_s[0],
+                injection=self.injection,
+                loaders=tuple(self.loaders),
+            )
+        if isinstance(message, Run):
+            return self._run(message.steps, message.release, deadline)
+        if isinstance(message, Release):
+            if self._launch is not None:
+                self._exchange({"op": "release"}, deadline)
+            return Done()
+        if isinstance(message, Exit):
             self.close()
-            return {"ok": True}
-        if op == "reference":
-            return self._reference(int(message["perturbation"]), int(message["steps"]), deadline)
-        raise TrialFailure("error", f"unknown op {op!r}")
+            return Done()
+        if isinstance(message, Reference):
+            return self._reference(message.perturbation, message.steps, deadline)
+        raise WorkerFailure(FailureKind.ERROR, f"unknown request {type(message).__name__}")
 
     def close(self, *, kill: bool = False) -> None:
         if self._closed:
@@ -219,7 +234,7 @@ class ScriptWorker(MemoryCapped):
             startup_s=list(self.startup_s),
         )
 
-    def _reference(self, perturbation: int, steps: int, deadline: float) -> dict[str, Any]:
+    def _reference(self, perturbation: int, steps: int, deadline: float) -> Losses:
         """A fresh launch with a perturbed model: its first `steps` losses (module doc)."""
         log = self._log_path.with_name(f"{self._log_path.stem}-reference{perturbation}.log")
         fresh = ScriptWorker(
@@ -236,30 +251,28 @@ class ScriptWorker(MemoryCapped):
         )
         try:
             remaining = max(0.0, deadline - time.monotonic())
-            fresh.request({"op": "prepare"}, timeout_s=remaining)
+            fresh.request(Prepare(), timeout_s=remaining)
             outcome = (fresh.injection or {}).get("model")
             if outcome is None:
-                raise TrialFailure(
-                    "error",
+                raise WorkerFailure(
+                    FailureKind.ERROR,
                     "no trained model was found in the script to perturb for the quality "
                     "reference (no module owning an optimizer's parameters was called in "
                     "training mode)",
                 )
             remaining = max(0.0, deadline - time.monotonic())
-            reply = fresh.request({"op": "run", "steps": steps}, timeout_s=remaining)
-            return {"ok": True, "losses": [row[2] for row in reply["steps"]]}
+            reply = fresh.request(Run(steps), timeout_s=remaining)
+            return Losses(tuple(row.loss for row in reply.steps))
         finally:
             fresh.close()
 
     # ---- chunks ----------------------------------------------------------------------------
 
-    def _run(self, steps: int, release: bool, deadline: float) -> dict[str, Any]:
+    def _run(self, steps: int, release: bool, deadline: float) -> Ran:
         if steps < 1:
-            raise TrialFailure("error", f"run needs a step count >= 1, got {steps}")
-        reply: dict[str, Any] = {"ok": True}
-        if self._launch is None:
-            reply["startup_s"] = self._start(deadline)
-        rows: list[list[Any]] = []
+            raise WorkerFailure(FailureKind.ERROR, f"run needs a step count >= 1, got {steps}")
+        startup_s = self._start(deadline) if self._launch is None else None
+        rows: list[StepRow] = []
         peak: int | None = None
         restart_s: list[float] = []
         fresh = False
@@ -268,7 +281,7 @@ class ScriptWorker(MemoryCapped):
             answer = self._exchange(
                 {"op": "run", "steps": steps - len(rows), "release": release}, deadline
             )
-            rows.extend(answer["steps"])
+            rows.extend(StepRow(*row) for row in answer["steps"])
             if answer.get("peak_memory_bytes") is not None:
                 peak = max(peak or 0, int(answer["peak_memory_bytes"]))
             if not answer.get("ended"):
@@ -276,7 +289,7 @@ class ScriptWorker(MemoryCapped):
             self._reap(deadline)
             if fresh and not answer["steps"]:
                 raise self._fail(
-                    "error",
+                    FailureKind.ERROR,
                     "the script ends right after its start-up (its first two steps), so no "
                     "step of it can be measured (give it more steps)",
                 )
@@ -285,10 +298,13 @@ class ScriptWorker(MemoryCapped):
                 self.restarts += 1
                 fresh = True
         self._freeze()
-        reply.update(
-            steps=rows, peak_memory_bytes=peak, restarts=len(restart_s), restart_s=restart_s
+        return Ran(
+            steps=tuple(rows),
+            peak_memory_bytes=peak,
+            restarts=len(restart_s),
+            restart_s=tuple(restart_s),
+            startup_s=startup_s,
         )
-        return reply
 
     def _freeze(self) -> None:
         """Stop the script's child processes (DataLoader workers) until its next chunk.
@@ -354,11 +370,13 @@ class ScriptWorker(MemoryCapped):
         launch.conn = self._accept(launch, deadline)
         hello = self._receive(deadline, waiting_for="the script to connect")
         if hello.get("event") != "hello":
-            raise self._fail("error", f"unexpected first message from the script: {hello!r}")
+            raise self._fail(
+                FailureKind.ERROR, f"unexpected first message from the script: {hello!r}"
+            )
         launch.conn.send({"seed": self.seed})
         ready = self._receive(deadline, waiting_for="the script's first two steps")
         if not ready.get("ok", True):
-            raise self._fail(_status_of(ready), self._with_tail(str(ready.get("reason"))))
+            raise self._fail(_kind_of(ready), self._with_tail(str(ready.get("reason"))))
         startup = time.monotonic() - launch.started
         launch.ready = True
         self.startup_s.append(startup)
@@ -405,28 +423,30 @@ class ScriptWorker(MemoryCapped):
         try:
             launch.conn.send(message)
         except OSError:
-            raise self._fail("crash", self._crash_reason()) from None
+            raise self._fail(FailureKind.CRASH, self._crash_reason()) from None
         reply = self._receive(deadline, waiting_for=f"the script to run {message}")
         if not reply.get("ok"):
-            raise self._fail(_status_of(reply), self._with_tail(str(reply.get("reason"))))
+            raise self._fail(_kind_of(reply), self._with_tail(str(reply.get("reason"))))
         return reply
 
     def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
         launch = self._launch
         assert launch is not None and launch.conn is not None
-        return receive(
+        # The control channel's messages are collect/control.py's JSON-like dicts.
+        message = receive(
             launch.conn,
-            crashed=lambda: self._fail("crash", self._crash_reason()),
+            crashed=lambda: self._fail(FailureKind.CRASH, self._crash_reason()),
             between_polls=lambda: self._watch(launch, deadline, waiting_for=waiting_for),
         )
+        return cast(dict[str, Any], message)
 
     def _watch(self, launch: _Launch, deadline: float, *, waiting_for: str) -> None:
         """Between polls: the process alive, under the memory cap, within the deadline."""
         if launch.proc.poll() is not None and (launch.conn is None or not launch.conn.poll()):
-            raise self._fail("crash", self._crash_reason())
+            raise self._fail(FailureKind.CRASH, self._crash_reason())
         over = self._over_cap(launch.proc.pid)
         if over is not None:
-            raise self._fail("oom", over)
+            raise self._fail(FailureKind.OOM, over)
         if time.monotonic() > deadline:
             hint = ""
             if not launch.ready:
@@ -435,7 +455,7 @@ class ScriptWorker(MemoryCapped):
                     "backward() calls when it builds no optimizer: does it reach either?)"
                 )
             raise self._fail(
-                "timeout", self._with_tail(f"timed out waiting for {waiting_for}{hint}")
+                FailureKind.TIMEOUT, self._with_tail(f"timed out waiting for {waiting_for}{hint}")
             )
 
     def _reap(self, deadline: float) -> None:
@@ -466,9 +486,9 @@ class ScriptWorker(MemoryCapped):
             with contextlib.suppress(OSError):
                 launch.conn.close()
 
-    def _fail(self, status: str, reason: str) -> TrialFailure:
+    def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
         self.close(kill=True)
-        return TrialFailure(status, reason)
+        return WorkerFailure(kind, reason)
 
     def _crash_reason(self) -> str:
         launch = self._launch
@@ -479,16 +499,16 @@ class ScriptWorker(MemoryCapped):
         return self._with_tail(f"the script's process died (exit code {code})")
 
     def _with_tail(self, reason: str) -> str:
-        tail = _tail(self._log_path)
+        tail = log_tail(self._log_path)
         return f"{reason}: {tail}" if tail else reason
 
 
-def _status_of(reply: dict[str, Any]) -> str:
-    """A failed script's reason ("Type: message (where)") as a trial status: oom or error."""
+def _kind_of(reply: dict[str, Any]) -> FailureKind:
+    """A failed script's reason ("Type: message (where)") as a failure kind: OOM or ERROR."""
     reason = str(reply.get("reason", ""))
     kind = reason.split(":", 1)[0]
     if kind in ("MemoryError", "OutOfMemoryError"):
-        return "oom"
+        return FailureKind.OOM
     return classify_exception(RuntimeError(reason))
 
 
