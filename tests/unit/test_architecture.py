@@ -178,9 +178,7 @@ def _module_graph() -> dict[str, set[str]]:
         if not names or not is_package:
             return {module}
         return {
-            f"{module}.{name}"
-            if _is_submodule(folder, name) and name not in exported
-            else module
+            f"{module}.{name}" if _is_submodule(folder, name) and name not in exported else module
             for name in names
         }
 
