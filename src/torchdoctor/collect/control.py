@@ -7,7 +7,7 @@ script's process is one of them. When the launch config names a control address
 `multiprocessing.connection.Client` (the authkey comes hex-encoded in the environment variable
 `CONTROL_AUTHKEY_ENV`, never in the config file, and is removed from the environment before
 the script runs), and `StepController`, one more probe of the `Instrumentation`, pauses the
-script at its step boundaries. The exchange (`tune/script_worker.py` is the other side):
+script at its step boundaries. The exchange (`procs/_script.py` is the other side):
 
 - script -> tuner ``{"event": "hello", "pid": ...}``; tuner -> script ``{"seed": n | None}``:
   with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
@@ -179,7 +179,7 @@ def read_losses(steps: list[list[torch.Tensor]]) -> list[float | None]:
 
 
 def peak_memory_bytes() -> int:
-    """Device memory at its peak on CUDA (as the tune worker reports it), else peak RSS."""
+    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return int(torch.cuda.max_memory_allocated())
     # ru_maxrss is in KiB on Linux
