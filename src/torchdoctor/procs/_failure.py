@@ -46,6 +46,14 @@ def classify_exception(exc: BaseException) -> FailureKind:
     return FailureKind.ERROR
 
 
+def classify_reason(reason: str) -> FailureKind:
+    """The kind of failure a child's one-line reason ("Type: message (where)") means, for a
+    child that reports its failure as text (a script over its control channel)."""
+    if reason.split(":", 1)[0] in ("MemoryError", "OutOfMemoryError"):
+        return FailureKind.OOM
+    return classify_exception(RuntimeError(reason))
+
+
 class WorkerFailure(Exception):
     """A supervised child could not answer a request: its `kind`, and a one-line `reason`."""
 

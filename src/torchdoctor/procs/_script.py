@@ -44,17 +44,14 @@ random.seed / numpy.random.seed, both, or none).
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
@@ -62,7 +59,15 @@ import psutil
 
 from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
 from torchdoctor.core.records import SubRecord
-from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_exception
+from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reason
+from torchdoctor.procs._launch import (
+    Launch,
+    accept,
+    resume,
+    signal_group,
+    suspend_children,
+    wait_for,
+)
 from torchdoctor.procs._protocol import (
     Done,
     Exit,
@@ -80,7 +85,6 @@ from torchdoctor.procs._protocol import (
 )
 from torchdoctor.procs._supervisor import (
     LIVE_WORKERS,
-    POLL_INTERVAL_S,
     MemoryCapped,
     log_tail,
     receive,
@@ -104,17 +108,6 @@ class ScriptWorkerRecord(SubRecord):
     restarts: int
     #: Seconds from each launch to its ready boundary, seen from the tuner.
     startup_s: list[float]
-
-
-class _Launch:
-    """One run of the script: its process and, once it said hello, its control connection."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], started: float) -> None:
-        self.proc = proc
-        self.started = started
-        self.conn: Connection | None = None
-        #: whether it reached its ready boundary
-        self.ready = False
 
 
 class ScriptWorker(MemoryCapped):
@@ -165,7 +158,7 @@ class ScriptWorker(MemoryCapped):
         self._log_path = log_path or self._dir / "script.log"
         self._authkey = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._authkey)
-        self._launch: _Launch | None = None
+        self._launch: Launch | None = None
         self.peak_rss_bytes = 0
         self.launches = 0
         self.restarts = 0
@@ -307,33 +300,15 @@ class ScriptWorker(MemoryCapped):
         )
 
     def _freeze(self) -> None:
-        """Stop the script's child processes (DataLoader workers) until its next chunk.
-
-        A script paused at a step boundary waits idle, but its DataLoader workers do not: they
-        go on decoding batches while the other arm's chunk runs. Measured on the zoo's
-        data-loading script on 2 cores: the paused candidate's two workers halved the
-        baseline's speed during its chunks (357 samples/s interleaved, 726 alone) and handed
-        the candidate ready batches, so the A/B said 2.8x where fresh processes, each alone,
-        said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
-        chunk they go on where they were, the prefetch queue as full as the script left it.
-        """
+        """Stop the script's child processes until its next chunk (`suspend_children`)."""
         launch = self._launch
         if launch is None or launch.proc.poll() is not None:
             return
-        try:
-            children = psutil.Process(launch.proc.pid).children(recursive=True)
-        except psutil.Error:
-            return
-        for child in children:
-            with contextlib.suppress(psutil.Error):
-                child.suspend()
-                self._frozen.append(child)
+        self._frozen.extend(suspend_children(launch.proc.pid))
 
     def _thaw(self) -> None:
         frozen, self._frozen = self._frozen, []
-        for child in frozen:
-            with contextlib.suppress(psutil.Error):
-                child.resume()
+        resume(frozen)
 
     # ---- the script's process --------------------------------------------------------------
 
@@ -365,9 +340,12 @@ class ScriptWorker(MemoryCapped):
                 start_new_session=True,
             )
         self.launches += 1
-        launch = _Launch(proc, time.monotonic())
+        launch = Launch(proc)
         self._launch = launch
-        launch.conn = self._accept(launch, deadline)
+        launch.conn = accept(
+            self._listener,
+            lambda: self._watch(launch, deadline, waiting_for="the script to connect"),
+        )
         hello = self._receive(deadline, waiting_for="the script to connect")
         if hello.get("event") != "hello":
             raise self._fail(
@@ -376,7 +354,8 @@ class ScriptWorker(MemoryCapped):
         launch.conn.send({"seed": self.seed})
         ready = self._receive(deadline, waiting_for="the script's first two steps")
         if not ready.get("ok", True):
-            raise self._fail(_kind_of(ready), self._with_tail(str(ready.get("reason"))))
+            reason = str(ready.get("reason", ""))
+            raise self._fail(classify_reason(reason), self._with_tail(str(ready.get("reason"))))
         startup = time.monotonic() - launch.started
         launch.ready = True
         self.startup_s.append(startup)
@@ -388,35 +367,6 @@ class ScriptWorker(MemoryCapped):
         self.loaders = list(loaders) if isinstance(loaders, list) else []
         return startup
 
-    def _accept(self, launch: _Launch, deadline: float) -> Connection:
-        """The listener's accept, given up when the script dies or the deadline passes."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    box["conn"] = self._listener.accept()
-                    return
-                except Exception:  # a stranger failing the authkey check, or our wake-up
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            while True:
-                thread.join(POLL_INTERVAL_S)
-                if "conn" in box:
-                    conn: Connection = box["conn"]
-                    return conn
-                self._watch(launch, deadline, waiting_for="the script to connect")
-        finally:
-            if "conn" not in box:
-                done.set()
-                with contextlib.suppress(OSError):  # wake the accept: it fails and returns
-                    socket.create_connection(self._listener.address, timeout=1).close()
-                thread.join(1)
-
     def _exchange(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         launch = self._launch
         assert launch is not None and launch.conn is not None
@@ -426,7 +376,8 @@ class ScriptWorker(MemoryCapped):
             raise self._fail(FailureKind.CRASH, self._crash_reason()) from None
         reply = self._receive(deadline, waiting_for=f"the script to run {message}")
         if not reply.get("ok"):
-            raise self._fail(_kind_of(reply), self._with_tail(str(reply.get("reason"))))
+            reason = str(reply.get("reason", ""))
+            raise self._fail(classify_reason(reason), self._with_tail(str(reply.get("reason"))))
         return reply
 
     def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
@@ -440,7 +391,7 @@ class ScriptWorker(MemoryCapped):
         )
         return cast(dict[str, Any], message)
 
-    def _watch(self, launch: _Launch, deadline: float, *, waiting_for: str) -> None:
+    def _watch(self, launch: Launch, deadline: float, *, waiting_for: str) -> None:
         """Between polls: the process alive, under the memory cap, within the deadline."""
         if launch.proc.poll() is not None and (launch.conn is None or not launch.conn.poll()):
             raise self._fail(FailureKind.CRASH, self._crash_reason())
@@ -463,7 +414,7 @@ class ScriptWorker(MemoryCapped):
         launch = self._launch
         if launch is None:
             return
-        _wait(launch.proc, max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
+        wait_for(launch.proc, max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
         self._stop(kill=True)
 
     def _stop(self, *, kill: bool) -> None:
@@ -475,13 +426,13 @@ class ScriptWorker(MemoryCapped):
         if proc.poll() is None and not kill and launch.conn is not None:
             with contextlib.suppress(OSError):
                 launch.conn.send({"op": "exit"})
-            _wait(proc, EXIT_GRACE_S)
+            wait_for(proc, EXIT_GRACE_S)
         if proc.poll() is None and not kill:
-            _signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
-            _wait(proc, EXIT_GRACE_S)
+            signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
+            wait_for(proc, EXIT_GRACE_S)
         # Whatever is left of its session (the script, DataLoader workers) is killed.
-        _signal_group(proc.pid, signal.SIGKILL)
-        _wait(proc, EXIT_GRACE_S)
+        signal_group(proc.pid, signal.SIGKILL)
+        wait_for(proc, EXIT_GRACE_S)
         if launch.conn is not None:
             with contextlib.suppress(OSError):
                 launch.conn.close()
@@ -501,22 +452,3 @@ class ScriptWorker(MemoryCapped):
     def _with_tail(self, reason: str) -> str:
         tail = log_tail(self._log_path)
         return f"{reason}: {tail}" if tail else reason
-
-
-def _kind_of(reply: dict[str, Any]) -> FailureKind:
-    """A failed script's reason ("Type: message (where)") as a failure kind: OOM or ERROR."""
-    reason = str(reply.get("reason", ""))
-    kind = reason.split(":", 1)[0]
-    if kind in ("MemoryError", "OutOfMemoryError"):
-        return FailureKind.OOM
-    return classify_exception(RuntimeError(reason))
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=timeout)

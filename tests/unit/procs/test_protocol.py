@@ -31,6 +31,7 @@ from torchdoctor.procs import (
     WorkerFailure,
     WorkerLike,
     classify_exception,
+    classify_reason,
     start_worker,
 )
 from tune_sim import SIMULATED_FACTORY
@@ -95,6 +96,22 @@ def test_an_exception_is_classified_as_out_of_memory_or_error(
     exc: BaseException, kind: FailureKind
 ) -> None:
     assert classify_exception(exc) is kind
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        ("OutOfMemoryError: CUDA out of memory. (train.py:12 in step)", FailureKind.OOM),
+        ("MemoryError:  (train.py:3 in <module>)", FailureKind.OOM),
+        ("RuntimeError: DefaultCPUAllocator: can't allocate memory (x.py:1)", FailureKind.OOM),
+        ("ValueError: no data at /data/train (train.py:2 in <module>)", FailureKind.ERROR),
+        ("", FailureKind.ERROR),
+    ],
+)
+def test_a_reason_reported_as_text_is_classified_by_its_type_and_message(
+    reason: str, kind: FailureKind
+) -> None:
+    assert classify_reason(reason) is kind
 
 
 def test_the_host_fails_a_run_or_a_reference_before_prepare() -> None:
