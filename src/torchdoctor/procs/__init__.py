@@ -15,7 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import lazy_getattr
-from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_exception
+from torchdoctor.procs._failure import (
+    FailureKind,
+    WorkerFailure,
+    classify_exception,
+    classify_reason,
+)
 from torchdoctor.procs._protocol import (
     Done,
     Exit,
@@ -83,6 +88,7 @@ __all__ = [
     "WorkerLike",
     "canonical_factory",
     "classify_exception",
+    "classify_reason",
     "engine_session",
     "start_worker",
 ]
