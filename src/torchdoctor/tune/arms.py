@@ -59,16 +59,15 @@ DEFAULT_CHUNK_STEPS: Final = 4
 DEFAULT_MIN_CHUNK_S: Final = MIN_CHUNK_S
 #: Most scored A/B rounds of one trial (the sequential design's last look). Clear wins and
 #: clear losses stop at the first look (6 rounds), so a higher cap costs only the unclear
-#: trials. A 5-10% gain needs about this many rounds to clear 1 + min_gain on a 2-core host:
-#: after 12 rounds the 99% intervals of 1.07x and 1.10x gains on the cnn workload are still
-#: about [0.97, 1.09] and [0.95, 1.24], which leaves real gains unproven. Every look, taken
-#: or not, is in the Bonferroni correction (`looks`), so the longer schedule keeps the
-#: false-accept rate at 1 - confidence. Neither the confidence nor the cap is a strong lever
-#: on a close call (`benchmarks/replay_looks.py`, RESULTS session 13): the interval of the
-#: median of 24 ratios ends at order statistics near the middle, so replaying mlp's fused
-#: optimizer (1.117x) at 95%, 90% and 80% put its lower end at 1.015, 1.016 and 1.019, under
-#: the 1.02x bar each time; resampling its ratios (sd 0.21 per chunk) keeps it in 35% of tests
-#: capped at 24 rounds, 39% at 32 and 47% at 48. The spread between chunks limits power.
+#: trials. A 5-10% gain needs about this many rounds to clear 1 + min_gain on a 2-core host;
+#: with half as many, real gains of that size were left unproven. Every look, taken or not,
+#: is in the Bonferroni correction (`looks`), so the longer schedule keeps the false-accept
+#: rate at 1 - confidence. Beyond this cap, neither the confidence nor more rounds is a strong
+#: lever on a close call: the interval of the median of 24 ratios ends at order statistics
+#: near the middle, so lowering the confidence barely moves its lower end, and the spread
+#: between chunks, not their number, limits power (`benchmarks/replay_looks.py` replays and
+#: resamples a tune's A/Bs to show it). Measurements: benchmarks/RESULTS.md, "The measurement
+#: plan" and "Close calls are decided at the last look".
 DEFAULT_ROUNDS: Final = 24
 #: First look of the sequential design. With the look-adjusted (Bonferroni) confidence the
 #: bootstrap interval's lower end at 6 rounds is about the smallest of the 6 ratios, so a
@@ -342,15 +341,13 @@ OpenArm = Callable[[dict[str, Any], str], Arm]
 #: The first pair proves the size of the win: its interval clears 1 + min_gain at 95%. The
 #: second pair is there for what the first cannot see, two processes of one recipe that
 #: differ by themselves, and a do-nothing change kept must pass both, in independent draws:
-#: p1 x p2. The first pair's own do-nothing rate p1 read 0-3.3% over 40-60 repeats of
-#: `benchmarks/bench_script_noop.py` on this project's 2-core hosts (13% before the looks
-#: were weighted). The second pair's p2 is 10% by design and read 25% (10 of 40, the best's
-#: process started first): fresh pairs of one recipe read up to 1.21x apart; with the
-#: candidate's process first (below) it read 2.5% (1 of 40, an AVX2-only EPYC). Together a
-#: quarter of p1 or less, under 1% at p1's highest reading. Holding the second pair to the first's
-#: full bar squared the power instead: the mlp workload's fused optimizer read 1.21x, 1.15x
-#: and 1.11x on its first pairs in three tunes on the AMD EPYC host, and its second pairs
-#: 1.100x [0.988, 1.186] and 1.106x [1.003, 1.218], so a real 10% gain was kept in none.
+#: p1 x p2. The first pair's own do-nothing rate p1 is a few percent on a 2-core host
+#: (`benchmarks/bench_script_noop.py` measures it); the second pair's p2 is 10% by design,
+#: and no more than that once the candidate's process starts first (`interleave_fresh_pair`),
+#: so the ladder keeps a do-nothing change at a fraction of p1. Holding the second pair to the
+#: first's full bar instead squares the power: a real gain of about 10% on a dispatch-bound
+#: workload clears that bar only some of the time, and held to it twice it was kept in none
+#: of three tunes. Measured rates: benchmarks/RESULTS.md, "A win is proven twice".
 REPLICATE_CONFIDENCE: Final = 0.80
 #: The bar of the second pair (`REPLICATE_CONFIDENCE`): no change. The first pair has
 #: already cleared 1 + min_gain; the second checks the direction.
@@ -379,9 +376,10 @@ def interleave_fresh_pair(
     arms it opened are closed and the failure raised.
 
     The candidate's process starts first, so whatever the later start gains counts against
-    the change rather than for it: over 40 fresh pairs of one recipe on the AMD EPYC host
-    the process started second read 1.014x [0.998, 1.031] of the first (27 of 40 above 1),
-    against a bar of no change (`benchmarks/bench_script_noop.py --second-pair-always`).
+    the change rather than for it: over fresh pairs of one recipe the process started second
+    tends to read slightly faster than the first, which against a bar of no change would
+    count (`benchmarks/bench_script_noop.py --second-pair-always` measures it;
+    benchmarks/RESULTS.md, "A win is proven twice").
     """
     candidate = open_arm(candidate_recipe, "candidate-again")
     try:
@@ -442,9 +440,9 @@ def interleave_steady(
     alternating chunks of each arm's calibrated length (A B B A ...).
 
     The confirmation's fresh processes are timed this way rather than one after the other:
-    a 2-core cloud host drifts by tens of percent over seconds (the zoo's dispatch-bound
-    script ran 145 steps/s in one second of a process and 283 in a later one), which lands
-    on one side of a pair timed in sequence and on both sides of a pair timed in turns.
+    a 2-core cloud host drifts by tens of percent over seconds, which lands on one side of a
+    pair timed in sequence and on both sides of a pair timed in turns (benchmarks/RESULTS.md,
+    "One decision, one reader, one place").
     """
     rows: tuple[list[StepTiming], list[StepTiming]] = ([], [])
     rounds = max(math.ceil(steps / max(arm.chunk_steps, 1)) for arm in arms)

@@ -188,12 +188,11 @@ def _stack_unproven(tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan) -
 
     A win that cleared its first pair of processes but whose second pair could not tell it
     from no change is most often a real gain smaller than the spread between two processes
-    of one recipe (nanoGPT on the 2-core AMD EPYC host: compile 1.086x, then 1.019x
-    [0.988, 1.044]; the fused optimizer 1.057x, then 1.018x [0.997, 1.050]; together with
-    bf16 they made the grid's best, 1.13x). Together such gains multiply, and a larger gain
-    stands out from the same spread. And a change can pay only on top of one that was not
-    proven alone: bf16 autocast lost 0.92x on eager nanoGPT and gained once compiled, so with
-    compile unproven the ladder never measured the pair. Each stack is one more ladder trial
+    of one recipe. Together such gains multiply, and a larger gain stands out from the same
+    spread. And a change can pay only on top of one that was not proven alone: bf16 autocast
+    can lose on an eager model and gain once it is compiled, so with compile unproven the
+    ladder would never measure the pair (benchmarks/RESULTS.md, "Small wins are proven
+    together", has the gpt workload's case). Each stack is one more ladder trial
     with the same two pairs of processes, so it is kept only when proven like any single
     change, and a stack that does not help is rejected like one. Once one is kept, the knobs
     rejected for speed are retried from it, as after any keep.

@@ -429,10 +429,11 @@ class Tuner:
         the direction rather than the first pair's bar).
 
         Two live processes of one recipe can differ by a few percent, steadily enough that
-        paired chunks prove the difference (`benchmarks/bench_script_noop.py`: a do-nothing
-        change cleared the ladder's bar in 8 of 60 A/Bs against one live best process): the
-        first A/B compares two processes as much as two recipes. A new process of each recipe
-        draws that difference afresh, so a do-nothing change must be lucky twice.
+        paired chunks prove the difference (`benchmarks/bench_script_noop.py` measures how
+        often a do-nothing change clears the ladder's bar; benchmarks/RESULTS.md, "A win is
+        proven twice"): the first A/B compares two processes as much as two recipes. A new
+        process of each recipe draws that difference afresh, so a do-nothing change must be
+        lucky twice.
 
         Returns the record fields this adds and the arm the trial ends with: the fresh
         candidate when the win holds (the next best), else None, with the fresh best as the
