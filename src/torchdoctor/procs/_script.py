@@ -53,11 +53,24 @@ import tempfile
 import time
 from multiprocessing.connection import Listener
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypeVar
 
 import psutil
 
-from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
+from torchdoctor.collect import (
+    CONTROL_AUTHKEY_ENV,
+    DriverRelease,
+    DriverRun,
+    DriverStop,
+    DriverWelcome,
+    LaunchConfig,
+    ScriptChunk,
+    ScriptError,
+    ScriptFreed,
+    ScriptHello,
+    ScriptReady,
+    child_command,
+)
 from torchdoctor.core.records import SubRecord
 from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reason
 from torchdoctor.procs._launch import (
@@ -95,6 +108,8 @@ from torchdoctor.procs._supervisor import (
 EXIT_GRACE_S: Final = 5.0
 
 SeededBy = Literal["torchdoctor", "script", "both", "none"]
+
+_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed)
 
 
 class ScriptWorkerRecord(SubRecord):
@@ -192,7 +207,7 @@ class ScriptWorker(MemoryCapped):
             return self._run(message.steps, message.release, deadline)
         if isinstance(message, Release):
             if self._launch is not None:
-                self._exchange({"op": "release"}, deadline)
+                self._exchange(DriverRelease(), ScriptFreed, deadline)
             return Done()
         if isinstance(message, Exit):
             self.close()
@@ -271,16 +286,14 @@ class ScriptWorker(MemoryCapped):
         fresh = False
         self._thaw()
         while len(rows) < steps:
-            answer = self._exchange(
-                {"op": "run", "steps": steps - len(rows), "release": release}, deadline
-            )
-            rows.extend(StepRow(*row) for row in answer["steps"])
-            if answer.get("peak_memory_bytes") is not None:
-                peak = max(peak or 0, int(answer["peak_memory_bytes"]))
-            if not answer.get("ended"):
+            answer = self._exchange(DriverRun(steps - len(rows), release), ScriptChunk, deadline)
+            rows.extend(StepRow(*row) for row in answer.steps)
+            if answer.peak_memory_bytes is not None:
+                peak = max(peak or 0, int(answer.peak_memory_bytes))
+            if not answer.ended:
                 continue
             self._reap(deadline)
-            if fresh and not answer["steps"]:
+            if fresh and not answer.steps:
                 raise self._fail(
                     FailureKind.ERROR,
                     "the script ends right after its start-up (its first two steps), so no "
@@ -347,49 +360,52 @@ class ScriptWorker(MemoryCapped):
             lambda: self._watch(launch, deadline, waiting_for="the script to connect"),
         )
         hello = self._receive(deadline, waiting_for="the script to connect")
-        if hello.get("event") != "hello":
+        if not isinstance(hello, ScriptHello):
             raise self._fail(
                 FailureKind.ERROR, f"unexpected first message from the script: {hello!r}"
             )
-        launch.conn.send({"seed": self.seed})
-        ready = self._receive(deadline, waiting_for="the script's first two steps")
-        if not ready.get("ok", True):
-            reason = str(ready.get("reason", ""))
-            raise self._fail(classify_reason(reason), self._with_tail(str(ready.get("reason"))))
+        launch.conn.send(DriverWelcome(self.seed))
+        ready = self._expect(
+            self._receive(deadline, waiting_for="the script's first two steps"), ScriptReady
+        )
         startup = time.monotonic() - launch.started
         launch.ready = True
         self.startup_s.append(startup)
-        self.script_startup_s.append(float(ready.get("startup_s", startup)))
-        self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
-        injection = ready.get("injection")
-        self.injection = injection if isinstance(injection, dict) else None
-        loaders = ready.get("loaders")
-        self.loaders = list(loaders) if isinstance(loaders, list) else []
+        self.script_startup_s.append(float(ready.startup_s))
+        self.script_seeded = self.script_seeded or ready.script_seeded
+        self.injection = ready.injection
+        self.loaders = list(ready.loaders)
         return startup
 
-    def _exchange(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def _exchange(
+        self, message: DriverRun | DriverRelease, expected: type[_T], deadline: float
+    ) -> _T:
         launch = self._launch
         assert launch is not None and launch.conn is not None
         try:
             launch.conn.send(message)
         except OSError:
             raise self._fail(FailureKind.CRASH, self._crash_reason()) from None
-        reply = self._receive(deadline, waiting_for=f"the script to run {message}")
-        if not reply.get("ok"):
-            reason = str(reply.get("reason", ""))
-            raise self._fail(classify_reason(reason), self._with_tail(str(reply.get("reason"))))
+        reply = self._receive(deadline, waiting_for=f"the script to run {_command_text(message)}")
+        return self._expect(reply, expected)
+
+    def _expect(self, reply: object, expected: type[_T]) -> _T:
+        """`reply` as the message the script should have sent; its error, or another message,
+        ends the worker."""
+        if isinstance(reply, ScriptError):
+            raise self._fail(classify_reason(reply.reason), self._with_tail(reply.reason))
+        if not isinstance(reply, expected):
+            raise self._fail(FailureKind.ERROR, f"unexpected message from the script: {reply!r}")
         return reply
 
-    def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
+    def _receive(self, deadline: float, *, waiting_for: str) -> object:
         launch = self._launch
         assert launch is not None and launch.conn is not None
-        # The control channel's messages are collect/control.py's JSON-like dicts.
-        message = receive(
+        return receive(
             launch.conn,
             crashed=lambda: self._fail(FailureKind.CRASH, self._crash_reason()),
             between_polls=lambda: self._watch(launch, deadline, waiting_for=waiting_for),
         )
-        return cast(dict[str, Any], message)
 
     def _watch(self, launch: Launch, deadline: float, *, waiting_for: str) -> None:
         """Between polls: the process alive, under the memory cap, within the deadline."""
@@ -425,7 +441,7 @@ class ScriptWorker(MemoryCapped):
         proc = launch.proc
         if proc.poll() is None and not kill and launch.conn is not None:
             with contextlib.suppress(OSError):
-                launch.conn.send({"op": "exit"})
+                launch.conn.send(DriverStop())
             wait_for(proc, EXIT_GRACE_S)
         if proc.poll() is None and not kill:
             signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
@@ -452,3 +468,10 @@ class ScriptWorker(MemoryCapped):
     def _with_tail(self, reason: str) -> str:
         tail = log_tail(self._log_path)
         return f"{reason}: {tail}" if tail else reason
+
+
+def _command_text(message: DriverRun | DriverRelease) -> str:
+    """A command as a timeout's reason names it (the words stored reasons already use)."""
+    if isinstance(message, DriverRun):
+        return str({"op": "run", "steps": message.steps, "release": message.release})
+    return str({"op": "release"})
