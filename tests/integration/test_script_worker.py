@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torchdoctor.procs import FailureKind, Prepare, Run, ScriptWorker, WorkerFailure
+from torchdoctor.procs import FailureKind, Prepare, Reference, Run, ScriptWorker, WorkerFailure
 from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, paired_speedup, warm_arm
 from torchdoctor.tune.sources import not_applied_of
 
@@ -191,3 +191,19 @@ def _statuses(procs: list[psutil.Process]) -> set[str]:
         if states == {psutil.STATUS_STOPPED} or time.monotonic() > end:
             return states
         time.sleep(0.02)
+
+
+def test_a_reference_request_is_a_fresh_perturbed_launch_beside_the_live_one() -> None:
+    worker = ScriptWorker([CONTROL, "--steps", "1000"], seed=0)
+    try:
+        own = [row.loss for row in worker.request(Run(4), timeout_s=TIMEOUT_S).steps]
+        reference = worker.request(Reference(1, 4), timeout_s=TIMEOUT_S).losses
+        assert len(reference) == 4
+        assert all(v is not None and math.isfinite(v) for v in reference)
+        # Same script and seed, its weights nudged: another trajectory, not this launch's.
+        assert list(reference) != own
+        # The worker's own launch went on untouched by it.
+        assert worker.record().launches == 1
+        assert len(worker.request(Run(2), timeout_s=TIMEOUT_S).steps) == 2
+    finally:
+        worker.close()
