@@ -1,6 +1,6 @@
 """What pausing a script at its step boundaries costs, measured inside one live script.
 
-The tuner drives a user's script in chunks of steps (`torchdoctor.tune.script_worker`):
+The tuner drives a user's script in chunks of steps (`torchdoctor.procs.ScriptWorker`):
 between two chunks the script waits at an optimizer-step boundary while the other arm runs,
 and at each chunk's end it reads the chunk's losses. This benchmark compares, in ONE live
 `ScriptWorker` (so one process, one allocator, one set of caches), the same number of steps
@@ -35,11 +35,10 @@ import shlex
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 from torchdoctor.core.env import fingerprint
 from torchdoctor.measure import chunk_steps, paired_speedup
-from torchdoctor.tune.script_worker import ScriptWorker
+from torchdoctor.procs import Prepare, Ran, Run, ScriptWorker
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of one command (the first prepares the script, which imports torch).
@@ -48,9 +47,9 @@ TIMEOUT_S = 300.0
 WARMUP_STEPS = 20
 
 
-def run(worker: ScriptWorker, steps: int) -> dict[str, Any]:
-    reply = worker.request({"op": "run", "steps": steps}, timeout_s=TIMEOUT_S)
-    if reply.get("restarts"):
+def run(worker: ScriptWorker, steps: int) -> Ran:
+    reply = worker.request(Run(steps), timeout_s=TIMEOUT_S)
+    if reply.restarts:
         raise SystemExit("the script ended inside a round: give it more steps (--script-args)")
     return reply
 
@@ -62,7 +61,7 @@ def side(worker: ScriptWorker, pieces: int, chunk: int, *, paused: bool) -> tupl
         [run(worker, chunk) for _ in range(pieces)] if paused else [run(worker, pieces * chunk)]
     )
     wall = time.perf_counter() - start
-    rows = [float(row[0]) for reply in replies for row in reply["steps"]]
+    rows = [float(row[0]) for reply in replies for row in reply.steps]
     return statistics.fmean(rows), wall / len(rows)
 
 
@@ -86,9 +85,9 @@ def main() -> None:
     walls: dict[bool, list[float]] = {True: [], False: []}
     worker = ScriptWorker(argv)
     try:
-        worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
+        worker.request(Prepare(), timeout_s=TIMEOUT_S)
         warm = run(worker, WARMUP_STEPS)
-        step_s = statistics.median(float(row[0]) for row in warm["steps"])
+        step_s = statistics.median(float(row[0]) for row in warm.steps)
         chunk = args.chunk or chunk_steps(step_s)
         print(f"step ~{step_s * 1e3:.3f} ms; chunks of {chunk} steps, {args.pieces} per side")
         for i in range(args.rounds):

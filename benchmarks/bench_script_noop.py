@@ -43,6 +43,7 @@ from pathlib import Path
 from scipy import stats
 
 from torchdoctor.core.env import fingerprint
+from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
     Arm,
@@ -51,7 +52,6 @@ from torchdoctor.tune.arms import (
     interleave_until_clear,
 )
 from torchdoctor.tune.decision import SpeedCheck
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand, WorkloadArms
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
 

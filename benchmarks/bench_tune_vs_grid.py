@@ -45,6 +45,7 @@ from typing import Any
 
 from torchdoctor.knobs import catalogue
 from torchdoctor.measure import PairedSpeedup, replicated_speedup
+from torchdoctor.procs import SessionSpec, WorkerFailure
 from torchdoctor.tune import KnobSpec, TuneConfig, tune
 from torchdoctor.tune.api import knob_space_config
 from torchdoctor.tune.arms import (
@@ -61,9 +62,7 @@ from torchdoctor.tune.parity import (
     check_parity,
     loosest,
 )
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import WorkloadArms
-from torchdoctor.tune.trial import TrialFailure
 
 #: The knobs that matter for small models on a CPU and interact (compile's kernels vs the
 #: thread count; the optimizer's implementation vs compile), and bf16 autocast, which `tune`
@@ -204,8 +203,8 @@ def grid(
             rate = 1.0 / statistics.median(arm.chunk_scores)
             why = _quality(arm, recipe, knobs, ref)
             arm.close()
-        except TrialFailure as exc:
-            print(f"  grid {key}: {exc.status} {exc.reason}")
+        except WorkerFailure as exc:
+            print(f"  grid {key}: {exc.kind} {exc.reason}")
             results[key] = 0.0
             continue
         results[key] = 0.0 if why else rate

@@ -148,7 +148,7 @@ def make_session(
     perturbation: int = 0,
     **model: Any,
 ) -> SimulatedSession:
-    """Session factory (see `torchdoctor.tune.session_spec.SessionSpec.factory`, and
+    """Session factory (see `torchdoctor.procs.SessionSpec.factory`, and
     `tune_sim.SIMULATED_FACTORY`)."""
     if model.get("log_path"):
         with open(model["log_path"], "a", encoding="utf-8") as fh:

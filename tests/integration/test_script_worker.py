@@ -1,4 +1,4 @@
-"""ScriptWorker end to end: real scripts from the zoo driven like tune workers (CPU)."""
+"""ScriptWorker end to end: real scripts from the zoo driven like workload workers (CPU)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from torchdoctor.procs import FailureKind, Prepare, Reference, Run, ScriptWorker, WorkerFailure
 from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, paired_speedup, warm_arm
-from torchdoctor.tune.script_worker import ScriptWorker
 from torchdoctor.tune.sources import not_applied_of
-from torchdoctor.tune.trial import TrialFailure
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 #: control_well_tuned.py steps a fused torch.optim SGD every step (a pre-batched MLP).
@@ -29,7 +28,7 @@ def deadline() -> float:
 
 
 def script_arm(worker: ScriptWorker, plan: MeasurePlan) -> Arm:
-    prepare_s = float(worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)["prepare_s"])
+    prepare_s = worker.request(Prepare(), timeout_s=TIMEOUT_S).prepare_s
     arm = Arm(recipe={}, worker=worker, objective="throughput", prepare_s=prepare_s)
     return warm_arm(arm, plan, timeout=deadline)
 
@@ -63,12 +62,12 @@ def test_two_script_arms_interleave_into_paired_chunks() -> None:
 def test_script_ending_before_the_chunk_is_restarted() -> None:
     worker = ScriptWorker([CONTROL, "--steps", "7"])
     try:
-        reply = worker.request({"op": "run", "steps": 9}, timeout_s=TIMEOUT_S)
+        reply = worker.request(Run(9), timeout_s=TIMEOUT_S)
         # 7 steps a run, the first two of each are start-up: 5 rows, a restart, 4 more rows.
-        assert len(reply["steps"]) == 9
-        assert reply["restarts"] == 1 and len(reply["restart_s"]) == 1
-        assert reply["startup_s"] > 0 and reply["restart_s"][0] > 0
-        losses = [row[2] for row in reply["steps"]]
+        assert len(reply.steps) == 9
+        assert reply.restarts == 1 and len(reply.restart_s) == 1
+        assert reply.startup_s is not None and reply.startup_s > 0 and reply.restart_s[0] > 0
+        losses = [row.loss for row in reply.steps]
         # The restarted run starts the trajectory over (the script seeds itself with 0).
         assert losses[5:9] == losses[0:4]
         record = worker.record()
@@ -80,7 +79,7 @@ def test_script_ending_before_the_chunk_is_restarted() -> None:
 def test_close_leaves_no_dataloader_worker_behind() -> None:
     worker = ScriptWorker([str(ZOO / "compute_workers.py"), "--steps", "1000", "--batch-size", "8"])
     try:
-        worker.request({"op": "run", "steps": 2}, timeout_s=TIMEOUT_S)
+        worker.request(Run(2), timeout_s=TIMEOUT_S)
         launch = worker._launch
         assert launch is not None
         family = [psutil.Process(launch.proc.pid), *psutil.Process(launch.proc.pid).children(True)]
@@ -95,10 +94,10 @@ def test_script_without_an_optimizer_is_driven_at_its_backward_calls() -> None:
     # Hand-written SGD, no torch.optim: each backward() return is a step boundary.
     worker = ScriptWorker([str(ZOO / "framework_overhead_manual_sgd.py"), "10"])
     try:
-        worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
-        reply = worker.request({"op": "run", "steps": 4}, timeout_s=TIMEOUT_S)
-        rows = reply["steps"]
-        assert len(rows) == 4 and reply["restarts"] == 0
+        worker.request(Prepare(), timeout_s=TIMEOUT_S)
+        reply = worker.request(Run(4), timeout_s=TIMEOUT_S)
+        rows = reply.steps
+        assert len(rows) == 4 and reply.restarts == 0
         assert all(r[0] > 0 and r[2] is not None and math.isfinite(r[2]) for r in rows)
         # The hand-written update runs between the rows: the loss goes down step by step.
         assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
@@ -122,20 +121,20 @@ def test_set_to_none_is_judged_after_a_whole_iteration(
 ) -> None:
     worker = ScriptWorker([ZERO_GRAD_AFTER_STEP, *args], recipe={"set_to_none": False})
     try:
-        reply = worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
+        reply = worker.request(Prepare(), timeout_s=TIMEOUT_S)
     finally:
         worker.close()
     # What ScriptArms reads to end a trial as "does not apply" without an A/B.
-    assert not_applied_of(reply["injection"]) == expected
+    assert not_applied_of(reply.injection) == expected
 
 
 def test_script_failing_before_its_first_step_quotes_its_error(tmp_path: Path) -> None:
     script = tmp_path / "broken.py"
     script.write_text("import torch\nraise ValueError('no data at /data/train')\n")
     worker = ScriptWorker([str(script)])
-    with pytest.raises(TrialFailure) as info:
-        worker.request({"op": "run", "steps": 2}, timeout_s=TIMEOUT_S)
-    assert info.value.status == "error"
+    with pytest.raises(WorkerFailure) as info:
+        worker.request(Run(2), timeout_s=TIMEOUT_S)
+    assert info.value.kind is FailureKind.ERROR
     assert "ValueError: no data at /data/train" in info.value.reason
     worker.close()
 
@@ -153,9 +152,9 @@ def test_script_that_never_reaches_a_step_times_out(tmp_path: Path) -> None:
     )
     worker = ScriptWorker([str(script)])
     start = time.monotonic()
-    with pytest.raises(TrialFailure) as info:
-        worker.request({"op": "prepare"}, timeout_s=8)
-    assert info.value.status == "timeout"
+    with pytest.raises(WorkerFailure) as info:
+        worker.request(Prepare(), timeout_s=8)
+    assert info.value.kind is FailureKind.TIMEOUT
     assert "optimizer steps" in info.value.reason and "loading the dataset" in info.value.reason
     # closed on failure: the stuck process is gone, not waited out
     assert time.monotonic() - start < 30
@@ -170,13 +169,13 @@ def test_a_paused_scripts_dataloader_workers_are_stopped_until_its_next_chunk() 
         [script, "--steps", "200", "--decode-iters", "200", "--workers", "2"], seed=0
     )
     try:
-        first = worker.request({"op": "run", "steps": 3}, timeout_s=deadline())
-        assert len(first["steps"]) == 3
+        first = worker.request(Run(3), timeout_s=deadline())
+        assert len(first.steps) == 3
         children = list(worker._frozen)
         assert len(children) == 2  # the two DataLoader workers
         assert _statuses(children) == {psutil.STATUS_STOPPED}
-        again = worker.request({"op": "run", "steps": 3}, timeout_s=deadline())
-        assert len(again["steps"]) == 3  # they ran again for the chunk
+        again = worker.request(Run(3), timeout_s=deadline())
+        assert len(again.steps) == 3  # they ran again for the chunk
         assert len(worker._frozen) == 2
         assert _statuses(worker._frozen) == {psutil.STATUS_STOPPED}
     finally:
@@ -192,3 +191,19 @@ def _statuses(procs: list[psutil.Process]) -> set[str]:
         if states == {psutil.STATUS_STOPPED} or time.monotonic() > end:
             return states
         time.sleep(0.02)
+
+
+def test_a_reference_request_is_a_fresh_perturbed_launch_beside_the_live_one() -> None:
+    worker = ScriptWorker([CONTROL, "--steps", "1000"], seed=0)
+    try:
+        own = [row.loss for row in worker.request(Run(4), timeout_s=TIMEOUT_S).steps]
+        reference = worker.request(Reference(1, 4), timeout_s=TIMEOUT_S).losses
+        assert len(reference) == 4
+        assert all(v is not None and math.isfinite(v) for v in reference)
+        # Same script and seed, its weights nudged: another trajectory, not this launch's.
+        assert list(reference) != own
+        # The worker's own launch went on untouched by it.
+        assert worker.record().launches == 1
+        assert len(worker.request(Run(2), timeout_s=TIMEOUT_S).steps) == 2
+    finally:
+        worker.close()

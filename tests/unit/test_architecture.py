@@ -1,11 +1,17 @@
-"""Stage packages reach each other through their public `__init__` (docs/DESIGN.md): a stage
-imports `torchdoctor.measure`, never `torchdoctor.measure.load`, so that what a package offers
-the others is the list in its `__init__`, and its modules can be split or renamed freely.
-`core` is the shared vocabulary and may be imported module by module."""
+"""The pipeline's shape (docs/DESIGN.md), checked on the source.
+
+Stage packages reach each other through their public `__init__`: a stage imports
+`torchdoctor.measure`, never `torchdoctor.measure.load`, so that what a package offers the
+others is the list in its `__init__`, and its modules can be split or renamed freely. `core` is
+the shared vocabulary and may be imported module by module. Data flows one way: a stage imports
+only stages to its left in `STAGE_ORDER` (and `core`). And no two modules of the project import
+each other, directly or around a longer circle.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import torchdoctor
@@ -23,6 +29,27 @@ ALLOWED = {
     # name re-exported by `measure/__init__` would keep the original.
     ("tune/arms.py", "torchdoctor.measure.load"),
 }
+
+
+#: The pipeline, left to right: a stage may import the stages before it, never one after it.
+#: `workloads` and `knobs` are peers (neither imports the other); `procs` comes after `collect`
+#: because the script worker launches a script through `collect`'s launcher.
+STAGE_ORDER = [
+    "core",
+    "measure",
+    "workloads",
+    "knobs",
+    "engine",
+    "collect",
+    "procs",
+    "analyze",
+    "diagnose",
+    "tune",
+    "report",
+    "cli",
+]
+
+#: Import circles that are known and being cut elsewhere, each as the set of its modules.
 
 
 def _exported(package: str) -> set[str]:
@@ -44,27 +71,35 @@ def _module_of(path: Path) -> list[str]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
+def _import_statements(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """(module, the names imported from it) for every import in `path`, deferred and
+    TYPE_CHECKING imports included; no names for a plain `import module`."""
+    package_parts = _module_of(path) if path.name == "__init__.py" else _module_of(path)[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = package_parts[: len(package_parts) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            yield module, [alias.name for alias in node.names]
+
+
 def _imported(path: Path) -> set[str]:
     """Every torchdoctor module `path` imports, deferred and TYPE_CHECKING imports included;
     `from torchdoctor.x import name` counts as importing `torchdoctor.x.name` when that names a
     submodule the package does not export."""
     found: set[str] = set()
-    package_parts = _module_of(path) if path.name == "__init__.py" else _module_of(path)[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package_parts[: len(package_parts) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            found.add(module)
-            parts = module.split(".")
-            if len(parts) == 2 and parts[0] == "torchdoctor" and parts[1] in PACKAGES:
-                exported = _exported(parts[1])
-                found.update(
-                    f"{module}.{alias.name}"
-                    for alias in node.names
-                    if _is_submodule(parts[1], alias.name) and alias.name not in exported
-                )
+    for module, names in _import_statements(path):
+        found.add(module)
+        parts = module.split(".")
+        if len(parts) == 2 and parts[0] == "torchdoctor" and parts[1] in PACKAGES:
+            exported = _exported(parts[1])
+            found.update(
+                f"{module}.{name}"
+                for name in names
+                if _is_submodule(parts[1], name) and name not in exported
+            )
     return {name for name in found if name.startswith("torchdoctor.")}
 
 
@@ -93,3 +128,104 @@ def test_the_allow_list_holds_only_imports_that_exist() -> None:
         for module in _imported(path)
     }
     assert present >= ALLOWED
+
+
+def _stage_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else None
+
+
+def test_every_stage_has_its_place_in_the_order() -> None:
+    assert sorted(STAGE_ORDER) == PACKAGES
+
+
+def test_a_stage_imports_only_stages_to_its_left() -> None:
+    place = {stage: i for i, stage in enumerate(STAGE_ORDER)}
+    offenders = sorted(
+        (str(path.relative_to(SRC)), module)
+        for package in PACKAGES
+        for path in (SRC / package).rglob("*.py")
+        for module in _imported(path)
+        if (stage := _stage_of(module)) is not None
+        and stage not in SHARED | {package}
+        and place[stage] > place[package]
+    )
+    assert offenders == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports.
+
+    Every import counts, deferred and TYPE_CHECKING ones included: an import moved into a
+    function still ties the two modules together (neither can be read, tested or moved
+    without the other); deferring it only turns the circle's failure from import time into
+    run time. `from package import submodule` imports the submodule, not the package's
+    `__init__` (which Python runs first for any of its modules): a package's `__init__`
+    re-exports its own modules, and counting it would put every module in a circle with its
+    own package.
+    """
+    paths = {".".join(_module_of(p)): p for p in SRC.rglob("*.py") if "_site" not in p.parts}
+
+    def targets(module: str, names: list[str]) -> set[str]:
+        folder = "/".join(module.split(".")[1:])
+        is_package = (SRC / folder / "__init__.py").is_file()
+        exported = _exported(folder) if is_package else set()
+        if not names or not is_package:
+            return {module}
+        return {
+            f"{module}.{name}" if _is_submodule(folder, name) and name not in exported else module
+            for name in names
+        }
+
+    return {
+        name: {
+            target
+            for module, names in _import_statements(path)
+            if module.startswith("torchdoctor.")
+            for target in targets(module, names)
+            if target in paths and target != name
+        }
+        for name, path in paths.items()
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> Iterator[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> Iterator[frozenset[str]]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                yield from visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.add(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                yield frozenset(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            yield from visit(node)
+
+
+def test_the_circle_finder_finds_a_circle_and_only_it() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert list(_circles(graph)) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_module_imports_itself_around_a_circle() -> None:
+    assert [sorted(circle) for circle in _circles(_module_graph())] == []

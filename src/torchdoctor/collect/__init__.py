@@ -4,8 +4,9 @@ Hooks that find steps and phases in code we did not write (`Instrumentation`), t
 that runs an unmodified script under them (`run_script`), `watch()` for notebooks, and the
 profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`), and
 knobs injected into an unmodified script (`install_recipe`, its `InjectionRecord`), and what
-a tuner needs to drive one step by step (`LaunchConfig`, `child_command`, collect/control.py). The
-names are loaded on first use, so reading a `ScriptProfile` does not import torch.
+a tuner needs to drive one step by step (`LaunchConfig`, `child_command`, collect/control.py,
+and the messages of its control channel, `Script*` and `Driver*`). The names are loaded on
+first use, so reading a `ScriptProfile` does not import torch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,17 @@ from typing import TYPE_CHECKING
 from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from torchdoctor.collect._channel import (
+        DriverRelease,
+        DriverRun,
+        DriverStop,
+        DriverWelcome,
+        ScriptChunk,
+        ScriptError,
+        ScriptFreed,
+        ScriptHello,
+        ScriptReady,
+    )
     from torchdoctor.collect._target import LaunchConfig
     from torchdoctor.collect._watch import watch
     from torchdoctor.collect.control import CONTROL_AUTHKEY_ENV
@@ -29,6 +41,15 @@ if TYPE_CHECKING:
     from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
+    "DriverRelease": "torchdoctor.collect._channel",
+    "DriverRun": "torchdoctor.collect._channel",
+    "DriverStop": "torchdoctor.collect._channel",
+    "DriverWelcome": "torchdoctor.collect._channel",
+    "ScriptChunk": "torchdoctor.collect._channel",
+    "ScriptError": "torchdoctor.collect._channel",
+    "ScriptFreed": "torchdoctor.collect._channel",
+    "ScriptHello": "torchdoctor.collect._channel",
+    "ScriptReady": "torchdoctor.collect._channel",
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
     "child_command": "torchdoctor.collect.launcher",
@@ -55,10 +76,19 @@ __all__ = [
     "NOT_INJECTABLE",
     "PROFILE_SUMMARY",
     "CollectConfig",
+    "DriverRelease",
+    "DriverRun",
+    "DriverStop",
+    "DriverWelcome",
     "InjectionRecord",
     "Instrumentation",
     "LaunchConfig",
+    "ScriptChunk",
+    "ScriptError",
+    "ScriptFreed",
+    "ScriptHello",
     "ScriptProfile",
+    "ScriptReady",
     "ScriptRun",
     "child_command",
     "export_gz",

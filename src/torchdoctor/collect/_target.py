@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from torchdoctor.core.rank import RankIdentity
+
 #: Environment variable naming the launch config file; inherited by every child process.
 CONFIG_ENV = "TORCHDOCTOR_COLLECT_CONFIG"
 PROFILE_STEM = "script_profile"
@@ -50,20 +52,14 @@ class LaunchConfig:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def rank_suffix() -> str:
-    """`.rank<N>` for a distributed rank (RANK set by torchrun), empty otherwise."""
-    rank = os.environ.get("RANK")
-    return f".rank{rank}" if rank is not None and rank.isdigit() else ""
-
-
 def profile_path(out_dir: str | Path) -> Path:
-    return Path(out_dir) / f"{PROFILE_STEM}{rank_suffix()}.json"
+    return Path(out_dir) / f"{PROFILE_STEM}{RankIdentity.from_env().suffix}.json"
 
 
 def make_instrumentation(cfg: LaunchConfig) -> Any:
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
 
-    trace = Path(cfg.out_dir) / f"{TRACE_STEM}{rank_suffix()}.json.gz"
+    trace = Path(cfg.out_dir) / f"{TRACE_STEM}{RankIdentity.from_env().suffix}.json.gz"
     return Instrumentation(
         CollectConfig(
             warmup=cfg.warmup,

@@ -7,24 +7,25 @@ script's process is one of them. When the launch config names a control address
 `multiprocessing.connection.Client` (the authkey comes hex-encoded in the environment variable
 `CONTROL_AUTHKEY_ENV`, never in the config file, and is removed from the environment before
 the script runs), and `StepController`, one more probe of the `Instrumentation`, pauses the
-script at its step boundaries. The exchange (`tune/script_worker.py` is the other side):
+script at its step boundaries. The exchange (`procs/_script.py` is the other side; the
+messages are the types of `collect/_channel.py`):
 
-- script -> tuner ``{"event": "hello", "pid": ...}``; tuner -> script ``{"seed": n | None}``:
-  with a seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
+- script -> tuner `ScriptHello`; tuner -> script `DriverWelcome` (a seed or None): with a
+  seed, `random`, numpy and torch (CPU and CUDA) are seeded before the script runs;
 - at the second step boundary (`READY_BOUNDARY`) the script has run its start-up (imports,
-  data, model build) and its first two training steps: ``{"event": "ready", "startup_s": ...,
-  "seed": ..., "script_seeded": bool, "injection": InjectionRecord JSON | None, "loaders":
-  [...]}`` (what each injected knob did by then, and the DataLoaders iterated so far as
-  `DataLoaderInfo`), then it waits for a command;
-- ``{"op": "run", "steps": n, "release": bool}`` -> the script runs on, and after n more step
-  boundaries ``{"ok": True, "steps": [[step_s, samples, loss], ...], "peak_memory_bytes": ...}``
-  and it waits again; with "release", CUDA's cached free blocks go back to the device first;
-- ``{"op": "release"}`` -> ``{"ok": True}``, the same on its own;
-- ``{"op": "exit"}``, or the tuner going away -> `StopCollection` is raised at the boundary
+  data, model build) and its first two training steps: `ScriptReady` (its start-up seconds,
+  the seed, whether the script seeded itself, the `InjectionRecord` JSON of what each injected
+  knob did by then, and the DataLoaders iterated so far as `DataLoaderInfo`), then it waits
+  for a command;
+- `DriverRun(n, release)` -> the script runs on, and after n more step boundaries
+  `ScriptChunk` (rows of step seconds, samples and loss, and the peak memory) and it waits
+  again; with `release`, CUDA's cached free blocks go back to the device first;
+- `DriverRelease` -> `ScriptFreed`, the same on its own;
+- `DriverStop`, or the tuner going away -> `StopCollection` is raised at the boundary
   and the bootstrap unwinds as after a step limit;
-- the script ending by itself mid-chunk -> ``{"ok": True, "steps": <the rows run>,
-  "ended": True, ...}`` when it ended cleanly (exit code 0), ``{"ok": False, "status":
-  "error", "reason": ..., "ended": True}`` when it failed or ended before the ready boundary.
+- the script ending by itself mid-chunk -> `ScriptChunk` of the rows run with `ended` when it
+  ended cleanly (exit code 0), `ScriptError` with `ended` when it failed or ended before the
+  ready boundary.
 
 Step boundaries, decided once per launch:
 
@@ -75,6 +76,18 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from torchdoctor.collect._channel import (
+    DriverRelease,
+    DriverRun,
+    DriverStop,
+    DriverWelcome,
+    Row,
+    ScriptChunk,
+    ScriptError,
+    ScriptFreed,
+    ScriptHello,
+    ScriptReady,
+)
 from torchdoctor.collect.hooks import StopCollection
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
@@ -136,11 +149,11 @@ def attach_controller(address: str, inst: Any) -> StepController:
         raise ControlError(f"{CONTROL_AUTHKEY_ENV} is not hex") from None
     try:
         conn = Client(parse_address(address), authkey=authkey)
-        conn.send({"event": "hello", "pid": os.getpid()})
+        conn.send(ScriptHello(os.getpid()))
         welcome = conn.recv()
     except (OSError, EOFError, AuthenticationError) as exc:
         raise ControlError(f"cannot reach the tuner at {address}: {exc}") from None
-    seed = welcome.get("seed") if isinstance(welcome, dict) else None
+    seed = welcome.seed if isinstance(welcome, DriverWelcome) else None
     if seed is not None:
         seed_everything(int(seed))
     controller = StepController(
@@ -179,7 +192,7 @@ def read_losses(steps: list[list[torch.Tensor]]) -> list[float | None]:
 
 
 def peak_memory_bytes() -> int:
-    """Device memory at its peak on CUDA (as the tune worker reports it), else peak RSS."""
+    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return int(torch.cuda.max_memory_allocated())
     # ru_maxrss is in KiB on Linux
@@ -324,14 +337,13 @@ class StepController:
         if not self.ready:
             self.ready = True
             self._send(
-                {
-                    "event": "ready",
-                    "startup_s": self._clock() - self._started,
-                    "seed": self.seed,
-                    "script_seeded": self.script_seed_calls > 0,
-                    "injection": self._injection_record(),
-                    "loaders": self.loaders(),
-                }
+                ScriptReady(
+                    startup_s=self._clock() - self._started,
+                    seed=self.seed,
+                    script_seeded=self.script_seed_calls > 0,
+                    injection=self._injection_record(),
+                    loaders=self.loaders(),
+                )
             )
             self._await_command()
             return
@@ -364,37 +376,40 @@ class StepController:
             except (EOFError, OSError):
                 self.stopping = True
                 raise StopCollection("the tuner driving this script went away") from None
-            op = message.get("op") if isinstance(message, dict) else None
-            if op == "run":
-                steps = message.get("steps")
+            if isinstance(message, DriverRun):
+                steps = message.steps
                 if not isinstance(steps, int) or steps < 1:
                     self._send(_error(f"run needs a step count >= 1, got {steps!r}"))
                     continue
-                self._want, self._release = steps, bool(message.get("release"))
+                self._want, self._release = steps, bool(message.release)
                 self._seconds, self._samples, self._losses = [], [], []
                 self._last = self._clock()
                 return
-            if op == "exit":
+            if isinstance(message, DriverStop):
                 self.stopping = True
                 raise StopCollection("stopped by the tuner")
-            if op == "release":
+            if isinstance(message, DriverRelease):
                 _release_device_memory()
-                self._send({"ok": True})
+                self._send(ScriptFreed())
                 continue
-            self._send(_error(f"unknown op {op!r}"))
+            self._send(_error(f"unknown command {message!r}"))
 
     def _read(self) -> list[float | None]:
         with self._uncounted():
             return read_losses(self._losses)
 
-    def _chunk_reply(self, values: list[float | None], **extra: Any) -> dict[str, Any]:
-        rows = [[s, n, v] for s, n, v in zip(self._seconds, self._samples, values, strict=False)]
+    def _chunk_reply(
+        self, values: list[float | None], *, ended: bool = False, exit_code: int | None = None
+    ) -> ScriptChunk:
+        rows: list[Row] = [
+            (s, n, v) for s, n, v in zip(self._seconds, self._samples, values, strict=False)
+        ]
         peak = peak_memory_bytes()
         if self._release:
             _release_device_memory()
-        return {"ok": True, "steps": rows, "peak_memory_bytes": peak, **extra}
+        return ScriptChunk(rows, peak, ended=ended, exit_code=exit_code)
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: object) -> None:
         with contextlib.suppress(OSError):
             self.conn.send(message)
 
@@ -436,5 +451,5 @@ class StepController:
         )
 
 
-def _error(reason: str, **extra: Any) -> dict[str, Any]:
-    return {"ok": False, "status": "error", "reason": reason[:500], **extra}
+def _error(reason: str, *, ended: bool = False, exit_code: int | None = None) -> ScriptError:
+    return ScriptError(reason[:500], ended=ended, exit_code=exit_code)

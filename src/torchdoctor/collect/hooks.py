@@ -45,6 +45,7 @@ from torchdoctor.collect.script_profile import (
 )
 from torchdoctor.collect.step_recorder import Clock, CudaEventClock, HostClock, StepRecorder
 from torchdoctor.collect.window import ProfileWindow
+from torchdoctor.core.rank import RankIdentity
 
 __all__ = [
     "FORWARD_SETTLE_STEPS",
@@ -207,6 +208,7 @@ class Instrumentation:
         self.uninstall()
         steps = self.recorder.steps
         syncs = self.syncs.counts
+        where = RankIdentity.from_env()
         return ScriptProfile(
             argv=list(argv or []),
             module=module,
@@ -235,9 +237,9 @@ class Instrumentation:
             threads=thread_info(),
             trace_path=str(self.window.written) if self.window.written else None,
             trace_steps=list(self.window.profiled_steps) if self.window.written else [],
-            rank=_env_int("RANK"),
-            local_rank=_env_int("LOCAL_RANK"),
-            world_size=_env_int("WORLD_SIZE"),
+            rank=where.rank,
+            local_rank=where.local_rank,
+            world_size=where.world_size,
             pid=os.getpid(),
             wall_s=self._wall_s,
             errors=[*self.errors, *self.window.errors],
@@ -265,15 +267,7 @@ def _launcher_device() -> torch.device | None:
     DDP scripts conventionally use the GPU of their local rank; the first host-to-device
     copy confirms or corrects it (`Instrumentation._saw_device`).
     """
-    rank = _env_int("LOCAL_RANK")
+    rank = RankIdentity.from_env().local_rank
     if rank is None or not 0 <= rank < torch.cuda.device_count():
         return None
     return torch.device("cuda", rank)
-
-
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None

@@ -19,6 +19,7 @@ from typing import IO, Any
 from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.core.errors import CollectError, RecordError
+from torchdoctor.core.rank import rank_of_file
 
 #: Seconds a timed-out script gets after SIGTERM to write what it measured before SIGKILL.
 TERMINATE_GRACE_S = 10.0
@@ -124,8 +125,8 @@ def read_profiles(out_dir: Path) -> list[ScriptProfile]:
     """Every profile in `out_dir`: the launched process first, then ranks in order."""
 
     def order(p: Path) -> tuple[int, int]:
-        rank = p.name.removeprefix(PROFILE_STEM).removesuffix(".json").removeprefix(".rank")
-        return (1, int(rank)) if rank.isdigit() else (0, 0)
+        rank = rank_of_file(p.name, PROFILE_STEM, ".json")
+        return (1, rank) if rank is not None else (0, 0)
 
     files = sorted(Path(out_dir).glob(f"{PROFILE_STEM}*.json"), key=order)
     return [ScriptProfile.read(f) for f in files]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from torchdoctor.report._mdtext import kv_lines, md, table_lines
 from torchdoctor.report.model import KeyValue
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ class Blocks:
 
 def blocks_markdown(view: Blocks | None) -> list[str]:
     """The Markdown form: a level-2 heading, the facts, each table, the notes."""
-    from torchdoctor.report.markdown import kv_lines, md, table_lines
-
     if view is None:
         return []
     out = [f"## {md(view.title)}", "", *kv_lines(view.facts)]

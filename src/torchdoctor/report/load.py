@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from torchdoctor.core import rundir
 from torchdoctor.core.errors import RecordError, ReportError
 from torchdoctor.core.records import SCHEMA_PREFIX, Record, peek_schema
-from torchdoctor.report.registry import RecordType, record_types
-
-JsonDict = dict[str, Any]
-
+from torchdoctor.report.registry import JsonDict, RecordType, RunRecords, record_types
 
 ENV_PARTS: Final[tuple[tuple[str, str], ...]] = (
     ("fingerprint", "EnvFingerprint"),
@@ -46,22 +42,6 @@ BEST_RECIPE_PY: Final = "best_recipe.py"
 MAX_SNIPPET_BYTES: Final = 64 * 1024
 #: Highest version read for a record whose class is not installed in this build.
 FALLBACK_MAX_VERSION: Final = 1
-
-
-@dataclass
-class RunRecords:
-    """Everything found in a run folder, as validated JSON forms keyed by `RecordType.key`."""
-
-    source: Path
-    manifest: JsonDict | None = None
-    records: dict[str, JsonDict] = field(default_factory=dict)
-    env: dict[str, JsonDict] = field(default_factory=dict)
-    trials: list[JsonDict] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    """Other artifacts present in the folder (trace, snippets) for the reproduce section."""
-    is_run_dir: bool = True
-    recipe_snippet: str | None = None
-    """The tuner's own best-recipe snippet, shown verbatim in "how to reproduce"."""
 
 
 def _record_class(module: str, name: str) -> type[Record] | None:

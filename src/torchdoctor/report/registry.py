@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from torchdoctor.report.load import RunRecords
-
 #: The generic forms of a `Blocks` view (report/blocks.py), the default of every section.
 BLOCKS_HTML: Final = "sections/blocks.html.j2"
 _BUILTINS: Final = ("torchdoctor.report.records", "torchdoctor.report.sections")
+
+JsonDict = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,22 @@ class RecordType:
     """The run kinds (manifest `kind`) that write it when they complete."""
     warns_as: str | None = None
     """The label of its `machine_load` warning at the top of the report (None: no warning)."""
+
+
+@dataclass
+class RunRecords:
+    """Everything found in a run folder, as validated JSON forms keyed by `RecordType.key`."""
+
+    source: Path
+    manifest: JsonDict | None = None
+    records: dict[str, JsonDict] = field(default_factory=dict)
+    env: dict[str, JsonDict] = field(default_factory=dict)
+    trials: list[JsonDict] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    """Other artifacts present in the folder (trace, snippets) for the reproduce section."""
+    is_run_dir: bool = True
+    recipe_snippet: str | None = None
+    """The tuner's own best-recipe snippet, shown verbatim in "how to reproduce"."""
 
 
 # A section's forms, given the section's view (None where its records are absent).

@@ -33,6 +33,7 @@ from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
@@ -40,7 +41,6 @@ from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
-from torchdoctor.tune.session_spec import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior

@@ -43,7 +43,7 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.tune.trial import WorkerLike
+from torchdoctor.procs import Reference, Run, WorkerLike
 
 #: Seconds the next worker request may take. Called before every request, so that all the
 #: requests of a trial share one deadline: a slow candidate cannot run past the budget one
@@ -152,7 +152,7 @@ class Arm:
     #: step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
-    #: other arm runs next on the same GPU (see torchdoctor.tune.worker.release_device_memory).
+    #: other arm runs next on the same GPU (see torchdoctor.procs._worker.release_device_memory).
     release_after_run: bool = False
     #: knob -> why it did not act, for a script arm whose recipe was injected
     #: (tune/sources.py); empty for a workload, where every knob acts
@@ -184,8 +184,7 @@ class Arm:
 
     def steps(self, steps: int, *, timeout: Timeout) -> list[StepTiming]:
         """One request for `steps` steps: their timings, with losses and peak memory kept."""
-        request = {"op": "run", "steps": steps, "release": self.release_after_run}
-        reply = self.worker.request(request, timeout_s=timeout())
+        reply = self.worker.request(Run(steps, self.release_after_run), timeout_s=timeout())
         rows = [
             StepTiming(
                 index=i,
@@ -193,11 +192,11 @@ class Arm:
                 samples=int(r[1]) if r[1] is not None else 1,
                 loss=r[2],
             )
-            for i, r in enumerate(reply["steps"])
+            for i, r in enumerate(reply.steps)
         ]
         self.samples_per_step = sum(s.samples or 1 for s in rows) / max(len(rows), 1)
         self.losses.extend(s.loss for s in rows)
-        peak = reply.get("peak_memory_bytes")
+        peak = reply.peak_memory_bytes
         if peak is not None:
             self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
         return rows
@@ -211,11 +210,9 @@ class Arm:
         the faster of the first two exceeds it: the caller rejects such an arm without scoring
         it.
         """
-        first = self.worker.request(
-            {"op": "run", "steps": 1, "release": self.release_after_run}, timeout_s=timeout()
-        )
-        self.compile_s = float(first["steps"][0][0])
-        self.losses.append(first["steps"][0][2])
+        first = self.worker.request(Run(1, self.release_after_run), timeout_s=timeout())
+        self.compile_s = float(first.steps[0][0])
+        self.losses.append(first.steps[0][2])
         self.warmup_s = self.compile_s
         step_s = self.compile_s
         if plan.warmup_steps > 1:
@@ -250,13 +247,11 @@ class Arm:
     ) -> list[float | None]:
         """The loss trajectory of this arm's recipe with a no-op weight perturbation.
 
-        Run by the worker in a fresh session beside the live one (`torchdoctor.tune.worker`),
+        Run by the worker in a fresh session beside the live one (`torchdoctor.procs`),
         which it leaves as it was.
         """
-        reply = self.worker.request(
-            {"op": "reference", "perturbation": perturbation, "steps": steps}, timeout_s=timeout()
-        )
-        return list(reply["losses"])
+        reply = self.worker.request(Reference(perturbation, steps), timeout_s=timeout())
+        return list(reply.losses)
 
     def _warm_step(self, timeout: Timeout) -> float:
         """One more warm-up step: its score, its seconds added to the warm-up total."""
@@ -295,7 +290,7 @@ def warm_arm(
     arm: Arm, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None = None
 ) -> Arm:
     """Warm up an arm over an already prepared worker (a built-in session or a live script,
-    tune/script_worker.py); closes it and re-raises if warm-up fails."""
+    `torchdoctor.procs.ScriptWorker`); closes it and re-raises if warm-up fails."""
     try:
         arm.warm_up(plan, timeout=timeout, give_up_above=give_up_above)
     except BaseException:

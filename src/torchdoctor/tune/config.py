@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Final
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from torchdoctor.core.records import Record
 from torchdoctor.core.vocabulary import Objective, Safety
+from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
 from torchdoctor.tune.arms import MeasurePlan
-from torchdoctor.tune.session_spec import ENGINE_FACTORY
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
 
@@ -84,6 +84,12 @@ class TuneConfig(Record):
             rest = {k: v for k, v in fields.items() if k not in _PLAN_FIELDS}
             fields = {**rest, "plan": plan}
         return fields
+
+    @field_validator("factory")
+    @classmethod
+    def _current_factory_name(cls, value: str) -> str:
+        # A study stored on disk may name the engine's factory by a module it has left.
+        return canonical_factory(value)
 
     @property
     def is_script(self) -> bool:

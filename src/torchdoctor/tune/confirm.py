@@ -24,6 +24,7 @@ import statistics
 from typing import Any, Final, Literal
 
 from torchdoctor.measure import MIN_REPLICATES, replicated_speedup
+from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import Arm, interleave_steady
 from torchdoctor.tune.budget import (
     BUDGET_GRACE_S,
@@ -34,7 +35,6 @@ from torchdoctor.tune.budget import (
 )
 from torchdoctor.tune.outcome import BUDGET_CUT, Outcome, Verdict, failure_outcome
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
-from torchdoctor.tune.trial import TrialFailure
 from torchdoctor.tune.tuner import Tuner
 
 #: Fresh process pairs of the final confirmation when the budget allows (at least
@@ -143,11 +143,11 @@ def _run_pairs(
                 rates[tag].append(arms[tag].rate_of(timed[tag]))
             if arms["best"].peak_memory_bytes is not None:
                 peak = max(peak or 0, arms["best"].peak_memory_bytes or 0)
-    except TrialFailure as exc:
+    except WorkerFailure as exc:
         done = min(len(scores["baseline"]), len(scores["best"]))
         # The budget cut a pair short after enough whole pairs: those still give the interval.
-        if failure_outcome(exc.status) is not Outcome.TIMEOUT or done < MIN_REPLICATES:
-            verdict = Verdict.failure(exc.status, exc.reason)
+        if failure_outcome(exc.kind) is not Outcome.TIMEOUT or done < MIN_REPLICATES:
+            verdict = Verdict.failure(exc.kind, exc.reason)
         for tag in scores:
             del scores[tag][done:], rates[tag][done:]
     done = min(len(scores["baseline"]), len(scores["best"]))

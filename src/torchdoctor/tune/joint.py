@@ -19,13 +19,13 @@ from functools import partial
 from typing import Any, Final
 
 from torchdoctor.core.vocabulary import Safety
+from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import ParetoPoint, Trial, TrialFigures, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
-from torchdoctor.tune.trial import TrialFailure
 from torchdoctor.tune.tuner import Tuner
 
 #: Knobs whose effects interact (each changes what the others cost): compilation, numeric
@@ -128,8 +128,8 @@ def _measure_joint(tuner: Tuner, key: str, recipe: dict[str, Any], safety: Safet
             warmup_s=arm.warmup_s,
             chunk_times_s=list(arm.chunk_scores),
         )
-    except TrialFailure as exc:
-        verdict = Verdict.failure(exc.status, exc.reason)
+    except WorkerFailure as exc:
+        verdict = Verdict.failure(exc.kind, exc.reason)
     finally:
         if arm is not None:
             arm.close()

@@ -84,7 +84,7 @@ _DECISIONS: Final[dict[Outcome, Decision]] = {
     Outcome.NOT_APPLICABLE: "rejected",
 }
 
-#: A failed worker's status (`TrialFailure.status`) -> its outcome; any other status is an error.
+#: A failed worker's kind (`procs.WorkerFailure.kind`) -> its outcome; any other is an error.
 _FAILURES: Final[dict[str, Outcome]] = {
     "crash": Outcome.CRASHED,
     "oom": Outcome.OUT_OF_MEMORY,
@@ -128,7 +128,7 @@ class Verdict:
 
     @classmethod
     def failure(cls, status: str, reason: str) -> Verdict:
-        """A worker's failure (`TrialFailure`'s status and reason)."""
+        """A worker's failure (`procs.WorkerFailure`'s kind and reason)."""
         return cls(cast(TrialStatus, status), failure_outcome(status), reason)
 
 

@@ -4,11 +4,11 @@
 the joint search and the final confirmation (tune/confirm.py) all open arms through it, so they
 work the same on both sources:
 
-- `WorkloadArms`: a built-in (or factory) workload in a worker process (tune/worker.py);
+- `WorkloadArms`: a built-in (or factory) workload in a worker process (`torchdoctor.procs`);
 - `ScriptArms`: a user's unmodified training script, launched with the recipe injected
   (collect/inject) and driven at its optimizer steps (`ScriptWorker`). Every arm gets the same
   seed, so that the quality check compares like with like; the quality yardstick is the
-  script worker's `reference` op (a fresh launch with the engine's no-op weight perturbation).
+  script worker's `Reference` request (a fresh launch with the engine's no-op weight perturbation).
 
 A script arm also says which knobs of its recipe did not act in the script
 (`Arm.not_applied`, read from the injection record at its ready boundary): a candidate whose
@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchdoctor.procs import Prepare, SessionSpec, start_worker
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
-from torchdoctor.tune.session_spec import SessionSpec
-from torchdoctor.tune.trial import start_worker
 
 __all__ = ["ArmSource", "ScriptArms", "ScriptCommand", "WorkloadArms", "not_applied_of"]
 
@@ -38,7 +37,7 @@ class ArmSource(ABC):
 
     @abstractmethod
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
-        """A started, prepared arm of `recipe`, not yet warmed up (raises TrialFailure)."""
+        """A started, prepared arm of `recipe`, not yet warmed up (raises WorkerFailure)."""
 
     def open(
         self,
@@ -49,7 +48,7 @@ class ArmSource(ABC):
         give_up_above: float | None = None,
         changed: Sequence[str] = (),
     ) -> Arm:
-        """A live, warmed-up arm of `recipe` (raises TrialFailure); one whose `changed` knobs
+        """A live, warmed-up arm of `recipe` (raises WorkerFailure); one whose `changed` knobs
         include one that did not act is returned unwarmed (its trial ends as "does not
         apply")."""
         arm = self.prepare(recipe, timeout=timeout, log_path=log_path)
@@ -113,7 +112,7 @@ def not_applied_of(injection: dict[str, Any] | None) -> dict[str, str]:
 _LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
-def own_settings_of(loaders: list[dict[str, Any]] | None) -> dict[str, Any]:
+def own_settings_of(loaders: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
     """The script's own loader knob values: those of the first DataLoader it iterated (the
     training loader, by its first step), so the ladder does not try what the script runs."""
     if not loaders:
@@ -133,7 +132,7 @@ class ScriptArms(ArmSource):
     memory_cap_bytes: int | None = None
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
-        from torchdoctor.tune.script_worker import ScriptWorker
+        from torchdoctor.procs import ScriptWorker
 
         worker = ScriptWorker(
             list(self.command.argv),
@@ -145,7 +144,7 @@ class ScriptArms(ArmSource):
             recipe=dict(recipe) if recipe else None,
         )
         try:
-            reply = worker.request({"op": "prepare"}, timeout_s=timeout())
+            reply = worker.request(Prepare(), timeout_s=timeout())
         except BaseException:
             worker.close(kill=True)
             raise
@@ -153,8 +152,8 @@ class ScriptArms(ArmSource):
             recipe=dict(recipe),
             worker=worker,
             objective=self.objective,  # type: ignore[arg-type]
-            prepare_s=float(reply.get("prepare_s", 0.0)),
+            prepare_s=float(reply.prepare_s),
         )
-        arm.not_applied = not_applied_of(reply.get("injection"))
-        arm.own_settings = own_settings_of(reply.get("loaders"))
+        arm.not_applied = not_applied_of(reply.injection)
+        arm.own_settings = own_settings_of(reply.loaders)
         return arm

@@ -30,6 +30,7 @@ from typing import Any, Final, TypeVar
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import PairedSpeedup
+from torchdoctor.procs import SessionSpec, WorkerFailure
 from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
     Arm,
@@ -71,10 +72,8 @@ from torchdoctor.tune.records import (
     TrialResult,
     recipe_key,
 )
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.trial import TrialFailure
 
 __all__ = [
     "BudgetExhausted",
@@ -272,11 +271,11 @@ class Tuner:
                 arm.reference_losses(i, plan.parity_steps, timeout=self.budget.request_timeout)
                 for i in range(1, self.settings.reference_runs + 1)
             ]
-        except TrialFailure as exc:
-            if exc.status == "timeout" and self.budget.remaining_s() <= 0:
+        except WorkerFailure as exc:
+            if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self._budget_too_small() from None
             raise TuneError(
-                f"the baseline recipe failed ({exc.status}): {exc.reason}",
+                f"the baseline recipe failed ({exc.kind}): {exc.reason}",
                 hint="check that it runs on its own (`torchdoctor run`; a script: plain python)",
             ) from None
         bad = first_non_finite(arm.losses)
@@ -410,13 +409,13 @@ class Tuner:
                 # rejected for speed is not run further (fp16 on a CPU is ~100x slower, and
                 # 32 parity steps of it cost minutes of budget).
                 cand.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
-        except TrialFailure as exc:
+        except WorkerFailure as exc:
             if cand is not None:
                 # The failure came while both arms ran and either may have died: start the
                 # best afresh for the next trial rather than guess.
                 cand.close()
                 self.close()
-            return Verdict.failure(exc.status, exc.reason), TrialFigures(), None
+            return Verdict.failure(exc.kind, exc.reason), TrialFigures(), None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
         verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
@@ -472,14 +471,14 @@ class Tuner:
                 self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
                 timeout=self.budget.request_timeout,
             )  # fmt: skip
-        except TrialFailure as exc:
-            if failure_outcome(exc.status) is Outcome.TIMEOUT and self.budget.past_deadline():
+        except WorkerFailure as exc:
+            if failure_outcome(exc.kind) is Outcome.TIMEOUT and self.budget.past_deadline():
                 # The budget ran out, not the recipe: the win stands on its first pair, and
                 # the final A/B against the baseline (in its reserve) still checks it.
                 why = f"{FIRST_PAIR_ONLY}: the budget ran out during the second"
                 return replace(kept, reason=why), None, None
             failed = Verdict.failure(
-                exc.status, f"a second pair of fresh processes failed: {exc.reason}"
+                exc.kind, f"a second pair of fresh processes failed: {exc.reason}"
             )
             return replace(failed, loss_deviation=kept.loss_deviation), None, None
         check = SpeedCheck(est, REPLICATE_THRESHOLD)

@@ -9,6 +9,13 @@ from typing import Any
 import pytest
 import torch
 
+from torchdoctor.collect import (
+    DriverRun,
+    DriverStop,
+    ScriptChunk,
+    ScriptError,
+    ScriptReady,
+)
 from torchdoctor.collect.control import StepController, read_losses
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation, StopCollection
 from torchdoctor.collect.inject import Injection
@@ -19,9 +26,9 @@ class ScriptedChannel:
 
     `on_recv` runs before each answer (a test's fake clock moves while the script waits)."""
 
-    def __init__(self, commands: list[dict[str, Any]], on_recv: Callable[[], None] = lambda: None):
+    def __init__(self, commands: list[object], on_recv: Callable[[], None] = lambda: None):
         self.commands = list(commands)
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[Any] = []
         self.on_recv = on_recv
         self.closed = False
 
@@ -117,9 +124,7 @@ def drive(
 
 def test_runs_exactly_the_steps_asked_then_exit_unwinds() -> None:
     loop = Loop()
-    channel = ScriptedChannel(
-        [{"op": "run", "steps": 3}, {"op": "run", "steps": 2}, {"op": "exit"}]
-    )
+    channel = ScriptedChannel([DriverRun(3), DriverRun(2), DriverStop()])
     controller, ended_by = drive(loop, 100, channel)
     assert ended_by == "max_steps"
     # The first two steps are start-up (the second ends at the ready boundary), then 3 + 2;
@@ -127,27 +132,29 @@ def test_runs_exactly_the_steps_asked_then_exit_unwinds() -> None:
     assert loop.steps_done == 6
     assert len(loop.losses) == 7
     ready, first, second = channel.sent
-    assert ready["event"] == "ready" and ready["startup_s"] >= 0
-    assert [len(first["steps"]), len(second["steps"])] == [3, 2]
-    for row in first["steps"] + second["steps"]:
+    assert isinstance(ready, ScriptReady) and ready.startup_s >= 0
+    assert isinstance(first, ScriptChunk) and isinstance(second, ScriptChunk)
+    assert [len(first.steps), len(second.steps)] == [3, 2]
+    for row in first.steps + second.steps:
         assert len(row) == 3 and row[0] > 0 and row[1] is None
     # The loss is the value of the tensor backward() was called on, in that step.
-    got = [r[2] for r in first["steps"] + second["steps"]]
+    got = [r[2] for r in first.steps + second.steps]
     assert got == pytest.approx([s[0] for s in loop.losses[2:7]], rel=0, abs=0)
-    assert first["peak_memory_bytes"] > 0
+    assert first.peak_memory_bytes is not None and first.peak_memory_bytes > 0
+    assert not first.ended and not second.ended
     assert controller.stopping and channel.closed
 
 
 def test_script_ending_mid_chunk_reports_what_ran_and_ended() -> None:
     loop = Loop()
-    channel = ScriptedChannel([{"op": "run", "steps": 10}])
+    channel = ScriptedChannel([DriverRun(10)])
     _, ended_by = drive(loop, 4, channel)
     assert ended_by == "completed"
     ready, reply = channel.sent
-    assert ready["event"] == "ready"
-    assert reply["ok"] and reply["ended"] is True
-    assert len(reply["steps"]) == 2  # steps 3..4; steps 1 and 2 were start-up
-    assert [r[2] for r in reply["steps"]] == [s[0] for s in loop.losses[2:]]
+    assert isinstance(ready, ScriptReady)
+    assert isinstance(reply, ScriptChunk) and reply.ended is True and reply.exit_code == 0
+    assert len(reply.steps) == 2  # steps 3..4; steps 1 and 2 were start-up
+    assert [r[2] for r in reply.steps] == [s[0] for s in loop.losses[2:]]
 
 
 class ManualLoop:
@@ -176,18 +183,16 @@ class ManualLoop:
 def test_a_script_without_an_optimizer_is_driven_at_its_backward_calls() -> None:
     gc.collect()  # an optimizer left alive by another test would make this one optimizer-mode
     loop = ManualLoop()
-    channel = ScriptedChannel(
-        [{"op": "run", "steps": 3}, {"op": "run", "steps": 2}, {"op": "exit"}]
-    )
+    channel = ScriptedChannel([DriverRun(3), DriverRun(2), DriverStop()])
     controller, ended_by = drive(loop, 100, channel)
     assert controller.mode == "backward" and ended_by == "max_steps"
     ready, first, second = channel.sent
-    assert ready["event"] == "ready"
+    assert isinstance(ready, ScriptReady)
     # Start-up ran two backward calls and the first update; exit is raised at the return of
     # the 7th backward, before its update.
     assert (len(loop.losses), loop.updates) == (7, 6)
-    rows = first["steps"] + second["steps"]
-    assert [len(first["steps"]), len(second["steps"])] == [3, 2]
+    rows = first.steps + second.steps
+    assert [len(first.steps), len(second.steps)] == [3, 2]
     assert [r[2] for r in rows] == [loop.losses[i] for i in range(2, 7)]
     assert all(r[0] > 0 and r[1] is None for r in rows)
 
@@ -196,12 +201,12 @@ def test_a_script_that_builds_an_optimizer_is_driven_at_its_steps_only() -> None
     # Its backward calls may be accumulation micro-steps: it waits for optimizer steps, and
     # one that never comes is the reason given at the end.
     loop = ManualLoop(optimizer=True)
-    channel = ScriptedChannel([{"op": "run", "steps": 2}])
+    channel = ScriptedChannel([DriverRun(2)])
     controller, ended_by = drive(loop, 5, channel)
     assert ended_by == "completed" and controller.mode is None
     (reply,) = channel.sent
-    assert reply["ok"] is False and reply["ended"] is True
-    assert "builds a torch.optim optimizer but never steps it" in reply["reason"]
+    assert isinstance(reply, ScriptError) and reply.ended is True
+    assert "builds a torch.optim optimizer but never steps it" in reply.reason
 
 
 @pytest.mark.parametrize(
@@ -215,11 +220,11 @@ def test_a_script_ending_within_its_start_up_says_how_far_it_got(
     make: Callable[[], Any], expected: str
 ) -> None:
     gc.collect()
-    channel = ScriptedChannel([{"op": "run", "steps": 2}])
+    channel = ScriptedChannel([DriverRun(2)])
     drive(make(), 1, channel)
     (reply,) = channel.sent
-    assert reply["ok"] is False and reply["ended"] is True
-    assert expected in reply["reason"] and "start-up" in reply["reason"]
+    assert isinstance(reply, ScriptError) and reply.ended is True
+    assert expected in reply.reason and "start-up" in reply.reason
 
 
 def test_a_script_that_never_calls_backward_says_so() -> None:
@@ -230,13 +235,14 @@ def test_a_script_that_never_calls_backward_says_so() -> None:
 
     channel = ScriptedChannel([])
     drive(Forward(), 3, channel)
-    assert "never called backward()" in channel.sent[0]["reason"]
+    (reply,) = channel.sent
+    assert isinstance(reply, ScriptError) and "never called backward()" in reply.reason
 
 
 def test_zero_grad_after_the_step_is_judged_after_a_whole_iteration() -> None:
     # nanoGPT's order: step, then zero_grad(set_to_none=True). The first boundary comes
     # before any zero_grad; the ready record, read at the second, has seen one.
-    channel = ScriptedChannel([{"op": "exit"}])
+    channel = ScriptedChannel([DriverStop()])
     drive(Loop(), 10, channel, recipe={"set_to_none": False})
     knob = _knob(channel.sent[0], "set_to_none")
     assert knob["status"] == "applied"
@@ -244,26 +250,26 @@ def test_zero_grad_after_the_step_is_judged_after_a_whole_iteration() -> None:
 
 
 def test_a_knob_whose_site_never_comes_is_reported_not_applied_once() -> None:
-    channel = ScriptedChannel([{"op": "run", "steps": 3}, {"op": "exit"}])
+    channel = ScriptedChannel([DriverRun(3), DriverStop()])
     drive(Loop(zero_grad=False), 10, channel, recipe={"set_to_none": False})
     knob = _knob(channel.sent[0], "set_to_none")
     assert knob["status"] == "not_applied"
     assert knob["reason"] == "the script never called zero_grad"
-    # Only the ready message carries the record: chunk replies do not repeat it.
-    assert all("injection" not in m for m in channel.sent[1:])
+    # Only the ready message carries the record: the chunk reply that follows is no other.
+    assert [type(m) for m in channel.sent[1:]] == [ScriptChunk]
 
 
-def _knob(ready: dict[str, Any], name: str) -> dict[str, Any]:
-    assert ready["event"] == "ready"
-    (knob,) = [k for k in ready["injection"]["knobs"] if k["knob"] == name]
+def _knob(ready: object, name: str) -> dict[str, Any]:
+    assert isinstance(ready, ScriptReady) and ready.injection is not None
+    (knob,) = [k for k in ready.injection["knobs"] if k["knob"] == name]
     return dict(knob)
 
 
 def test_samples_from_the_data_loader_and_accumulated_losses_averaged() -> None:
     loop = Loop(loader=True, accumulate=2)
-    channel = ScriptedChannel([{"op": "run", "steps": 2}])
+    channel = ScriptedChannel([DriverRun(2)])
     drive(loop, 10, channel)
-    rows = channel.sent[1]["steps"]
+    rows = channel.sent[1].steps
     assert [r[1] for r in rows] == [4, 4]
     expected = [sum(s) / 2 for s in loop.losses[2:4]]
     assert [r[2] for r in rows] == pytest.approx(expected, rel=1e-6)
@@ -280,19 +286,19 @@ def test_waiting_for_a_command_is_no_steps_time() -> None:
         now[0] += 60.0
 
     loop.tick = step_takes_a_second
-    channel = ScriptedChannel(
-        [{"op": "run", "steps": 2}, {"op": "run", "steps": 2}], on_recv=the_tuner_takes_a_minute
-    )
+    channel = ScriptedChannel([DriverRun(2), DriverRun(2)], on_recv=the_tuner_takes_a_minute)
     drive(loop, 100, channel, clock=lambda: now[0])
-    assert [r[0] for r in channel.sent[1]["steps"] + channel.sent[2]["steps"]] == [1.0] * 4
+    assert [r[0] for r in channel.sent[1].steps + channel.sent[2].steps] == [1.0] * 4
 
 
 def test_bad_command_is_answered_and_the_script_keeps_waiting() -> None:
     loop = Loop()
-    channel = ScriptedChannel([{"op": "run", "steps": 0}, {"op": "frobnicate"}, {"op": "exit"}])
+    channel = ScriptedChannel([DriverRun(0), {"op": "frobnicate"}, DriverStop()])
     _, ended_by = drive(loop, 100, channel)
     assert ended_by == "max_steps"
-    assert [m.get("ok") for m in channel.sent[1:]] == [False, False]
+    assert [type(m) for m in channel.sent[1:]] == [ScriptError, ScriptError]
+    assert "step count >= 1, got 0" in channel.sent[1].reason
+    assert "frobnicate" in channel.sent[2].reason
     assert loop.steps_done == 1  # stopped at the ready boundary, inside the second step
 
 

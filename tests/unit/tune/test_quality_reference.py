@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from torchdoctor.procs import Reply, SessionHost
 from torchdoctor.tune import tune
 from torchdoctor.tune.parity import REFERENCE_RUNS
 from torchdoctor.tune.records import TrialResult
-from torchdoctor.tune.worker import SessionHost
 from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
 
 
@@ -19,7 +18,7 @@ def reference_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     original = SessionHost._reference
 
-    def counting(self: SessionHost, perturbation: int, steps: int) -> dict[str, Any]:
+    def counting(self: SessionHost, perturbation: int, steps: int) -> Reply:
         calls.append(perturbation)
         return original(self, perturbation, steps)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.core.errors import TuneError
+from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import Confirmation, TrialResult
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import TrialFigures
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 

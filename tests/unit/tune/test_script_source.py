@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from torchdoctor.procs import Losses, Ran, Reference, ReplyT, Request, Run, SessionSpec, StepRow
 from torchdoctor.tune import TuneConfig
 from torchdoctor.tune.api import _arm_source, script_not_injectable
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.outcome import DOES_NOT_APPLY
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, ScriptArms, WorkloadArms, not_applied_of
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
@@ -61,17 +61,17 @@ class FakeScriptWorker:
         self.runs = 0
         self.step = 0
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        if message["op"] == "run":
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
+        if isinstance(message, Run):
             self.runs += 1
             rows = []
-            for _ in range(int(message["steps"])):
+            for _ in range(message.steps):
                 self.step += 1
-                rows.append([0.01, 8, 2.0 - 0.01 * self.step])
-            return {"ok": True, "steps": rows}
-        if message["op"] == "reference":
-            n = int(message["steps"])
-            return {"ok": True, "losses": [2.0 - 0.01 * (i + 2) for i in range(n)]}
+                rows.append(StepRow(0.01, 8, 2.0 - 0.01 * self.step))
+            return message.expect(Ran(tuple(rows)))
+        if isinstance(message, Reference):
+            n = message.steps
+            return message.expect(Losses(tuple(2.0 - 0.01 * (i + 2) for i in range(n))))
         raise AssertionError(message)
 
     def close(self) -> None:

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from torchdoctor.procs import Ran, ReplyT, Request, Run, StepRow
 from torchdoctor.tune.arms import Arm, MeasurePlan
 
 
@@ -18,14 +17,14 @@ class ScriptedSteps:
         self.steady = steady
         self.steps = 0
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        assert message["op"] == "run"
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
+        assert isinstance(message, Run)
         rows = []
-        for _ in range(int(message["steps"])):
+        for _ in range(message.steps):
             self.steps += 1
             s = self.seconds.pop(0) if self.seconds else self.steady
-            rows.append([s, 1, 1.0])
-        return {"ok": True, "steps": rows}
+            rows.append(StepRow(s, 1, 1.0))
+        return message.expect(Ran(tuple(rows)))
 
     def close(self) -> None:
         pass

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from torchdoctor.collect._target import rank_suffix
 from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
 from torchdoctor.collect.inject.cuda import CudaFlagsInjector
 from torchdoctor.collect.inject.dataloading import LOADER_KNOBS, DataLoaderInjector
@@ -30,6 +29,7 @@ from torchdoctor.collect.inject.optimizer import OptimizerInjector
 from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord
 from torchdoctor.collect.inject.threads import ThreadsInjector
 from torchdoctor.core.errors import KnobNotApplicable
+from torchdoctor.core.rank import RankIdentity
 from torchdoctor.knobs import (
     ApplicabilityContext,
     Recipe,
@@ -52,7 +52,7 @@ _CHECKED_PER_LOADER = frozenset({"persistent_workers", "prefetch_factor"})
 
 
 def injection_path(out_dir: str | Path) -> Path:
-    return Path(out_dir) / f"{INJECTION_STEM}{rank_suffix()}.json"
+    return Path(out_dir) / f"{INJECTION_STEM}{RankIdentity.from_env().suffix}.json"
 
 
 class Injection:

@@ -123,7 +123,7 @@ class ModelInjector:
     ) -> None:
         self.values = values
         #: index of the engine's no-op weight perturbation applied to the model when found
-        #: (0: none); the quality yardstick of a tuned script (tune/script_worker.py)
+        #: (0: none); the quality yardstick of a tuned script (procs/_script.py)
         self.perturbation = perturbation
         self.ledger = ledger
         self.grad_scaler = grad_scaler

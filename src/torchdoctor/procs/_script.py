@@ -1,40 +1,40 @@
-"""`ScriptWorker`: a user's unmodified training script, driven like a tune worker.
+"""`ScriptWorker`: a user's unmodified training script, driven like a workload worker.
 
-A `WorkerLike` (tune/trial.py) whose session is a live script: it launches
+A `WorkerLike` (procs/_supervisor.py) whose session is a live script: it launches
 `python -m torchdoctor.collect._child CONFIG -- TARGET ARGS` (the launcher's command, with a
 control address in the config) and drives it through the control channel of
 `torchdoctor.collect.control`, a `multiprocessing.connection.Listener` on loopback with a random
 authkey per worker, passed to the script in its environment. The script pauses at its optimizer
 steps (at its backward() calls when it builds no torch.optim optimizer: collect/control.py), so
-an `Arm` drives it as it drives a built-in workload. Requests (as tune/worker.py's):
+an `Arm` drives it as it drives a built-in workload. It answers the requests of
+`torchdoctor.procs._protocol`, as a workload worker does:
 
-- ``{"op": "prepare"}`` -> ``{"ok": True, "prepare_s": s, "startup_s": s, "injection": ...}``:
-  launch and wait for
-  the ready boundary. `prepare_s` is the launch-to-boundary time seen from here (the
+- `Prepare` (no spec: the script was given when the worker was made) -> `Prepared`: launch and
+  wait for the ready boundary. `prepare_s` is the launch-to-boundary time seen from here (the
   interpreter, imports, data, model build and the first two training steps); `startup_s` is the
   script's own count from the control connection on; `injection` the `InjectionRecord` JSON of
   the recipe's knobs by then (None without a recipe), after one whole iteration: which applied,
-  which could not and why. Prepared already: the same figures.
-- ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[step_s, samples,
-  loss], ...], "peak_memory_bytes": ..., "restarts": k, "restart_s": [...]}``. Launches first
-  when not prepared (with "startup_s" in the reply). A script that reaches its end before the
-  chunk is done is relaunched and the chunk finished on the new run: `restarts` counts that in
-  this reply, `restart_s` the start-ups it cost, which are no step's.
-- ``{"op": "release"}`` -> ``{"ok": True}`` (CUDA: the script's cached free blocks go back).
-- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
-  the first n losses of a fresh launch of the same script, recipe and seed whose trained model
-  (the injection's trained top-level module, collect/inject/model.py) gets the engine's no-op
-  weight perturbation i before its first step (`LaunchConfig.perturbation`), as a workload's
-  reference session does (tune/worker.py); this worker's own launch is untouched.
-- ``{"op": "exit"}`` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after
-  grace periods; the script runs in its own session (process group), which is killed last, so
-  its DataLoader workers go with it.
+  which could not and why; `loaders` the DataLoaders it iterated. Prepared already: the same
+  figures.
+- `Run` -> `Ran`. Launches first when not prepared (with `startup_s` in the reply). A script
+  that reaches its end before the chunk is done is relaunched and the chunk finished on the new
+  run: `restarts` counts that in this reply, `restart_s` the start-ups it cost, which are no
+  step's.
+- `Release` -> `Done` (CUDA: the script's cached free blocks go back).
+- `Reference` -> `Losses`: the first n losses of a fresh launch of the same script, recipe and
+  seed whose trained model (the injection's trained top-level module, collect/inject/model.py)
+  gets the engine's no-op weight perturbation i before its first step
+  (`LaunchConfig.perturbation`), as a workload's reference session does (procs/_worker.py);
+  this worker's own launch is untouched.
+- `Exit` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after grace periods;
+  the script runs in its own session (process group), which is killed last, so its DataLoader
+  workers go with it.
 
-Failures raise `TrialFailure` with the trial statuses: "crash" (the process died without a
-word), "oom" (over the memory cap, or an out-of-memory error in the script), "timeout" (no
-answer in time: before the ready boundary, a script that never steps the torch.optim optimizer
-it builds), "error" (the script failed or ended before the ready boundary). Reasons end with the
-script's last output lines.
+Failures raise `WorkerFailure` with these kinds: `CRASH` (the process died without a word),
+`OOM` (over the memory cap, or an out-of-memory error in the script), `TIMEOUT` (no answer in
+time: before the ready boundary, a script that never steps the torch.optim optimizer it builds),
+`ERROR` (the script failed or ended before the ready boundary). Reasons end with the script's
+last output lines.
 
 Seeding: with `seed`, the script's process seeds random, numpy and torch before the script runs;
 `record()` says who seeded (torchdoctor, the script itself by calling torch.manual_seed /
@@ -44,39 +44,72 @@ random.seed / numpy.random.seed, both, or none).
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Listener
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import psutil
 
-from torchdoctor.collect import CONTROL_AUTHKEY_ENV, LaunchConfig, child_command
+from torchdoctor.collect import (
+    CONTROL_AUTHKEY_ENV,
+    DriverRelease,
+    DriverRun,
+    DriverStop,
+    DriverWelcome,
+    LaunchConfig,
+    ScriptChunk,
+    ScriptError,
+    ScriptFreed,
+    ScriptHello,
+    ScriptReady,
+    child_command,
+)
 from torchdoctor.core.records import SubRecord
-from torchdoctor.tune.trial import (
+from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reason
+from torchdoctor.procs._launch import (
+    Launch,
+    accept,
+    resume,
+    signal_group,
+    suspend_children,
+    wait_for,
+)
+from torchdoctor.procs._protocol import (
+    Done,
+    Exit,
+    Losses,
+    Prepare,
+    Prepared,
+    Ran,
+    Reference,
+    Release,
+    Reply,
+    ReplyT,
+    Request,
+    Run,
+    StepRow,
+)
+from torchdoctor.procs._supervisor import (
     LIVE_WORKERS,
-    POLL_INTERVAL_S,
     MemoryCapped,
-    TrialFailure,
-    _tail,
+    log_tail,
     receive,
 )
-from torchdoctor.tune.worker import classify_exception
 
 #: Seconds a script asked to exit gets to unwind (its `finally` blocks, the instrumentation's
 #: record) before SIGTERM, and then again before SIGKILL.
 EXIT_GRACE_S: Final = 5.0
 
 SeededBy = Literal["torchdoctor", "script", "both", "none"]
+
+_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed)
 
 
 class ScriptWorkerRecord(SubRecord):
@@ -90,17 +123,6 @@ class ScriptWorkerRecord(SubRecord):
     restarts: int
     #: Seconds from each launch to its ready boundary, seen from the tuner.
     startup_s: list[float]
-
-
-class _Launch:
-    """One run of the script: its process and, once it said hello, its control connection."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], started: float) -> None:
-        self.proc = proc
-        self.started = started
-        self.conn: Connection | None = None
-        #: whether it reached its ready boundary
-        self.ready = False
 
 
 class ScriptWorker(MemoryCapped):
@@ -151,7 +173,7 @@ class ScriptWorker(MemoryCapped):
         self._log_path = log_path or self._dir / "script.log"
         self._authkey = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._authkey)
-        self._launch: _Launch | None = None
+        self._launch: Launch | None = None
         self.peak_rss_bytes = 0
         self.launches = 0
         self.restarts = 0
@@ -165,33 +187,34 @@ class ScriptWorker(MemoryCapped):
 
     # ---- WorkerLike ------------------------------------------------------------------------
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
         if self._closed:
-            raise TrialFailure("error", "the script worker is closed")
+            raise WorkerFailure(FailureKind.ERROR, "the script worker is closed")
         deadline = time.monotonic() + timeout_s
-        op = message.get("op")
-        if op == "prepare":
+        return message.expect(self._answer(message, deadline))
+
+    def _answer(self, message: Request[ReplyT], deadline: float) -> Reply:
+        if isinstance(message, Prepare):
             if self._launch is None:
                 self._start(deadline)
-            return {
-                "ok": True,
-                "prepare_s": self.startup_s[0],
-                "startup_s": self.script_startup_s[0],
-                "injection": self.injection,
-                "loaders": self.loaders,
-            }
-        if op == "run":
-            return self._run(int(message["steps"]), bool(message.get("release")), deadline)
-        if op == "release":
-            if self._launch is None:
-                return {"ok": True}
-            return self._exchange({"op": "release"}, deadline)
-        if op == "exit":
+            return Prepared(
+                prepare_s=self.startup_s[0],
+                startup_s=self.script_startup_s[0],
+                injection=self.injection,
+                loaders=tuple(self.loaders),
+            )
+        if isinstance(message, Run):
+            return self._run(message.steps, message.release, deadline)
+        if isinstance(message, Release):
+            if self._launch is not None:
+                self._exchange(DriverRelease(), ScriptFreed, deadline)
+            return Done()
+        if isinstance(message, Exit):
             self.close()
-            return {"ok": True}
-        if op == "reference":
-            return self._reference(int(message["perturbation"]), int(message["steps"]), deadline)
-        raise TrialFailure("error", f"unknown op {op!r}")
+            return Done()
+        if isinstance(message, Reference):
+            return self._reference(message.perturbation, message.steps, deadline)
+        raise WorkerFailure(FailureKind.ERROR, f"unknown request {type(message).__name__}")
 
     def close(self, *, kill: bool = False) -> None:
         if self._closed:
@@ -219,7 +242,7 @@ class ScriptWorker(MemoryCapped):
             startup_s=list(self.startup_s),
         )
 
-    def _reference(self, perturbation: int, steps: int, deadline: float) -> dict[str, Any]:
+    def _reference(self, perturbation: int, steps: int, deadline: float) -> Losses:
         """A fresh launch with a perturbed model: its first `steps` losses (module doc)."""
         log = self._log_path.with_name(f"{self._log_path.stem}-reference{perturbation}.log")
         fresh = ScriptWorker(
@@ -236,47 +259,43 @@ class ScriptWorker(MemoryCapped):
         )
         try:
             remaining = max(0.0, deadline - time.monotonic())
-            fresh.request({"op": "prepare"}, timeout_s=remaining)
+            fresh.request(Prepare(), timeout_s=remaining)
             outcome = (fresh.injection or {}).get("model")
             if outcome is None:
-                raise TrialFailure(
-                    "error",
+                raise WorkerFailure(
+                    FailureKind.ERROR,
                     "no trained model was found in the script to perturb for the quality "
                     "reference (no module owning an optimizer's parameters was called in "
                     "training mode)",
                 )
             remaining = max(0.0, deadline - time.monotonic())
-            reply = fresh.request({"op": "run", "steps": steps}, timeout_s=remaining)
-            return {"ok": True, "losses": [row[2] for row in reply["steps"]]}
+            reply = fresh.request(Run(steps), timeout_s=remaining)
+            return Losses(tuple(row.loss for row in reply.steps))
         finally:
             fresh.close()
 
     # ---- chunks ----------------------------------------------------------------------------
 
-    def _run(self, steps: int, release: bool, deadline: float) -> dict[str, Any]:
+    def _run(self, steps: int, release: bool, deadline: float) -> Ran:
         if steps < 1:
-            raise TrialFailure("error", f"run needs a step count >= 1, got {steps}")
-        reply: dict[str, Any] = {"ok": True}
-        if self._launch is None:
-            reply["startup_s"] = self._start(deadline)
-        rows: list[list[Any]] = []
+            raise WorkerFailure(FailureKind.ERROR, f"run needs a step count >= 1, got {steps}")
+        startup_s = self._start(deadline) if self._launch is None else None
+        rows: list[StepRow] = []
         peak: int | None = None
         restart_s: list[float] = []
         fresh = False
         self._thaw()
         while len(rows) < steps:
-            answer = self._exchange(
-                {"op": "run", "steps": steps - len(rows), "release": release}, deadline
-            )
-            rows.extend(answer["steps"])
-            if answer.get("peak_memory_bytes") is not None:
-                peak = max(peak or 0, int(answer["peak_memory_bytes"]))
-            if not answer.get("ended"):
+            answer = self._exchange(DriverRun(steps - len(rows), release), ScriptChunk, deadline)
+            rows.extend(StepRow(*row) for row in answer.steps)
+            if answer.peak_memory_bytes is not None:
+                peak = max(peak or 0, int(answer.peak_memory_bytes))
+            if not answer.ended:
                 continue
             self._reap(deadline)
-            if fresh and not answer["steps"]:
+            if fresh and not answer.steps:
                 raise self._fail(
-                    "error",
+                    FailureKind.ERROR,
                     "the script ends right after its start-up (its first two steps), so no "
                     "step of it can be measured (give it more steps)",
                 )
@@ -285,39 +304,24 @@ class ScriptWorker(MemoryCapped):
                 self.restarts += 1
                 fresh = True
         self._freeze()
-        reply.update(
-            steps=rows, peak_memory_bytes=peak, restarts=len(restart_s), restart_s=restart_s
+        return Ran(
+            steps=tuple(rows),
+            peak_memory_bytes=peak,
+            restarts=len(restart_s),
+            restart_s=tuple(restart_s),
+            startup_s=startup_s,
         )
-        return reply
 
     def _freeze(self) -> None:
-        """Stop the script's child processes (DataLoader workers) until its next chunk.
-
-        A script paused at a step boundary waits idle, but its DataLoader workers do not: they
-        go on decoding batches while the other arm's chunk runs. Measured on the zoo's
-        data-loading script on 2 cores: the paused candidate's two workers halved the
-        baseline's speed during its chunks (357 samples/s interleaved, 726 alone) and handed
-        the candidate ready batches, so the A/B said 2.8x where fresh processes, each alone,
-        said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
-        chunk they go on where they were, the prefetch queue as full as the script left it.
-        """
+        """Stop the script's child processes until its next chunk (`suspend_children`)."""
         launch = self._launch
         if launch is None or launch.proc.poll() is not None:
             return
-        try:
-            children = psutil.Process(launch.proc.pid).children(recursive=True)
-        except psutil.Error:
-            return
-        for child in children:
-            with contextlib.suppress(psutil.Error):
-                child.suspend()
-                self._frozen.append(child)
+        self._frozen.extend(suspend_children(launch.proc.pid))
 
     def _thaw(self) -> None:
         frozen, self._frozen = self._frozen, []
-        for child in frozen:
-            with contextlib.suppress(psutil.Error):
-                child.resume()
+        resume(frozen)
 
     # ---- the script's process --------------------------------------------------------------
 
@@ -349,84 +353,67 @@ class ScriptWorker(MemoryCapped):
                 start_new_session=True,
             )
         self.launches += 1
-        launch = _Launch(proc, time.monotonic())
+        launch = Launch(proc)
         self._launch = launch
-        launch.conn = self._accept(launch, deadline)
+        launch.conn = accept(
+            self._listener,
+            lambda: self._watch(launch, deadline, waiting_for="the script to connect"),
+        )
         hello = self._receive(deadline, waiting_for="the script to connect")
-        if hello.get("event") != "hello":
-            raise self._fail("error", f"unexpected first message from the script: {hello!r}")
-        launch.conn.send({"seed": self.seed})
-        ready = self._receive(deadline, waiting_for="the script's first two steps")
-        if not ready.get("ok", True):
-            raise self._fail(_status_of(ready), self._with_tail(str(ready.get("reason"))))
+        if not isinstance(hello, ScriptHello):
+            raise self._fail(
+                FailureKind.ERROR, f"unexpected first message from the script: {hello!r}"
+            )
+        launch.conn.send(DriverWelcome(self.seed))
+        ready = self._expect(
+            self._receive(deadline, waiting_for="the script's first two steps"), ScriptReady
+        )
         startup = time.monotonic() - launch.started
         launch.ready = True
         self.startup_s.append(startup)
-        self.script_startup_s.append(float(ready.get("startup_s", startup)))
-        self.script_seeded = self.script_seeded or bool(ready.get("script_seeded"))
-        injection = ready.get("injection")
-        self.injection = injection if isinstance(injection, dict) else None
-        loaders = ready.get("loaders")
-        self.loaders = list(loaders) if isinstance(loaders, list) else []
+        self.script_startup_s.append(float(ready.startup_s))
+        self.script_seeded = self.script_seeded or ready.script_seeded
+        self.injection = ready.injection
+        self.loaders = list(ready.loaders)
         return startup
 
-    def _accept(self, launch: _Launch, deadline: float) -> Connection:
-        """The listener's accept, given up when the script dies or the deadline passes."""
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    box["conn"] = self._listener.accept()
-                    return
-                except Exception:  # a stranger failing the authkey check, or our wake-up
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            while True:
-                thread.join(POLL_INTERVAL_S)
-                if "conn" in box:
-                    conn: Connection = box["conn"]
-                    return conn
-                self._watch(launch, deadline, waiting_for="the script to connect")
-        finally:
-            if "conn" not in box:
-                done.set()
-                with contextlib.suppress(OSError):  # wake the accept: it fails and returns
-                    socket.create_connection(self._listener.address, timeout=1).close()
-                thread.join(1)
-
-    def _exchange(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def _exchange(
+        self, message: DriverRun | DriverRelease, expected: type[_T], deadline: float
+    ) -> _T:
         launch = self._launch
         assert launch is not None and launch.conn is not None
         try:
             launch.conn.send(message)
         except OSError:
-            raise self._fail("crash", self._crash_reason()) from None
-        reply = self._receive(deadline, waiting_for=f"the script to run {message}")
-        if not reply.get("ok"):
-            raise self._fail(_status_of(reply), self._with_tail(str(reply.get("reason"))))
+            raise self._fail(FailureKind.CRASH, self._crash_reason()) from None
+        reply = self._receive(deadline, waiting_for=f"the script to run {_command_text(message)}")
+        return self._expect(reply, expected)
+
+    def _expect(self, reply: object, expected: type[_T]) -> _T:
+        """`reply` as the message the script should have sent; its error, or another message,
+        ends the worker."""
+        if isinstance(reply, ScriptError):
+            raise self._fail(classify_reason(reply.reason), self._with_tail(reply.reason))
+        if not isinstance(reply, expected):
+            raise self._fail(FailureKind.ERROR, f"unexpected message from the script: {reply!r}")
         return reply
 
-    def _receive(self, deadline: float, *, waiting_for: str) -> dict[str, Any]:
+    def _receive(self, deadline: float, *, waiting_for: str) -> object:
         launch = self._launch
         assert launch is not None and launch.conn is not None
         return receive(
             launch.conn,
-            crashed=lambda: self._fail("crash", self._crash_reason()),
+            crashed=lambda: self._fail(FailureKind.CRASH, self._crash_reason()),
             between_polls=lambda: self._watch(launch, deadline, waiting_for=waiting_for),
         )
 
-    def _watch(self, launch: _Launch, deadline: float, *, waiting_for: str) -> None:
+    def _watch(self, launch: Launch, deadline: float, *, waiting_for: str) -> None:
         """Between polls: the process alive, under the memory cap, within the deadline."""
         if launch.proc.poll() is not None and (launch.conn is None or not launch.conn.poll()):
-            raise self._fail("crash", self._crash_reason())
+            raise self._fail(FailureKind.CRASH, self._crash_reason())
         over = self._over_cap(launch.proc.pid)
         if over is not None:
-            raise self._fail("oom", over)
+            raise self._fail(FailureKind.OOM, over)
         if time.monotonic() > deadline:
             hint = ""
             if not launch.ready:
@@ -435,7 +422,7 @@ class ScriptWorker(MemoryCapped):
                     "backward() calls when it builds no optimizer: does it reach either?)"
                 )
             raise self._fail(
-                "timeout", self._with_tail(f"timed out waiting for {waiting_for}{hint}")
+                FailureKind.TIMEOUT, self._with_tail(f"timed out waiting for {waiting_for}{hint}")
             )
 
     def _reap(self, deadline: float) -> None:
@@ -443,7 +430,7 @@ class ScriptWorker(MemoryCapped):
         launch = self._launch
         if launch is None:
             return
-        _wait(launch.proc, max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
+        wait_for(launch.proc, max(0.1, min(EXIT_GRACE_S, deadline - time.monotonic())))
         self._stop(kill=True)
 
     def _stop(self, *, kill: bool) -> None:
@@ -454,21 +441,21 @@ class ScriptWorker(MemoryCapped):
         proc = launch.proc
         if proc.poll() is None and not kill and launch.conn is not None:
             with contextlib.suppress(OSError):
-                launch.conn.send({"op": "exit"})
-            _wait(proc, EXIT_GRACE_S)
+                launch.conn.send(DriverStop())
+            wait_for(proc, EXIT_GRACE_S)
         if proc.poll() is None and not kill:
-            _signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
-            _wait(proc, EXIT_GRACE_S)
+            signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
+            wait_for(proc, EXIT_GRACE_S)
         # Whatever is left of its session (the script, DataLoader workers) is killed.
-        _signal_group(proc.pid, signal.SIGKILL)
-        _wait(proc, EXIT_GRACE_S)
+        signal_group(proc.pid, signal.SIGKILL)
+        wait_for(proc, EXIT_GRACE_S)
         if launch.conn is not None:
             with contextlib.suppress(OSError):
                 launch.conn.close()
 
-    def _fail(self, status: str, reason: str) -> TrialFailure:
+    def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
         self.close(kill=True)
-        return TrialFailure(status, reason)
+        return WorkerFailure(kind, reason)
 
     def _crash_reason(self) -> str:
         launch = self._launch
@@ -479,24 +466,12 @@ class ScriptWorker(MemoryCapped):
         return self._with_tail(f"the script's process died (exit code {code})")
 
     def _with_tail(self, reason: str) -> str:
-        tail = _tail(self._log_path)
+        tail = log_tail(self._log_path)
         return f"{reason}: {tail}" if tail else reason
 
 
-def _status_of(reply: dict[str, Any]) -> str:
-    """A failed script's reason ("Type: message (where)") as a trial status: oom or error."""
-    reason = str(reply.get("reason", ""))
-    kind = reason.split(":", 1)[0]
-    if kind in ("MemoryError", "OutOfMemoryError"):
-        return "oom"
-    return classify_exception(RuntimeError(reason))
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=timeout)
+def _command_text(message: DriverRun | DriverRelease) -> str:
+    """A command as a timeout's reason names it (the words stored reasons already use)."""
+    if isinstance(message, DriverRun):
+        return str({"op": "run", "steps": message.steps, "release": message.release})
+    return str({"op": "release"})

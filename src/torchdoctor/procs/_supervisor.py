@@ -1,10 +1,10 @@
-"""The parent side of a trial: worker processes with a timeout and a memory cap.
+"""The parent side of a worker: a supervised process with a deadline and a memory cap.
 
-Each candidate recipe runs in its own spawned process (`torchdoctor.tune.worker`). While a
-request is outstanding the parent polls the pipe, the process and its resident memory: a
-process that dies is a ``crash``, one that exceeds the memory cap is killed as ``oom``, one
-that does not answer in time is killed as ``timeout``. Each failure raises `TrialFailure`, which
-the tuner records as a failed trial before going on.
+Each session runs in its own spawned process (`torchdoctor.procs._worker`). While a request is
+outstanding the parent polls the pipe, the process and its resident memory: a process that
+dies is a `FailureKind.CRASH`, one that exceeds the memory cap is killed as `OOM`, one that
+does not answer in time is killed as `TIMEOUT`. Each failure raises `WorkerFailure`, which the
+tuner records as a failed trial before going on.
 
 `InProcessWorker` answers the same requests in this process (no isolation, no timeout); the
 statistical tests use it to run hundreds of simulated trials quickly.
@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import multiprocessing
 import time
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import psutil
 
-from torchdoctor.tune.session_spec import SessionSpec
-from torchdoctor.tune.worker import SessionHost, worker_main
+from torchdoctor.procs._failure import FailureKind, WorkerFailure
+from torchdoctor.procs._protocol import Exit, Prepare, ReplyT, Request
+from torchdoctor.procs._spec import SessionSpec
+from torchdoctor.procs._worker import SessionHost, worker_main
 
 #: How often the parent checks the worker's liveness and memory while waiting. 50 ms keeps
 #: the watchdog's reaction well under a training step of our workloads at negligible cost.
@@ -36,17 +37,8 @@ POLL_INTERVAL_S: Final = 0.05
 _LOG_TAIL_LINES: Final = 3
 
 
-class TrialFailure(Exception):
-    """A worker could not answer: status is crash / oom / timeout / error."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
 def over_memory_cap(rss: int, cap: int | None) -> str | None:
-    """Why resident memory `rss` breaks the cap of a trial's process (None when it does not)."""
+    """Why resident memory `rss` breaks the cap of a worker's process (None when it does not)."""
     if cap is None or rss <= cap:
         return None
     return f"resident memory {rss / 2**20:.0f} MiB exceeded the cap of {cap / 2**20:.0f} MiB"
@@ -68,7 +60,7 @@ def tree_rss(pid: int | None) -> int:
 
 class MemoryCapped:
     """A worker whose process tree's resident memory is watched against a cap while it works:
-    the peak is kept (`peak_rss_bytes`) and a breach ends the trial as ``oom``."""
+    the peak is kept (`peak_rss_bytes`) and a breach ends the request as `FailureKind.OOM`."""
 
     peak_rss_bytes: int
     _memory_cap: int | None
@@ -82,14 +74,14 @@ class MemoryCapped:
 
 def receive(
     conn: Connection, *, crashed: Callable[[], BaseException], between_polls: Callable[[], None]
-) -> dict[str, Any]:
+) -> object:
     """The next message on a worker's pipe, polled every POLL_INTERVAL_S; between polls,
     `between_polls` watches the process (raising to give up); a pipe that breaks raises
     `crashed()`."""
     while True:
         if conn.poll(POLL_INTERVAL_S):
             try:
-                message: dict[str, Any] = conn.recv()
+                message: object = conn.recv()
             except (EOFError, OSError):
                 raise crashed() from None
             return message
@@ -101,14 +93,17 @@ class Killable(Protocol):
 
 
 class WorkerLike(Protocol):
+    """What drives a session: any worker answers the requests of `torchdoctor.procs._protocol`
+    (raising `WorkerFailure` when it cannot)."""
+
     peak_rss_bytes: int
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]: ...
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT: ...
 
     def close(self) -> None: ...
 
 
-def _tail(path: Path | None) -> str:
+def log_tail(path: Path | None) -> str:
     if path is None or not path.exists():
         return ""
     lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -120,7 +115,7 @@ def _tail(path: Path | None) -> str:
 #: multiprocessing's own exit hook would then *join* a worker still waiting for requests.
 #: This hook, registered after multiprocessing's (atexit runs last-in first-out), kills them
 #: first. A SIGKILLed parent runs no hooks: its workers see EOF on the pipe and exit.
-#: Script workers (tune/script_worker.py) register here too.
+#: Script workers (procs/_script.py) register here too.
 LIVE_WORKERS: weakref.WeakSet[Killable] = weakref.WeakSet()
 
 
@@ -146,46 +141,44 @@ class SubprocessWorker(MemoryCapped):
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
 
-    def _fail(self, status: str, reason: str) -> TrialFailure:
+    def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
         self.close(kill=True)
-        return TrialFailure(status, reason)
+        return WorkerFailure(kind, reason)
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
         try:
             self._conn.send(message)
         except (BrokenPipeError, OSError):
-            raise self._fail("crash", self._crash_reason()) from None
+            raise self._fail(FailureKind.CRASH, self._crash_reason()) from None
         deadline = time.monotonic() + timeout_s
 
         def watch() -> None:
             if not self._proc.is_alive():
-                raise self._fail("crash", self._crash_reason())
+                raise self._fail(FailureKind.CRASH, self._crash_reason())
             over = self._over_cap(self._proc.pid)
             if over is not None:
-                raise self._fail("oom", over)
+                raise self._fail(FailureKind.OOM, over)
             if time.monotonic() > deadline:
-                raise self._fail("timeout", f"no answer within {timeout_s:.0f} s")
+                raise self._fail(FailureKind.TIMEOUT, f"no answer within {timeout_s:.0f} s")
 
         reply = receive(
             self._conn,
-            crashed=lambda: self._fail("crash", self._crash_reason()),
+            crashed=lambda: self._fail(FailureKind.CRASH, self._crash_reason()),
             between_polls=watch,
         )
-        if not reply.get("ok"):
-            raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
-        return reply
+        return message.expect(reply)
 
     def _crash_reason(self) -> str:
         self._proc.join(timeout=2)
         code = self._proc.exitcode
-        tail = _tail(self._log_path)
+        tail = log_tail(self._log_path)
         reason = f"worker process died (exit code {code})"
         return f"{reason}: {tail}" if tail else reason
 
     def close(self, *, kill: bool = False) -> None:
         if self._proc.is_alive() and not kill:
             with contextlib.suppress(OSError, BrokenPipeError):
-                self._conn.send({"op": "exit"})
+                self._conn.send(Exit())
             self._proc.join(timeout=5)
         if self._proc.is_alive():
             self._proc.kill()
@@ -202,11 +195,8 @@ class InProcessWorker:
         self._host = SessionHost()
         self.peak_rss_bytes = 0
 
-    def request(self, message: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
-        reply = self._host.handle(message)
-        if not reply.get("ok"):
-            raise TrialFailure(str(reply.get("status")), str(reply.get("reason")))
-        return reply
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
+        return message.expect(self._host.handle(message))
 
     def close(self) -> None:
         self._host.session = None
@@ -228,11 +218,9 @@ def start_worker(
         worker = InProcessWorker()
     try:
         # The cap goes to the worker too: on CUDA it bounds the device memory there.
-        prepare = {"op": "prepare", "spec": dataclasses.asdict(spec)}
-        reply = worker.request(
-            {**prepare, "memory_cap_bytes": memory_cap_bytes}, timeout_s=timeout_s
-        )
-    except TrialFailure:
+        prepare = Prepare(spec, memory_cap_bytes=memory_cap_bytes)
+        reply = worker.request(prepare, timeout_s=timeout_s)
+    except WorkerFailure:
         worker.close()
         raise
-    return worker, float(reply["prepare_s"])
+    return worker, float(reply.prepare_s)

@@ -1,21 +1,16 @@
-"""The worker side of a trial: one process holds one prepared session and runs chunks of steps.
+"""The child side of a workload worker: one process holds one prepared session and runs
+chunks of steps.
 
-The parent (`torchdoctor.tune.trial`) sends plain dict requests over a pipe and gets plain dict
-replies, so a crash, a hang or an out-of-memory inside the session kills at most this
-process. Requests:
+The parent (`torchdoctor.procs._supervisor`) sends the requests of `torchdoctor.procs._protocol`
+over a pipe and gets its replies, so a crash, a hang or an out-of-memory inside the session
+kills at most this process. `Prepare` carries the `SessionSpec`; on CUDA its memory cap bounds
+this process's device memory. `Run` with `release` hands the CUDA caching allocator's free
+blocks back to the device after the steps (see `release_device_memory`). `Reference` builds a
+fresh session of the prepared spec whose initial weights carry the no-op perturbation `i`
+(`torchdoctor.engine.perturb`) and returns its losses; the prepared session is untouched.
 
-- ``{"op": "prepare", "spec": SessionSpec, "memory_cap_bytes": n | None}`` ->
-  ``{"ok": True, "prepare_s": ...}``; on CUDA the cap bounds this process's device memory.
-- ``{"op": "run", "steps": n, "release": bool}`` -> ``{"ok": True, "steps": [[total_s,
-  samples, loss], ...], "peak_memory_bytes": ...}``; with "release", the CUDA caching
-  allocator's free blocks go back to the device after the steps (see `release_device_memory`).
-- ``{"op": "release"}`` -> ``{"ok": True}``: the same, on its own.
-- ``{"op": "reference", "perturbation": i, "steps": n}`` -> ``{"ok": True, "losses": [...]}``:
-  the loss trajectory of a fresh session of the prepared spec whose initial weights carry the
-  no-op perturbation `i` (`torchdoctor.engine.perturb`); the prepared session is untouched.
-- ``{"op": "exit"}``
-
-An exception raised by the session becomes ``{"ok": False, "status": ..., "reason": ...}``.
+An exception raised by the session becomes a `Failed` reply, its kind from
+`classify_exception`.
 """
 
 from __future__ import annotations
@@ -28,21 +23,23 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from torchdoctor.tune.session_spec import SessionLike, SessionSpec, build_session, peak_memory_of
-
-#: Substrings of allocator messages that mean "out of memory": PyTorch's CPU allocator
-#: ("DefaultCPUAllocator: can't allocate memory"), CUDA ("CUDA out of memory"), HIP/MPS.
-_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
-
-def classify_exception(exc: BaseException) -> str:
-    """Map an exception raised by a session to a trial status ("oom" or "error")."""
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-        return "oom"
-    text = str(exc).lower()
-    if any(marker in text for marker in _OOM_MARKERS):
-        return "oom"
-    return "error"
+from torchdoctor.procs._failure import FailureKind, classify_exception
+from torchdoctor.procs._protocol import (
+    Done,
+    Exit,
+    Failed,
+    Losses,
+    Prepare,
+    Prepared,
+    Ran,
+    Reference,
+    Release,
+    Reply,
+    Request,
+    Run,
+    StepRow,
+)
+from torchdoctor.procs._spec import SessionLike, SessionSpec, build_session, peak_memory_of
 
 
 def _rss_peak_bytes() -> int:
@@ -61,7 +58,7 @@ def limit_device_memory(cuda: Any, device: str, cap_bytes: int) -> float:
 
     The parent's resident-memory watch sees host memory only; device memory is bounded here,
     with torch.cuda.set_per_process_memory_fraction: an allocation past it raises the same
-    OutOfMemoryError a full GPU would, which the trial records as "oom".
+    OutOfMemoryError a full GPU would, which the worker reports as `FailureKind.OOM`.
     """
     _, _, index_text = device.partition(":")
     index = int(index_text) if index_text else int(cuda.current_device())
@@ -101,54 +98,53 @@ class SessionHost:
             self._cuda = _torch_cuda()
         return self._cuda
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, request: Request[Any]) -> Reply:
         try:
-            if request["op"] == "prepare":
-                start = time.perf_counter()
-                spec = SessionSpec(**request["spec"])
-                self._on_cuda = spec.device.split(":", 1)[0] == "cuda"
-                cap = request.get("memory_cap_bytes")
-                if cap and self._on_cuda:
-                    limit_device_memory(self.cuda, spec.device, int(cap))
-                self.session = build_session(spec)
-                self.spec = spec
-                return {"ok": True, "prepare_s": time.perf_counter() - start}
-            if request["op"] == "reference":
-                return self._reference(int(request["perturbation"]), int(request["steps"]))
-            if request["op"] == "run":
+            if isinstance(request, Prepare):
+                return self._prepare(request)
+            if isinstance(request, Reference):
+                return self._reference(request.perturbation, request.steps)
+            if isinstance(request, Run):
                 if self.session is None:
-                    return {"ok": False, "status": "error", "reason": "run before prepare"}
-                steps = self.session.run_steps(int(request["steps"]), measure_phases=False)
-                rows = [[float(s.total_s), s.samples, _finite_or_none(s.loss)] for s in steps]
+                    return Failed(FailureKind.ERROR, "run before prepare")
+                steps = self.session.run_steps(request.steps, measure_phases=False)
+                rows = tuple(
+                    StepRow(float(s.total_s), s.samples, _finite_or_none(s.loss)) for s in steps
+                )
                 peak = peak_memory_of(self.session)
-                if request.get("release") and self._on_cuda:
+                if request.release and self._on_cuda:
                     release_device_memory(self.cuda)
-                return {
-                    "ok": True,
-                    "steps": rows,
-                    "peak_memory_bytes": peak if peak is not None else _rss_peak_bytes(),
-                }
-            if request["op"] == "release":
+                return Ran(rows, peak if peak is not None else _rss_peak_bytes())
+            if isinstance(request, Release):
                 if self._on_cuda:
                     release_device_memory(self.cuda)
-                return {"ok": True}
-            return {"ok": False, "status": "error", "reason": f"unknown op {request['op']!r}"}
+                return Done()
+            return Failed(FailureKind.ERROR, f"unknown request {type(request).__name__}")
         except Exception as exc:
-            return {
-                "ok": False,
-                "status": classify_exception(exc),
-                "reason": f"{type(exc).__name__}: {exc}".strip()[:500],
-            }
+            return Failed(classify_exception(exc), f"{type(exc).__name__}: {exc}".strip()[:500])
 
-    def _reference(self, perturbation: int, steps: int) -> dict[str, Any]:
+    def _prepare(self, request: Prepare) -> Reply:
+        if request.spec is None:
+            return Failed(FailureKind.ERROR, "prepare without a session spec")
+        start = time.perf_counter()
+        spec = request.spec
+        self._on_cuda = spec.device.split(":", 1)[0] == "cuda"
+        cap = request.memory_cap_bytes
+        if cap and self._on_cuda:
+            limit_device_memory(self.cuda, spec.device, int(cap))
+        self.session = build_session(spec)
+        self.spec = spec
+        return Prepared(time.perf_counter() - start)
+
+    def _reference(self, perturbation: int, steps: int) -> Reply:
         if self.spec is None:
-            return {"ok": False, "status": "error", "reason": "reference before prepare"}
+            return Failed(FailureKind.ERROR, "reference before prepare")
         # A second session in this process, built and run to the end, then dropped: one worker
         # serves every reference run, so the cost is steps, not process starts.
         session = build_session(dataclasses.replace(self.spec, perturbation=perturbation))
         try:
             rows = session.run_steps(steps, measure_phases=False)
-            return {"ok": True, "losses": [_finite_or_none(r.loss) for r in rows]}
+            return Losses(tuple(_finite_or_none(r.loss) for r in rows))
         finally:
             close = getattr(session, "close", None)
             if callable(close):
@@ -178,6 +174,6 @@ def worker_main(conn: Connection, log_path: str | None) -> None:
             request = conn.recv()
         except (EOFError, OSError):
             return  # the parent went away (killed or done): nothing left to serve
-        if request.get("op") == "exit":
+        if isinstance(request, Exit):
             return
         conn.send(host.handle(request))

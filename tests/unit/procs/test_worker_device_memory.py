@@ -1,4 +1,4 @@
-"""Two trial workers on one GPU: cached device memory is handed back, and the cap bounds it.
+"""Two workers on one GPU: cached device memory is handed back, and the cap bounds it.
 
 `FakeGpu` models the CUDA caching allocator of each process on a shared device: a chunk of
 steps allocates its working set, and freeing it keeps the blocks *reserved* (cached) by that
@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from torchdoctor.tune.session_spec import SessionSpec
-from torchdoctor.tune.worker import SessionHost
+from torchdoctor.procs import (
+    Failed,
+    FailureKind,
+    Prepare,
+    Prepared,
+    Ran,
+    Run,
+    SessionHost,
+    SessionSpec,
+)
 
 GIB = 2**30
 
@@ -86,8 +94,8 @@ def _arm(gpu: FakeGpu, pid: int, working_set: int, cap: int | None = None) -> Se
     host = SessionHost(cuda=PROCESSES[pid])
     spec = SessionSpec("fake", {}, device="cuda:0", factory=f"{__name__}:make_session",
                        options={"pid": pid, "working_set": working_set})  # fmt: skip
-    prepared = host.handle({"op": "prepare", "spec": spec.__dict__, "memory_cap_bytes": cap})
-    assert prepared["ok"], prepared
+    prepared = host.handle(Prepare(spec, memory_cap_bytes=cap))
+    assert isinstance(prepared, Prepared), prepared
     return host
 
 
@@ -100,16 +108,18 @@ def test_two_arms_of_60_percent_fit_in_turns_only_when_the_idle_one_releases(
     replies = []
     for _ in range(2):  # interleaved chunks, as the tuner runs them
         for host in (best, candidate):
-            replies.append(host.handle({"op": "run", "steps": 2, "release": release}))
+            replies.append(host.handle(Run(2, release=release)))
     # Without the release the candidate's first chunk meets the best arm's cached 6 GiB.
-    assert [r["ok"] for r in replies] == ([True] * 4 if release else [True, False, True, False])
+    ran = [isinstance(r, Ran) for r in replies]
+    assert ran == ([True] * 4 if release else [True, False, True, False])
     if not release:
-        assert replies[1]["status"] == "oom"
+        failed = replies[1]
+        assert isinstance(failed, Failed) and failed.kind is FailureKind.OOM
 
 
 def test_max_memory_bounds_the_device_memory_of_a_cuda_worker() -> None:
     gpu = FakeGpu(total=10 * GIB)
     host = _arm(gpu, 3, 3 * GIB, cap=2 * GIB)
     assert PROCESSES[3].fraction == pytest.approx(0.2)
-    reply = host.handle({"op": "run", "steps": 1})
-    assert reply["ok"] is False and reply["status"] == "oom"
+    reply = host.handle(Run(1))
+    assert isinstance(reply, Failed) and reply.kind is FailureKind.OOM

@@ -1,6 +1,6 @@
-"""How a trial gets a training session: a picklable spec and an importable factory.
+"""How a worker gets a training session: a picklable spec and an importable factory.
 
-A trial's worker process receives a `SessionSpec` (plain data, so it crosses a process
+A worker process receives a `SessionSpec` (plain data, so it crosses a process
 boundary) and builds the session by importing ``spec.factory`` ("module:function"). The
 default factory prepares a built-in workload with the engine; the tests use a simulated
 session (tests/sim_session.py) whose step times and losses follow a declared model.
@@ -15,11 +15,19 @@ from typing import Any, Protocol
 
 from torchdoctor.core.errors import TuneError
 
-ENGINE_FACTORY = "torchdoctor.tune.session_spec:engine_session"
+#: The engine's factory, named through the package so that its module may move.
+ENGINE_FACTORY = "torchdoctor.procs:engine_session"
+#: Earlier names of `ENGINE_FACTORY`, as studies stored on disk (`tune_config.json`) spell it.
+LEGACY_ENGINE_FACTORIES = frozenset({"torchdoctor.tune.session_spec:engine_session"})
+
+
+def canonical_factory(path: str) -> str:
+    """`path`, with an earlier name of the engine's factory read as `ENGINE_FACTORY`."""
+    return ENGINE_FACTORY if path in LEGACY_ENGINE_FACTORIES else path
 
 
 class StepLike(Protocol):
-    """What the tuner reads from one step (`torchdoctor.core.steps.StepTiming` fits)."""
+    """What a worker reads from one step (`torchdoctor.core.steps.StepTiming` fits)."""
 
     @property
     def total_s(self) -> float: ...
@@ -37,7 +45,11 @@ class SessionLike(Protocol):
 
 @dataclass(frozen=True)
 class SessionSpec:
-    """Everything a worker needs to build one session, as plain picklable data."""
+    """Everything a worker needs to build one session, as plain picklable data.
+
+    `factory` builds it ("module:function", called with the workload, the recipe, the device,
+    the seed and `options`).
+    """
 
     workload: str
     recipe: dict[str, Any]
@@ -56,7 +68,7 @@ class SessionSpec:
 
 def resolve_factory(path: str) -> Any:
     """Import "module:function"; raise TuneError naming the path when it does not exist."""
-    module_name, _, attr = path.partition(":")
+    module_name, _, attr = canonical_factory(path).partition(":")
     if not module_name or not attr:
         raise TuneError(f"session factory {path!r} is not of the form 'module:function'")
     try:

@@ -1,0 +1,92 @@
+"""The messages of the control channel between a driven script and the process driving it.
+
+The script's side is `torchdoctor.collect.control` (inside the user's process); the driver's is
+`torchdoctor.procs.ScriptWorker`. Both import these types from here, so the exchange the
+control module's docstring describes is checked by type, not by string keys. They cross the
+`multiprocessing` connection by pickling; nothing here imports torch.
+
+Script -> driver: `ScriptHello` on connecting, `ScriptReady` at the ready boundary,
+`ScriptChunk` after a chunk of steps (or with `ended` when the script ended mid-chunk),
+`ScriptFreed` after a release, `ScriptError` when it cannot go on. Driver -> script:
+`DriverWelcome` (the seed), then `DriverRun`, `DriverRelease` or `DriverStop`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: One step of a chunk: seconds, samples (None without a DataLoader), loss (None when there
+#: was none or it was not finite).
+Row = tuple[float, int | None, float | None]
+
+
+@dataclass(frozen=True)
+class ScriptHello:
+    """The script's process connected."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class DriverWelcome:
+    """The seed the script's process seeds random, numpy and torch with (None: unseeded)."""
+
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class ScriptReady:
+    """The script ran its start-up and first steps and waits for a command. `injection` is the
+    `InjectionRecord` JSON of the recipe's knobs (None without a recipe); `loaders` the
+    `DataLoaderInfo` JSON of the DataLoaders it iterated."""
+
+    startup_s: float
+    seed: int | None
+    script_seeded: bool
+    injection: dict[str, Any] | None
+    loaders: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class DriverRun:
+    """Run `steps` more steps; with `release`, hand cached device memory back after them."""
+
+    steps: int
+    release: bool = False
+
+
+@dataclass(frozen=True)
+class DriverRelease:
+    """Hand the CUDA caching allocator's free blocks back to the device now."""
+
+
+@dataclass(frozen=True)
+class DriverStop:
+    """Stop the script at its boundary (it unwinds as after a step limit)."""
+
+
+@dataclass(frozen=True)
+class ScriptChunk:
+    """The steps run since the last command. `ended`: the script ended by itself (cleanly)
+    after them, with `exit_code`."""
+
+    steps: list[Row]
+    peak_memory_bytes: int | None
+    ended: bool = False
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class ScriptFreed:
+    """The release was done."""
+
+
+@dataclass(frozen=True)
+class ScriptError:
+    """The script cannot answer: a bad command, or it failed or ended before it could be
+    driven (`ended`, with `exit_code` when it exited)."""
+
+    reason: str
+    ended: bool = False
+    exit_code: int | None = None
