@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import Any
 
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+from torchdoctor.knobs.forward import CheckpointedForward
 
 #: Why activation checkpointing and CUDA graph capture exclude each other; both knobs say it,
 #: so whichever of the two a recipe adds second is refused before a trial is spent on it.
@@ -47,13 +45,5 @@ KNOBS = (CHECKPOINTING,)
 def checkpoint_blocks(blocks: Sequence[nn.Module]) -> int:
     """Make each block's forward run under torch.utils.checkpoint; returns how many."""
     for block in blocks:
-        original = block.forward
-
-        @functools.wraps(original)
-        def forward(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            # use_reentrant=False is the recommended variant: it supports kwargs and inputs
-            # that do not require grad (torch.utils.checkpoint docs).
-            return checkpoint(_original, *args, use_reentrant=False, **kwargs)
-
-        block.forward = forward
+        block.forward = CheckpointedForward(block.forward)
     return len(blocks)

@@ -27,23 +27,24 @@ What the knobs do to that module, once, in this order:
   `scaler.update()` (a step whose gradients hold inf/NaN is skipped, the scale backs off).
 
 The forward and the optimizers' `step` are replaced as instance attributes and put back at
-uninstall; the parameters' memory format is not converted back.
+uninstall; the parameters' memory format is not converted back. Until then a pickled or copied
+module leaves the replaced forward out (`ProbeSite.replace`): `torch.save(model, f)` and
+`copy.deepcopy(model)` give the module the script built.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.optim.optimizer as optim_mod
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import channels_last_hazard, inputs_to_channels_last
+from torchdoctor.knobs import channels_last_hazard
+from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
 
 MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
 #: Values that ask for nothing to be added (the script's own setting stands).
@@ -95,20 +96,6 @@ def has_4d_float(value: Any) -> bool:
     return False
 
 
-def _set_instance_attr(site: InjectSite, obj: Any, name: str, value: Any) -> None:
-    """Set `obj.name` on the instance; uninstalling removes it (or puts back its own one)."""
-    had, old = name in vars(obj), vars(obj).get(name)
-
-    def undo() -> None:
-        if had:
-            setattr(obj, name, old)
-        elif name in vars(obj):
-            delattr(obj, name)
-
-    setattr(obj, name, value)
-    site.undo.append(undo)
-
-
 class ModelInjector:
     """Finds the trained top-level module and applies the model knobs to it (module doc)."""
 
@@ -148,6 +135,7 @@ class ModelInjector:
 
     def install(self, site: InjectSite) -> None:
         self._site = site
+        site.keep_copies_plain()
         self._watch_optimizers(site)
         self._watch_calls(site)
         if self.values.get("precision") == "fp16":
@@ -225,7 +213,7 @@ class ModelInjector:
                     "modules of one class)",
                 )
             for block in blocks:
-                _set_instance_attr(site, block, "forward", _checkpointed(block.forward))
+                site.replace(block, "forward", CheckpointedForward(block.forward))
             if blocks:
                 ledger.applied(
                     "checkpointing",
@@ -249,7 +237,8 @@ class ModelInjector:
                     f"the first training call of {name} has no 4-D floating-point input",
                 )
 
-        forward = model.forward
+        original = model.forward
+        forward = original
         mode = values.get("compile")
         if isinstance(mode, str) and mode != "off":
             dynamic = bool(values.get("compile_dynamic", False))
@@ -271,8 +260,12 @@ class ModelInjector:
         if precision in _DTYPES:
             autocast = self._autocast_for(str(precision), name)
 
-        if channels_last or autocast is not None or forward is not model.forward:
-            _set_instance_attr(site, model, "forward", _wrapped(forward, channels_last, autocast))
+        if channels_last or autocast is not None or forward is not original:
+            site.replace(
+                model,
+                "forward",
+                KnobForward(original, forward, channels_last=channels_last, autocast=autocast),
+            )
 
     def _autocast_for(self, precision: str, name: str) -> tuple[str, torch.dtype] | None:
         device_type = str(self.device_type)
@@ -324,35 +317,9 @@ class ModelInjector:
                 self._scaled_pending = False
             return result
 
-        _set_instance_attr(site, opt, "step", scaled_step)
+        # Optimizer.__getstate__ keeps only its defaults, state and param groups: a copy of
+        # `opt` has the class's step.
+        site.replace(opt, "step", scaled_step)
 
     def _owns(self, opt: Any) -> bool:
         return any(id(p) in self._model_params for g in opt.param_groups for p in g["params"])
-
-
-def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        # use_reentrant=False: supports kwargs and inputs that do not require grad
-        # (torch.utils.checkpoint docs), as knobs/checkpointing.py uses it.
-        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
-
-    return run
-
-
-def _wrapped(
-    forward: Callable[..., Any],
-    channels_last: bool,
-    autocast: tuple[str, torch.dtype] | None,
-) -> Callable[..., Any]:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if channels_last:
-            args, kwargs = inputs_to_channels_last(args), inputs_to_channels_last(kwargs)
-        context = (
-            torch.autocast(device_type=autocast[0], dtype=autocast[1])
-            if autocast is not None
-            else contextlib.nullcontext()
-        )
-        with context:
-            return forward(*args, **kwargs)
-
-    return run
