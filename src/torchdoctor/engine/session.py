@@ -23,22 +23,20 @@ from torchdoctor.engine.memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import (
-    CudaFlags,
+    CALLED,
+    CHECKPOINTING,
+    OPTIMIZER_IMPL,
+    RAW,
     KnobValue,
+    ModelContext,
+    ProcessSetting,
     Recipe,
-    apply_cuda_flags,
-    apply_threads,
+    apply_to_model,
     autocast_context,
-    channels_last_hazard,
-    checkpoint_blocks,
-    compile_model,
+    catalogue,
     context_for,
-    get_knob,
-    graph_model,
     inputs_to_channels_last,
     make_grad_scaler,
-    model_to_channels_last,
-    restore_cuda_flags,
 )
 from torchdoctor.workloads import Batch, Workload
 
@@ -82,28 +80,36 @@ class TrainingSession:
         self.steps_done = 0
         self.memory = MemoryTracker(device)
 
-        self._previous_threads = torch.get_num_threads()
-        self.threads = apply_threads(s["threads"])  # type: ignore[arg-type]
-        self._previous_cuda_flags: CudaFlags | None = None
-        if device.type == "cuda":
-            self._previous_cuda_flags = apply_cuda_flags(
-                cudnn_benchmark=bool(s["cudnn_benchmark"]), tf32=bool(s["tf32"])
-            )
+        # Process-wide settings (threads, CUDA flags), each undone at close.
+        self._undo_process: list[Callable[[], None]] = [
+            knob.applies_to.apply(s[knob.name])
+            for knob in catalogue()
+            if isinstance(knob.applies_to, ProcessSetting)
+            and knob.applies_to.applies_on(device.type)
+        ]
+        self.threads = torch.get_num_threads()
 
         # The model's initial weights depend on the seed alone.
         torch.manual_seed(seed)
         model = workload.build_model().to(device)
         # A quality reference run (`perturbation` > 0): the same model up to one bf16 rounding.
         perturb_weights(model, perturbation)
-        if self.channels_last:
-            self._refuse_unsafe_channels_last(model)
-            model = model_to_channels_last(model)
-        self.checkpointed_blocks = 0
-        if s["checkpointing"]:
-            blocks = workload.checkpoint_blocks(model)  # type: ignore[attr-defined]
-            self.checkpointed_blocks = checkpoint_blocks(blocks)
+        self._model_ctx = ModelContext(
+            device_type=device.type,
+            settings=s,
+            blocks=getattr(workload, "checkpoint_blocks", None),
+            sample_inputs=self._sample_inputs,
+        )
+        try:
+            model = apply_to_model(model, self._model_ctx, RAW)
+        except BaseException:
+            self._restore_process_settings()
+            raise
+        self.checkpointed_blocks = int(self._model_ctx.notes.get(CHECKPOINTING.name, 0))
         self.raw_model = model
-        self.optimizer = workload.build_optimizer(model.parameters(), str(s["optimizer_impl"]))
+        self.optimizer = workload.build_optimizer(
+            model.parameters(), str(s[OPTIMIZER_IMPL.name])
+        )
         self.scaler = make_grad_scaler(self.precision, device.type)
 
         self.dataset = workload.build_dataset(seed)
@@ -117,12 +123,9 @@ class TrainingSession:
         self.batches = EndlessBatches(self.loader)
 
         self.compile_mode = str(s["compile"])
-        self.model: nn.Module = compile_model(
-            model, self.compile_mode, dynamic=bool(s["compile_dynamic"])
-        )
         self.cuda_graphs = bool(s["cuda_graphs"])
-        if self.cuda_graphs:
-            self.model = graph_model(model, self._sample_inputs(), self.precision)
+        # torch.compile, CUDA graphs: the module the steps call
+        self.model: nn.Module = apply_to_model(model, self._model_ctx, CALLED)
         self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)
         self.model.train()
         self.memory.start()
@@ -300,24 +303,14 @@ class TrainingSession:
     def read_memory(self) -> MemoryStats:
         return self.memory.read()
 
-    def _refuse_unsafe_channels_last(self, model: nn.Module) -> None:
-        """Raise KnobNotApplicable when oneDNN would mistrain `model` in channels_last."""
-        hazard = channels_last_hazard(model, self.device.type)
-        if hazard is None:
-            return
-        self._restore_process_settings()
-        raise get_knob("channels_last").refusal(True, hazard)
-
     def close(self) -> None:
         """Stop DataLoader workers and restore process-wide settings this session changed."""
         self.batches.close()
         self._restore_process_settings()
 
     def _restore_process_settings(self) -> None:
-        torch.set_num_threads(self._previous_threads)
-        if self._previous_cuda_flags is not None:
-            restore_cuda_flags(self._previous_cuda_flags)
-            self._previous_cuda_flags = None
+        while self._undo_process:
+            self._undo_process.pop()()
         if self._previous_cuda_device is not None:
             torch.cuda.set_device(self._previous_cuda_device)
             self._previous_cuda_device = None

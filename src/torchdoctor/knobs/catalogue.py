@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from torchdoctor.core.errors import KnobError
 from torchdoctor.knobs import (
     batching,
@@ -16,7 +19,7 @@ from torchdoctor.knobs import (
 )
 from torchdoctor.knobs.base import Knob
 
-_ALL: tuple[Knob, ...] = (
+_BUILT_IN: tuple[Knob, ...] = (
     *batching.KNOBS,
     *dataloading.KNOBS,
     *precision.KNOBS,
@@ -27,6 +30,7 @@ _ALL: tuple[Knob, ...] = (
     *checkpointing.KNOBS,
     *cuda.KNOBS,
 )
+_ALL: tuple[Knob, ...] = _BUILT_IN
 _BY_NAME: dict[str, Knob] = {k.name: k for k in _ALL}
 
 
@@ -42,3 +46,20 @@ def get_knob(name: str) -> Knob:
         raise KnobError(
             f"unknown knob '{name}'", hint=f"known knobs: {', '.join(_BY_NAME)}"
         ) from None
+
+
+@contextlib.contextmanager
+def registered(knob: Knob) -> Iterator[Knob]:
+    """`knob` is in the catalogue (last) until the block ends: a knob declared outside the
+    package (a test's fixture module) reaches every stage that reads the catalogue."""
+    global _ALL, _BY_NAME
+    if knob.name in _BY_NAME:
+        raise KnobError(f"knob '{knob.name}' is in the catalogue already")
+    before = _ALL
+    _ALL = (*_ALL, knob)
+    _BY_NAME = {k.name: k for k in _ALL}
+    try:
+        yield knob
+    finally:
+        _ALL = before
+        _BY_NAME = {k.name: k for k in _ALL}

@@ -43,18 +43,8 @@ from torch import nn
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import channels_last_hazard
-from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
+from torchdoctor.knobs import CheckpointedForward, KnobForward, channels_last_hazard
 
-MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
-#: Values that ask for nothing to be added (the script's own setting stands).
-NO_CHANGE: dict[str, KnobValue] = {
-    "checkpointing": False,
-    "channels_last": False,
-    "compile": "off",
-    "compile_dynamic": False,
-    "precision": "fp32",
-}
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Device types torch.autocast and torch.amp.GradScaler support that these knobs target.
 AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
