@@ -107,9 +107,7 @@ class TrainingSession:
             raise
         self.checkpointed_blocks = int(self._model_ctx.notes.get(CHECKPOINTING.name, 0))
         self.raw_model = model
-        self.optimizer = workload.build_optimizer(
-            model.parameters(), str(s[OPTIMIZER_IMPL.name])
-        )
+        self.optimizer = workload.build_optimizer(model.parameters(), str(s[OPTIMIZER_IMPL.name]))
         self.scaler = make_grad_scaler(self.precision, device.type)
 
         self.dataset = workload.build_dataset(seed)

@@ -18,7 +18,7 @@ FUSED_CPU_MIN_TORCH = (2, 4)
 
 
 def _fused_applies(ctx: ApplicabilityContext) -> str | None:
-    if ctx.settings.get("optimizer_impl") != "fused":
+    if ctx.settings.get(OPTIMIZER_IMPL.name) != "fused":
         return None
     if ctx.device_type == "cpu" and ctx.torch_version < FUSED_CPU_MIN_TORCH:
         return "fused optimizers on CPU need torch >= 2.4"

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from torchdoctor.collect import InjectionRecord
 
 
-
 def loader_knobs() -> list[str]:
     """The DataLoader keyword knobs in the order they are written (their `LoaderArgument`)."""
     return [name for name, _ in loader_arguments()]
@@ -59,6 +58,7 @@ def _loader_positions() -> dict[str, int]:
     the signature is dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
     collate_fn, pin_memory, ...; prefetch_factor and persistent_workers are keyword-only)."""
     return {name: part.position for name, part in loader_arguments() if part.position is not None}
+
 
 #: Keyword arguments of torch.optim constructors per implementation (core/optimizer.py
 #: impl_kwargs); a keyword absent from the call is added only where it is True, or to ask

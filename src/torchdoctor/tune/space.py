@@ -15,6 +15,7 @@ from torchdoctor.core.vocabulary import Safety
 if TYPE_CHECKING:
     from torchdoctor.knobs import Ladder
 
+
 def _ranked(rank: Callable[[Ladder], int | None]) -> tuple[str, ...]:
     """Knob names the catalogue ranks under `rank`, best rank first."""
     from torchdoctor.knobs import catalogue
