@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 
 from torchdoctor.core.errors import EngineError
 from torchdoctor.core.log import get_logger
@@ -38,7 +38,7 @@ from torchdoctor.knobs import (
     inputs_to_channels_last,
     make_grad_scaler,
 )
-from torchdoctor.workloads import Batch, Workload
+from torchdoctor.workloads import Batch, Workload, collate_first
 
 log = get_logger(__name__)
 
@@ -131,8 +131,7 @@ class TrainingSession:
     # one step
 
     def _sample_inputs(self) -> Any:
-        items = [self.dataset[i] for i in range(self.batch_size)]
-        inputs, _ = self._prepare_batch(default_collate(items))
+        inputs, _ = self._prepare_batch(collate_first(self.dataset, self.batch_size))
         return inputs
 
     def _prepare_batch(self, batch: Batch) -> Batch:
