@@ -25,7 +25,7 @@ from torchdoctor.knobs.base import (
     cuda_capability_of,
 )
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
-from torchdoctor.knobs.catalogue import catalogue, get_knob, registered
+from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
 from torchdoctor.knobs.compilation import COMPILE, COMPILE_DYNAMIC, compile_model
 from torchdoctor.knobs.cuda import (
@@ -162,6 +162,7 @@ __all__ = [
     "loader_kwargs",
     "make_grad_scaler",
     "model_to_channels_last",
+    "not_injectable",
     "registered",
     "restore_cuda_flags",
 ]

@@ -39,6 +39,16 @@ def catalogue() -> tuple[Knob, ...]:
     return _ALL
 
 
+def not_injectable() -> dict[str, str]:
+    """Knobs an unmodified script cannot take, with why (each knob's `Script.not_injectable`),
+    in catalogue order."""
+    return {
+        k.name: k.script.not_injectable
+        for k in _ALL
+        if k.script is not None and k.script.not_injectable is not None
+    }
+
+
 def get_knob(name: str) -> Knob:
     try:
         return _BY_NAME[name]

@@ -17,8 +17,8 @@ Run folder (see `torchdoctor.core.rundir`)::
 A script (`TuneConfig.command`: `tune -- python train.py ARGS`) is tuned the same way with
 `ScriptArms` as the tuner's arm source (tune/sources.py): the same ladder, statistics, budget,
 quality check (its yardstick: fresh launches with a perturbed model), study and report; the
-knobs the injection never injects (collect's NOT_INJECTABLE) are left out of its space, and
-`best_recipe.json` is what `torchdoctor run --recipe R -- python train.py` injects.
+knobs the injection never injects (each knob's `Script.not_injectable`) are left out of its
+space, and `best_recipe.json` is what `torchdoctor run --recipe R -- python train.py` injects.
 """
 
 from __future__ import annotations
@@ -121,11 +121,11 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
     front: each would need the script's own code changed)."""
     if not config.is_script:
         return {}
-    from torchdoctor.collect import NOT_INJECTABLE
+    from torchdoctor.knobs import not_injectable
 
     wanted = set(config.knobs) if config.knobs is not None else None
     skipped: dict[str, list[str]] = {}
-    for name, why in NOT_INJECTABLE.items():
+    for name, why in not_injectable().items():
         if wanted is None or name in wanted:
             skipped.setdefault(why, []).append(name)
     return skipped

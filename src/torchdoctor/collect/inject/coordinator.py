@@ -34,20 +34,11 @@ from torchdoctor.knobs import (
     catalogue,
     cuda_capability_of,
     get_knob,
+    not_injectable,
 )
 
-
-def not_injectable() -> dict[str, str]:
-    """Knobs that need the script's own code changed, with why they are never injected (each
-    knob's `Script.not_injectable`)."""
-    return {
-        k.name: k.script.not_injectable
-        for k in catalogue()
-        if k.script is not None and k.script.not_injectable is not None
-    }
-
-
-#: The built-in catalogue's `not_injectable()`.
+#: Knobs that need the script's own code changed, with why they are never injected: the
+#: built-in catalogue's (`knobs.not_injectable()` reads the live one).
 NOT_INJECTABLE: dict[str, str] = not_injectable()
 
 
