@@ -23,10 +23,18 @@ from torchdoctor.engine.memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import (
+    BATCH_SIZE,
     CALLED,
+    CHANNELS_LAST,
     CHECKPOINTING,
+    COMPILE,
+    CUDA_GRAPHS,
+    GRAD_ACCUM,
+    NON_BLOCKING,
     OPTIMIZER_IMPL,
+    PRECISION,
     RAW,
+    SET_TO_NONE,
     KnobValue,
     ModelContext,
     ProcessSetting,
@@ -71,12 +79,13 @@ class TrainingSession:
         self.step_marks = step_marks or make_step_marks(device, clock)
         self.settings: dict[str, KnobValue] = recipe.resolved(device.type)
         s = self.settings
-        self.batch_size = int(s["batch_size"] or workload.default_batch_size)
-        self.grad_accum = int(s["grad_accum"])  # type: ignore[arg-type]
-        self.precision = str(s["precision"])
-        self.channels_last = bool(s["channels_last"])
-        self.non_blocking = bool(s["non_blocking"])
-        self.set_to_none = bool(s["set_to_none"])
+        # The step's own settings (`StepSetting`s), read by the loop below.
+        self.batch_size = int(s[BATCH_SIZE.name] or workload.default_batch_size)
+        self.grad_accum = int(s[GRAD_ACCUM.name])  # type: ignore[arg-type]
+        self.precision = str(s[PRECISION.name])
+        self.channels_last = bool(s[CHANNELS_LAST.name])
+        self.non_blocking = bool(s[NON_BLOCKING.name])
+        self.set_to_none = bool(s[SET_TO_NONE.name])
         self.steps_done = 0
         self.memory = MemoryTracker(device)
 
@@ -120,8 +129,8 @@ class TrainingSession:
         )
         self.batches = EndlessBatches(self.loader)
 
-        self.compile_mode = str(s["compile"])
-        self.cuda_graphs = bool(s["cuda_graphs"])
+        self.compile_mode = str(s[COMPILE.name])
+        self.cuda_graphs = bool(s[CUDA_GRAPHS.name])
         # torch.compile, CUDA graphs: the module the steps call
         self.model: nn.Module = apply_to_model(model, self._model_ctx, CALLED)
         self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)

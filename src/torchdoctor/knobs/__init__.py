@@ -81,7 +81,7 @@ from torchdoctor.knobs.threads import THREADS
 
 if TYPE_CHECKING:
     from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
-    from torchdoctor.knobs.model import CALLED, RAW, ModelContext, apply_to_model
+    from torchdoctor.knobs.model import CALLED, RAW, ModelContext, apply_to_model, model_transforms
 
 __getattr__ = lazy_getattr(
     __name__,
@@ -92,6 +92,7 @@ __getattr__ = lazy_getattr(
         "RAW": "torchdoctor.knobs.model",
         "ModelContext": "torchdoctor.knobs.model",
         "apply_to_model": "torchdoctor.knobs.model",
+        "model_transforms": "torchdoctor.knobs.model",
     },
 )
 from torchdoctor.knobs.threads import apply_threads
@@ -162,6 +163,7 @@ __all__ = [
     "loader_kwargs",
     "make_grad_scaler",
     "model_to_channels_last",
+    "model_transforms",
     "not_injectable",
     "registered",
     "restore_cuda_flags",

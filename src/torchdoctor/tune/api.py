@@ -33,6 +33,7 @@ from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
@@ -99,7 +100,7 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
         # A script's own num_workers is not known ahead: only threads resolves here.
         return [
             replace(s, default=torch.get_num_threads())
-            if s.default is None and s.name == "threads"
+            if s.default is None and s.name == THREADS.name
             else s
             for s in specs
         ]
@@ -107,8 +108,8 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
     from torchdoctor.workloads import get_workload
 
     effective = {
-        "threads": torch.get_num_threads(),
-        "num_workers": get_workload(config.workload).default_num_workers,
+        THREADS.name: torch.get_num_threads(),
+        NUM_WORKERS.name: get_workload(config.workload).default_num_workers,
     }
     return [
         replace(s, default=effective[s.name]) if s.default is None and s.name in effective else s
@@ -459,10 +460,10 @@ def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, fl
 
 def _dynamics_notes(config: TuneConfig, best_recipe: dict[str, Any]) -> list[str]:
     """What a kept batch change does to learning, which samples/s alone does not show."""
-    before = int(config.baseline_recipe.get("batch_size") or _default_batch(config))
-    after = int(best_recipe.get("batch_size") or before)
-    accum = int(best_recipe.get("grad_accum") or 1)
-    base_accum = int(config.baseline_recipe.get("grad_accum") or 1)
+    before = int(config.baseline_recipe.get(BATCH_SIZE.name) or _default_batch(config))
+    after = int(best_recipe.get(BATCH_SIZE.name) or before)
+    accum = int(best_recipe.get(GRAD_ACCUM.name) or 1)
+    base_accum = int(config.baseline_recipe.get(GRAD_ACCUM.name) or 1)
     if after * accum == before * base_accum:
         return []
     return [

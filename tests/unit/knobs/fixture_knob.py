@@ -1,9 +1,10 @@
-"""A knob declared outside the package, as a new knob module would be: one `Knob` with every
-part, nothing else. `test_new_knob` registers it into the catalogue and follows it through the
-engine session, the script injection, the ladder's order and the patch writer.
+"""Knobs declared outside the package, as a new knob module would declare them: a `Knob` with
+every part, nothing else. `test_new_knob` registers them into the catalogue and follows them
+through the engine session, the script injection, the ladder's order and the patch writer.
 
-Its setting is a process flag (denormal floats flushed to zero on CPU, `torch.set_flush_denormal`),
-whose application is recorded here so the tests can see each stage apply and undo it.
+`FLUSH_DENORMAL` is a process flag (denormal floats flushed to zero on CPU,
+`torch.set_flush_denormal`); `TAG_MODEL` acts on the model in place. Each records what it was
+applied to here, so the tests can see each stage apply (and undo) it.
 """
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import nn
 
 from torchdoctor.knobs import (
     Choice,
     Knob,
     KnobValue,
     Ladder,
+    ModelContext,
+    ModelTransform,
     Prescribed,
     ProcessSetting,
     Script,
+    Snippet,
     TopLine,
 )
 
-#: ("apply", value) and ("undo", value), in the order the stages called them.
+#: ("apply", value), ("undo", value) and ("model", class name), in the order of the calls.
 CALLS: list[tuple[str, KnobValue]] = []
 
 
@@ -53,4 +58,27 @@ FLUSH_DENORMAL = Knob(
     ladder=Ladder(gpu=35, cpu=15),
     script=Script(injector="process", unchanged=(False,)),
     prescribed=Prescribed(none_because="a test's knob: no rule finds denormals"),
+)
+
+
+def _tag_model(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
+    if value:
+        CALLS.append(("model", type(model).__name__))
+        model.tagged = True  # type: ignore[assignment]
+    return model
+
+
+TAG_MODEL = Knob(
+    name="tag_model",
+    family="fixture",
+    description="Tag the trained model.",
+    code_change="model.tagged = True",
+    safety="exact",
+    domain=Choice((False, True)),
+    default=False,
+    applies_to=ModelTransform("raw", order=10, apply=_tag_model),
+    write_back=Snippet("after the line that builds the model", lambda v, d: "model.tagged = True"),
+    ladder=Ladder(gpu=155),  # after checkpointing (150); not in the CPU prior
+    script=Script(injector="model", unchanged=(False,)),
+    prescribed=Prescribed(none_because="a test's knob"),
 )

@@ -43,8 +43,25 @@ from torch import nn
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import CheckpointedForward, KnobForward, channels_last_hazard
+from torchdoctor.knobs import (
+    CALLED,
+    CHANNELS_LAST,
+    CHECKPOINTING,
+    COMPILE,
+    COMPILE_DYNAMIC,
+    PRECISION,
+    RAW,
+    CheckpointedForward,
+    KnobForward,
+    ModelContext,
+    channels_last_hazard,
+    model_transforms,
+)
 
+#: The model knobs this injector applies with code of its own (`_found`).
+_HANDLED = frozenset(
+    k.name for k in (CHECKPOINTING, CHANNELS_LAST, COMPILE, COMPILE_DYNAMIC, PRECISION)
+)
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Device types torch.autocast and torch.amp.GradScaler support that these knobs target.
 AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
@@ -128,12 +145,12 @@ class ModelInjector:
         site.keep_copies_plain()
         self._watch_optimizers(site)
         self._watch_calls(site)
-        if self.values.get("precision") == "fp16":
+        if self.values.get(PRECISION.name) == "fp16":
             self._scale_backward(site)
 
     def _watch_optimizers(self, site: InjectSite) -> None:
         original = optim_mod.Optimizer.__init__
-        fp16 = self.values.get("precision") == "fp16"
+        fp16 = self.values.get(PRECISION.name) == "fp16"
 
         def init(opt: Any, *args: Any, **kwargs: Any) -> None:
             original(opt, *args, **kwargs)
@@ -194,11 +211,11 @@ class ModelInjector:
 
             perturb_weights(model, self.perturbation)
 
-        if values.get("checkpointing") is True:
+        if values.get(CHECKPOINTING.name) is True:
             blocks = repeated_blocks(model)
             if not blocks:
                 ledger.skipped(
-                    "checkpointing",
+                    CHECKPOINTING.name,
                     f"{name} has no repeated blocks (a ModuleList or Sequential of two or more "
                     "modules of one class)",
                 )
@@ -206,32 +223,32 @@ class ModelInjector:
                 site.replace(block, "forward", CheckpointedForward(block.forward))
             if blocks:
                 ledger.applied(
-                    "checkpointing",
+                    CHECKPOINTING.name,
                     f"{len(blocks)} {type(blocks[0]).__name__} blocks of {name} checkpointed",
                 )
 
         channels_last = False
-        if values.get("channels_last") is True:
+        if values.get(CHANNELS_LAST.name) is True:
             hazard = channels_last_hazard(model, str(self.device_type))
             if hazard is not None:
-                ledger.skipped("channels_last", hazard)
+                ledger.skipped(CHANNELS_LAST.name, hazard)
             elif has_4d_float((args, kwargs)):
                 model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
                 channels_last = True
                 ledger.applied(
-                    "channels_last", where(called_at, f"{name} and its 4-D inputs channels_last")
+                    CHANNELS_LAST.name, where(called_at, f"{name} and its 4-D inputs channels_last")
                 )
             else:
                 ledger.skipped(
-                    "channels_last",
+                    CHANNELS_LAST.name,
                     f"the first training call of {name} has no 4-D floating-point input",
                 )
 
         original = model.forward
         forward = original
-        mode = values.get("compile")
+        mode = values.get(COMPILE.name)
         if isinstance(mode, str) and mode != "off":
-            dynamic = bool(values.get("compile_dynamic", False))
+            dynamic = bool(values.get(COMPILE_DYNAMIC.name, False))
             options: dict[str, Any] = {"mode": None if mode == "default" else mode}
             if self.compile_backend is not None:
                 options = {"backend": self.compile_backend}
@@ -240,15 +257,17 @@ class ModelInjector:
             forward = torch.compile(forward, dynamic=dynamic, **options)
             # where the model is first called: patch.py traces the name back to its build
             ledger.applied(
-                "compile", where(called_at, f"{name}.forward = torch.compile(mode={mode})")
+                COMPILE.name, where(called_at, f"{name}.forward = torch.compile(mode={mode})")
             )
-            if "compile_dynamic" in values:
-                ledger.applied("compile_dynamic", f"torch.compile(dynamic={describe(dynamic)})")
+            if COMPILE_DYNAMIC.name in values:
+                ledger.applied(COMPILE_DYNAMIC.name, f"torch.compile(dynamic={describe(dynamic)})")
 
         autocast: tuple[str, torch.dtype] | None = None
-        precision = values.get("precision")
+        precision = values.get(PRECISION.name)
         if precision in _DTYPES:
             autocast = self._autocast_for(str(precision), name)
+
+        self._other_transforms(model, name, called_at)
 
         if channels_last or autocast is not None or forward is not original:
             site.replace(
@@ -257,11 +276,32 @@ class ModelInjector:
                 KnobForward(original, forward, channels_last=channels_last, autocast=autocast),
             )
 
+    def _other_transforms(self, model: nn.Module, name: str, called_at: str | None) -> None:
+        """A knob with a `ModelTransform` this injector has no code of its own for: a raw one
+        acts on the model in place (the script keeps calling its own module); one that builds
+        a new module cannot reach a script that holds the old one."""
+        others = [
+            (knob, part)
+            for stage in (RAW, CALLED)
+            for knob, part in model_transforms(stage)
+            if knob in self.values and knob not in _HANDLED
+        ]
+        ctx = ModelContext(device_type=str(self.device_type), settings=self.values)
+        for knob, part in others:
+            value = self.values[knob]
+            assert part.apply is not None  # model_transforms keeps only those that act
+            if part.stage != RAW or part.apply(model, value, ctx) is not model:
+                self.ledger.skipped(
+                    knob, f"it builds a new module from {name}, which the script does not call"
+                )
+                continue
+            self.ledger.applied(knob, where(called_at, f"{knob}={describe(value)} on {name}"))
+
     def _autocast_for(self, precision: str, name: str) -> tuple[str, torch.dtype] | None:
         device_type = str(self.device_type)
         if device_type not in AUTOCAST_DEVICE_TYPES:
             self.ledger.skipped(
-                "precision", f"{name}'s parameters are on '{device_type}', not cpu or cuda"
+                PRECISION.name, f"{name}'s parameters are on '{device_type}', not cpu or cuda"
             )
             return None
         dtype = _DTYPES[precision]
@@ -269,7 +309,7 @@ class ModelInjector:
         if precision == "fp16":
             self.scaler = self.grad_scaler(device_type)
             shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
-        self.ledger.applied("precision", shown)
+        self.ledger.applied(PRECISION.name, shown)
         return device_type, dtype
 
     # ---- fp16: the GradScaler --------------------------------------------------------------
