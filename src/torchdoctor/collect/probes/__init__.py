@@ -48,10 +48,12 @@ class ProbeSite:
     patcher: Patcher = field(default_factory=Patcher)
     handles: list[Any] = field(default_factory=list)
     #: id(object) -> (the object, {attribute: (it had its own, its own value)})
-    _replaced: dict[int, tuple[Any, dict[str, tuple[bool, Any]]]] = field(default_factory=dict)
+    _replaced: dict[int, tuple[Any, dict[str, tuple[bool, Any]]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
     #: ids of the hook handles `hook` registered on the user's modules
-    _hooks: set[int] = field(default_factory=set)
-    _plain_copies: bool = False
+    _hooks: set[int] = field(default_factory=set, init=False, repr=False)
+    _plain_copies: bool = field(default=False, init=False, repr=False)
 
     def keep_copies_plain(self) -> None:
         """From now on until `remove`, a module's pickled or copied state leaves out what this
