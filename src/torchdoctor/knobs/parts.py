@@ -2,7 +2,7 @@
 ladder tries it, whether a script can take it, and which findings prescribe it.
 
 A knob module declares them next to its `Knob` (torchtitan's "a feature owns its transform"),
-and every stage that used to keep its own list of knob names reads them from the catalogue:
+and the stages read them from the catalogue instead of keeping lists of knob names:
 the engine session and the script injection apply a knob through `applies_to`, the ladder
 orders knobs by `Ladder`, the patch writer writes them through `write_back`, and a test over
 the catalogue fails when a part is missing. This module is data and plain torch functions
