@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,47 @@ def test_json_output_is_the_record_alone_when_the_script_prints(
     assert code == 0
     assert json.loads(captured.out)["schema"] == "torchdoctor/script_run"
     assert "{'lr': 0.1}" in captured.err  # the script's own prints, on stderr
+
+
+SAVE_EACH_EPOCH = Path(__file__).resolve().parents[1] / "scripts" / "save_each_epoch.py"
+#: Each knob the injection applies on a CPU, grouped by the objects it acts on; compile
+#: (inductor, tens of seconds on 2 cores) once.
+SAVING_RECIPES = [
+    {"precision": "bf16"},
+    {"precision": "fp16"},
+    {"compile": "default"},
+    {"channels_last": True, "checkpointing": True},
+    {"optimizer_impl": "foreach", "set_to_none": False, "threads": 1},
+    {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 4, "batch_size": 4},
+]
+
+
+@pytest.mark.parametrize("recipe", SAVING_RECIPES, ids=lambda r: ",".join(r))
+def test_a_script_that_saves_its_whole_model_trains_on_under_each_knob(
+    recipe: dict[str, object], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    recipe_file = tmp_path / "recipe.json"
+    recipe_file.write_text(json.dumps(recipe))
+    saved = tmp_path / "model.pt"
+    code = main(
+        ["run", "--json", "--recipe", str(recipe_file), "--out", str(tmp_path / "run"), "--",
+         "python", str(SAVE_EACH_EPOCH), "--epochs", "2", "--save", str(saved)]
+    )  # fmt: skip
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    statuses = {k["knob"]: k["status"] for k in data["injection"]["knobs"]}
+    assert statuses == dict.fromkeys(recipe, "applied")
+    assert "loaded Net (32, 4) torch.float32" in captured.err  # the script's own load
+    # the saved model is the script's own: it loads where torchdoctor never ran
+    check = (
+        # the script saved `__main__.Net`: this `__main__` defines it too
+        "import sys, torch; sys.path.insert(0, sys.argv[2]); from save_each_epoch import Net; "
+        "m = torch.load(sys.argv[1], weights_only=False); "
+        "assert 'forward' not in vars(m); assert not m._forward_hooks; "
+        "assert not any('torchdoctor' in type(v).__module__ for v in vars(m).values())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(
+        [sys.executable, "-c", check, str(saved), str(SAVE_EACH_EPOCH.parent)], check=True, env=env
+    )

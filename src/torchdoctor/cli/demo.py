@@ -24,6 +24,7 @@ from torchdoctor.cli.tune import (
     run_with_progress,
 )
 from torchdoctor.core.rundir import display_path
+from torchdoctor.knobs import CHANNELS_LAST, COMPILE, OPTIMIZER_IMPL, PRECISION, THREADS
 from torchdoctor.tune import TuneConfig
 
 DEMO_WORKLOAD: Final = "cnn"
@@ -37,7 +38,9 @@ DEFAULT_DEMO_BUDGET: Final = "8m"
 #: threads, optimizer implementation, precision). Data-loading knobs join through the
 #: diagnosis when it finds a data-wait bound; CUDA-only knobs do not apply; the whole
 #: catalogue would not fit in the demo's budget.
-DEMO_KNOBS: Final = ("compile", "channels_last", "threads", "optimizer_impl", "precision")
+DEMO_KNOBS: Final = tuple(
+    k.name for k in (COMPILE, CHANNELS_LAST, THREADS, OPTIMIZER_IMPL, PRECISION)
+)
 
 
 @app.command("demo")

@@ -15,6 +15,14 @@ from torchdoctor.diagnose.evidence import (
 )
 from torchdoctor.diagnose.from_trace import ceiling_evidence, trace_evidence
 from torchdoctor.diagnose.step_evidence import step_evidence
+from torchdoctor.knobs import (
+    CHANNELS_LAST,
+    CHECKPOINTING,
+    CUDNN_BENCHMARK,
+    OPTIMIZER_IMPL,
+    PRECISION,
+    SET_TO_NONE,
+)
 
 if TYPE_CHECKING:
     from torchdoctor.analyze import TraceAnalysis
@@ -28,18 +36,19 @@ def _config(run: RunResult) -> ConfigEvidence:
         v = r.get(name)
         return v if isinstance(v, bool) else None
 
-    precision = r.get("precision")
-    impl = r.get("optimizer_impl")
+    precision = r.get(PRECISION.name)
+    impl = r.get(OPTIMIZER_IMPL.name)
+    set_to_none = flag(SET_TO_NONE.name)
     return ConfigEvidence(
         batch_size=run.batch_size,
         precision=precision if isinstance(precision, str) else "fp32",
         compiled=run.compiled,
-        channels_last=bool(flag("channels_last")),
-        cudnn_benchmark=bool(flag("cudnn_benchmark")),
+        channels_last=bool(flag(CHANNELS_LAST.name)),
+        cudnn_benchmark=bool(flag(CUDNN_BENCHMARK.name)),
         # The engine builds optimizers with torch's default implementation unless told.
         optimizer_impl=impl if isinstance(impl, str) else None,
-        set_to_none=flag("set_to_none") if flag("set_to_none") is not None else True,
-        checkpointing=flag("checkpointing"),
+        set_to_none=set_to_none if set_to_none is not None else True,
+        checkpointing=flag(CHECKPOINTING.name),
         fixed_shapes=True,  # built-in workloads feed fixed-shape synthetic batches
     )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 
 from torchdoctor.core.errors import EngineError
 from torchdoctor.core.log import get_logger
@@ -23,24 +23,30 @@ from torchdoctor.engine.memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import (
-    CudaFlags,
+    BATCH_SIZE,
+    CALLED,
+    CHANNELS_LAST,
+    CHECKPOINTING,
+    COMPILE,
+    CUDA_GRAPHS,
+    GRAD_ACCUM,
+    NON_BLOCKING,
+    OPTIMIZER_IMPL,
+    PRECISION,
+    RAW,
+    SET_TO_NONE,
     KnobValue,
+    ModelContext,
+    ProcessSetting,
     Recipe,
-    apply_cuda_flags,
-    apply_threads,
+    apply_to_model,
     autocast_context,
-    channels_last_hazard,
-    checkpoint_blocks,
-    compile_model,
+    catalogue,
     context_for,
-    get_knob,
-    graph_model,
     inputs_to_channels_last,
     make_grad_scaler,
-    model_to_channels_last,
-    restore_cuda_flags,
 )
-from torchdoctor.workloads import Batch, Workload
+from torchdoctor.workloads import Batch, Workload, collate_first
 
 log = get_logger(__name__)
 
@@ -73,37 +79,44 @@ class TrainingSession:
         self.step_marks = step_marks or make_step_marks(device, clock)
         self.settings: dict[str, KnobValue] = recipe.resolved(device.type)
         s = self.settings
-        self.batch_size = int(s["batch_size"] or workload.default_batch_size)
-        self.grad_accum = int(s["grad_accum"])  # type: ignore[arg-type]
-        self.precision = str(s["precision"])
-        self.channels_last = bool(s["channels_last"])
-        self.non_blocking = bool(s["non_blocking"])
-        self.set_to_none = bool(s["set_to_none"])
+        # The step's own settings (`StepSetting`s), read by the loop below.
+        self.batch_size = int(s[BATCH_SIZE.name] or workload.default_batch_size)
+        self.grad_accum = int(s[GRAD_ACCUM.name])  # type: ignore[arg-type]
+        self.precision = str(s[PRECISION.name])
+        self.channels_last = bool(s[CHANNELS_LAST.name])
+        self.non_blocking = bool(s[NON_BLOCKING.name])
+        self.set_to_none = bool(s[SET_TO_NONE.name])
         self.steps_done = 0
         self.memory = MemoryTracker(device)
 
-        self._previous_threads = torch.get_num_threads()
-        self.threads = apply_threads(s["threads"])  # type: ignore[arg-type]
-        self._previous_cuda_flags: CudaFlags | None = None
-        if device.type == "cuda":
-            self._previous_cuda_flags = apply_cuda_flags(
-                cudnn_benchmark=bool(s["cudnn_benchmark"]), tf32=bool(s["tf32"])
-            )
+        # Process-wide settings (threads, CUDA flags), each undone at close.
+        self._undo_process: list[Callable[[], None]] = [
+            knob.applies_to.apply(s[knob.name])
+            for knob in catalogue()
+            if isinstance(knob.applies_to, ProcessSetting)
+            and knob.applies_to.applies_on(device.type)
+        ]
+        self.threads = torch.get_num_threads()
 
         # The model's initial weights depend on the seed alone.
         torch.manual_seed(seed)
         model = workload.build_model().to(device)
         # A quality reference run (`perturbation` > 0): the same model up to one bf16 rounding.
         perturb_weights(model, perturbation)
-        if self.channels_last:
-            self._refuse_unsafe_channels_last(model)
-            model = model_to_channels_last(model)
-        self.checkpointed_blocks = 0
-        if s["checkpointing"]:
-            blocks = workload.checkpoint_blocks(model)  # type: ignore[attr-defined]
-            self.checkpointed_blocks = checkpoint_blocks(blocks)
+        self._model_ctx = ModelContext(
+            device_type=device.type,
+            settings=s,
+            blocks=getattr(workload, "checkpoint_blocks", None),
+            sample_inputs=self._sample_inputs,
+        )
+        try:
+            model = apply_to_model(model, self._model_ctx, RAW)
+        except BaseException:
+            self._restore_process_settings()
+            raise
+        self.checkpointed_blocks = int(self._model_ctx.notes.get(CHECKPOINTING.name, 0))
         self.raw_model = model
-        self.optimizer = workload.build_optimizer(model.parameters(), str(s["optimizer_impl"]))
+        self.optimizer = workload.build_optimizer(model.parameters(), str(s[OPTIMIZER_IMPL.name]))
         self.scaler = make_grad_scaler(self.precision, device.type)
 
         self.dataset = workload.build_dataset(seed)
@@ -116,13 +129,10 @@ class TrainingSession:
         )
         self.batches = EndlessBatches(self.loader)
 
-        self.compile_mode = str(s["compile"])
-        self.model: nn.Module = compile_model(
-            model, self.compile_mode, dynamic=bool(s["compile_dynamic"])
-        )
-        self.cuda_graphs = bool(s["cuda_graphs"])
-        if self.cuda_graphs:
-            self.model = graph_model(model, self._sample_inputs(), self.precision)
+        self.compile_mode = str(s[COMPILE.name])
+        self.cuda_graphs = bool(s[CUDA_GRAPHS.name])
+        # torch.compile, CUDA graphs: the module the steps call
+        self.model: nn.Module = apply_to_model(model, self._model_ctx, CALLED)
         self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)
         self.model.train()
         self.memory.start()
@@ -130,8 +140,7 @@ class TrainingSession:
     # one step
 
     def _sample_inputs(self) -> Any:
-        items = [self.dataset[i] for i in range(self.batch_size)]
-        inputs, _ = self._prepare_batch(default_collate(items))
+        inputs, _ = self._prepare_batch(collate_first(self.dataset, self.batch_size))
         return inputs
 
     def _prepare_batch(self, batch: Batch) -> Batch:
@@ -300,24 +309,14 @@ class TrainingSession:
     def read_memory(self) -> MemoryStats:
         return self.memory.read()
 
-    def _refuse_unsafe_channels_last(self, model: nn.Module) -> None:
-        """Raise KnobNotApplicable when oneDNN would mistrain `model` in channels_last."""
-        hazard = channels_last_hazard(model, self.device.type)
-        if hazard is None:
-            return
-        self._restore_process_settings()
-        raise get_knob("channels_last").refusal(True, hazard)
-
     def close(self) -> None:
         """Stop DataLoader workers and restore process-wide settings this session changed."""
         self.batches.close()
         self._restore_process_settings()
 
     def _restore_process_settings(self) -> None:
-        torch.set_num_threads(self._previous_threads)
-        if self._previous_cuda_flags is not None:
-            restore_cuda_flags(self._previous_cuda_flags)
-            self._previous_cuda_flags = None
+        while self._undo_process:
+            self._undo_process.pop()()
         if self._previous_cuda_device is not None:
             torch.cuda.set_device(self._previous_cuda_device)
             self._previous_cuda_device = None

@@ -1,10 +1,19 @@
 """Stage: knobs. The catalogue of optimizations and the `Recipe` that selects them.
 
 One module per family (batching, dataloading, precision, compilation, memory_format,
-optimizer, threads, checkpointing, cuda); each declares its `Knob`s and exports the helpers
-the engine uses to apply them.
+optimizer, threads, checkpointing, cuda); each declares its `Knob`s with every part they own
+(`parts`: how each applies to plain torch objects, is written back, is ordered by the ladder,
+is taken by a script, and which findings prescribe it), and the stages to the right read the
+catalogue instead of keeping lists of knob names. `model.apply_to_model` applies a recipe to a
+plain `nn.Module` for the engine (and an inference session).
+
+Importing the package does not import torch (the tuner and the report read the declarations
+without it); the names that need torch at import load on first use.
 """
 
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
@@ -15,32 +24,131 @@ from torchdoctor.knobs.base import (
     cpu_count,
     cuda_capability_of,
 )
-from torchdoctor.knobs.catalogue import catalogue, get_knob
-from torchdoctor.knobs.checkpointing import checkpoint_blocks
-from torchdoctor.knobs.compilation import compile_model
-from torchdoctor.knobs.cuda import CudaFlags, apply_cuda_flags, graph_model, restore_cuda_flags
-from torchdoctor.knobs.dataloading import loader_kwargs
+from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
+from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
+from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
+from torchdoctor.knobs.compilation import COMPILE, COMPILE_DYNAMIC, compile_model
+from torchdoctor.knobs.cuda import (
+    CUDA_GRAPHS,
+    CUDNN_BENCHMARK,
+    TF32,
+    CudaFlags,
+    apply_cuda_flags,
+    graph_model,
+    restore_cuda_flags,
+)
+from torchdoctor.knobs.dataloading import (
+    NON_BLOCKING,
+    NUM_WORKERS,
+    PERSISTENT_WORKERS,
+    PIN_MEMORY,
+    PREFETCH_FACTOR,
+)
+from torchdoctor.knobs.loader import loader_arguments, loader_kwargs
 from torchdoctor.knobs.memory_format import (
+    CHANNELS_LAST,
     channels_last_hazard,
     inputs_to_channels_last,
     model_to_channels_last,
 )
-from torchdoctor.knobs.precision import autocast_context, make_grad_scaler
+from torchdoctor.knobs.optimizer import OPTIMIZER_IMPL, SET_TO_NONE
+from torchdoctor.knobs.parts import (
+    CallEdit,
+    Ladder,
+    LoaderArgument,
+    LoaderKeywordEdit,
+    ModelLine,
+    ModelTransform,
+    NotWritten,
+    OptimizerArgument,
+    Prescribed,
+    ProcessSetting,
+    Script,
+    Snippet,
+    StepSetting,
+    TopLine,
+    WrittenWith,
+)
+from torchdoctor.knobs.precision import (
+    PRECISION,
+    autocast_context,
+    autocast_snippet,
+    make_grad_scaler,
+)
 from torchdoctor.knobs.recipe import Recipe, context_for
+from torchdoctor.knobs.threads import THREADS
+
+if TYPE_CHECKING:
+    from torchdoctor.knobs.context import CALLED, RAW, ModelContext
+    from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
+    from torchdoctor.knobs.model import apply_to_model, model_transforms
+
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "CheckpointedForward": "torchdoctor.knobs.forward",
+        "KnobForward": "torchdoctor.knobs.forward",
+        "CALLED": "torchdoctor.knobs.context",
+        "RAW": "torchdoctor.knobs.context",
+        "ModelContext": "torchdoctor.knobs.context",
+        "apply_to_model": "torchdoctor.knobs.model",
+        "model_transforms": "torchdoctor.knobs.model",
+    },
+)
 from torchdoctor.knobs.threads import apply_threads
 
 __all__ = [
+    "BATCH_SIZE",
+    "CALLED",
+    "CHANNELS_LAST",
+    "CHECKPOINTING",
+    "COMPILE",
+    "COMPILE_DYNAMIC",
+    "CUDA_GRAPHS",
+    "CUDNN_BENCHMARK",
+    "GRAD_ACCUM",
+    "NON_BLOCKING",
+    "NUM_WORKERS",
+    "OPTIMIZER_IMPL",
+    "PERSISTENT_WORKERS",
+    "PIN_MEMORY",
+    "PRECISION",
+    "PREFETCH_FACTOR",
+    "RAW",
+    "SET_TO_NONE",
+    "TF32",
+    "THREADS",
     "ApplicabilityContext",
+    "CallEdit",
+    "CheckpointedForward",
     "Choice",
     "CudaFlags",
     "IntRange",
     "Knob",
+    "KnobForward",
     "KnobValue",
+    "Ladder",
+    "LoaderArgument",
+    "LoaderKeywordEdit",
+    "ModelContext",
+    "ModelLine",
+    "ModelTransform",
+    "NotWritten",
+    "OptimizerArgument",
+    "Prescribed",
+    "ProcessSetting",
     "Recipe",
     "Safety",
+    "Script",
+    "Snippet",
+    "StepSetting",
+    "TopLine",
+    "WrittenWith",
     "apply_cuda_flags",
     "apply_threads",
+    "apply_to_model",
     "autocast_context",
+    "autocast_snippet",
     "catalogue",
     "channels_last_hazard",
     "checkpoint_blocks",
@@ -51,8 +159,12 @@ __all__ = [
     "get_knob",
     "graph_model",
     "inputs_to_channels_last",
+    "loader_arguments",
     "loader_kwargs",
     "make_grad_scaler",
     "model_to_channels_last",
+    "model_transforms",
+    "not_injectable",
+    "registered",
     "restore_cuda_flags",
 ]

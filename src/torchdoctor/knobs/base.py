@@ -10,11 +10,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import torch
-
 from torchdoctor.core.errors import KnobError, KnobNotApplicable
 from torchdoctor.core.gpu import older_than_ampere
 from torchdoctor.core.vocabulary import Safety
+from torchdoctor.knobs.parts import AppliesTo, Ladder, Prescribed, Script, WriteBack
 
 KnobValue = int | bool | str | None
 
@@ -53,6 +52,8 @@ def cuda_capability_of(device: str) -> tuple[int, int] | None:
     ROCm builds, whose "capability" is the gfx architecture, not NVIDIA's numbering that the
     capability checks below are written against.
     """
+    import torch
+
     kind, _, index = device.partition(":")
     if kind != "cuda" or torch.version.hip or not torch.cuda.is_available():
         return None
@@ -62,7 +63,11 @@ def cuda_capability_of(device: str) -> tuple[int, int] | None:
 
 def torch_version_tuple(version: str | None = None) -> tuple[int, int]:
     """(major, minor) of the installed torch (`2.13.0+cpu` -> (2, 13))."""
-    text = version if version is not None else torch.__version__
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    text = version
     parts = text.split("+", 1)[0].split(".")
     return int(parts[0]), int(parts[1])
 
@@ -151,6 +156,11 @@ class Knob:
     `not_applicable` returns a reason when the knob cannot be set in a context, else None;
     `value_not_applicable` the same for one value of it (bf16 but not fp16 needs Ampere).
     A reason never spells the `knob=value` it rules out: the tuner groups skipped settings by it.
+
+    The parts it owns (`knobs.parts`; None only while a knob is being written, which the
+    catalogue test refuses): `applies_to`, how it acts on plain torch objects; `write_back`, how
+    it goes into the user's files; `ladder`, where the tuner tries it; `script`, how an
+    unmodified script takes it (or why it cannot); `prescribed`, the findings that prescribe it.
     """
 
     name: str
@@ -163,6 +173,11 @@ class Knob:
     not_applicable: Callable[[ApplicabilityContext], str | None] = always
     value_not_applicable: Callable[[KnobValue, ApplicabilityContext], str | None] = every_value
     device_defaults: Mapping[str, KnobValue] = field(default_factory=dict)
+    applies_to: AppliesTo | None = None
+    write_back: WriteBack | None = None
+    ladder: Ladder | None = None
+    script: Script | None = None
+    prescribed: Prescribed | None = None
 
     def default_for(self, device: str) -> KnobValue:
         return self.device_defaults.get(device.split(":", 1)[0], self.default)
@@ -236,4 +251,6 @@ def needs_compile(ctx: ApplicabilityContext) -> str | None:
 
 
 def is_cuda_available() -> bool:
+    import torch
+
     return bool(torch.cuda.is_available())

@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from torchdoctor.knobs.base import IntRange, Knob
+from torchdoctor.knobs.parts import (
+    Ladder,
+    LoaderArgument,
+    LoaderKeywordEdit,
+    NotWritten,
+    Prescribed,
+    Script,
+    StepSetting,
+)
 
 #: Upper bounds of the search space; beyond these a synthetic workload's epoch is a handful of
 #: steps and the numbers stop meaning anything.
@@ -17,6 +26,12 @@ BATCH_SIZE = Knob(
     safety="semantic",
     domain=IntRange(1, MAX_BATCH_SIZE),
     default=None,
+    # the session's own argument: the engine passes it to the loader itself
+    applies_to=LoaderArgument("batch_size", order=4, position=1, engine=False),
+    write_back=LoaderKeywordEdit(),
+    ladder=Ladder(gpu=None, batch_search=True),
+    script=Script(injector="dataloading"),
+    prescribed=Prescribed(("framework_overhead", "memory_headroom")),
 )
 
 GRAD_ACCUM = Knob(
@@ -27,6 +42,14 @@ GRAD_ACCUM = Knob(
     safety="semantic",
     domain=IntRange(1, MAX_GRAD_ACCUM),
     default=1,
+    applies_to=StepSetting("micro-batches whose gradients each optimizer step sums"),
+    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    ladder=Ladder(gpu=None, batch_search=True),
+    script=Script(
+        not_injectable="it changes the training loop (several backward passes per optimizer "
+        "step), which an unmodified script does not have"
+    ),
+    prescribed=Prescribed(("ddp_communication",)),
 )
 
 KNOBS = (BATCH_SIZE, GRAD_ACCUM)

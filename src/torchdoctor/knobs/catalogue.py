@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from torchdoctor.core.errors import KnobError
 from torchdoctor.knobs import (
     batching,
@@ -16,7 +19,7 @@ from torchdoctor.knobs import (
 )
 from torchdoctor.knobs.base import Knob
 
-_ALL: tuple[Knob, ...] = (
+_BUILT_IN: tuple[Knob, ...] = (
     *batching.KNOBS,
     *dataloading.KNOBS,
     *precision.KNOBS,
@@ -27,12 +30,23 @@ _ALL: tuple[Knob, ...] = (
     *checkpointing.KNOBS,
     *cuda.KNOBS,
 )
+_ALL: tuple[Knob, ...] = _BUILT_IN
 _BY_NAME: dict[str, Knob] = {k.name: k for k in _ALL}
 
 
 def catalogue() -> tuple[Knob, ...]:
     """Every knob torchdoctor knows."""
     return _ALL
+
+
+def not_injectable() -> dict[str, str]:
+    """Knobs an unmodified script cannot take, with why (each knob's `Script.not_injectable`),
+    in catalogue order."""
+    return {
+        k.name: k.script.not_injectable
+        for k in _ALL
+        if k.script is not None and k.script.not_injectable is not None
+    }
 
 
 def get_knob(name: str) -> Knob:
@@ -42,3 +56,20 @@ def get_knob(name: str) -> Knob:
         raise KnobError(
             f"unknown knob '{name}'", hint=f"known knobs: {', '.join(_BY_NAME)}"
         ) from None
+
+
+@contextlib.contextmanager
+def registered(knob: Knob) -> Iterator[Knob]:
+    """`knob` is in the catalogue (last) until the block ends: a knob declared outside the
+    package (a test's fixture module) reaches every stage that reads the catalogue."""
+    global _ALL, _BY_NAME
+    if knob.name in _BY_NAME:
+        raise KnobError(f"knob '{knob.name}' is in the catalogue already")
+    before = _ALL
+    _ALL = (*_ALL, knob)
+    _BY_NAME = {k.name: k for k in _ALL}
+    try:
+        yield knob
+    finally:
+        _ALL = before
+        _BY_NAME = {k.name: k for k in _ALL}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
+from torchdoctor.knobs.parts import Ladder, ModelTransform, Prescribed, Script, Snippet
 
-from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+if TYPE_CHECKING:
+    from torch import nn
+
+    from torchdoctor.knobs.context import ModelContext
 
 #: Why activation checkpointing and CUDA graph capture exclude each other; both knobs say it,
 #: so whichever of the two a recipe adds second is refused before a trial is spent on it.
@@ -39,6 +41,16 @@ CHECKPOINTING = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_needs_blocks,
+    applies_to=ModelTransform("raw", order=1, apply=lambda m, v, ctx: _checkpoint(m, v, ctx)),
+    write_back=Snippet(
+        "in the model's forward, around each repeated block",
+        lambda value, device: (
+            "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)"
+        ),
+    ),
+    ladder=Ladder(gpu=150),
+    script=Script(injector="model", unchanged=(False,)),
+    prescribed=Prescribed(("memory_headroom",)),
 )
 
 KNOBS = (CHECKPOINTING,)
@@ -46,14 +58,16 @@ KNOBS = (CHECKPOINTING,)
 
 def checkpoint_blocks(blocks: Sequence[nn.Module]) -> int:
     """Make each block's forward run under torch.utils.checkpoint; returns how many."""
+    from torchdoctor.knobs.forward import CheckpointedForward
+
     for block in blocks:
-        original = block.forward
-
-        @functools.wraps(original)
-        def forward(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            # use_reentrant=False is the recommended variant: it supports kwargs and inputs
-            # that do not require grad (torch.utils.checkpoint docs).
-            return checkpoint(_original, *args, use_reentrant=False, **kwargs)
-
-        block.forward = forward
+        block.forward = CheckpointedForward(block.forward)
     return len(blocks)
+
+
+def _checkpoint(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
+    """Checkpoint the blocks `ctx.blocks` finds in `model` (how many: `ctx.notes`)."""
+    if value:
+        assert ctx.blocks is not None  # the knob applies only where blocks are declared
+        ctx.notes[CHECKPOINTING.name] = checkpoint_blocks(ctx.blocks(model))
+    return model

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from torchdoctor.knobs.base import Choice, Knob, needs_compile
+from torchdoctor.knobs.base import Choice, Knob, KnobValue, needs_compile
+from torchdoctor.knobs.parts import (
+    Ladder,
+    ModelLine,
+    ModelTransform,
+    Prescribed,
+    Script,
+    WrittenWith,
+)
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from torchdoctor.knobs.context import ModelContext
+
+
+def _compile(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
+    return compile_model(model, str(value), dynamic=bool(ctx.settings.get("compile_dynamic")))
+
+
+def _compile_line(value: KnobValue, recipe: Mapping[str, Any]) -> str | None:
+    if not isinstance(value, str):
+        return None
+    options = [] if value == "default" else [f"mode={value!r}"]
+    if recipe.get("compile_dynamic") is True:
+        options.append("dynamic=True")
+    return f"model = torch.compile({', '.join(['model', *options])})"
+
 
 COMPILE = Knob(
     name="compile",
@@ -15,6 +42,11 @@ COMPILE = Knob(
     safety="close",
     domain=Choice(("off", "default", "reduce-overhead", "max-autotune")),
     default="off",
+    applies_to=ModelTransform("called", order=0, apply=_compile),
+    write_back=ModelLine(_compile_line, order=1),
+    ladder=Ladder(gpu=0, cpu=0),
+    script=Script(injector="model", unchanged=("off",)),
+    prescribed=Prescribed(("memory_bound_elementwise", "framework_overhead")),
 )
 
 COMPILE_DYNAMIC = Knob(
@@ -26,6 +58,11 @@ COMPILE_DYNAMIC = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=needs_compile,
+    applies_to=ModelTransform("called", order=0),  # an option of compile's transform
+    write_back=WrittenWith("compile"),
+    ladder=Ladder(gpu=140),
+    script=Script(injector="model", unchanged=(False,)),
+    prescribed=Prescribed(("compile_graph_breaks",)),
 )
 
 KNOBS = (COMPILE, COMPILE_DYNAMIC)
@@ -35,6 +72,9 @@ def compile_model(model: nn.Module, mode: str, *, dynamic: bool) -> nn.Module:
     """Wrap `model` with torch.compile; compilation itself happens lazily at the first call."""
     if mode == "off":
         return model
+    import torch
+    from torch import nn
+
     # mode=None is torch.compile's "default" mode.
     compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=dynamic)
     assert isinstance(compiled, nn.Module)  # torch.compile of a Module returns a Module

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-from torch import nn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import KnobError
 from torchdoctor.core.gpu import sm_name
@@ -13,11 +11,26 @@ from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
     Knob,
+    KnobValue,
     before_ampere,
     cuda_only,
 )
 from torchdoctor.knobs.checkpointing import GRAPHS_VS_CHECKPOINTING
+from torchdoctor.knobs.parts import (
+    Ladder,
+    ModelTransform,
+    NotWritten,
+    Prescribed,
+    ProcessSetting,
+    Script,
+    Snippet,
+)
 from torchdoctor.knobs.precision import autocast_context
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from torchdoctor.knobs.context import ModelContext
 
 CUDNN_BENCHMARK = Knob(
     name="cudnn_benchmark",
@@ -28,6 +41,13 @@ CUDNN_BENCHMARK = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=cuda_only,
+    applies_to=ProcessSetting(lambda value: _set_cudnn_benchmark(value), device_types=("cuda",)),
+    write_back=Snippet(
+        "at the top of the script", lambda value, device: "torch.backends.cudnn.benchmark = True"
+    ),
+    ladder=Ladder(gpu=50),
+    script=Script(injector="cuda"),
+    prescribed=Prescribed(("cudnn_benchmark_off",)),
 )
 
 
@@ -56,10 +76,24 @@ TF32 = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_tf32_applies,
+    applies_to=ProcessSetting(lambda value: _set_tf32(value), device_types=("cuda",)),
+    write_back=Snippet(
+        "at the top of the script",
+        lambda value, device: (
+            'torch.set_float32_matmul_precision("high")\ntorch.backends.cudnn.allow_tf32 = True'
+        ),
+    ),
+    ladder=Ladder(gpu=60),
+    script=Script(injector="cuda"),
+    prescribed=Prescribed(
+        none_because="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
+        "tries it on Ampere or newer"
+    ),
 )
 
 
 def _graphs_apply(ctx: ApplicabilityContext) -> str | None:
+
     reason = cuda_only(ctx)
     if reason is not None:
         return reason
@@ -79,6 +113,14 @@ CUDA_GRAPHS = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_graphs_apply,
+    applies_to=ModelTransform("called", order=1, apply=lambda m, v, ctx: _graph(m, v, ctx)),
+    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    ladder=Ladder(gpu=70),
+    script=Script(
+        not_injectable="it needs the forward and backward captured with sample inputs ahead of "
+        "the training loop; not injected"
+    ),
+    prescribed=Prescribed(("framework_overhead",)),
 )
 
 KNOBS = (CUDNN_BENCHMARK, TF32, CUDA_GRAPHS)
@@ -95,6 +137,8 @@ _MATMUL_IEEE = "highest"
 
 def read_cuda_flags() -> CudaFlags:
     """The current values of every flag `apply_cuda_flags` may change."""
+    import torch
+
     return {
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "matmul_precision": torch.get_float32_matmul_precision(),
@@ -104,6 +148,8 @@ def read_cuda_flags() -> CudaFlags:
 
 def restore_cuda_flags(flags: CudaFlags) -> None:
     """Put back flags saved by `read_cuda_flags` (or returned by `apply_cuda_flags`)."""
+    import torch
+
     torch.backends.cudnn.benchmark = bool(flags["cudnn_benchmark"])
     torch.set_float32_matmul_precision(str(flags["matmul_precision"]))
     torch.backends.cudnn.allow_tf32 = bool(flags["cudnn_allow_tf32"])
@@ -121,12 +167,49 @@ def apply_cuda_flags(*, cudnn_benchmark: bool, tf32: bool) -> CudaFlags:
     getter raises about mixing the two APIs, and inductor reads it, so torch.compile failed
     under tf32=true (pytorch#166387). The legacy setters keep both views consistent.
     """
+    import torch
+
     previous = read_cuda_flags()
     torch.backends.cudnn.benchmark = cudnn_benchmark
     torch.set_float32_matmul_precision(_MATMUL_TF32 if tf32 else _MATMUL_IEEE)
     if tf32:
         torch.backends.cudnn.allow_tf32 = True
     return previous
+
+
+def _set_cudnn_benchmark(value: KnobValue) -> Callable[[], None]:
+    import torch
+
+    previous = bool(torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.benchmark = bool(value)
+
+    def undo() -> None:
+        torch.backends.cudnn.benchmark = previous
+
+    return undo
+
+
+def _set_tf32(value: KnobValue) -> Callable[[], None]:
+    """As `apply_cuda_flags` sets TF32 (the legacy API only; its docstring says why)."""
+    import torch
+
+    matmul, cudnn = torch.get_float32_matmul_precision(), bool(torch.backends.cudnn.allow_tf32)
+    torch.set_float32_matmul_precision(_MATMUL_TF32 if value else _MATMUL_IEEE)
+    if value:
+        torch.backends.cudnn.allow_tf32 = True
+
+    def undo() -> None:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+    return undo
+
+
+def _graph(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
+    if not value:
+        return model
+    assert ctx.sample_inputs is not None  # the session gives one batch of its inputs
+    return graph_model(model, ctx.sample_inputs(), str(ctx.settings.get("precision", "fp32")))
 
 
 def graph_model(model: nn.Module, sample_inputs: Any, precision: str = "fp32") -> nn.Module:
@@ -138,6 +221,9 @@ def graph_model(model: nn.Module, sample_inputs: Any, precision: str = "fp32") -
     capture runs under the same autocast as training, since a graph replays the kernels it
     recorded whatever context it is later called in.
     """
+    import torch
+    from torch import nn
+
     args = sample_inputs if isinstance(sample_inputs, tuple) else (sample_inputs,)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)

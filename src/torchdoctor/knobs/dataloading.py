@@ -7,17 +7,22 @@ not silently ignored; a tuner then never spends a trial on a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
     IntRange,
     Knob,
-    KnobValue,
     cuda_only,
     needs_workers,
+)
+from torchdoctor.knobs.parts import (
+    Ladder,
+    LoaderArgument,
+    LoaderKeywordEdit,
+    NotWritten,
+    Prescribed,
+    Script,
+    StepSetting,
 )
 
 #: More DataLoader workers than this only adds start-up time on any machine we target.
@@ -34,6 +39,12 @@ NUM_WORKERS = Knob(
     safety="exact",
     domain=IntRange(0, MAX_NUM_WORKERS),
     default=None,
+    # unset: the workload's own worker count (`loader_kwargs`)
+    applies_to=LoaderArgument("num_workers", order=0, position=5),
+    write_back=LoaderKeywordEdit(),
+    ladder=Ladder(gpu=80, cpu=20),
+    script=Script(injector="dataloading"),
+    prescribed=Prescribed(("dataloader_wait",)),
 )
 
 
@@ -50,6 +61,11 @@ PIN_MEMORY = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_pin_applies,
+    applies_to=LoaderArgument("pin_memory", order=1, position=7, fallback=False),
+    write_back=LoaderKeywordEdit(),
+    ladder=Ladder(gpu=90),
+    script=Script(injector="dataloading"),
+    prescribed=Prescribed(("dataloader_wait", "pageable_h2d")),
 )
 
 PERSISTENT_WORKERS = Knob(
@@ -61,6 +77,11 @@ PERSISTENT_WORKERS = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=needs_workers,
+    applies_to=LoaderArgument("persistent_workers", order=2, needs_workers=True, fallback=False),
+    write_back=LoaderKeywordEdit(),
+    ladder=Ladder(gpu=110),
+    script=Script(injector="dataloading", per_loader=True),
+    prescribed=Prescribed(("dataloader_wait",)),
 )
 
 PREFETCH_FACTOR = Knob(
@@ -72,6 +93,13 @@ PREFETCH_FACTOR = Knob(
     domain=IntRange(1, MAX_PREFETCH_FACTOR),
     default=None,
     not_applicable=needs_workers,
+    applies_to=LoaderArgument(
+        "prefetch_factor", order=3, needs_workers=True, fallback=TORCH_DEFAULT_PREFETCH
+    ),
+    write_back=LoaderKeywordEdit(),
+    ladder=Ladder(gpu=120),
+    script=Script(injector="dataloading", per_loader=True),
+    prescribed=Prescribed(("dataloader_wait",)),
 )
 
 NON_BLOCKING = Knob(
@@ -83,21 +111,11 @@ NON_BLOCKING = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=cuda_only,
+    applies_to=StepSetting("the batch's copies to the device"),
+    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    ladder=Ladder(gpu=100),
+    script=Script(not_injectable="it changes the script's own .to(device) calls; not injected"),
+    prescribed=Prescribed(("pageable_h2d",)),
 )
 
 KNOBS = (NUM_WORKERS, PIN_MEMORY, PERSISTENT_WORKERS, PREFETCH_FACTOR, NON_BLOCKING)
-
-
-def loader_kwargs(settings: Mapping[str, KnobValue], default_workers: int) -> dict[str, Any]:
-    """DataLoader keyword arguments for a recipe's resolved data-loading settings."""
-    workers = settings.get("num_workers")
-    num_workers = default_workers if workers is None else int(workers)
-    kwargs: dict[str, Any] = {
-        "num_workers": num_workers,
-        "pin_memory": bool(settings.get("pin_memory", False)),
-    }
-    if num_workers > 0:
-        prefetch = settings.get("prefetch_factor")
-        kwargs["prefetch_factor"] = TORCH_DEFAULT_PREFETCH if prefetch is None else int(prefetch)
-        kwargs["persistent_workers"] = bool(settings.get("persistent_workers", False))
-    return kwargs

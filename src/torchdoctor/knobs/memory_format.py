@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import torch
-from torch import nn
+from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
+from torchdoctor.knobs.parts import Ladder, ModelLine, ModelTransform, Prescribed, Script
 
-from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+if TYPE_CHECKING:
+    from torch import nn
+
+    from torchdoctor.knobs.context import ModelContext
 
 
 def _vision_only(ctx: ApplicabilityContext) -> str | None:
@@ -28,6 +31,18 @@ CHANNELS_LAST = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_vision_only,
+    applies_to=ModelTransform("raw", order=0, apply=lambda m, v, ctx: _channels_last(m, v, ctx)),
+    write_back=ModelLine(
+        lambda value, recipe: "model = model.to(memory_format=torch.channels_last)",
+        order=0,
+        also=(
+            "before the forward call, for each 4-D image batch",
+            "images = images.to(memory_format=torch.channels_last)",
+        ),
+    ),
+    ladder=Ladder(gpu=20, cpu=30),
+    script=Script(injector="model", unchanged=(False,)),
+    prescribed=Prescribed(("channels_last",)),
 )
 
 KNOBS = (CHANNELS_LAST,)
@@ -51,6 +66,8 @@ def channels_last_hazard(model: nn.Module, device_type: str) -> str | None:
     """
     if device_type != "cpu":
         return None
+    from torch import nn
+
     for name, module in model.named_modules():
         if (
             isinstance(module, nn.Conv2d)
@@ -68,7 +85,19 @@ def channels_last_hazard(model: nn.Module, device_type: str) -> str | None:
     return None
 
 
+def _channels_last(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
+    """The model in channels_last; KnobNotApplicable where oneDNN would mistrain it."""
+    if not value:
+        return model
+    hazard = channels_last_hazard(model, ctx.device_type)
+    if hazard is not None:
+        raise CHANNELS_LAST.refusal(True, hazard)
+    return model_to_channels_last(model)
+
+
 def model_to_channels_last(model: nn.Module) -> nn.Module:
+    import torch
+
     return model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
 
@@ -78,6 +107,8 @@ def inputs_to_channels_last(inputs: Any) -> Any:
     Integer 4-D tensors (indices, masks) are left as they are: only the convolution inputs the
     model's channels_last weights meet gain from the layout.
     """
+    import torch
+
     if isinstance(inputs, torch.Tensor):
         if inputs.dim() == 4 and inputs.is_floating_point():
             return inputs.contiguous(memory_format=torch.channels_last)

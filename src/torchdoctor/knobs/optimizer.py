@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from torchdoctor.core.optimizer import OPTIMIZER_IMPLS, impl_kwargs, make_optimizer
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
+from torchdoctor.knobs.parts import (
+    CallEdit,
+    Ladder,
+    OptimizerArgument,
+    Prescribed,
+    Script,
+    StepSetting,
+)
 
 #: torch gained fused Adam/AdamW/SGD kernels on CPU in 2.4 (earlier: CUDA only).
 FUSED_CPU_MIN_TORCH = (2, 4)
 
 
 def _fused_applies(ctx: ApplicabilityContext) -> str | None:
-    if ctx.settings.get("optimizer_impl") != "fused":
+    if ctx.settings.get(OPTIMIZER_IMPL.name) != "fused":
         return None
     if ctx.device_type == "cpu" and ctx.torch_version < FUSED_CPU_MIN_TORCH:
         return "fused optimizers on CPU need torch >= 2.4"
@@ -28,6 +36,11 @@ OPTIMIZER_IMPL = Knob(
     not_applicable=_fused_applies,
     # torch's own default: foreach when every parameter is on CUDA, the for-loop otherwise.
     device_defaults={"cuda": "foreach"},
+    applies_to=OptimizerArgument(lambda value: impl_kwargs(str(value))),
+    write_back=CallEdit("optimizer"),
+    ladder=Ladder(gpu=40, cpu=40),
+    script=Script(injector="optimizer"),
+    prescribed=Prescribed(("optimizer_share",)),
 )
 
 SET_TO_NONE = Knob(
@@ -38,6 +51,11 @@ SET_TO_NONE = Knob(
     safety="exact",
     domain=Choice((False, True)),
     default=True,
+    applies_to=StepSetting("zero_grad after each optimizer step"),
+    write_back=CallEdit("zero_grad"),
+    ladder=Ladder(gpu=130, cpu=50),
+    script=Script(injector="optimizer"),
+    prescribed=Prescribed(("zero_grad_set_to_none",)),
 )
 
 KNOBS = (OPTIMIZER_IMPL, SET_TO_NONE)

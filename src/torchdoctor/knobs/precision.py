@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.gpu import sm_name
 from torchdoctor.knobs.base import (
@@ -15,6 +13,10 @@ from torchdoctor.knobs.base import (
     KnobValue,
     before_ampere,
 )
+from torchdoctor.knobs.parts import Ladder, Prescribed, Script, Snippet, StepSetting
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _value_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:
@@ -42,11 +44,39 @@ PRECISION = Knob(
     domain=Choice(("fp32", "bf16", "fp16")),
     default="fp32",
     value_not_applicable=_value_applies,
+    applies_to=StepSetting("the forward pass and loss run under autocast; fp16 scales the loss"),
+    write_back=Snippet(
+        "around the forward pass and loss in the training step",
+        lambda value, device: autocast_snippet(str(value), device),
+    ),
+    ladder=Ladder(gpu=10, cpu=60),
+    script=Script(injector="model", unchanged=("fp32",)),
+    prescribed=Prescribed(("lower_precision_available", "memory_headroom")),
 )
 
 KNOBS = (PRECISION,)
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+#: The autocast dtype of each reduced precision, by its name in torch.
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def autocast_snippet(precision: str, device_type: str) -> str | None:
+    """The training step's autocast (and fp16's GradScaler) as code to paste; None for fp32."""
+    if precision not in _DTYPES:
+        return None
+    dtype = "torch.bfloat16" if precision == "bf16" else "torch.float16"
+    code = (
+        f"with torch.autocast({device_type!r}, dtype={dtype}):\n"
+        "    output = model(inputs)\n"
+        "    loss = criterion(output, targets)"
+    )
+    if precision == "fp16":
+        code = (
+            f"scaler = torch.amp.GradScaler({device_type!r})  # once, before the loop\n"
+            + code
+            + "\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
+        )
+    return code
 
 
 def autocast_context(
@@ -59,8 +89,12 @@ def autocast_context(
     """
     if precision == "fp32":
         return contextlib.nullcontext()
+    import torch
+
     return torch.autocast(
-        device_type=device_type, dtype=_DTYPES[precision], cache_enabled=cache_enabled
+        device_type=device_type,
+        dtype=getattr(torch, _DTYPES[precision]),
+        cache_enabled=cache_enabled,
     )
 
 
@@ -68,4 +102,6 @@ def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler |
     """fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none."""
     if precision != "fp16":
         return None
+    import torch
+
     return torch.amp.GradScaler(device_type)

@@ -17,8 +17,8 @@ Run folder (see `torchdoctor.core.rundir`)::
 A script (`TuneConfig.command`: `tune -- python train.py ARGS`) is tuned the same way with
 `ScriptArms` as the tuner's arm source (tune/sources.py): the same ladder, statistics, budget,
 quality check (its yardstick: fresh launches with a perturbed model), study and report; the
-knobs the injection never injects (collect's NOT_INJECTABLE) are left out of its space, and
-`best_recipe.json` is what `torchdoctor run --recipe R -- python train.py` injects.
+knobs the injection never injects (each knob's `Script.not_injectable`) are left out of its
+space, and `best_recipe.json` is what `torchdoctor run --recipe R -- python train.py` injects.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
 from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
@@ -99,7 +100,7 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
         # A script's own num_workers is not known ahead: only threads resolves here.
         return [
             replace(s, default=torch.get_num_threads())
-            if s.default is None and s.name == "threads"
+            if s.default is None and s.name == THREADS.name
             else s
             for s in specs
         ]
@@ -107,8 +108,8 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
     from torchdoctor.workloads import get_workload
 
     effective = {
-        "threads": torch.get_num_threads(),
-        "num_workers": get_workload(config.workload).default_num_workers,
+        THREADS.name: torch.get_num_threads(),
+        NUM_WORKERS.name: get_workload(config.workload).default_num_workers,
     }
     return [
         replace(s, default=effective[s.name]) if s.default is None and s.name in effective else s
@@ -121,11 +122,11 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
     front: each would need the script's own code changed)."""
     if not config.is_script:
         return {}
-    from torchdoctor.collect import NOT_INJECTABLE
+    from torchdoctor.knobs import not_injectable
 
     wanted = set(config.knobs) if config.knobs is not None else None
     skipped: dict[str, list[str]] = {}
-    for name, why in NOT_INJECTABLE.items():
+    for name, why in not_injectable().items():
         if wanted is None or name in wanted:
             skipped.setdefault(why, []).append(name)
     return skipped
@@ -459,10 +460,10 @@ def unconfirmed_note(recipe: dict[str, Any], speedup: float, ci: tuple[float, fl
 
 def _dynamics_notes(config: TuneConfig, best_recipe: dict[str, Any]) -> list[str]:
     """What a kept batch change does to learning, which samples/s alone does not show."""
-    before = int(config.baseline_recipe.get("batch_size") or _default_batch(config))
-    after = int(best_recipe.get("batch_size") or before)
-    accum = int(best_recipe.get("grad_accum") or 1)
-    base_accum = int(config.baseline_recipe.get("grad_accum") or 1)
+    before = int(config.baseline_recipe.get(BATCH_SIZE.name) or _default_batch(config))
+    after = int(best_recipe.get(BATCH_SIZE.name) or before)
+    accum = int(best_recipe.get(GRAD_ACCUM.name) or 1)
+    base_accum = int(config.baseline_recipe.get(GRAD_ACCUM.name) or 1)
     if after * accum == before * base_accum:
         return []
     return [

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.tuner import Tuner
 
@@ -28,15 +29,15 @@ def search_batch_size(
     tuner: Tuner, *, default_batch: int, max_batch: int, hold_effective_batch: bool
 ) -> None:
     """Run the batch-size search from the tuner's current best (raises BudgetExhausted)."""
-    batch = int(tuner.best_recipe.get("batch_size") or default_batch)
-    accum = int(tuner.best_recipe.get("grad_accum") or 1)
+    batch = int(tuner.best_recipe.get(BATCH_SIZE.name) or default_batch)
+    accum = int(tuner.best_recipe.get(GRAD_ACCUM.name) or 1)
     failed_at: int | None = None
     while batch * 2 <= max_batch:
-        change: dict[str, Any] = {"batch_size": batch * 2}
+        change: dict[str, Any] = {BATCH_SIZE.name: batch * 2}
         if hold_effective_batch:
             if accum % 2:
                 return
-            change["grad_accum"] = accum // 2
+            change[GRAD_ACCUM.name] = accum // 2
         result = tuner.try_change(change, kind="batch", safety="semantic")
         if result.outcome is Outcome.KEPT:
             batch *= 2
@@ -50,7 +51,7 @@ def search_batch_size(
     low, high = batch, failed_at
     while high - low > max(1, int(low * EDGE_RESOLUTION)):
         mid = (low + high) // 2
-        result = tuner.try_change({"batch_size": mid}, kind="batch", safety="semantic")
+        result = tuner.try_change({BATCH_SIZE.name: mid}, kind="batch", safety="semantic")
         if result.outcome is Outcome.KEPT:
             low = mid
         elif result.outcome is Outcome.OUT_OF_MEMORY:

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Final
 
 from torchdoctor.core.vocabulary import Safety
+from torchdoctor.knobs import BATCH_SIZE, CHANNELS_LAST, COMPILE, PRECISION, THREADS
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.outcome import Outcome, Verdict
@@ -30,13 +31,15 @@ from torchdoctor.tune.tuner import Tuner
 
 #: Knobs whose effects interact (each changes what the others cost): compilation, numeric
 #: format, memory layout, parallelism and batch size.
-INTERACTING_KNOBS: Final = ("compile", "precision", "channels_last", "threads", "batch_size")
+INTERACTING_KNOBS: Final = tuple(
+    k.name for k in (COMPILE, PRECISION, CHANNELS_LAST, THREADS, BATCH_SIZE)
+)
 
 
 def _choices(spec: KnobSpec, best: dict[str, Any]) -> list[Any]:
-    if spec.name != "batch_size":
+    if spec.name != BATCH_SIZE.name:
         return list(spec.values)
-    current = int(best.get("batch_size") or spec.default or 32)
+    current = int(best.get(BATCH_SIZE.name) or spec.default or 32)
     return [max(1, current // 2), current, current * 2]
 
 

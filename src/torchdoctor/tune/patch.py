@@ -33,15 +33,33 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from torchdoctor.core.records import SubRecord
+from torchdoctor.knobs import (
+    OPTIMIZER_IMPL,
+    SET_TO_NONE,
+    THREADS,
+    ModelLine,
+    Snippet,
+    TopLine,
+    catalogue,
+    loader_arguments,
+)
 
 if TYPE_CHECKING:
     from torchdoctor.collect import InjectionRecord
 
-LOADER_KNOBS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
-#: Positions of DataLoader's positional-or-keyword parameters (torch.utils.data.DataLoader
-#: signature: dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
-#: pin_memory, ...); prefetch_factor and persistent_workers are keyword-only.
-_LOADER_POSITIONS = {"batch_size": 1, "num_workers": 5, "pin_memory": 7}
+
+def loader_knobs() -> list[str]:
+    """The DataLoader keyword knobs in the order they are written (their `LoaderArgument`)."""
+    return [name for name, _ in loader_arguments()]
+
+
+def _loader_positions() -> dict[str, int]:
+    """Positions of DataLoader's positional-or-keyword parameters, per knob (`LoaderArgument`:
+    the signature is dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
+    collate_fn, pin_memory, ...; prefetch_factor and persistent_workers are keyword-only)."""
+    return {name: part.position for name, part in loader_arguments() if part.position is not None}
+
+
 #: Keyword arguments of torch.optim constructors per implementation (core/optimizer.py
 #: impl_kwargs); a keyword absent from the call is added only where it is True, or to ask
 #: for the for-loop explicitly.
@@ -319,7 +337,7 @@ class _Builder:
     # ---- DataLoader ----
 
     def loaders(self) -> None:
-        knobs = [k for k in LOADER_KNOBS if self.applied(k)]
+        knobs = [k for k in loader_knobs() if self.applied(k)]
         per_site: dict[tuple[Path, int], dict[str, str]] = {}
         for knob in knobs:
             for site in self.sites(knob):
@@ -330,7 +348,7 @@ class _Builder:
                 call = next((c for c in src.calls_at(line) if "DataLoader" in _callee(c)), None)
                 if call is None:
                     raise _Unmappable(f"no DataLoader call at {self.rel(path)}:{line}")
-                for knob in _set_arguments(src, call, wanted, _LOADER_POSITIONS):
+                for knob in _set_arguments(src, call, wanted, _loader_positions()):
                     self.edited(knob, path, call.lineno, f"DataLoader({knob}={wanted[knob]})")
             except _Unmappable as exc:
                 for knob, text in wanted.items():
@@ -346,11 +364,11 @@ class _Builder:
     # ---- optimizer ----
 
     def optimizer(self) -> None:
-        if not self.applied("optimizer_impl"):
+        if not self.applied(OPTIMIZER_IMPL.name):
             return
-        impl = str(self.recipe["optimizer_impl"])
+        impl = str(self.recipe[OPTIMIZER_IMPL.name])
         wanted_all = _IMPL_KWARGS[impl]
-        outcome = self.record.outcome("optimizer_impl")
+        outcome = self.record.outcome(OPTIMIZER_IMPL.name)
         assert outcome is not None
         for entry in outcome.applied_at:
             site = parse_site(entry, self.root)
@@ -370,16 +388,19 @@ class _Builder:
                     if k in present or v or (impl == "for_loop" and k == "foreach")
                 }
                 if _set_arguments(src, call, wanted, {}):
-                    self.edited("optimizer_impl", path, call.lineno, f"{cls}({impl})")
+                    self.edited(OPTIMIZER_IMPL.name, path, call.lineno, f"{cls}({impl})")
             except _Unmappable as exc:
                 shown = ", ".join(f"{k}={v}" for k, v in wanted_all.items() if v)
-                self.snippet("optimizer_impl", str(exc), f"torch.optim.{cls}(params, ..., {shown})")
+                self.snippet(
+                    OPTIMIZER_IMPL.name, str(exc), f"torch.optim.{cls}(params, ..., {shown})"
+                )
 
     def zero_grad(self) -> None:
-        if not self.applied("set_to_none"):
+        name = SET_TO_NONE.name
+        if not self.applied(name):
             return
-        value = bool(self.recipe["set_to_none"])
-        for path, line in self.sites("set_to_none"):
+        value = bool(self.recipe[name])
+        for path, line in self.sites(name):
             try:
                 src = self.source(path)
                 call = next((c for c in src.calls_at(line) if _callee(c) == "zero_grad"), None)
@@ -390,17 +411,17 @@ class _Builder:
                     continue  # torch's default is set_to_none=True already
                 wanted = {"set_to_none": _literal(value)}
                 if _set_arguments(src, call, wanted, {"set_to_none": 0}):
-                    self.edited("set_to_none", path, call.lineno, f"zero_grad(set_to_none={value})")
+                    self.edited(name, path, call.lineno, f"zero_grad(set_to_none={value})")
             except _Unmappable as exc:
-                self.snippet("set_to_none", str(exc), f"optimizer.zero_grad(set_to_none={value})")
+                self.snippet(name, str(exc), f"optimizer.zero_grad(set_to_none={value})")
 
     # ---- threads ----
 
     def threads(self) -> None:
-        if not self.applied("threads"):
+        if not self.applied(THREADS.name):
             return
-        n = int(self.recipe["threads"])
-        own = self.sites("threads")
+        n = int(self.recipe[THREADS.name])
+        own = self.sites(THREADS.name)
         code = f"torch.set_num_threads({n})"
         try:
             if own:  # the script sets its own count: change it there
@@ -413,7 +434,7 @@ class _Builder:
                         raise _Unmappable(f"no set_num_threads(N) call at {self.rel(path)}:{line}")
                     start, end = src.span(call.args[0])
                     src.changes.append((start, end, str(n)))
-                    self.edited("threads", path, call.lineno, code)
+                    self.edited(THREADS.name, path, call.lineno, code)
                 return
             if self.script is None:
                 raise _Unmappable("the script's file is not known")
@@ -421,22 +442,46 @@ class _Builder:
             line = src.after_imports_line()
             src.insert_after_line(line, [code])
             src.needs_torch = True
-            self.edited("threads", self.script, line + 1, code)
+            self.edited(THREADS.name, self.script, line + 1, code)
         except _Unmappable as exc:
-            self.snippet("threads", f"at the top of the script, after its imports ({exc})", code)
+            self.snippet(THREADS.name, f"at the top of the script, after its imports ({exc})", code)
+
+    def top_lines(self) -> None:
+        """Knobs written as a line after the script's imports (`TopLine`)."""
+        for knob in catalogue():
+            part = knob.write_back
+            if not isinstance(part, TopLine) or not self.applied(knob.name):
+                continue
+            code = part.line(self.recipe[knob.name])
+            try:
+                if self.script is None:
+                    raise _Unmappable("the script's file is not known")
+                src = self.source(self.script)
+                line = src.after_imports_line()
+                src.insert_after_line(line, [code])
+                src.needs_torch = True
+                self.edited(knob.name, self.script, line + 1, code)
+            except _Unmappable as exc:
+                self.snippet(
+                    knob.name, f"at the top of the script, after its imports ({exc})", code
+                )
 
     # ---- the model ----
 
     def model(self) -> None:
+        parts = sorted(
+            (
+                (knob.name, knob.write_back)
+                for knob in catalogue()
+                if isinstance(knob.write_back, ModelLine) and self.applied(knob.name)
+            ),
+            key=lambda item: item[1].order,
+        )
         lines: list[tuple[str, str]] = []
-        if self.applied("channels_last"):
-            lines.append(("channels_last", "model = model.to(memory_format=torch.channels_last)"))
-        mode = self.recipe.get("compile")
-        if self.applied("compile") and isinstance(mode, str):
-            options = [] if mode == "default" else [f"mode={mode!r}"]
-            if self.recipe.get("compile_dynamic") is True:
-                options.append("dynamic=True")
-            lines.append(("compile", f"model = torch.compile({', '.join(['model', *options])})"))
+        for name, part in parts:
+            text = part.line(self.recipe.get(name), self.recipe)
+            if text is not None:
+                lines.append((name, text))
         if not lines:
             return
         site = next(
@@ -455,12 +500,9 @@ class _Builder:
         except _Unmappable as exc:
             for knob, text in lines:
                 self.snippet(knob, f"right after the line that builds the model ({exc})", text)
-        if self.applied("channels_last"):
-            self.snippet(
-                "channels_last",
-                "before the forward call, for each 4-D image batch",
-                "images = images.to(memory_format=torch.channels_last)",
-            )
+        for name, part in parts:
+            if part.also is not None:
+                self.snippet(name, *part.also)
 
     def _model_assignment(self, src: _Source, line: int) -> tuple[str, int, str]:
         """Where the model's lines go: (name called at `line` that holds the model, the line
@@ -529,41 +571,15 @@ class _Builder:
     # ---- knobs with no line ----
 
     def rest(self) -> None:
-        precision = self.recipe.get("precision")
-        if self.applied("precision") and precision in ("bf16", "fp16"):
-            dtype = "torch.bfloat16" if precision == "bf16" else "torch.float16"
-            device = self.record.device_type or "cuda"
-            code = (
-                f"with torch.autocast({device!r}, dtype={dtype}):\n"
-                "    output = model(inputs)\n"
-                "    loss = criterion(output, targets)"
-            )
-            if precision == "fp16":
-                code = (
-                    f"scaler = torch.amp.GradScaler({device!r})  # once, before the loop\n"
-                    + code
-                    + "\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"
-                )
-            self.snippet("precision", "around the forward pass and loss in the training step", code)
-        if self.applied("checkpointing"):
-            self.snippet(
-                "checkpointing",
-                "in the model's forward, around each repeated block",
-                "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
-            )
-        if self.applied("cudnn_benchmark"):
-            self.snippet(
-                "cudnn_benchmark",
-                "at the top of the script",
-                "torch.backends.cudnn.benchmark = True",
-            )
-        if self.applied("tf32"):
-            self.snippet(
-                "tf32",
-                "at the top of the script",
-                'torch.set_float32_matmul_precision("high")\n'
-                "torch.backends.cudnn.allow_tf32 = True",
-            )
+        """Knobs with no line to edit: their `Snippet`, in catalogue order."""
+        device = self.record.device_type or "cuda"
+        for knob in catalogue():
+            part = knob.write_back
+            if not isinstance(part, Snippet) or not self.applied(knob.name):
+                continue
+            code = part.code(self.recipe.get(knob.name), device)
+            if code is not None:
+                self.snippet(knob.name, part.where, code)
 
     def diff(self) -> str:
         chunks: list[str] = []
@@ -608,6 +624,7 @@ def build_patch(
     builder.optimizer()
     builder.zero_grad()
     builder.threads()
+    builder.top_lines()
     builder.model()
     builder.rest()
     return CurePatch(diff=builder.diff(), edits=builder.edits, snippets=builder.snippets)

@@ -108,17 +108,23 @@ def not_applied_of(injection: dict[str, Any] | None) -> dict[str, str]:
     }
 
 
-#: DataLoader settings that are knobs of the catalogue, as `DataLoaderInfo` names them.
-_LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
-
-
 def own_settings_of(loaders: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
     """The script's own loader knob values: those of the first DataLoader it iterated (the
-    training loader, by its first step), so the ladder does not try what the script runs."""
+    training loader, by its first step), so the ladder does not try what the script runs.
+
+    The loader knobs the engine passes (`LoaderArgument.engine`), which `DataLoaderInfo`
+    records under their keyword (batch_size is the batch-size search's, not the ladder's).
+    """
+    from torchdoctor.knobs import loader_arguments
+
     if not loaders:
         return {}
     first = loaders[0]
-    return {k: first[k] for k in _LOADER_SETTINGS if first.get(k) is not None}
+    return {
+        name: first[part.keyword]
+        for name, part in loader_arguments()
+        if part.engine and first.get(part.keyword) is not None
+    }
 
 
 @dataclass(frozen=True)

@@ -8,38 +8,61 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.core.vocabulary import Safety
 
-#: Knobs the ladder does not flip one at a time: the batch-size search owns them.
-BATCH_KNOBS: Final = frozenset({"batch_size", "grad_accum"})
+if TYPE_CHECKING:
+    from torchdoctor.knobs import Ladder
 
-#: Static prior: knob families in the order of their typical gain on small training jobs.
-#: torch.compile's fusion is the largest general win (PyTorch 2 paper, Ansel et al. 2024:
-#: 1.3-2x geomean in training); reduced precision is next on accelerators (and is measured,
-#: not assumed, on CPU, where bf16 is often slower); memory format and thread count matter for
-#: convolutions and CPU runs; the data-loading and allocator knobs are usually a few percent
-#: unless the diagnosis finds a data-wait bound; checkpointing trades speed for memory and
-#: comes last.
-STATIC_PRIOR: Final[tuple[str, ...]] = (
-    "compile",
-    "precision",
-    "channels_last",
-    "threads",
-    "optimizer_impl",
-    "cudnn_benchmark",
-    "tf32",
-    "cuda_graphs",
-    "num_workers",
-    "pin_memory",
-    "non_blocking",
-    "persistent_workers",
-    "prefetch_factor",
-    "set_to_none",
-    "compile_dynamic",
-    "checkpointing",
-)
+
+def _ranked(rank: Callable[[Ladder], int | None]) -> tuple[str, ...]:
+    """Knob names the catalogue ranks under `rank`, best rank first."""
+    from torchdoctor.knobs import catalogue
+
+    ranked = [(rank(k.ladder), k.name) for k in catalogue() if k.ladder is not None]
+    return tuple(name for r, name in sorted((r, n) for r, n in ranked if r is not None))
+
+
+def batch_knobs() -> frozenset[str]:
+    """Knobs the ladder does not flip one at a time: the batch-size search owns them."""
+    from torchdoctor.knobs import catalogue
+
+    return frozenset(k.name for k in catalogue() if k.ladder is not None and k.ladder.batch_search)
+
+
+def gpu_prior() -> tuple[str, ...]:
+    """The general prior: knobs in the order of their typical gain on small training jobs
+    (each knob's `Ladder.gpu`).
+
+    torch.compile's fusion is the largest general win (PyTorch 2 paper, Ansel et al. 2024:
+    1.3-2x geomean in training); reduced precision is next on accelerators (and is measured,
+    not assumed, on CPU, where bf16 is often slower); memory format and thread count matter
+    for convolutions and CPU runs; the data-loading and allocator knobs are usually a few
+    percent unless the diagnosis finds a data-wait bound; checkpointing trades speed for
+    memory and comes last.
+    """
+    return _ranked(lambda ladder: ladder.gpu)
+
+
+def cpu_prior() -> tuple[str, ...]:
+    """The prior on a CPU (each knob's `Ladder.cpu`): compile first (inductor's fused C++
+    kernels are the largest win for small conv nets and MLPs on CPU; measured here: cnn
+    1.25-1.3x, mlp 1.8x with one thread), then the thread count (on a shared or small host,
+    OpenMP's spinning barriers with a thread per core can cost 2-40x when another process
+    holds a core: mlp with compile went from 327 to 24,416 samples/s with threads=1), then the
+    loader workers (they need a free core, so they come after threads), then memory format and
+    the optimizer's implementation. Reduced precision comes late where the CPU has no bf16
+    units (emulated bf16 is slower than fp32), second where it has them (`static_prior`).
+    """
+    return _ranked(lambda ladder: ladder.cpu)
+
+
+#: The built-in catalogue's batch knobs and priors (`batch_knobs()`, `gpu_prior()`,
+#: `cpu_prior()` read the live catalogue).
+BATCH_KNOBS: Final = batch_knobs()
+STATIC_PRIOR: Final[tuple[str, ...]] = gpu_prior()
+CPU_PRIOR: Final[tuple[str, ...]] = cpu_prior()
 
 #: At most this many values per integer knob (threads, num_workers, ...): the domain's ends
 #: and the powers of two between them; a ladder does not sweep integers one by one.
@@ -56,24 +79,6 @@ class KnobSpec:
     default: Any = None
 
 
-#: The prior on a CPU: compile first (inductor's fused C++ kernels are the largest win for
-#: small conv nets and MLPs on CPU; measured here: cnn 1.25-1.3x, mlp 1.8x with one thread),
-#: then the thread count (on a shared or small host, OpenMP's spinning barriers with a thread
-#: per core can cost 2-40x when another process holds a core: mlp with compile went from 327
-#: to 24,416 samples/s with threads=1), then the loader workers (they need a free core, so they
-#: come after threads), then memory format and the optimizer's implementation. Reduced
-#: precision comes late where the CPU has no bf16 units (emulated bf16 is slower than fp32),
-#: second where it has them (`static_prior`).
-CPU_PRIOR: Final[tuple[str, ...]] = (
-    "compile",
-    "threads",
-    "num_workers",
-    "channels_last",
-    "optimizer_impl",
-    "set_to_none",
-    "precision",
-)
-
 #: torch.compile modes that only differ from "default" through CUDA graphs: on a CPU they
 #: compile the same code, so trying them would spend a compile-sized trial on a duplicate.
 CUDA_ONLY_COMPILE_MODES: Final = frozenset({"reduce-overhead"})
@@ -88,12 +93,15 @@ def static_prior(device: str, *, native_bf16: bool = False) -> tuple[str, ...]:
     384-wide nanoGPT 1.3-1.7x faster than fp32 (AMX: bf16 matmuls 4x fp32), and last in the
     order a budget ran out before it (nanoGPT: 7 trials in 540 s, none of them precision).
     """
+    from torchdoctor.knobs import PRECISION
+
+    general = gpu_prior()
     if device.startswith("cuda"):
-        return STATIC_PRIOR
-    cpu = CPU_PRIOR
-    if native_bf16:
-        cpu = (cpu[0], "precision", *(n for n in cpu[1:] if n != "precision"))
-    return (*cpu, *(n for n in STATIC_PRIOR if n not in cpu))
+        return general
+    cpu = cpu_prior()
+    if native_bf16 and PRECISION.name in cpu:
+        cpu = (cpu[0], PRECISION.name, *(n for n in cpu[1:] if n != PRECISION.name))
+    return (*cpu, *(n for n in general if n not in cpu))
 
 
 def order_knobs(
@@ -122,16 +130,24 @@ def _int_candidates(lo: int, hi: int) -> tuple[int, ...]:
 
 def catalogue_space(device: str) -> list[KnobSpec]:
     """The knob catalogue as KnobSpecs (batch knobs included; the ladder skips them)."""
-    from torchdoctor.knobs import Choice, IntRange, catalogue, cpu_count
+    from torchdoctor.knobs import (
+        COMPILE,
+        NUM_WORKERS,
+        OPTIMIZER_IMPL,
+        Choice,
+        IntRange,
+        catalogue,
+        cpu_count,
+    )
 
     on_cpu = not device.startswith("cuda")
     specs = []
     for knob in catalogue():
         if isinstance(knob.domain, Choice):
             values: tuple[Any, ...] = tuple(knob.domain.values)
-            if on_cpu and knob.name == "compile":
+            if on_cpu and knob.name == COMPILE.name:
                 values = tuple(v for v in values if v not in CUDA_ONLY_COMPILE_MODES)
-            if knob.name == "optimizer_impl":
+            if knob.name == OPTIMIZER_IMPL.name:
                 # The fused update first: one pass over each parameter where foreach makes
                 # several and the for-loop several per tensor (the zoo's for-loop Adam: fused
                 # 5.3x, foreach 0.89x here), so the value most likely to win is tried while
@@ -139,11 +155,11 @@ def catalogue_space(device: str) -> list[KnobSpec]:
                 values = tuple(sorted(values, key=lambda v: v != "fused"))
         elif isinstance(knob.domain, IntRange):
             upper = min(knob.domain.upper, 64)
-            if on_cpu and knob.name == "num_workers":
+            if on_cpu and knob.name == NUM_WORKERS.name:
                 # Loader workers beyond the core count only compete with the training loop.
                 upper = min(upper, cpu_count())
             values = _int_candidates(knob.domain.lo, upper)
-            if knob.name == "num_workers":
+            if knob.name == NUM_WORKERS.name:
                 # Most workers first: a loader-bound step gains in proportion to the workers
                 # (one worker on 2 cores can hide at most the step's compute, 1.08x on the
                 # zoo's data-loading script, where two gave 1.6x), so the value most likely to

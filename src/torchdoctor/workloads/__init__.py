@@ -1,4 +1,5 @@
-"""Stage: workloads. The `Workload` protocol, the built-in workloads and user workload loading.
+"""Stage: workloads. The `ModelSpec` and `Workload` protocols (a model, then its training), the
+built-in workloads and user workload loading.
 
 Built-in: `cnn` (vision), `gpt` (language), `mlp` (tabular), `recsys` (embeddings). A user's
 own workload is `path/to/file.py:factory`, where `factory(**params)` returns a `Workload`.
@@ -7,9 +8,12 @@ own workload is `path/to/file.py:factory`, where `factory(**params)` returns a `
 from torchdoctor.workloads.base import (
     WORKLOAD_KINDS,
     Batch,
+    ModelSpec,
     SyntheticWorkload,
     Workload,
     WorkloadKind,
+    collate_first,
+    example_inputs,
     move_to_device,
 )
 from torchdoctor.workloads.registry import get_workload, list_workloads, load_user_workload
@@ -17,9 +21,12 @@ from torchdoctor.workloads.registry import get_workload, list_workloads, load_us
 __all__ = [
     "WORKLOAD_KINDS",
     "Batch",
+    "ModelSpec",
     "SyntheticWorkload",
     "Workload",
     "WorkloadKind",
+    "collate_first",
+    "example_inputs",
     "get_workload",
     "list_workloads",
     "load_user_workload",

@@ -22,7 +22,7 @@ def _patched_attrs() -> tuple[Any, ...]:
     owners: list[tuple[Any, tuple[str, ...]]] = [
         (dl_mod.DataLoader, ("__init__",)),
         (optim_mod.Optimizer, ("__init__", "zero_grad")),
-        (nn.Module, ("__call__", "zero_grad")),
+        (nn.Module, ("__call__", "zero_grad", "__getstate__")),
         (torch.Tensor, ("backward",)),
         (torch, ("set_num_threads",)),
         *((cls, ("__init__",)) for cls in impl_classes()),

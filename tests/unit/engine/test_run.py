@@ -33,19 +33,20 @@ def test_the_default_window_times_seconds_of_steps_not_a_fixed_count(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # `steps=None` (`torchdoctor run` without --steps): the least count first, then as many
-    # more as `measure.steady_steps` asks at their median step time. A step of 1-10 ms here,
-    # so a window of 0.25 s needs more steps than the least count of 5.
+    # more as `measure.steady_steps` asks at their median step time. The fake window asks for
+    # more than the least count of 5 at any step time (a loaded host's steps are slower), and
+    # for a count that depends on the step time it was given.
     asked: list[float] = []
 
     def window(step_s: float) -> int:
         asked.append(step_s)
-        return math.ceil(0.25 / step_s)
+        return 6 + min(math.ceil(0.25 / step_s), 20)
 
     monkeypatch.setattr(engine_run, "DEFAULT_STEADY_STEPS", 5)
     monkeypatch.setattr(engine_run, "steady_steps", window)
     result = run_workload(_small_mlp(), Recipe(), steps=None, warmup_steps=1, measure_phases=False)
     (step_s,) = asked  # judged once, from the least count's median
-    assert len(result.steps) == max(5, math.ceil(0.25 / step_s)) > 5
+    assert len(result.steps) == 6 + min(math.ceil(0.25 / step_s), 20)
     assert result.step_time.n == len(result.steps)
     # An explicit count is exactly that many steps.
     fixed = run_workload(_small_mlp(), Recipe(), steps=7, warmup_steps=1, measure_phases=False)

@@ -17,38 +17,29 @@ import torch
 
 from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
 from torchdoctor.collect.inject.cuda import CudaFlagsInjector
-from torchdoctor.collect.inject.dataloading import LOADER_KNOBS, DataLoaderInjector
-from torchdoctor.collect.inject.model import (
-    MODEL_KNOBS,
-    NO_CHANGE,
-    GradScalerFactory,
-    ModelInjector,
-    _default_scaler,
-)
+from torchdoctor.collect.inject.dataloading import DataLoaderInjector
+from torchdoctor.collect.inject.model import GradScalerFactory, ModelInjector, _default_scaler
 from torchdoctor.collect.inject.optimizer import OptimizerInjector
+from torchdoctor.collect.inject.process import ProcessInjector
 from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord
 from torchdoctor.collect.inject.threads import ThreadsInjector
 from torchdoctor.core.errors import KnobNotApplicable
 from torchdoctor.core.rank import RankIdentity
 from torchdoctor.knobs import (
+    OPTIMIZER_IMPL,
+    SET_TO_NONE,
+    THREADS,
     ApplicabilityContext,
     Recipe,
     catalogue,
     cuda_capability_of,
     get_knob,
+    not_injectable,
 )
 
-#: Knobs that need the script's own code changed, with why they are never injected.
-NOT_INJECTABLE: dict[str, str] = {
-    "grad_accum": "it changes the training loop (several backward passes per optimizer step), "
-    "which an unmodified script does not have",
-    "non_blocking": "it changes the script's own .to(device) calls; not injected",
-    "cuda_graphs": "it needs the forward and backward captured with sample inputs ahead of the "
-    "training loop; not injected",
-}
-#: Knobs the catalogue rules out from the recipe's own num_workers; injected, the script's
-#: DataLoader may have workers of its own, so they are checked per DataLoader instead.
-_CHECKED_PER_LOADER = frozenset({"persistent_workers", "prefetch_factor"})
+#: Knobs that need the script's own code changed, with why they are never injected: the
+#: built-in catalogue's (`knobs.not_injectable()` reads the live one).
+NOT_INJECTABLE: dict[str, str] = not_injectable()
 
 
 def injection_path(out_dir: str | Path) -> Path:
@@ -77,15 +68,16 @@ class Injection:
         self.model: ModelInjector | None = None
         injectors: list[Injector] = []
         if "threads" in families:
-            injectors.append(ThreadsInjector(int(families["threads"]["threads"]), ledger))  # type: ignore[arg-type]
+            threads = families["threads"][THREADS.name]
+            injectors.append(ThreadsInjector(int(threads), ledger))  # type: ignore[arg-type]
         if "cuda" in families:
             injectors.append(CudaFlagsInjector(families["cuda"], ledger))
         if "dataloading" in families:
             injectors.append(DataLoaderInjector(families["dataloading"], ledger))
         if "optimizer" in families:
             opt = families["optimizer"]
-            impl = opt.get("optimizer_impl")
-            set_to_none = opt.get("set_to_none")
+            impl = opt.get(OPTIMIZER_IMPL.name)
+            set_to_none = opt.get(SET_TO_NONE.name)
             injectors.append(
                 OptimizerInjector(
                     str(impl) if impl is not None else None,
@@ -104,6 +96,8 @@ class Injection:
                 perturbation=perturbation,
             )
             injectors.append(self.model)
+        if "process" in families:
+            injectors.append(ProcessInjector(families["process"], ledger))
         self.injectors = tuple(injectors)
 
     def _sort(self, recipe: Recipe) -> dict[str, dict[str, KnobValue]]:
@@ -115,17 +109,21 @@ class Injection:
         )
         families: dict[str, dict[str, KnobValue]] = {}
         for name, value in recipe.items():
-            if name in NOT_INJECTABLE:
-                self.ledger.refuse(name, value, NOT_INJECTABLE[name])
+            script = get_knob(name).script
+            assert script is not None  # the catalogue test holds every knob to it
+            if script.not_injectable is not None:
+                self.ledger.refuse(name, value, script.not_injectable)
                 continue
-            if value is None or NO_CHANGE.get(name, object()) == value:
+            if value is None or value in script.unchanged:
                 self.ledger.unchanged(name, value)
                 continue
-            reason = None if name in _CHECKED_PER_LOADER else _not_applicable(name, value, ctx)
+            # A knob checked per DataLoader: the script's loader may have workers of its own.
+            reason = None if script.per_loader else _not_applicable(name, value, ctx)
             if reason is not None:
                 self.ledger.refuse(name, value, reason)
                 continue
-            families.setdefault(_family(name), {})[name] = value
+            assert script.injector is not None
+            families.setdefault(script.injector, {})[name] = value
         return families
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -175,18 +173,6 @@ def install_recipe(recipe: Mapping[str, Any], *, device: str | None = None) -> I
     before runpy). Raises KnobError for an unknown knob or a value outside its domain.
     """
     return Injection(recipe, device=device).install()
-
-
-def _family(name: str) -> str:
-    if name in LOADER_KNOBS:
-        return "dataloading"
-    if name in MODEL_KNOBS:
-        return "model"
-    if name in ("optimizer_impl", "set_to_none"):
-        return "optimizer"
-    if name in ("cudnn_benchmark", "tf32"):
-        return "cuda"
-    return name  # threads
 
 
 def _not_applicable(name: str, value: KnobValue, ctx: ApplicabilityContext) -> str | None:

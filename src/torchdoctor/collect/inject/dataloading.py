@@ -15,9 +15,8 @@ import torch.utils.data.dataloader as dl_mod
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.knobs import BATCH_SIZE, loader_arguments
 
-#: The DataLoader keyword arguments this injector sets, in the order it sets them.
-LOADER_KNOBS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
 _UNREACHED = "the script built no torch DataLoader"
 
 
@@ -46,40 +45,33 @@ class DataLoaderInjector:
         """Set the recipe's values in a DataLoader call's bound arguments (in place)."""
         values, ledger = self.values, self.ledger
 
-        def setting(name: str, value: Any) -> None:
-            old = arguments.get(name, _DEFAULTS.get(name))
-            arguments[name] = value
+        def setting(knob: str, keyword: str, value: Any) -> None:
+            old = arguments.get(keyword, _DEFAULTS.get(keyword))
+            arguments[keyword] = value
             ledger.applied(
-                name, where(site, f"DataLoader {name} {describe(old)} -> {describe(value)}")
+                knob, where(site, f"DataLoader {keyword} {describe(old)} -> {describe(value)}")
             )
 
-        if "num_workers" in values:
-            setting("num_workers", int(values["num_workers"]))  # type: ignore[arg-type]
-        if "pin_memory" in values:
-            setting("pin_memory", bool(values["pin_memory"]))
-        workers = int(arguments.get("num_workers", 0) or 0)
-        for name in ("persistent_workers", "prefetch_factor"):
+        # In the order the knobs declare (`LoaderArgument.order`): the worker count is set
+        # before the settings that need workers read it.
+        for name, part in loader_arguments():
             if name not in values:
                 continue
-            if workers <= 0:
+            if part.needs_workers and int(arguments.get("num_workers", 0) or 0) <= 0:
                 ledger.skipped(
                     name, where(site, "a DataLoader runs without worker processes (num_workers=0)")
                 )
-                continue
-            setting(name, values[name])
-        if "batch_size" in values:
-            if arguments.get("batch_sampler") is not None:
+            elif name == BATCH_SIZE.name and arguments.get("batch_sampler") is not None:
                 ledger.skipped(
-                    "batch_size",
+                    name,
                     where(site, "a DataLoader takes a batch_sampler, which sets its batches"),
                 )
-            elif "batch_size" in arguments and arguments["batch_size"] is None:
+            elif name == BATCH_SIZE.name and arguments.get("batch_size", 1) is None:
                 ledger.skipped(
-                    "batch_size",
-                    where(site, "a DataLoader is built with batch_size=None (no batching)"),
+                    name, where(site, "a DataLoader is built with batch_size=None (no batching)")
                 )
             else:
-                setting("batch_size", int(values["batch_size"]))  # type: ignore[arg-type]
+                setting(name, part.keyword, values[name])
 
 
 #: DataLoader's own defaults, to show what a setting replaced when the script left it out.

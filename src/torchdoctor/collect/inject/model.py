@@ -27,33 +27,41 @@ What the knobs do to that module, once, in this order:
   `scaler.update()` (a step whose gradients hold inf/NaN is skipped, the scale backs off).
 
 The forward and the optimizers' `step` are replaced as instance attributes and put back at
-uninstall; the parameters' memory format is not converted back.
+uninstall; the parameters' memory format is not converted back. Until then a pickled or copied
+module leaves the replaced forward out (`ProbeSite.replace`): `torch.save(model, f)` and
+`copy.deepcopy(model)` give the module the script built.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.optim.optimizer as optim_mod
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import channels_last_hazard, inputs_to_channels_last
+from torchdoctor.knobs import (
+    CALLED,
+    CHANNELS_LAST,
+    CHECKPOINTING,
+    COMPILE,
+    COMPILE_DYNAMIC,
+    PRECISION,
+    RAW,
+    CheckpointedForward,
+    KnobForward,
+    ModelContext,
+    channels_last_hazard,
+    model_transforms,
+)
 
-MODEL_KNOBS = ("checkpointing", "channels_last", "compile", "compile_dynamic", "precision")
-#: Values that ask for nothing to be added (the script's own setting stands).
-NO_CHANGE: dict[str, KnobValue] = {
-    "checkpointing": False,
-    "channels_last": False,
-    "compile": "off",
-    "compile_dynamic": False,
-    "precision": "fp32",
-}
+#: The model knobs this injector applies with code of its own (`_found`).
+_HANDLED = frozenset(
+    k.name for k in (CHECKPOINTING, CHANNELS_LAST, COMPILE, COMPILE_DYNAMIC, PRECISION)
+)
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Device types torch.autocast and torch.amp.GradScaler support that these knobs target.
 AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
@@ -95,20 +103,6 @@ def has_4d_float(value: Any) -> bool:
     return False
 
 
-def _set_instance_attr(site: InjectSite, obj: Any, name: str, value: Any) -> None:
-    """Set `obj.name` on the instance; uninstalling removes it (or puts back its own one)."""
-    had, old = name in vars(obj), vars(obj).get(name)
-
-    def undo() -> None:
-        if had:
-            setattr(obj, name, old)
-        elif name in vars(obj):
-            delattr(obj, name)
-
-    setattr(obj, name, value)
-    site.undo.append(undo)
-
-
 class ModelInjector:
     """Finds the trained top-level module and applies the model knobs to it (module doc)."""
 
@@ -148,14 +142,15 @@ class ModelInjector:
 
     def install(self, site: InjectSite) -> None:
         self._site = site
+        site.keep_copies_plain()
         self._watch_optimizers(site)
         self._watch_calls(site)
-        if self.values.get("precision") == "fp16":
+        if self.values.get(PRECISION.name) == "fp16":
             self._scale_backward(site)
 
     def _watch_optimizers(self, site: InjectSite) -> None:
         original = optim_mod.Optimizer.__init__
-        fp16 = self.values.get("precision") == "fp16"
+        fp16 = self.values.get(PRECISION.name) == "fp16"
 
         def init(opt: Any, *args: Any, **kwargs: Any) -> None:
             original(opt, *args, **kwargs)
@@ -216,43 +211,44 @@ class ModelInjector:
 
             perturb_weights(model, self.perturbation)
 
-        if values.get("checkpointing") is True:
+        if values.get(CHECKPOINTING.name) is True:
             blocks = repeated_blocks(model)
             if not blocks:
                 ledger.skipped(
-                    "checkpointing",
+                    CHECKPOINTING.name,
                     f"{name} has no repeated blocks (a ModuleList or Sequential of two or more "
                     "modules of one class)",
                 )
             for block in blocks:
-                _set_instance_attr(site, block, "forward", _checkpointed(block.forward))
+                site.replace(block, "forward", CheckpointedForward(block.forward))
             if blocks:
                 ledger.applied(
-                    "checkpointing",
+                    CHECKPOINTING.name,
                     f"{len(blocks)} {type(blocks[0]).__name__} blocks of {name} checkpointed",
                 )
 
         channels_last = False
-        if values.get("channels_last") is True:
+        if values.get(CHANNELS_LAST.name) is True:
             hazard = channels_last_hazard(model, str(self.device_type))
             if hazard is not None:
-                ledger.skipped("channels_last", hazard)
+                ledger.skipped(CHANNELS_LAST.name, hazard)
             elif has_4d_float((args, kwargs)):
                 model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
                 channels_last = True
                 ledger.applied(
-                    "channels_last", where(called_at, f"{name} and its 4-D inputs channels_last")
+                    CHANNELS_LAST.name, where(called_at, f"{name} and its 4-D inputs channels_last")
                 )
             else:
                 ledger.skipped(
-                    "channels_last",
+                    CHANNELS_LAST.name,
                     f"the first training call of {name} has no 4-D floating-point input",
                 )
 
-        forward = model.forward
-        mode = values.get("compile")
+        original = model.forward
+        forward = original
+        mode = values.get(COMPILE.name)
         if isinstance(mode, str) and mode != "off":
-            dynamic = bool(values.get("compile_dynamic", False))
+            dynamic = bool(values.get(COMPILE_DYNAMIC.name, False))
             options: dict[str, Any] = {"mode": None if mode == "default" else mode}
             if self.compile_backend is not None:
                 options = {"backend": self.compile_backend}
@@ -261,24 +257,51 @@ class ModelInjector:
             forward = torch.compile(forward, dynamic=dynamic, **options)
             # where the model is first called: patch.py traces the name back to its build
             ledger.applied(
-                "compile", where(called_at, f"{name}.forward = torch.compile(mode={mode})")
+                COMPILE.name, where(called_at, f"{name}.forward = torch.compile(mode={mode})")
             )
-            if "compile_dynamic" in values:
-                ledger.applied("compile_dynamic", f"torch.compile(dynamic={describe(dynamic)})")
+            if COMPILE_DYNAMIC.name in values:
+                ledger.applied(COMPILE_DYNAMIC.name, f"torch.compile(dynamic={describe(dynamic)})")
 
         autocast: tuple[str, torch.dtype] | None = None
-        precision = values.get("precision")
+        precision = values.get(PRECISION.name)
         if precision in _DTYPES:
             autocast = self._autocast_for(str(precision), name)
 
-        if channels_last or autocast is not None or forward is not model.forward:
-            _set_instance_attr(site, model, "forward", _wrapped(forward, channels_last, autocast))
+        self._other_transforms(model, name, called_at)
+
+        if channels_last or autocast is not None or forward is not original:
+            site.replace(
+                model,
+                "forward",
+                KnobForward(original, forward, channels_last=channels_last, autocast=autocast),
+            )
+
+    def _other_transforms(self, model: nn.Module, name: str, called_at: str | None) -> None:
+        """A knob with a `ModelTransform` this injector has no code of its own for: a raw one
+        acts on the model in place (the script keeps calling its own module); one that builds
+        a new module cannot reach a script that holds the old one."""
+        others = [
+            (knob, part)
+            for stage in (RAW, CALLED)
+            for knob, part in model_transforms(stage)
+            if knob in self.values and knob not in _HANDLED
+        ]
+        ctx = ModelContext(device_type=str(self.device_type), settings=self.values)
+        for knob, part in others:
+            value = self.values[knob]
+            assert part.apply is not None  # model_transforms keeps only those that act
+            if part.stage != RAW or part.apply(model, value, ctx) is not model:
+                self.ledger.skipped(
+                    knob, f"it builds a new module from {name}, which the script does not call"
+                )
+                continue
+            self.ledger.applied(knob, where(called_at, f"{knob}={describe(value)} on {name}"))
 
     def _autocast_for(self, precision: str, name: str) -> tuple[str, torch.dtype] | None:
         device_type = str(self.device_type)
         if device_type not in AUTOCAST_DEVICE_TYPES:
             self.ledger.skipped(
-                "precision", f"{name}'s parameters are on '{device_type}', not cpu or cuda"
+                PRECISION.name, f"{name}'s parameters are on '{device_type}', not cpu or cuda"
             )
             return None
         dtype = _DTYPES[precision]
@@ -286,7 +309,7 @@ class ModelInjector:
         if precision == "fp16":
             self.scaler = self.grad_scaler(device_type)
             shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
-        self.ledger.applied("precision", shown)
+        self.ledger.applied(PRECISION.name, shown)
         return device_type, dtype
 
     # ---- fp16: the GradScaler --------------------------------------------------------------
@@ -324,35 +347,9 @@ class ModelInjector:
                 self._scaled_pending = False
             return result
 
-        _set_instance_attr(site, opt, "step", scaled_step)
+        # Optimizer.__getstate__ keeps only its defaults, state and param groups: a copy of
+        # `opt` has the class's step.
+        site.replace(opt, "step", scaled_step)
 
     def _owns(self, opt: Any) -> bool:
         return any(id(p) in self._model_params for g in opt.param_groups for p in g["params"])
-
-
-def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        # use_reentrant=False: supports kwargs and inputs that do not require grad
-        # (torch.utils.checkpoint docs), as knobs/checkpointing.py uses it.
-        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
-
-    return run
-
-
-def _wrapped(
-    forward: Callable[..., Any],
-    channels_last: bool,
-    autocast: tuple[str, torch.dtype] | None,
-) -> Callable[..., Any]:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if channels_last:
-            args, kwargs = inputs_to_channels_last(args), inputs_to_channels_last(kwargs)
-        context = (
-            torch.autocast(device_type=autocast[0], dtype=autocast[1])
-            if autocast is not None
-            else contextlib.nullcontext()
-        )
-        with context:
-            return forward(*args, **kwargs)
-
-    return run

@@ -20,6 +20,7 @@ import torch.optim.optimizer as optim_mod
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, Ledger, describe, where
 from torchdoctor.core.optimizer import impl_kwargs
+from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE
 
 
 def impl_classes() -> list[type[torch.optim.Optimizer]]:
@@ -43,12 +44,12 @@ class OptimizerInjector:
         self.ledger = ledger
         if impl is not None:
             ledger.expect(
-                "optimizer_impl",
+                OPTIMIZER_IMPL.name,
                 impl,
                 "the script built no torch.optim optimizer that takes foreach/fused",
             )
         if set_to_none is not None:
-            ledger.expect("set_to_none", set_to_none, "the script never called zero_grad")
+            ledger.expect(SET_TO_NONE.name, set_to_none, "the script never called zero_grad")
         self._building: set[int] = set()
 
     def install(self, site: InjectSite) -> None:
@@ -77,7 +78,7 @@ class OptimizerInjector:
             missing = [k for k, v in wanted.items() if v and k not in accepts]
             if missing:
                 ledger.skipped(
-                    "optimizer_impl",
+                    OPTIMIZER_IMPL.name,
                     where(site, f"torch.optim.{cls.__name__} has no {missing[0]} implementation"),
                 )
                 return original(opt, *args, **kwargs)
@@ -95,12 +96,12 @@ class OptimizerInjector:
                 for key, value in script.items():
                     bound.arguments[key] = value
                 original(*bound.args, **bound.kwargs)
-                ledger.skipped("optimizer_impl", where(site, f"torch refused it: {exc}"))
+                ledger.skipped(OPTIMIZER_IMPL.name, where(site, f"torch refused it: {exc}"))
                 return None
             finally:
                 building.discard(id(opt))
             shown = ", ".join(f"{k}={describe(v)}" for k, v in script.items())
-            ledger.applied("optimizer_impl", where(site, f"{cls.__name__}({shown}) -> {impl}"))
+            ledger.applied(OPTIMIZER_IMPL.name, where(site, f"{cls.__name__}({shown}) -> {impl}"))
             return None
 
         return init
@@ -115,7 +116,7 @@ class OptimizerInjector:
             if not seen or bool(script) != value:
                 seen = True
                 ledger.applied(
-                    "set_to_none",
+                    SET_TO_NONE.name,
                     where(
                         user_site(2),
                         f"zero_grad(set_to_none={describe(script)}) -> {describe(value)}",

@@ -74,6 +74,8 @@ class ForwardProbe:
     def install(self, site: ProbeSite) -> None:
         recorder, counts = self.recorder, self.counts
         self._site = site
+        # Hooks that move onto the user's modules stay out of their pickles and copies.
+        site.keep_copies_plain()
 
         def pre(module: torch.nn.Module, _args: Any) -> None:
             outermost = recorder.active_phase is None
@@ -152,5 +154,5 @@ class ForwardProbe:
             handle.remove()
         self._global = []
         for module in modules:
-            self._site.handles.append(module.register_forward_pre_hook(pre))
-            self._site.handles.append(module.register_forward_hook(post, always_call=True))
+            self._site.hook(module.register_forward_pre_hook(pre))
+            self._site.hook(module.register_forward_hook(post, always_call=True))

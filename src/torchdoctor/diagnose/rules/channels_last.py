@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.knobs import CHANNELS_LAST
 
 RULE_ID: Final = "channels_last"
 TITLE: Final = "Convolutions in NCHW (try channels_last)"
@@ -50,7 +51,7 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=CHANNELS_LAST_SPEEDUP,
         evidence={"conv_op_time_share": round(conv_share, 4), "channels_last_known": known},
         prescription=Prescription(
-            knobs={"channels_last": True},
+            knobs={CHANNELS_LAST.name: True},
             code_change=(
                 "model = model.to(memory_format=torch.channels_last); "
                 "x = x.to(memory_format=torch.channels_last)"

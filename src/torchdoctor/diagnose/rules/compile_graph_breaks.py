@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.knobs import COMPILE_DYNAMIC
 
 RULE_ID: Final = "compile_graph_breaks"
 TITLE: Final = "torch.compile graph breaks or recompiles"
@@ -32,7 +33,7 @@ def check(ev: Evidence) -> Finding | None:
             "Python control flow, .item(), print, unsupported calls"
         )
     if c.recompiles >= MIN_RECOMPILES:
-        knobs["compile_dynamic"] = True
+        knobs[COMPILE_DYNAMIC.name] = True
         words.append("mark changing dimensions dynamic or pad shapes (TORCH_LOGS=recompiles)")
     return make_finding(
         rule_id=RULE_ID,

@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import bound_share, compute_share
+from torchdoctor.knobs import THREADS
 
 RULE_ID: Final = "cpu_threads"
 TITLE: Final = "CPU threads do not match the cores"
@@ -46,7 +47,7 @@ def check(ev: Evidence) -> Finding | None:
             local_speedup=OVERSUBSCRIPTION_SPEEDUP,
             evidence=evidence,
             prescription=Prescription(
-                knobs={"threads": max(1, fair - (1 if workers else 0))},
+                knobs={THREADS.name: max(1, fair - (1 if workers else 0))},
                 code_change="torch.set_num_threads(N) so threads + workers <= cores "
                 "(or set OMP_NUM_THREADS)",
             ),
@@ -67,7 +68,7 @@ def check(ev: Evidence) -> Finding | None:
             local_speedup=fair / t.torch_threads,
             evidence=evidence,
             prescription=Prescription(
-                knobs={"threads": fair}, code_change=f"torch.set_num_threads({fair})"
+                knobs={THREADS.name: fair}, code_change=f"torch.set_num_threads({fair})"
             ),
             confidence=0.6,
         )

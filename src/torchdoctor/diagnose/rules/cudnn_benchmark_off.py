@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.knobs import CUDNN_BENCHMARK
 
 RULE_ID: Final = "cudnn_benchmark_off"
 TITLE: Final = "cudnn.benchmark is off for fixed-shape convolutions"
@@ -38,7 +39,7 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=AUTOTUNE_SPEEDUP,
         evidence={"conv_op_time_share": round(ev.trace.conv_time_frac, 4)},
         prescription=Prescription(
-            knobs={"cudnn_benchmark": True},
+            knobs={CUDNN_BENCHMARK.name: True},
             code_change="torch.backends.cudnn.benchmark = True (input shapes must be fixed)",
         ),
         confidence=0.6,

@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import data_wait_share, knob_default_workers
+from torchdoctor.knobs import NUM_WORKERS, PERSISTENT_WORKERS, PIN_MEMORY, PREFETCH_FACTOR
 
 RULE_ID: Final = "dataloader_wait"
 TITLE: Final = "The training loop waits for data"
@@ -27,20 +28,20 @@ def check(ev: Evidence) -> Finding | None:
     steps: list[str] = []
     if dl is not None and dl.uses_dataloader:
         if not dl.num_workers:
-            knobs["num_workers"] = knob_default_workers(cores)
+            knobs[NUM_WORKERS.name] = knob_default_workers(cores)
             steps.append("load batches in worker processes: DataLoader(..., num_workers=N)")
         else:
             if not dl.persistent_workers:
-                knobs["persistent_workers"] = True
-            knobs["prefetch_factor"] = max(4, (dl.prefetch_factor or 2) * 2)
-            knobs["num_workers"] = (
+                knobs[PERSISTENT_WORKERS.name] = True
+            knobs[PREFETCH_FACTOR.name] = max(4, (dl.prefetch_factor or 2) * 2)
+            knobs[NUM_WORKERS.name] = (
                 dl.num_workers + 1
                 if cores is None
                 else min(dl.num_workers * 2, max(dl.num_workers + 1, cores))
             )
             steps.append("add workers / prefetch deeper, and make __getitem__ cheaper")
         if ev.is_gpu and not dl.pin_memory:
-            knobs["pin_memory"] = True
+            knobs[PIN_MEMORY.name] = True
     else:
         steps.append("move per-batch preparation (decode, augmentation) out of the loop")
     evidence = {

@@ -6,6 +6,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.knobs import GRAD_ACCUM
 
 RULE_ID: Final = "ddp_communication"
 TITLE: Final = "Exposed communication (DDP)"
@@ -38,7 +39,7 @@ def check(ev: Evidence) -> Finding | None:
             "world_size": ev.world_size,
         },
         prescription=Prescription(
-            knobs={"grad_accum": 2},
+            knobs={GRAD_ACCUM.name: 2},
             code_change="accumulate gradients under model.no_sync() to all-reduce less often; "
             "tune DDP bucket_cap_mb so buckets overlap backward; avoid syncs between backward "
             "and step",

@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share, unexplained_idle_share
+from torchdoctor.knobs import BATCH_SIZE, COMPILE, CUDA_GRAPHS
 
 RULE_ID: Final = "framework_overhead"
 TITLE: Final = "Framework overhead: many tiny operators"
@@ -102,12 +103,12 @@ def _finding(
     confidence: float,
 ) -> Finding:
     knobs: dict[str, int | bool | str | None] = {
-        "compile": "reduce-overhead" if ev.is_gpu else "default"
+        COMPILE.name: "reduce-overhead" if ev.is_gpu else "default"
     }
     if ev.is_gpu:
-        knobs["cuda_graphs"] = True
+        knobs[CUDA_GRAPHS.name] = True
     if ev.config.batch_size:
-        knobs["batch_size"] = ev.config.batch_size * 2
+        knobs[BATCH_SIZE.name] = ev.config.batch_size * 2
     return make_finding(
         rule_id=RULE_ID,
         title=TITLE,

@@ -21,6 +21,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import bound_share, compute_share, pre_ampere_gpu
+from torchdoctor.knobs import PRECISION
 
 RULE_ID: Final = "lower_precision_available"
 TITLE: Final = "Compute-bound fp32 where lower precision is faster"
@@ -91,7 +92,7 @@ def check(ev: Evidence) -> Finding | None:
             "ceilings_source": ev.ceilings.source,
         },
         prescription=Prescription(
-            knobs={"precision": best},
+            knobs={PRECISION.name: best},
             code_change=f"run forward/backward under torch.autocast(device_type, dtype={best})"
             + (" with a GradScaler" if best == "fp16" else ""),
         ),

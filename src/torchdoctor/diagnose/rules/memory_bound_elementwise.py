@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share
+from torchdoctor.knobs import COMPILE
 
 RULE_ID: Final = "memory_bound_elementwise"
 TITLE: Final = "Memory-bound elementwise chains (fuse them)"
@@ -45,7 +46,7 @@ def check(ev: Evidence) -> Finding | None:
             "top_memory_bound_ops": ", ".join(top) or None,
         },
         prescription=Prescription(
-            knobs={"compile": "default"},
+            knobs={COMPILE.name: "default"},
             code_change="model = torch.compile(model) to fuse elementwise chains",
         ),
         confidence=0.6,

@@ -8,6 +8,7 @@ from torchdoctor.core.gpu import sm_name
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import pre_ampere_gpu
+from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, PRECISION
 
 RULE_ID: Final = "memory_headroom"
 TITLE: Final = "Memory headroom"
@@ -43,7 +44,7 @@ def check(ev: Evidence) -> Finding | None:
             severity="info",
             evidence=evidence,
             prescription=Prescription(
-                knobs={"batch_size": ev.config.batch_size * 2},
+                knobs={BATCH_SIZE.name: ev.config.batch_size * 2},
                 code_change="raise the batch size (rescale the learning rate)",
             ),
             confidence=0.7,
@@ -52,7 +53,7 @@ def check(ev: Evidence) -> Finding | None:
 
 
 def _near_limit(ev: Evidence, used: float, evidence: dict[str, EvidenceValue]) -> Finding:
-    knobs: dict[str, int | bool | str | None] = {"checkpointing": True}
+    knobs: dict[str, int | bool | str | None] = {CHECKPOINTING.name: True}
     summary = f"peak memory is {used:.0%} of the limit: one longer batch away from OOM."
     code_change = (
         "activation checkpointing (torch.utils.checkpoint) or autocast to halve activation memory"
@@ -61,7 +62,7 @@ def _near_limit(ev: Evidence, used: float, evidence: dict[str, EvidenceValue]) -
         # bf16 and fp16 both store activations in 2 bytes; bf16 needs no loss scaling, but a
         # GPU before Ampere has no bf16 tensor cores (the precision knob refuses it there).
         old = pre_ampere_gpu(ev)
-        knobs["precision"] = "bf16" if old is None else "fp16"
+        knobs[PRECISION.name] = "bf16" if old is None else "fp16"
         if old is not None:
             sm = sm_name(old)
             summary += f" This GPU is {sm} (no native bf16 before sm_80), so fp16 is prescribed."

@@ -6,6 +6,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.knobs import OPTIMIZER_IMPL
 
 RULE_ID: Final = "optimizer_share"
 TITLE: Final = "The optimizer step is a large share of the step"
@@ -32,7 +33,7 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=IMPL_SPEEDUP,
         evidence={"optimizer_share": round(share, 4), "optimizer_impl": ev.config.optimizer_impl},
         prescription=Prescription(
-            knobs={"optimizer_impl": target},
+            knobs={OPTIMIZER_IMPL.name: target},
             code_change=f"construct the optimizer with {target}=True, e.g. "
             f"torch.optim.AdamW(params, {target}=True)",
         ),

@@ -6,6 +6,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.knobs import NON_BLOCKING, PIN_MEMORY
 
 RULE_ID: Final = "pageable_h2d"
 TITLE: Final = "Host-to-device copies from pageable memory"
@@ -40,7 +41,7 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=PINNED_SPEEDUP,
         evidence={"pageable_copies": pageable, "copies": total, "copy_share": round(share, 4)},
         prescription=Prescription(
-            knobs={"pin_memory": True, "non_blocking": True},
+            knobs={PIN_MEMORY.name: True, NON_BLOCKING.name: True},
             code_change="DataLoader(..., pin_memory=True) and x.to(device, non_blocking=True)",
         ),
         confidence=0.8,

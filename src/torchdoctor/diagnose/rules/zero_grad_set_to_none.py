@@ -6,6 +6,7 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.knobs import SET_TO_NONE
 
 RULE_ID: Final = "zero_grad_set_to_none"
 TITLE: Final = "zero_grad fills gradients with zeros"
@@ -31,7 +32,7 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=LOCAL_SPEEDUP,
         evidence={"zero_grad_keep_calls": kept, "share_outside_phases": round(share, 4)},
         prescription=Prescription(
-            knobs={"set_to_none": True}, code_change="optimizer.zero_grad(set_to_none=True)"
+            knobs={SET_TO_NONE.name: True}, code_change="optimizer.zero_grad(set_to_none=True)"
         ),
         confidence=0.8,
     )

@@ -1,0 +1,180 @@
+"""The parts a knob owns besides its domain: how it applies, how it is written back, where the
+ladder tries it, whether a script can take it, and which findings prescribe it.
+
+A knob module declares them next to its `Knob` (torchtitan's "a feature owns its transform"),
+and the stages read them from the catalogue instead of keeping lists of knob names:
+the engine session and the script injection apply a knob through `applies_to`, the ladder
+orders knobs by `Ladder`, the patch writer writes them through `write_back`, and a test over
+the catalogue fails when a part is missing. This module is data and plain torch functions
+only: it sits left of the engine, collect, diagnose and tune (rule ids are strings here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KnobValue = int | bool | str | None
+
+# ---- how a knob applies to plain torch objects -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessSetting:
+    """A process-wide setting (a torch flag): `apply(value)` sets it and returns the function
+    that puts back what was there. The engine session applies it when it starts (and undoes it
+    at close); the script injection at install (undone at uninstall). `device_types`: the
+    devices it is applied on (None: every device)."""
+
+    apply: Callable[[KnobValue], Callable[[], None]]
+    device_types: tuple[str, ...] | None = None
+
+    def applies_on(self, device_type: str) -> bool:
+        return self.device_types is None or device_type in self.device_types
+
+
+@dataclass(frozen=True)
+class LoaderArgument:
+    """A DataLoader keyword argument. `order`: where it is set among the loader's knobs (the
+    injection and the patch writer set them in this order); `position`: its index among
+    DataLoader's positional-or-keyword parameters (None: keyword-only); `needs_workers`: it
+    exists only with worker processes; `fallback`: the value the engine passes when the
+    recipe leaves it unset (None: the engine's own, `default_workers` for num_workers);
+    `engine`: whether the engine passes it among the loader's keyword arguments (batch_size is
+    the session's own argument)."""
+
+    keyword: str
+    order: int
+    position: int | None = None
+    needs_workers: bool = False
+    fallback: KnobValue = None
+    engine: bool = True
+
+
+@dataclass(frozen=True)
+class OptimizerArgument:
+    """Chosen when the optimizer is built (`torch.optim.X(params, **kwargs(value))`)."""
+
+    kwargs: Callable[[KnobValue], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelTransform:
+    """Applied to the model: `apply(model, value, ctx)` returns the module to use
+    (`knobs.context.ModelContext`; None: read by another knob's transform, as compile_dynamic by
+    compile's). `stage`: "raw" transforms change the module the optimizer trains (memory
+    format, checkpointing) and must act in place for a script to take them; "called" ones give
+    the module the steps call (compile, CUDA graphs). `order` within the stage.
+    `knobs.model.apply_to_model` applies them, for the engine and an inference session."""
+
+    stage: str
+    order: int
+    apply: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True)
+class StepSetting:
+    """Read by the training step itself (the engine's loop): micro-batches, autocast, copies,
+    zero_grad."""
+
+    what: str
+
+
+AppliesTo = ProcessSetting | LoaderArgument | OptimizerArgument | ModelTransform | StepSetting
+
+# ---- how a knob is written back into the user's files ------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoaderKeywordEdit:
+    """The DataLoader call the injection acted at gets the keyword (its `LoaderArgument`)."""
+
+
+@dataclass(frozen=True)
+class CallEdit:
+    """A call the injection acted at is edited: `call` names the patch writer's editor
+    ("optimizer": the constructor's foreach/fused; "zero_grad": its set_to_none; "threads":
+    the script's own set_num_threads, else a line after its imports)."""
+
+    call: str
+
+
+@dataclass(frozen=True)
+class ModelLine:
+    """A line after the model's assignment: `line(value, recipe)` with `model` as its name (None:
+    nothing to write for that value); `order` among the model's lines; `also`: a snippet
+    (where, code) the line needs besides."""
+
+    line: Callable[[KnobValue, Mapping[str, Any]], str | None]
+    order: int
+    also: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TopLine:
+    """A line after the script's imports: `line(value)`."""
+
+    line: Callable[[KnobValue], str]
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """No line to edit: code to paste, and where. `code(value, device_type)` (None: nothing to
+    paste for that value)."""
+
+    where: str
+    code: Callable[[KnobValue, str], str | None]
+
+
+@dataclass(frozen=True)
+class WrittenWith:
+    """Written by another knob's write-back (compile_dynamic inside compile's line)."""
+
+    knob: str
+
+
+@dataclass(frozen=True)
+class NotWritten:
+    """No write-back, and why."""
+
+    reason: str
+
+
+WriteBack = LoaderKeywordEdit | CallEdit | ModelLine | TopLine | Snippet | WrittenWith | NotWritten
+
+# ---- the ladder, scripts, findings -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """Where the ladder tries the knob: its rank in the GPU prior and in the CPU prior (lower
+    first; None: after every ranked knob, in catalogue order). The ranks are spaced by ten so a
+    new knob slots in between without renumbering."""
+
+    gpu: int | None
+    cpu: int | None = None
+    #: tried by the batch-size search, not flipped one at a time by the ladder
+    batch_search: bool = False
+
+
+@dataclass(frozen=True)
+class Script:
+    """How the script injection takes the knob: `injector` names the injector family that
+    applies it ("process" for a `ProcessSetting` with no injector of its own), or
+    `not_injectable` says why an unmodified script cannot take it. `unchanged`: values that ask
+    the script for nothing (its own setting stands); `per_loader`: applicability is judged per
+    DataLoader the script builds, not from the recipe."""
+
+    injector: str | None = None
+    not_injectable: str | None = None
+    unchanged: tuple[KnobValue, ...] = ()
+    per_loader: bool = False
+
+
+@dataclass(frozen=True)
+class Prescribed:
+    """The diagnosis rules (ids) whose findings prescribe the knob, or why none does."""
+
+    rules: tuple[str, ...] = ()
+    none_because: str | None = None

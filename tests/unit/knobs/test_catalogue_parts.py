@@ -1,0 +1,134 @@
+"""Every knob of the catalogue owns all of its parts, consistently: a knob that forgets one
+(how it applies, how it is written back, its rank in the ladder, whether a script can take it,
+the findings that prescribe it) fails here, not in a stage that silently skips it."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from fixture_knob import FLUSH_DENORMAL, TAG_MODEL
+
+import torchdoctor.knobs
+from torchdoctor.diagnose.rules import RULE_MODULES, RULES
+from torchdoctor.knobs import (
+    CallEdit,
+    Knob,
+    LoaderArgument,
+    LoaderKeywordEdit,
+    ModelLine,
+    ModelTransform,
+    NotWritten,
+    OptimizerArgument,
+    ProcessSetting,
+    Snippet,
+    StepSetting,
+    TopLine,
+    WrittenWith,
+    catalogue,
+    get_knob,
+)
+
+#: The catalogue, and the knobs a test declares as a new module would (fixture_knob.py).
+KNOBS = (*catalogue(), FLUSH_DENORMAL, TAG_MODEL)
+#: The injector families of the script injection (collect/inject) and the part each needs.
+INJECTORS = {
+    "dataloading": (LoaderArgument,),
+    "optimizer": (OptimizerArgument, StepSetting),
+    "model": (ModelTransform, StepSetting),
+    "threads": (ProcessSetting,),
+    "cuda": (ProcessSetting,),
+    "process": (ProcessSetting,),
+}
+#: knob name -> the name of the constant that declares it, as the package exports it
+CONSTANTS = {v.name: k for k, v in vars(torchdoctor.knobs).items() if isinstance(v, Knob)}
+#: The patch writer's call editors (tune/patch.py).
+CALL_EDITORS = {"optimizer", "zero_grad", "threads"}
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
+def test_a_knob_has_every_part(knob: Knob) -> None:
+    assert knob.applies_to is not None, "how it applies to torch objects"
+    assert knob.write_back is not None, "how it is written back (or NotWritten with why)"
+    assert knob.ladder is not None, "its rank in the ladder"
+    assert knob.script is not None, "whether a script takes it"
+    assert knob.prescribed is not None, "the findings that prescribe it"
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
+def test_a_knob_takes_a_script_or_says_why_not(knob: Knob) -> None:
+    script = knob.script
+    assert script is not None
+    assert (script.injector is None) != (script.not_injectable is None)
+    if script.not_injectable is not None:
+        assert script.not_injectable.strip()
+        # no script run records where it acted, so there is no place to write it back
+        assert isinstance(knob.write_back, NotWritten)
+        return
+    assert script.injector in INJECTORS
+    assert isinstance(knob.applies_to, INJECTORS[script.injector])
+    assert all(knob.domain.contains(v) for v in script.unchanged)
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
+def test_a_knob_is_written_back_the_way_it_applies(knob: Knob) -> None:
+    part = knob.write_back
+    if isinstance(part, LoaderKeywordEdit):
+        assert isinstance(knob.applies_to, LoaderArgument)
+    elif isinstance(part, CallEdit):
+        assert part.call in CALL_EDITORS
+    elif isinstance(part, WrittenWith):
+        assert get_knob(part.knob).write_back is not None and part.knob != knob.name
+    elif isinstance(part, NotWritten):
+        assert part.reason.strip()
+    else:
+        assert isinstance(part, ModelLine | TopLine | Snippet)
+    if isinstance(knob.applies_to, LoaderArgument):
+        assert isinstance(part, LoaderKeywordEdit)
+
+
+def test_ladder_ranks_are_distinct() -> None:
+    for rank in ("gpu", "cpu"):
+        ranks = [getattr(k.ladder, rank) for k in KNOBS if k.ladder is not None]
+        given = [r for r in ranks if r is not None]
+        assert len(given) == len(set(given)), rank
+    # every knob the ladder flips has a GPU rank; the batch search's knobs have none
+    for knob in KNOBS:
+        assert knob.ladder is not None
+        assert (knob.ladder.gpu is None) == knob.ladder.batch_search, knob.name
+
+
+def test_loader_arguments_are_ordered_and_placed_once() -> None:
+    parts = [k.applies_to for k in KNOBS if isinstance(k.applies_to, LoaderArgument)]
+    assert len({p.order for p in parts}) == len(parts)
+    assert len({p.keyword for p in parts}) == len(parts)
+    positions = [p.position for p in parts if p.position is not None]
+    assert len(set(positions)) == len(positions)
+
+
+def test_model_transforms_are_ordered_within_their_stage() -> None:
+    acting = [
+        k.applies_to
+        for k in KNOBS
+        if isinstance(k.applies_to, ModelTransform) and k.applies_to.apply is not None
+    ]
+    assert {p.stage for p in acting} == {"raw", "called"}
+    for stage in ("raw", "called"):
+        orders = [p.order for p in acting if p.stage == stage]
+        assert len(orders) == len(set(orders)), stage
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
+def test_a_knob_names_the_rules_that_prescribe_it(knob: Knob) -> None:
+    prescribed = knob.prescribed
+    assert prescribed is not None
+    assert prescribed.rules or (prescribed.none_because or "").strip()
+    assert set(prescribed.rules) <= set(RULES)
+    # each rule it names prescribes it (by the knob's name constant), and every rule that
+    # prescribes it is named
+    mentions = {
+        module.RULE_ID
+        for module in RULE_MODULES
+        if knob.name in CONSTANTS and f"{CONSTANTS[knob.name]}.name" in inspect.getsource(module)
+    }
+    assert mentions == set(prescribed.rules)
