@@ -59,22 +59,6 @@ def _kept_only_when_proven(data: dict[str, object]) -> None:
         assert data["speedup"] == 1.0
 
 
-def _kept_only_when_confirmed_or_said(data: dict[str, object]) -> None:
-    """A kept change is proven by the final A/B of fresh pairs, or the result says in a note
-    that fresh pairs could not confirm it (the recipe then stands on its rungs' A/Bs): nothing
-    unproven is kept silently. Near-no-op knobs are kept by the ladder in some studies
-    (`benchmarks/bench_script_noop.py`: two live processes of one recipe differ by a few
-    percent), so these studies cannot assert that nothing is kept."""
-    if data["best_recipe"] == data["baseline_recipe"]:
-        assert data["speedup"] == 1.0
-        return
-    ci = data["speedup_ci"]
-    notes = data["notes"]
-    assert isinstance(ci, list) and isinstance(notes, list)
-    if ci[0] <= 1.0:
-        assert any(str(n).startswith("not confirmed end to end") for n in notes), notes
-
-
 #: Loader workers the ladder offers on a CPU are at most its cores (`tune.space`), and one
 #: worker can hide only the step's compute behind its reads: the proof needs two.
 PROOF_CORES = 2
@@ -88,7 +72,7 @@ PROOF_CORES = 2
 SLOW_READS = ("--read-ms", "1.5", "--decode-iters", "1000")
 
 
-@pytest.mark.slow
+@pytest.mark.study
 @pytest.mark.skipif(
     (os.cpu_count() or 1) < PROOF_CORES,
     reason=f"the ladder offers {PROOF_CORES} loader workers only with >= {PROOF_CORES} cores",
@@ -127,7 +111,7 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     assert knobs["num_workers"] == "applied"
 
 
-@pytest.mark.slow
+@pytest.mark.study
 def test_well_tuned_control_keeps_no_unproven_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,7 +144,7 @@ def test_well_tuned_control_keeps_no_unproven_change(
     assert ran["steps"] >= 8
 
 
-@pytest.mark.slow
+@pytest.mark.study
 def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -180,7 +164,7 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     assert data["speedup_ci"][0] > 1.0
 
 
-@pytest.mark.slow
+@pytest.mark.study
 def test_optimizer_script_keeps_the_fused_optimizer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,7 +179,7 @@ def test_optimizer_script_keeps_the_fused_optimizer(
     assert data["speedup_ci"][0] > 1.0, study_story(run)
 
 
-@pytest.mark.slow
+@pytest.mark.study
 def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,28 +201,7 @@ def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
         _kept_only_when_proven(data)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("script", "steps"),
-    [("host_sync_config.py", ["--steps", "100000"]), ("other_host_prebatched.py", ["100000"])],
-)
-def test_a_script_whose_bottleneck_no_knob_cures_keeps_only_what_it_proves(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, steps: list[str]
-) -> None:
-    # Host syncs (.item() in forward, printed tensors) and Python bookkeeping between steps are
-    # code to change, not settings: the study runs the knobs it is given end to end, and says
-    # so of anything it keeps that fresh process pairs do not prove.
-    run = tmp_path / "tune"
-    code, data = _tune(run, "threads,set_to_none", str(ZOO / script), *steps)
-    capsys.readouterr()
-    assert code == 0
-    assert data["workload"] == f"script:{Path(script).stem}"
-    trials = _trials(run)
-    assert any(t.kind == "ladder" for t in trials)
-    _kept_only_when_confirmed_or_said(data)
-
-
-@pytest.mark.slow
+@pytest.mark.study
 def test_a_faster_change_that_breaks_learning_is_rejected_with_its_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
