@@ -14,6 +14,7 @@ in a real script, are the studies of tests/integration/test_tune_script.py.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 
 import torchdoctor.tune.api as api
 from torchdoctor.tune import Confirmation, TuneConfig, TuneResult, tune
+from torchdoctor.tune.arms import Arm, Timeout
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
 from torchdoctor.tune.session_spec import SessionSpec
@@ -57,10 +59,28 @@ def _threads_cost(factor: float) -> dict[str, float]:
     return {str(v): factor for v in spec.values if v != torch.get_num_threads()}
 
 
+#: What the injection says of loader knobs in a script that builds no DataLoader.
+NO_LOADER = "the script built no torch DataLoader"
+
+
+@dataclass(frozen=True)
+class LoaderlessArms(WorkloadArms):
+    """Simulated arms of a script without a DataLoader: loader workers never act in it, as
+    the injection reports for the zoo's control (tests/integration/test_script_worker.py)."""
+
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        arm = super().prepare(recipe, timeout=timeout, log_path=log_path)
+        if "num_workers" in recipe:
+            arm.not_applied = {"num_workers": NO_LOADER}
+        return arm
+
+
 def _tune_script(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     *,
+    knobs: list[str] = KNOBS,
+    loader: bool = True,
     replicate_wins: bool = True,
     **model: Any,
 ) -> TuneResult:
@@ -79,14 +99,15 @@ def _tune_script(
     def simulated_arms(config: TuneConfig, settings: TuneSettings) -> ArmSource:
         assert config.command == ["train.py"]  # the script path of tune() asks for them
         spec = SessionSpec("sim", {}, factory=SIMULATED_FACTORY, options=options)
-        return WorkloadArms(spec, settings.plan, settings.objective, isolate=False)
+        arms = WorkloadArms if loader else LoaderlessArms
+        return arms(spec, settings.plan, settings.objective, isolate=False)
 
     monkeypatch.setattr(api, "_arm_source", simulated_arms)
     config = TuneConfig(
         workload="script:train",
         command=["train.py"],  # run in the script's folder, as a user runs it
         cwd=str(tmp_path),
-        knobs=KNOBS,
+        knobs=knobs,
         search_batch=False,
         replicate_wins=replicate_wins,
         budget_s=300,
@@ -211,3 +232,24 @@ def test_a_change_the_fresh_pairs_refute_is_not_recommended(
     assert shown in note and "baseline recipe is recommended" in note
     assert json.loads((run / "best_recipe.json").read_text()) == {}
     assert not (run / "best_recipe.patch").exists()
+
+
+def test_loader_workers_in_a_script_without_a_dataloader_are_tried_once_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A well-tuned script that feeds pre-batched tensors (the zoo's control): num_workers does
+    # not act in it, so its first candidate ends its trial as "does not apply" without an A/B,
+    # no other value is tried, the result says why, and nothing else helps.
+    result = _tune_script(tmp_path, monkeypatch, knobs=["num_workers", "set_to_none"], loader=False)
+    run = Path(result.run_dir)
+    story = study_story(run)
+
+    ladder = [t for t in _trials(run) if t.kind == "ladder"]
+    workers = [t for t in ladder if "num_workers" in t.change]
+    assert len(workers) == 1, story
+    assert workers[0].decision == "rejected" and workers[0].reason.startswith("does not apply")
+    assert NO_LOADER in workers[0].reason and workers[0].speedup_vs_best is None
+    (note,) = [n for n in result.notes if "num_workers" in n]
+    assert note == f"not tried, they do not apply here: num_workers ({NO_LOADER})"
+    assert result.best_recipe == {} and result.speedup == 1.0, story
+    assert _confirmations(run) == [] and _complete(run)
