@@ -54,15 +54,6 @@ def _best_recipe(run: Path) -> dict[str, Any]:
     return dict(json.loads((run / "best_recipe.json").read_text()))
 
 
-def _kept_only_when_proven(data: dict[str, object]) -> None:
-    """Whatever the study keeps is proven by the final A/B of fresh pairs, or nothing is kept."""
-    if data["best_recipe"] != data["baseline_recipe"]:
-        ci = data["speedup_ci"]
-        assert isinstance(ci, list) and ci[0] > 1.0
-    else:
-        assert data["speedup"] == 1.0
-
-
 #: Loader workers the ladder offers on a CPU are at most its cores (`tune.space`), and one
 #: worker can hide only the step's compute behind its reads: the proof needs two.
 PROOF_CORES = 2
@@ -150,7 +141,14 @@ def test_optimizer_script_keeps_the_fused_optimizer(
     assert data["speedup_ci"][0] > 1.0, study_story(run)
 
 
+#: Where bf16 is emulated the study could only re-check what tune() hands back when nothing
+#: is proven (tests/unit/tune/test_script_outcomes.py does, in seconds): it runs where the
+#: CPU computes bf16 and the gain is real.
+BF16_UNITS = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 @pytest.mark.study
+@pytest.mark.skipif(not BF16_UNITS, reason="bf16 is emulated on this CPU: no gain to find")
 def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,12 +162,8 @@ def test_compute_bound_script_keeps_bf16_where_the_cpu_computes_it(
     code, data = _tune(run, "precision", script, "--steps", "400")
     capsys.readouterr()
     assert code == 0
-    kept = _best_recipe(run).get("precision")
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        assert kept == "bf16", study_story(run)
-        assert data["speedup_ci"][0] > 1.0, study_story(run)
-    else:
-        _kept_only_when_proven(data)
+    assert _best_recipe(run).get("precision") == "bf16", study_story(run)
+    assert data["speedup_ci"][0] > 1.0, study_story(run)
 
 
 @pytest.mark.study
@@ -193,7 +187,7 @@ def test_a_faster_change_that_breaks_learning_is_rejected_with_its_reason(
     assert len(bf16_trials) == 1, study_story(run)
     (bf16,) = bf16_trials
     assert bf16.decision == "rejected"
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if BF16_UNITS:
         # Faster here, so the reason is the quality check's, in words.
         assert bf16.reason.startswith("quality: "), bf16.reason
         assert "learn" in bf16.reason, bf16.reason
