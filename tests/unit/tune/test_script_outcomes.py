@@ -7,8 +7,10 @@ fresh process pairs confirms; one the pairs can neither confirm nor rule out (ke
 note); one the pairs refute (the baseline recommended, with a note). Each is reached here with
 the script path of `tune()` (its command, its knobs from the catalogue, its snippet and patch)
 and simulated arms of known speed in place of the script's launches, so the outcome is
-decided by the scenario, not by the host's noise. The launches themselves, and a gain found
-in a real script, are the studies of tests/integration/test_tune_script.py.
+decided by the scenario, not by the host's noise. A loader knob in a script without a
+DataLoader (the zoo's well-tuned control) is tried once and said not to apply. The launches
+themselves, and a gain found in a real script, are the studies of
+tests/integration/test_tune_script.py.
 """
 
 from __future__ import annotations
