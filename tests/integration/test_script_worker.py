@@ -133,10 +133,10 @@ def test_loader_workers_do_not_act_in_a_script_without_a_dataloader() -> None:
     # not act, and the tuner ends its trial as "does not apply" (tests/unit/tune).
     worker = ScriptWorker([CONTROL, "--steps", "20"], recipe={"num_workers": 2})
     try:
-        reply = worker.request({"op": "prepare"}, timeout_s=TIMEOUT_S)
+        reply = worker.request(Prepare(), timeout_s=TIMEOUT_S)
     finally:
         worker.close()
-    assert not_applied_of(reply["injection"]) == {
+    assert not_applied_of(reply.injection) == {
         "num_workers": "the script built no torch DataLoader"
     }
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 import torchdoctor.tune.api as api
+from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import Confirmation, TuneConfig, TuneResult, tune
-from torchdoctor.tune.arms import Arm, Timeout
+from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
 from torchdoctor.tune.confirm import CONFIRM_PAIRS
 from torchdoctor.tune.records import read_trial
-from torchdoctor.tune.session_spec import SessionSpec
 from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.space import catalogue_space
 from torchdoctor.tune.tuner import TuneSettings
@@ -114,7 +114,7 @@ def _tune_script(
         replicate_wins=replicate_wins,
         budget_s=300,
         trial_timeout_s=20,
-        min_chunk_s=0.0,  # simulated steps take no wall time: fixed 4-step chunks
+        plan=MeasurePlan(min_chunk_s=0.0),  # simulated steps take no wall time: 4-step chunks
     )
     return tune(config=config, out=tmp_path / "run")
 
