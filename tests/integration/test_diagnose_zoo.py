@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+#: Seven scripts diagnosed end to end, each in its own CLI process: minutes on 2 cores (the
+#: first diagnosis of a session also measures the machine's ceilings).
+pytestmark = pytest.mark.study
+
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 
 #: Steps the manual-SGD script runs: its step count is checked against this.
@@ -71,12 +75,18 @@ def _diagnose(script: str, args: list[str], out: Path) -> ZooRun:
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ZooRun]:
     """Every zoo script diagnosed, as many at once as there are cores."""
     root = tmp_path_factory.mktemp("zoo")
+    # The machine's ceilings, measured here once and cached for the session (tests' cache
+    # folder, conftest): the scripts' diagnoses read them from the cache. Measured by the
+    # first of seven side-by-side processes instead, each would see the others' load, find
+    # its figures disturbed, cache nothing and measure again (~30 s each).
+    from torchdoctor.measure import get_ceilings
+
+    get_ceilings(device="cpu")
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         futures = {s: pool.submit(_diagnose, s, a, root / Path(s).stem) for s, a, _ in CASES}
         return {s: f.result() for s, f in futures.items()}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("script", "planted"), [(s, p) for s, _, p in CASES])
 def test_zoo_primary_bottleneck(script: str, planted: str, zoo: dict[str, ZooRun]) -> None:
     run = zoo[script]
@@ -85,13 +95,11 @@ def test_zoo_primary_bottleneck(script: str, planted: str, zoo: dict[str, ZooRun
     assert d["primary_bottleneck"] == planted, (d["bottleneck_shares"], d["phase_fractions"])
 
 
-@pytest.mark.slow
 def test_control_has_no_high_severity_finding(zoo: dict[str, ZooRun]) -> None:
     d = zoo["control_well_tuned.py"].diagnosis
     assert not [f["rule_id"] for f in d["findings"] if f["severity"] == "high"], d["findings"]
 
 
-@pytest.mark.slow
 def test_planted_rules_fire_with_their_evidence(zoo: dict[str, ZooRun]) -> None:
     """The finding behind each planting is there, with the numbers that name it."""
     sync = zoo["host_sync_config.py"].diagnosis
@@ -105,7 +113,6 @@ def test_planted_rules_fire_with_their_evidence(zoo: dict[str, ZooRun]) -> None:
     assert any(x["rule_id"] == "framework_overhead" for x in fw["findings"]), fw["findings"]
 
 
-@pytest.mark.slow
 def test_manual_sgd_step_count(zoo: dict[str, ZooRun]) -> None:
     """No torch.optim: steps are found from backward calls, and every one is counted."""
     d = zoo["framework_overhead_manual_sgd.py"].diagnosis

@@ -24,7 +24,8 @@ from torchdoctor.tune.arms import DEFAULT_PARITY_STEPS
 from torchdoctor.tune.parity import REFERENCE_RUNS, QualityReference, check_parity
 from torchdoctor.workloads.cnn import LEARNING_RATE, CnnWorkload
 
-pytestmark = pytest.mark.slow
+#: A measurement study of real training (36 runs of the parity window): minutes on 2 cores.
+pytestmark = pytest.mark.study
 
 SEEDS = (0, 1, 2)
 #: How the check words a run that learns less than the baseline (see tune.parity._verdict).

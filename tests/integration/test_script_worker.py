@@ -128,6 +128,19 @@ def test_set_to_none_is_judged_after_a_whole_iteration(
     assert not_applied_of(reply.injection) == expected
 
 
+def test_loader_workers_do_not_act_in_a_script_without_a_dataloader() -> None:
+    # The well-tuned control feeds pre-batched tensors: the injection says num_workers did
+    # not act, and the tuner ends its trial as "does not apply" (tests/unit/tune).
+    worker = ScriptWorker([CONTROL, "--steps", "20"], recipe={"num_workers": 2})
+    try:
+        reply = worker.request(Prepare(), timeout_s=TIMEOUT_S)
+    finally:
+        worker.close()
+    assert not_applied_of(reply.injection) == {
+        "num_workers": "the script built no torch DataLoader"
+    }
+
+
 def test_script_failing_before_its_first_step_quotes_its_error(tmp_path: Path) -> None:
     script = tmp_path / "broken.py"
     script.write_text("import torch\nraise ValueError('no data at /data/train')\n")

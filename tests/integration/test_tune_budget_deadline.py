@@ -34,6 +34,7 @@ BUDGET_S = 75.0
 SHUTDOWN_SLACK_S = 5.0
 
 
+@pytest.mark.study  # it runs for its whole budget, by design
 def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> None:
     config = sim_config(
         [FAST_KNOB, HANG_KNOB],

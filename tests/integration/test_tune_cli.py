@@ -11,7 +11,7 @@ from torchdoctor.cli.main import main
 from torchdoctor.tune.records import read_trial
 
 
-@pytest.mark.slow
+@pytest.mark.study
 def test_tune_mlp_writes_the_run_folder_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

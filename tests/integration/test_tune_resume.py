@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from torchdoctor.tune import Study, TuneConfig, tune
 from torchdoctor.tune.config import STUDY_FILE
 from torchdoctor.tune.space import KnobSpec
@@ -37,6 +39,7 @@ def _completed_keys(run: Path) -> list[str]:
         return []
 
 
+@pytest.mark.study  # a tuner in its own process, killed mid-study and resumed
 def test_sigkill_then_resume_loses_and_reruns_nothing(tmp_path: Path) -> None:
     log = tmp_path / "prepared.jsonl"
     config: TuneConfig = with_plan(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from torchdoctor.tune import tune
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
@@ -17,6 +19,7 @@ def _knob(name: str) -> KnobSpec:
     return KnobSpec(name, (False, True), "exact", False)
 
 
+@pytest.mark.study  # a study whose trials crash, hang and blow up in real worker processes
 def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path: Path) -> None:
     names = ["crashes", "hangs", "hogs", "raises", "nans", "fast"]
     config = sim_config(

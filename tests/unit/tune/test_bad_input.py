@@ -27,7 +27,9 @@ def test_storage_that_cannot_be_opened_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_budget_too_small_for_the_baseline(tmp_path: Path) -> None:
-    config = sim_config([NOOP_KNOB], base_step_s=0.05, sleep=True).model_copy(
+    # Steps of 20 ms: the baseline's quality yardstick alone (its reference runs) sleeps
+    # seconds, far past the half-second budget.
+    config = sim_config([NOOP_KNOB], base_step_s=0.02, sleep=True).model_copy(
         update={"budget_s": 0.5}
     )
     with pytest.raises(TuneError, match="too small to measure even the baseline"):
