@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,32 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     cache = os.environ.get("TORCHDOCTOR_TEST_CACHE_DIR") or str(base / "td-cache")
     monkeypatch.setenv("TORCHDOCTOR_CACHE_DIR", cache)
     monkeypatch.setenv("TORCHDOCTOR_RUNS_DIR", str(base / "td-runs"))
+    _brief_ceilings(monkeypatch)
     yield
+
+
+#: The ceilings a test process measures for the cache: the real measurement (every dtype, the
+#: same matrix sizes and copy buffer) with a shorter warm-up and timed window: half the time
+#: (fp16 matmuls on a CPU without fp16 units stay slow). Tests read ceilings for the roofline
+#: and the diagnosis, never for their value; the
+#: full window is `torchdoctor env`'s and the ceilings benchmark's (benchmarks/bench_ceilings.py).
+TEST_CEILINGS_WARMUP_S = 0.5
+TEST_CEILINGS_RUN_TIME_S = 1.0
+
+
+def _brief_ceilings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ceilings measured in a test's own process (the cache's first reader, in most runs) use
+    the brief window; tests of the measurement pass their own settings, which win."""
+    from torchdoctor.measure import ceilings
+
+    full = ceilings.measure_ceilings
+
+    def brief(device: str = "cpu", **kwargs: Any) -> Any:
+        kwargs.setdefault("warmup_s", TEST_CEILINGS_WARMUP_S)
+        kwargs.setdefault("run_time", TEST_CEILINGS_RUN_TIME_S)
+        return full(device, **kwargs)
+
+    monkeypatch.setattr(ceilings, "measure_ceilings", brief)
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ import torch
 
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
+from torchdoctor.tune import Outcome
 from torchdoctor.tune.records import read_trial
 from tune_sim import study_story
 
@@ -188,7 +189,8 @@ def test_a_faster_change_that_breaks_learning_is_rejected_with_its_reason(
     (bf16,) = bf16_trials
     assert bf16.decision == "rejected"
     if BF16_UNITS:
-        # Faster here, so the reason is the quality check's, in words.
+        # Faster here, so the quality check rejected it, and its reason says why in words.
+        assert bf16.outcome is Outcome.QUALITY, bf16.reason
         assert bf16.reason.startswith("quality: "), bf16.reason
         assert "learn" in bf16.reason, bf16.reason
 
