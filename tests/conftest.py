@@ -38,10 +38,10 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 #: The ceilings a test process measures for the cache: the real measurement (every dtype, the
-#: same matrix sizes and copy buffer) with a shorter warm-up and timed window: half the time
+#: same matrix sizes and copy buffer) with a shorter warm-up and timed window, half the time
 #: (fp16 matmuls on a CPU without fp16 units stay slow). Tests read ceilings for the roofline
-#: and the diagnosis, never for their value; the
-#: full window is `torchdoctor env`'s and the ceilings benchmark's (benchmarks/bench_ceilings.py).
+#: and the diagnosis, never for their value; the full window is `torchdoctor env`'s and the
+#: ceilings benchmark's (benchmarks/bench_ceilings.py).
 TEST_CEILINGS_WARMUP_S = 0.5
 TEST_CEILINGS_RUN_TIME_S = 1.0
 
