@@ -38,10 +38,13 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 #: The ceilings a test process measures for the cache: the real measurement (every dtype, the
-#: same matrix sizes and copy buffer) with a shorter warm-up and timed window, half the time
-#: (fp16 matmuls on a CPU without fp16 units stay slow). Tests read ceilings for the roofline
-#: and the diagnosis, never for their value; the full window is `torchdoctor env`'s and the
-#: ceilings benchmark's (benchmarks/bench_ceilings.py).
+#: copy buffer) on matrices up to 512 wide, with a shorter warm-up and timed window. An
+#: emulated fp16 matmul (a CPU without fp16 units) takes seconds a call at 1024 and up, and was most
+#: of the ~35 s the full measurement took. Tests read ceilings for the roofline and the
+#: diagnosis, never for their value; the full measurement is `torchdoctor env`'s and the
+#: ceilings benchmark's (benchmarks/bench_ceilings.py), and the zoo's diagnoses (a study)
+#: measure their own before any test's cache is set.
+TEST_CEILINGS_SIZES = (256, 512)
 TEST_CEILINGS_WARMUP_S = 0.5
 TEST_CEILINGS_RUN_TIME_S = 1.0
 
@@ -54,6 +57,7 @@ def _brief_ceilings(monkeypatch: pytest.MonkeyPatch) -> None:
     full = ceilings.measure_ceilings
 
     def brief(device: str = "cpu", **kwargs: Any) -> Any:
+        kwargs.setdefault("sizes", TEST_CEILINGS_SIZES)
         kwargs.setdefault("warmup_s", TEST_CEILINGS_WARMUP_S)
         kwargs.setdefault("run_time", TEST_CEILINGS_RUN_TIME_S)
         return full(device, **kwargs)
