@@ -44,6 +44,7 @@ STAGE_ORDER = [
     "procs",
     "analyze",
     "diagnose",
+    "scale",
     "tune",
     "report",
     "cli",
