@@ -48,7 +48,9 @@ def bus_factor(collective: Collective, world_size: int) -> float:
     return 2.0  # reduce (factor 1) then broadcast (factor 1), in sequence over the root's link
 
 
-def bus_bandwidth(collective: Collective, world_size: int, size_bytes: float, time_s: float) -> float:
+def bus_bandwidth(
+    collective: Collective, world_size: int, size_bytes: float, time_s: float
+) -> float:
     """Bus bandwidth in bytes/s of one timed collective (algbw times `bus_factor`)."""
     if time_s <= 0:
         raise MeasureError(f"a collective's time must be positive, got {time_s}")

@@ -178,4 +178,3 @@ def projections(
         for b in bandwidths
         for a in architectures
     ]
-

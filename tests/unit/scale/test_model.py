@@ -40,7 +40,12 @@ def _steps(total: float, n: int = 30, jitter: float = 0.0) -> list[StepTiming]:
     out = []
     for i in range(n):
         t = total * (1 + jitter * ((i * 7) % 5 - 2) / 2)
-        phases = {"data_wait": 0.1 * t, "forward": 0.3 * t, "backward": 0.5 * t, "optimizer": 0.1 * t}
+        phases = {
+            "data_wait": 0.1 * t,
+            "forward": 0.3 * t,
+            "backward": 0.5 * t,
+            "optimizer": 0.1 * t,
+        }
         out.append(StepTiming(index=i, total_s=t, phases=phases, samples=64))
     return out
 
@@ -52,7 +57,12 @@ def _model(mode: str = "weak", grad_bytes: int = 4 * MB, jitter: float = 0.0) ->
     ps = fit_alpha_beta("reduce_broadcast", 2, SIZES, [2 * t for t in times])
     buckets = ddp_buckets([grad_bytes])
     return ScalingModel(
-        mode=mode, base=base, gradient_bytes=grad_bytes, buckets=buckets, ring=ring, parameter_server=ps
+        mode=mode,
+        base=base,
+        gradient_bytes=grad_bytes,
+        buckets=buckets,
+        ring=ring,
+        parameter_server=ps,
     )
 
 
