@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Final, Literal
 
 import numpy as np
+from scipy.optimize import nnls
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.records import SubRecord
@@ -118,7 +119,9 @@ def fit_alpha_beta(
     w = 1.0 / times
     design = np.column_stack([np.ones_like(sizes), sizes]) * w[:, None]
     target = times * w  # = 1: each point's time relative to itself
-    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+    # non-negative least squares: a latency or a cost per byte below zero has no meaning, and
+    # a noisy host can push an unconstrained fit there (it equals lstsq when both are >= 0)
+    coef, _ = nnls(design, target)
     alpha, beta = float(coef[0]), float(coef[1])
     rel_resid = (alpha + beta * sizes - times) / times
     dof = sizes.size - 2

@@ -199,7 +199,7 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
     model = model_at(largest) if largest is not None else None
     projected = []
     if model is not None:
-        sizes = sorted({*worlds, *plan.project_to})
+        sizes = sorted({*worlds, *plan.project_to} - {1})
         projected = projections(model, sizes, bandwidths=[None, *plan.bandwidths])
     return ScalingStudy(
         target=plan.target,
