@@ -158,8 +158,6 @@ def scale(
     if per_rank < 1:
         raise UsageError(f"--threads must be at least 1, got {per_rank}")
     warnings = [w for n in nprocs if (w := warn_oversubscribed(n, per_rank))]
-    for w in dict.fromkeys(warnings):
-        err_console.print(f"[yellow]warning:[/] {w}")
     plan = StudyPlan(
         nprocs=nprocs,
         workload=workload,
@@ -180,6 +178,8 @@ def scale(
     for n in nprocs:
         plan.per_rank_batch(n * nnodes)  # refuse a batch strong scaling cannot split, up front
     check_rendezvous(Topology(nprocs[0], nnodes, plan.node_rank, rdzv_endpoint))
+    for w in plan.warnings:  # N larger than the cores: warned, not refused
+        err_console.print(f"[yellow]warning:[/] {w}")
     run_dir = new_run_dir("scale", plan.target, out=out)
 
     def progress(message: str) -> None:

@@ -121,10 +121,10 @@ def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
         out_dir=out,
         timeout_s=JOB_TIMEOUT_S,
         env=rank_env(plan.threads, str(out)),
-        output=out / "output.log",
+        output=out / f"output.node{plan.node_rank}.log",
     )
     if profile.exit_code not in (0, None):
-        why = profile.error or f"see {out / 'output.log'}"
+        why = profile.error or f"see {out}/output.node*.log"
         raise ScaleError(f"the job at N={world} exited {profile.exit_code}: {why}")
 
 
@@ -145,7 +145,7 @@ def _measured(out: Path, per_rank_batch: int | None) -> MeasuredWorld:
     profiles = [p for p in read_profiles(out) if p.rank is not None and p.steps]
     if not profiles:
         raise ScaleError(
-            f"{out}: no rank recorded a training step", hint=f"see {out / 'output.log'}"
+            f"{out}: no rank recorded a training step", hint=f"see {out}/output.node*.log"
         )
     return measured_world([p.steps for p in profiles], per_rank_batch=per_rank_batch)
 
