@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from pathlib import Path
 
 import typer
@@ -69,9 +68,16 @@ def _script(command: list[str]) -> list[str]:
     return rest
 
 
-def _node_commands(nnodes: int) -> list[str]:
-    argv = [a for a in sys.argv[1:] if a != "--json"]
-    return [shlex.join(["torchdoctor", *argv, "--node-rank", str(k)]) for k in range(nnodes)]
+def _node_commands(
+    nnodes: int, what: list[str], options: dict[str, str | None], script: list[str]
+) -> list[str]:
+    """The command each node runs: this one with its `--node-rank` (and a shared `--out`)."""
+    argv = ["torchdoctor", "scale", *what]
+    for name, value in options.items():
+        if value is not None:
+            argv += [name, value]
+    tail = ["--", "python", *script] if script else []
+    return [shlex.join([*argv, "--node-rank", str(k), *tail]) for k in range(nnodes)]
 
 
 @app.command(
@@ -142,7 +148,18 @@ def scale(
     if rdzv_endpoint is not None:
         parse_endpoint(rdzv_endpoint)
     if nnodes > 1 and node_rank is None:
-        commands = _node_commands(nnodes)
+        options = {
+            "--nproc": nproc,
+            "--mode": mode,
+            "--batch": str(batch),
+            "--steps": str(steps),
+            "--threads": str(threads) if threads else None,
+            "--backend": backend,
+            "--nnodes": str(nnodes),
+            "--rdzv-endpoint": rdzv_endpoint,
+            "--out": str(out) if out else "SHARED_FOLDER",
+        }
+        commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
         return
     if node_rank is not None and not 0 <= node_rank < nnodes:
