@@ -69,7 +69,7 @@ def test_two_rank_gloo_study(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert set(fits) == {"all_reduce", "all_gather", "reduce_broadcast"}
     assert all(f.beta_s_per_byte > 0 for f in fits.values())
     assert {p.world_size for p in study.projections} == {2, 4}
-    assert "N=2: collective microbenchmark" in captured.err
+    assert "N=2: collective microbenchmark, then training" in captured.err
     assert ScalingStudy.read(run / "scaling.json") == study
     assert "Gap to linear scaling" in (run / "report.md").read_text()
     assert json.loads((run / "run.json").read_text())["status"] == "complete"

@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 from torchdoctor.scale._ddp_params import record_ddp_parameters
+from torchdoctor.scale._rank_bench import bench_if_asked
 
 
 def main() -> None:
     script, *args = sys.argv[1:]
+    bench_if_asked()  # before the job, in a group of its own
     record_ddp_parameters()
     sys.argv = [script, *args]
     sys.path[0] = str(Path(script).resolve().parent)

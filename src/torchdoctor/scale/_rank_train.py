@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from torchdoctor.scale._ddp_params import record_ddp_parameters
+from torchdoctor.scale._rank_bench import bench_if_asked
 from torchdoctor.workloads import get_workload, move_to_device
 
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--backend", default="gloo")
     args = parser.parse_args(argv)
+    bench_if_asked()  # before the job, in a group of its own
     record_ddp_parameters()
     dist.init_process_group(args.backend)
     device = torch.device("cpu")

@@ -29,6 +29,8 @@ REPEATS: Final = 10
 QUICK_REPEATS: Final = 5
 #: The file rank 0 writes into the run folder.
 BENCH_FILE: Final = "collectives.json"
+#: Set in a rank's environment: run the benchmark before the job (`_rank_bench.bench_if_asked`).
+BENCH_ENV: Final = "TORCHDOCTOR_SCALE_BENCH"
 
 
 class CollectivePoint(SubRecord):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -157,6 +156,3 @@ def warn_oversubscribed(world_on_node: int, threads: int) -> str | None:
             "here: ranks will share cores and the scaling measured will say so"
         )
     return None
-
-
-PYTHON: Final = sys.executable

@@ -1,8 +1,8 @@
 """`run_study`: torchrun at each world size, the collectives measured there, the study built.
 
-Per world size N (a subfolder `n<N>/` of the run folder): at N >= 2 the collective
-microbenchmark (`_rank_bench`, its own torchrun job, so the training job's timings are not
-mixed with it), then the training job through the launcher of `collect/`, whose
+Per world size N (a subfolder `n<N>/` of the run folder), one torchrun job through the
+launcher of `collect/`: at N >= 2 its ranks first run the collective microbenchmark in a
+process group of their own (`_rank_bench.bench_if_asked`), then train; the launcher's
 instrumentation writes each rank's steps (`script_profile.rank<R>.json`) as it does for
 `diagnose -- torchrun`. A built-in workload runs as `_rank_train` (a plain DDP loop); a user's
 script as itself under `_rank_script`. Both record the parameters DDP reduces
@@ -12,7 +12,7 @@ into one shared folder is gathered by the same code.
 
 from __future__ import annotations
 
-import subprocess
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +21,9 @@ from torchdoctor.collect import read_profiles, run_script
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.scale._ddp_params import read_ddp_parameters
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
-from torchdoctor.scale.collectives import BENCH_FILE, CollectiveBench
+from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench
 from torchdoctor.scale.launch import (
     JOB_TIMEOUT_S,
-    PYTHON,
     Topology,
     rank_env,
     torchrun_args,
@@ -77,26 +76,6 @@ def world_dir(run_dir: Path, world: int) -> Path:
     return run_dir / f"n{world}"
 
 
-def _bench(plan: StudyPlan, topology: Topology, out: Path) -> None:
-    cmd = [
-        PYTHON,
-        "-m",
-        "torch.distributed.run",
-        *torchrun_args(topology, run_id=f"bench{topology.world_size}"),
-    ]
-    cmd += ["-m", "torchdoctor.scale._rank_bench", str(out), "--backend", plan.backend]
-    cmd += ["--quick"] if plan.quick else []
-    cmd += ["--sizes", ",".join(map(str, plan.bench_sizes))] if plan.bench_sizes else []
-    env = rank_env(plan.threads, str(out))
-    try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ScaleError(f"the collective benchmark at N={topology.world_size} timed out") from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ScaleError(f"the collective benchmark at N={topology.world_size} failed: {last}")
-
-
 def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
     world = topology.world_size
     argv = ["torch.distributed.run", *torchrun_args(topology, run_id=f"train{world}")]
@@ -113,6 +92,10 @@ def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
     else:
         argv += ["-m", "torchdoctor.scale._rank_script", *plan.script]
         steps = plan.steps
+    env = rank_env(plan.threads, str(out))
+    if world >= 2:  # the collectives first, in the same ranks (`_rank_bench.bench_if_asked`)
+        bench = {"backend": plan.backend, "quick": plan.quick, "sizes": list(plan.bench_sizes)}
+        env[BENCH_ENV] = json.dumps({**bench, "out_dir": str(out)})
     profile = run_script(
         argv,
         module=True,
@@ -120,7 +103,7 @@ def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
         profile_steps=0,
         out_dir=out,
         timeout_s=JOB_TIMEOUT_S,
-        env=rank_env(plan.threads, str(out)),
+        env=env,
         output=out / f"output.node{plan.node_rank}.log",
     )
     if profile.exit_code not in (0, None):
@@ -134,10 +117,8 @@ def run_worlds(plan: StudyPlan, run_dir: Path, progress: Progress) -> None:
         topology = Topology(nproc, plan.nnodes, plan.node_rank, plan.rdzv_endpoint)
         out = world_dir(run_dir, topology.world_size)
         out.mkdir(parents=True, exist_ok=True)
-        if topology.world_size >= 2:
-            progress(f"N={topology.world_size}: collective microbenchmark")
-            _bench(plan, topology, out)
-        progress(f"N={topology.world_size}: training {plan.steps} steps")
+        what = "collective microbenchmark, then " if topology.world_size >= 2 else ""
+        progress(f"N={topology.world_size}: {what}training {plan.steps} steps")
         _train(plan, topology, out)
 
 
