@@ -60,8 +60,17 @@ def torchrun_args(topology: Topology, *, run_id: str) -> list[str]:
         "--rdzv-id",
         run_id,
         "--rdzv-conf",
-        f"join_timeout={RDZV_JOIN_TIMEOUT_S}",
+        f"join_timeout={RDZV_JOIN_TIMEOUT_S}" + (",is_host=true" if _hosts(topology) else ""),
     ]
+
+
+def _hosts(topology: Topology) -> bool:
+    """Whether this node starts the rendezvous store: node 0, when the endpoint is one of its
+    addresses. torchrun guesses it from the host name, which misses an address that is not
+    the name's (a second interface, a network namespace), and then no node hosts it."""
+    if topology.node_rank != 0 or topology.rdzv_endpoint is None:
+        return False
+    return _is_local(parse_endpoint(topology.rdzv_endpoint)[0])
 
 
 def rank_env(threads: int, out_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:

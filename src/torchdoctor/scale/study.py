@@ -6,9 +6,12 @@ Karp-Flatt serial fraction, the step the model projects from N=1 and the collect
 at N (ratio projected/measured), and the gap to linear scaling split into its parts (the
 waterfall). The waterfall is made of per-step means, so its parts add up to the gap exactly:
 ideal is the N=1 step (weak scaling) or the N=1 step over N (strong scaling), and each phase's
-excess over its ideal share is one bar; the backward's excess is the exposed communication
-(DDP waits for the all-reduce inside the backward pass); the skew is the job's mean step over
-the ranks' mean step, the time ranks wait for the slowest.
+excess over its ideal share is one bar. The backward's excess is the exposed communication,
+and the waits for a later rank with it: DDP waits for the all-reduce inside the backward pass,
+and an all-reduce ends only when the last rank has joined, so a rank that arrives early waits
+there (telling the two apart per rank is the cross-rank diagnosis's work). The skew bar is
+the job's mean step (the slowest rank's, step by step) over the ranks' mean step: what is left
+of the ranks' differences after the all-reduce has lined them up.
 """
 
 from __future__ import annotations
@@ -77,11 +80,14 @@ def waterfall(
     ideal = share * sum(b.values())
     parts = [
         GapPart(label="compute (forward, other)", seconds=excess("forward", "other")),
-        GapPart(label="exposed communication (in backward)", seconds=excess("backward")),
+        GapPart(
+            label="exposed communication and waits for other ranks (in backward)",
+            seconds=excess("backward"),
+        ),
         GapPart(label="optimizer", seconds=excess("optimizer")),
         GapPart(label="data", seconds=excess("data_wait", "h2d")),
         GapPart(
-            label="skew (waiting for the slowest rank)",
+            label="skew (the slowest rank's step over the ranks' mean)",
             seconds=world.job_step_mean_s - world.rank_step_s,
         ),
     ]
