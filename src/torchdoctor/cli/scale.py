@@ -62,7 +62,7 @@ def _script(command: list[str]) -> list[str]:
             "scale runs a script file after --",
             hint="torchdoctor scale --nproc 1,2 -- python train.py",
         )
-    from torchdoctor.collect.launcher import check_script
+    from torchdoctor.collect import check_script
 
     check_script(rest[0])
     return rest

@@ -22,6 +22,6 @@ SCALING_RECORD: Final = register_record(
 )
 SCALING_SECTION: Final = register_section(
     Section(
-        name="scale_study", reads=("scaling",), adapter=scaling_view, order=88, markdown_order=58
+        name="scale_study", reads=("scaling",), adapter=scaling_view, order=55, markdown_order=55
     )
 )
