@@ -3,7 +3,8 @@ the exposed communication at two rates against the scaling model (issue 28: with
 
 Per round: the workload at N=1 on the host (the model's base), then N=2 across the two
 namespaces at each rate (`scale.netns.two_hosts`; each namespace runs `torchdoctor scale ...
---nnodes 2 --node-rank K`, gloo bound to its veth end), the rates' order alternating between
+--nnodes 2 --node-rank K`, gloo bound to its veth end and torchrun told its address), the
+rates' order alternating between
 rounds. Each N=2 run is paired with its round's N=1 run: the model takes that N=1's phases and
 the collectives measured across the shaped link in the N=2 run itself, and is also evaluated
 at the nominal rate (`--bandwidth`: the link's bits per second over 8; for 2 ranks the ring's
@@ -49,6 +50,7 @@ def across_namespaces(rate: float, run_dir: Path, args: argparse.Namespace) -> N
                 *hosts.exec_prefix(k), "env", f"GLOO_SOCKET_IFNAME=veth{k}", sys.executable,
                 "-m", "torchdoctor", "scale", WORKLOAD, "--nproc", "1", "--nnodes", "2",
                 "--node-rank", str(k), "--rdzv-endpoint", f"{hosts.addresses[0]}:{PORT}",
+                "--local-addr", hosts.addresses[k],
                 "--threads", "1", "--steps", str(args.steps), "--batch", str(BATCH),
                 "--out", str(run_dir), "--json",
             ]  # fmt: skip

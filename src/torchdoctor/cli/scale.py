@@ -117,6 +117,11 @@ def scale(
     rdzv_endpoint: str | None = typer.Option(
         None, "--rdzv-endpoint", help="HOST:PORT of the rendezvous (several nodes)."
     ),
+    local_addr: str | None = typer.Option(
+        None,
+        "--local-addr",
+        help="This node's address as the others reach it (several nodes; default: its name's).",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Run folder (shared by the nodes)."),
 ) -> None:
     from torchdoctor.scale import (
@@ -190,6 +195,7 @@ def scale(
         nnodes=nnodes,
         node_rank=node_rank or 0,
         rdzv_endpoint=rdzv_endpoint,
+        local_addr=local_addr,
         warnings=list(dict.fromkeys(warnings)),
     )
     for n in nprocs:

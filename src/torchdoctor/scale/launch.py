@@ -36,6 +36,9 @@ class Topology:
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
+    #: This node's address as the others reach it (torchrun's --local-addr); None: its host
+    #: name's, which a multi-homed node or a network namespace must override.
+    local_addr: str | None = None
 
     @property
     def world_size(self) -> int:
@@ -61,6 +64,7 @@ def torchrun_args(topology: Topology, *, run_id: str) -> list[str]:
         run_id,
         "--rdzv-conf",
         f"join_timeout={RDZV_JOIN_TIMEOUT_S}" + (",is_host=true" if _hosts(topology) else ""),
+        *(["--local-addr", topology.local_addr] if topology.local_addr else []),
     ]
 
 

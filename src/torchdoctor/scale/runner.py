@@ -54,6 +54,7 @@ class StudyPlan:
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
+    local_addr: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -114,7 +115,9 @@ def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
 def run_worlds(plan: StudyPlan, run_dir: Path, progress: Progress) -> None:
     """Every world size's benchmark and training job, into `run_dir/n<N>/`."""
     for nproc in plan.nprocs:
-        topology = Topology(nproc, plan.nnodes, plan.node_rank, plan.rdzv_endpoint)
+        topology = Topology(
+            nproc, plan.nnodes, plan.node_rank, plan.rdzv_endpoint, local_addr=plan.local_addr
+        )
         out = world_dir(run_dir, topology.world_size)
         out.mkdir(parents=True, exist_ok=True)
         what = "collective microbenchmark, then " if topology.world_size >= 2 else ""
