@@ -4,12 +4,12 @@ the exposed communication at two rates against the scaling model (issue 28: with
 Per round: the workload at N=1 on the host (the model's base), then N=2 across the two
 namespaces at each rate (`scale.netns.two_hosts`; each namespace runs `torchdoctor scale ...
 --nnodes 2 --node-rank K`, gloo bound to its veth end and torchrun told its address), the
-rates' order alternating between
-rounds. Each N=2 run is paired with its round's N=1 run: the model takes that N=1's phases and
-the collectives measured across the shaped link in the N=2 run itself, and is also evaluated
-at the nominal rate (`--bandwidth`: the link's bits per second over 8; for 2 ranks the ring's
-bus bandwidth is the link's). Measured exposed communication: the backward's excess at N=2
-over N=1 (the study's waterfall, which holds the waits for the other rank with it).
+rates' order alternating between rounds. Each N=2 run is paired with its round's N=1 run: the
+model takes that N=1's phases and the collectives measured across the shaped link in the N=2
+run itself, and is also evaluated at the nominal rate (`--bandwidth`: the link's bits per
+second over 8; for 2 ranks the ring's bus bandwidth is the link's). Measured exposed
+communication: the backward's excess at N=2 over N=1 (the study's waterfall, which holds the
+waits for the other rank with it).
 
 Printed per round and rate: measured exposed, the model's (from the fit, and from the nominal
 rate), their ratio; then, over rounds, the medians and the change between the two rates,

@@ -184,7 +184,7 @@ def scale(
         nprocs=nprocs,
         workload=workload,
         script=script,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         batch=batch,
         steps=steps,
         threads=per_rank,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     optimizer = workload.build_optimizer(ddp.parameters(), "foreach")
     dataset = workload.build_dataset(0)
-    sampler = DistributedSampler(dataset, seed=0, drop_last=True)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, seed=0, drop_last=True)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, drop_last=True)
     done, epoch = 0, 0
     while done < args.steps:

@@ -63,9 +63,12 @@ def _ip(*args: str) -> None:
 
 
 def _burst_bytes(rate_bits: float) -> int:
-    """tbf's bucket: at least one MTU-sized packet, and enough for 10 ms at the rate on a
-    kernel with a 100-1000 Hz timer (tc-tbf(8): the burst must cover rate / HZ)."""
-    return max(LINK_MTU * 10, int(rate_bits / 8 / 100))
+    """tbf's bucket: a few MTU-sized packets (a bucket smaller than one packet passes nothing),
+    else 1 ms of traffic at the rate. A bigger bucket lets a collective smaller than it pass at
+    the link's full speed, so the microbenchmark's small sizes would not see the rate at all;
+    the qdisc watchdog runs on high-resolution timers, so the old rule "at least rate / HZ"
+    (tc-tbf(8)) is no longer needed to reach the rate."""
+    return max(LINK_MTU * 4, int(rate_bits / 8 / 1000))
 
 
 def shape(hosts: TwoHosts, rate_mbit: float) -> None:
