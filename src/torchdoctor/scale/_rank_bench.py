@@ -107,7 +107,15 @@ def bench_if_asked() -> None:
     if not asked:
         return
     plan = json.loads(asked)
-    dist.init_process_group(plan["backend"])
+    # Keys of its own in the job's store: a group made again over the same keys after this one
+    # is destroyed reads this one's stale addresses (gloo: "connection refused").
+    store, rank, world = next(dist.rendezvous("env://"))
+    dist.init_process_group(
+        plan["backend"],
+        store=dist.PrefixStore("torchdoctor-bench/", store),
+        rank=rank,
+        world_size=world,
+    )
     try:
         bench(
             Path(plan["out_dir"]), backend=plan["backend"], quick=plan["quick"], sizes=plan["sizes"]
