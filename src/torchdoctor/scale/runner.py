@@ -13,11 +13,12 @@ into one shared folder is gathered by the same code.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchdoctor.collect import read_profiles, run_script
+from torchdoctor.collect import ScriptProfile, read_profiles, run_script
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.scale._ddp_params import read_ddp_parameters
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
@@ -33,6 +34,10 @@ from torchdoctor.scale.study import ScalingStudy, world_result
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, measured_world
 
 Progress = Callable[[str], None]
+#: Seconds node 0 waits for the other nodes' ranks to write their records into the shared run
+#: folder after its own job ended (they exit within moments of it; a slow shared file system
+#: may take a few seconds to show a file).
+GATHER_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -125,8 +130,19 @@ def run_worlds(plan: StudyPlan, run_dir: Path, progress: Progress) -> None:
         _train(plan, topology, out)
 
 
-def _measured(out: Path, per_rank_batch: int | None) -> MeasuredWorld:
-    profiles = [p for p in read_profiles(out) if p.rank is not None and p.steps]
+def _rank_profiles(out: Path, world: int, wait_s: float) -> list[ScriptProfile]:
+    """The ranks' profiles in `out`, waiting up to `wait_s` for all `world` of them: on
+    several nodes, the others' ranks write theirs as they exit, after this node's job ended."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        profiles = [p for p in read_profiles(out) if p.rank is not None]
+        if len(profiles) >= world or time.monotonic() >= deadline:
+            return [p for p in profiles if p.steps]
+        time.sleep(0.5)
+
+
+def _measured(out: Path, world: int, per_rank_batch: int | None, wait_s: float) -> MeasuredWorld:
+    profiles = _rank_profiles(out, world, wait_s)
     if not profiles:
         raise ScaleError(
             f"{out}: no rank recorded a training step", hint=f"see {out}/output.node*.log"
@@ -140,8 +156,11 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
     worlds = sorted(int(p.name[1:]) for p in run_dir.glob("n*") if p.name[1:].isdigit())
     if not worlds:
         raise ScaleError(f"{run_dir}: no world size was measured")
+    wait = GATHER_WAIT_S if plan.nnodes > 1 else 0.0
     measured = {
-        n: _measured(world_dir(run_dir, n), plan.per_rank_batch(n) if plan.workload else None)
+        n: _measured(
+            world_dir(run_dir, n), n, plan.per_rank_batch(n) if plan.workload else None, wait
+        )
         for n in worlds
     }
     benches = {
