@@ -28,7 +28,10 @@ ADDRESSES: Final = ("198.51.100.1", "198.51.100.2")
 #: A standard Ethernet MTU: below tbf's burst, so shaped packets pass (see the module).
 LINK_MTU: Final = 1500
 #: tbf's queue: packets wait at most this long before being dropped (tc-tbf(8)'s `latency`).
-TBF_LATENCY_MS: Final = 50
+#: Deep enough to hold what TCP sends at once (at 100 Mbit/s, 12.5 MB): a shallow queue drops
+#: a collective's burst, and TCP's congestion control then runs below the rate, which the
+#: alpha-beta model of a link at its rate does not describe. Nothing else shares the link.
+TBF_LATENCY_MS: Final = 1000
 
 
 @dataclass(frozen=True)
