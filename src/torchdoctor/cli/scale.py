@@ -171,6 +171,8 @@ def scale(
         raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
     import torch
 
+    from torchdoctor.measure import watch_load
+
     chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     check_backend(chosen)
     cores = (
@@ -209,12 +211,14 @@ def scale(
         err_console.print(f"[dim]{message}[/]")
 
     try:
-        run_worlds(plan, run_dir, progress)
+        with watch_load() as load:  # the other work on the machine while the jobs ran
+            run_worlds(plan, run_dir, progress)
         if plan.node_rank != 0:
             finish_run_dir(run_dir)
-            err_console.print(f"node {plan.node_rank} done; node 0 gathers the results")
+            done = {"node_rank": plan.node_rank, "run_dir": str(run_dir), "gathered_by": 0}
+            emit(done, lambda c: c.print(f"node {plan.node_rank} done; node 0 gathers the results"))
             return
-        study = build_study(plan, run_dir)
+        study = build_study(plan, run_dir).model_copy(update={"machine_load": load.reading})
         study.write(run_dir / SCALING)
     except TorchDoctorError as exc:
         finish_run_dir(run_dir, error=str(exc))
