@@ -30,8 +30,10 @@ Examples:
   torchdoctor scale mlp --nproc 1,2
   torchdoctor scale mlp --nproc 1,2 --mode strong --batch 512
   torchdoctor scale --nproc 1,2 -- python train.py --epochs 1
-  torchdoctor scale mlp --nproc 2 --nnodes 2 --rdzv-endpoint node0:29500   (prints each node's
-  command; run it there with --node-rank K and one shared --out folder)
+  torchdoctor scale mlp --nproc 2 --nnodes 2 --rdzv-endpoint node0:29500
+
+With several nodes, scale prints the command each node runs (its --node-rank, one --out
+folder they all share); node 0 gathers the results.
 """
 
 
@@ -136,7 +138,10 @@ def scale(
         warn_oversubscribed,
     )
 
+    # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
+    if target is not None and not ctx.args and target.endswith(".py") and ":" not in target:
+        command = [target]  # `torchdoctor scale -- train.py`: a script without arguments
     workload = None if command else target
     script = _script(command) if command else []
     if workload is None and not script:
