@@ -32,8 +32,7 @@ Examples:
   torchdoctor scale --nproc 1,2 -- python train.py --epochs 1
   torchdoctor scale mlp --nproc 2 --nnodes 2 --rdzv-endpoint node0:29500
 
-With several nodes, scale prints the command each node runs (its --node-rank, one --out
-folder they all share); node 0 gathers the results.
+Several nodes: prints each node's command (one shared --out); node 0 gathers the results.
 """
 
 
