@@ -8,8 +8,9 @@ rates' order alternating between rounds. Each N=2 run is paired with its round's
 model takes that N=1's phases and the collectives measured across the shaped link in the N=2
 run itself, and is also evaluated at the nominal rate (`--bandwidth`: the link's bits per
 second over 8; for 2 ranks the ring's bus bandwidth is the link's). Measured exposed
-communication: the backward's excess at N=2 over N=1 (the study's waterfall, which holds the
-waits for the other rank with it).
+communication: the backward's excess at N=2 over N=1 plus the skew bar (the study's
+waterfall); an all-reduce ends when the last rank joins, so the waits for the other rank are
+in the backward too, and the model's side is its exposed communication plus its skew.
 
 Printed per round and rate: measured exposed, the model's (from the fit, and from the nominal
 rate), their ratio; then, over rounds, the medians and the change between the two rates,
@@ -77,9 +78,12 @@ def one_round(
         study = build_study(StudyPlan(nprocs=[1, 2], workload=WORKLOAD, batch=BATCH), run_dir)
         two = next(w for w in study.worlds if w.world_size == 2)
         assert study.model is not None and two.projected is not None
-        nominal = project(study.model, 2, busbw=rate * 1e6 / 8).exposed_s
-        measured = two.waterfall[1].seconds
-        out[rate] = (measured, two.projected.exposed_s, nominal)
+        # The waits for the other rank are inside the measured backward (an all-reduce ends when
+        # the last rank joins), so the model's skew goes with its exposed communication.
+        at_rate = project(study.model, 2, busbw=rate * 1e6 / 8)
+        nominal = at_rate.exposed_s + at_rate.skew_s
+        measured = two.waterfall[1].seconds + two.waterfall[4].seconds
+        out[rate] = (measured, two.projected.exposed_s + two.projected.skew_s, nominal)
         print(
             f"round {k} {rate:>6g} Mbit/s: exposed measured {measured * 1e3:7.2f} ms, model "
             f"(fit) {two.projected.exposed_s * 1e3:7.2f} ms, model (nominal rate) "
