@@ -14,6 +14,13 @@ from torchdoctor.report.model import KeyValue
 JsonDict = dict[str, Any]
 
 
+def _serial(value: float | None) -> str:
+    """Karp-Flatt's fraction; above 1 it means no more than a slowdown against N=1."""
+    if value is not None and value > 1:
+        return "over 100% (slower than N=1)"
+    return fmt.percent(value)
+
+
 def _band(low: float | None, high: float | None) -> str:
     return f"{fmt.seconds(low)} to {fmt.seconds(high)}"
 
@@ -31,7 +38,7 @@ def _worlds(study: JsonDict) -> Table:
                 fmt.rate(num(w, "samples_per_s")),
                 fmt.speedup(num(w, "speedup")),
                 fmt.percent(num(w, "efficiency")),
-                fmt.percent(num(w, "serial_fraction")),
+                _serial(num(w, "serial_fraction")),
                 fmt.seconds(num(projected, "step_s")) if projected else "-",
                 _band(low, high) if projected else "-",
                 fmt.speedup(num(w, "projected_over_measured")),
@@ -71,7 +78,7 @@ def _fits(study: JsonDict) -> Table:
                 [
                     fmt.number(integer(bench, "world_size")),
                     name.replace("_", " "),
-                    fmt.micros(num(fit, "alpha_s")),
+                    fmt.seconds(num(fit, "alpha_s")),
                     fmt.bandwidth(algbw),
                     fmt.percent(num(fit, "rel_rms_residual")),
                 ]
@@ -91,7 +98,7 @@ def _projections(study: JsonDict) -> Table:
             fmt.seconds(num(p, "exposed_s")),
             fmt.seconds(num(p, "skew_s")),
             fmt.percent(num(p, "efficiency")),
-            fmt.percent(num(p, "serial_fraction")),
+            _serial(num(p, "serial_fraction")),
         ]
         for p in items(study, "projections")
     ]
