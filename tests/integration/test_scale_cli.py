@@ -4,12 +4,13 @@ commands for several nodes, and one real 2-rank gloo study (studies tier)."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from torchdoctor.cli.main import main
-from torchdoctor.scale import ScalingStudy
+from torchdoctor.scale import ScalingStudy, launch
 
 
 def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -47,6 +48,21 @@ def test_several_nodes_print_each_nodes_command(capsys: pytest.CaptureFixture[st
     assert data["nnodes"] == 2
     assert [c.endswith(f"--node-rank {k}") for k, c in enumerate(data["commands"])] == [True] * 2
     assert "--rdzv-endpoint h0:29500" in data["commands"][1]
+
+
+def test_unreachable_rendezvous_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "RDZV_REACH_TIMEOUT_S", 0.3)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = main(
+        ["scale", "mlp", "--nproc", "1", "--nnodes", "2", "--node-rank", "1",
+         "--rdzv-endpoint", f"127.0.0.1:{port}", "--threads", "1"]
+    )  # fmt: skip
+    assert code == 2
+    assert "cannot be reached" in _error_line(capsys)
 
 
 @pytest.mark.study

@@ -129,8 +129,10 @@ def _is_local(host: str) -> bool:
         return False
 
 
-def check_rendezvous(topology: Topology, *, timeout_s: float = RDZV_REACH_TIMEOUT_S) -> None:
-    """Raise `ScaleError` when a node that does not host the rendezvous cannot reach it."""
+def check_rendezvous(topology: Topology, *, timeout_s: float | None = None) -> None:
+    """Raise `ScaleError` when a node that does not host the rendezvous cannot reach it within
+    `timeout_s` (default `RDZV_REACH_TIMEOUT_S`)."""
+    timeout_s = RDZV_REACH_TIMEOUT_S if timeout_s is None else timeout_s
     if topology.nnodes == 1:
         return
     if topology.rdzv_endpoint is None:
