@@ -95,3 +95,20 @@ def test_a_study_without_n1_says_so(tmp_path: Path) -> None:
     study = build_study(StudyPlan(nprocs=[2], workload="mlp", batch=32), tmp_path)
     assert study.model is None and not study.projections
     assert any("no N=1 run" in w for w in study.warnings)
+
+
+def test_the_waterfall_chart_is_drawn(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from torchdoctor.report.charts import scale as charts
+    from torchdoctor.report.sections.scale import scaling_charts
+
+    _write_world(tmp_path, 1, bwd=0.02)
+    _write_world(tmp_path, 2, bwd=0.025)
+    study = build_study(StudyPlan(nprocs=[1, 2], workload="mlp", batch=32), tmp_path)
+    view = scaling_blocks(study.to_json_dict())
+    assert [n for n, _, _ in view.waterfall] == [2]
+    import matplotlib.pyplot as plt
+
+    drawn = scaling_charts(plt, view)["scale_waterfall"]
+    assert drawn is not None and drawn.startswith("<svg")
+    assert charts.waterfall_chart(plt, []) is None

@@ -3,6 +3,7 @@ against the model; the gap-to-linear waterfall per N; the collectives' fits; the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchdoctor.report import format as fmt
@@ -12,6 +13,14 @@ from torchdoctor.report.load import RunRecords
 from torchdoctor.report.model import KeyValue
 
 JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScalingView(Blocks):
+    """The section's blocks, and the waterfall's numbers for its chart: per N > 1, the ideal
+    step and the gap's parts (label, seconds)."""
+
+    waterfall: list[tuple[int, float, list[tuple[str, float]]]] = field(default_factory=list)
 
 
 def _serial(value: float | None) -> str:
@@ -107,7 +116,18 @@ def _projections(study: JsonDict) -> Table:
     return Table(header=header, rows=rows, title="Projections")
 
 
-def scaling_blocks(study: JsonDict) -> Blocks:
+def _waterfall_numbers(study: JsonDict) -> list[tuple[int, float, list[tuple[str, float]]]]:
+    out = []
+    for w in items(study, "worlds"):
+        n, ideal = integer(w, "world_size"), num(w, "ideal_s")
+        if n is None or n < 2 or ideal is None:
+            continue
+        parts = [(text(p, "label") or "", num(p, "seconds") or 0.0) for p in items(w, "waterfall")]
+        out.append((n, ideal, parts))
+    return out
+
+
+def scaling_blocks(study: JsonDict) -> ScalingView:
     """The view of one study's JSON form."""
     model = mapping(study, "model")
     facts = [
@@ -122,14 +142,15 @@ def scaling_blocks(study: JsonDict) -> Blocks:
     tables = [_worlds(study), _waterfall(study), _fits(study)]
     if items(study, "projections"):
         tables.append(_projections(study))
-    return Blocks(
+    return ScalingView(
         title="Scaling",
         facts=facts,
         tables=tables,
         notes=[str(w) for w in items(study, "warnings")],
+        waterfall=_waterfall_numbers(study),
     )
 
 
-def scaling_view(found: RunRecords) -> Blocks | None:
+def scaling_view(found: RunRecords) -> ScalingView | None:
     study = found.records.get("scaling")
     return scaling_blocks(study) if study else None
