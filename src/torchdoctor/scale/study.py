@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
 from torchdoctor.scale.model import Projection, ScalingModel, project
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
@@ -74,8 +75,8 @@ def waterfall(
     share = 1.0 / world.world_size if mode == "strong" else 1.0
     b, w = base.phases, world.phases
 
-    def excess(*phases: str) -> float:
-        return sum(w.get(p, 0.0) - share * b.get(p, 0.0) for p in phases)  # type: ignore[call-overload]
+    def excess(*phases: Phase) -> float:
+        return sum(w.get(p, 0.0) - share * b.get(p, 0.0) for p in phases)
 
     ideal = share * sum(b.values())
     parts = [
