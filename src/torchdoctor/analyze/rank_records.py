@@ -1,0 +1,106 @@
+"""The records of the cross-rank analysis (`analyze.ranks`): a job's ranks side by side.
+
+`CrossRankAnalysis` is versioned on its own, because a folder of per-rank traces and a
+torchrun launch both produce it, and a `TraceAnalysis` or a job's diagnosis carries it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from torchdoctor.core.records import Record, SubRecord
+
+#: What holds a straggler back, read from which of its phases exceeds the other ranks':
+#: data (its input pipeline), compute (forward + backward), optimizer, other (host Python).
+StragglerCause = Literal["data", "compute", "optimizer", "other"]
+
+
+class RankPhases(SubRecord):
+    """One rank's mean step, in milliseconds, from its trace's profiled steps.
+
+    Each instant of a step counts once, in this order: data wait, optimizer, backward,
+    forward (any other operator), exposed communication (communication no operator
+    overlaps), other. `wait_ms` is the part of its communication spent waiting for a later
+    rank to arrive at the collectives (see `CollectiveSkew`); `comm_ms` all of it.
+    """
+
+    rank: int
+    steps: int = Field(ge=0)
+    step_ms: float
+    data_wait_ms: float
+    forward_ms: float
+    backward_ms: float
+    exposed_comm_ms: float
+    optimizer_ms: float
+    other_ms: float
+    comm_ms: float
+    wait_ms: float
+
+
+class CollectiveSkew(SubRecord):
+    """The k-th collective of every rank: how long it lasted on each, who came last.
+
+    A collective completes at about the same moment on every rank, so a rank that lasted
+    longer in it arrived earlier and waited: its arrival lag behind the first arriver is its
+    duration's excess over the shortest. The last arriver is the rank with the shortest
+    duration, and `skew_ms` (longest minus shortest) is the wait it imposed. This needs no
+    shared clock, so it holds for ranks on several hosts.
+    """
+
+    index: int
+    step: int | None = Field(description="the ProfilerStep number it ran in; None without steps")
+    name: str
+    durations_ms: list[float] = Field(description="per rank, in the order of `ranks`")
+    last_rank: int
+    skew_ms: float
+
+
+class Straggler(SubRecord):
+    """A rank the others wait for at most collectives, and why it is late."""
+
+    rank: int
+    cause: StragglerCause
+    last_fraction: float = Field(ge=0, le=1, description="share of collectives it came last")
+    imposed_wait_ms: float = Field(description="per step, what the others wait for it")
+    wait_share: float = Field(ge=0, le=1, description="that wait's share of the others' step")
+    excess_ms: dict[str, float] = Field(
+        description="its data, compute, optimizer and other time per step minus the median "
+        "of the other ranks'"
+    )
+
+    @property
+    def phrase(self) -> str:
+        """The cause in words: 'rank 1 waits on data', 'rank 1 computes slower'."""
+        words = {
+            "data": "waits on data",
+            "compute": "computes slower",
+            "optimizer": "spends longer in its optimizer",
+            "other": "spends longer outside the model (host Python)",
+        }
+        return f"rank {self.rank} {words[self.cause]}"
+
+
+class CrossRankAnalysis(Record):
+    """A job's ranks compared: each rank's step, the skew at each collective, stragglers."""
+
+    schema_name: ClassVar[str] = "cross_rank"
+    schema_version: ClassVar[int] = 1
+
+    world_size: int
+    ranks: list[RankPhases]
+    collective_events: str | None = Field(
+        description="which events were matched as collectives (e.g. 'gloo:', 'nccl kernels')"
+    )
+    collectives_matched: int = 0
+    collectives: list[CollectiveSkew] = Field(
+        default_factory=list, description="the first `MAX_COLLECTIVES_KEPT` matched"
+    )
+    median_skew_ms: float | None = None
+    max_skew_ms: float | None = None
+    stragglers: list[Straggler] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def rank_phases(self, rank: int) -> RankPhases | None:
+        return next((r for r in self.ranks if r.rank == rank), None)
