@@ -39,20 +39,27 @@ class RankPhases(SubRecord):
     wait_ms: float
 
 
-class CollectiveSkew(SubRecord):
-    """The k-th collective of every rank: how long it lasted on each, who came last.
+#: How arrivals were told apart: by the ranks' shared clock (traces of one host), or by
+#: durations alone (several hosts, whose clocks may differ by more than the skew).
+SkewMethod = Literal["clock", "duration"]
 
-    A collective completes at about the same moment on every rank, so a rank that lasted
-    longer in it arrived earlier and waited: its arrival lag behind the first arriver is its
-    duration's excess over the shortest. The last arriver is the rank with the shortest
-    duration, and `skew_ms` (longest minus shortest) is the wait it imposed. This needs no
-    shared clock, so it holds for ranks on several hosts.
+
+class CollectiveSkew(SubRecord):
+    """The k-th collective of every rank: when each arrived, who came last, the wait.
+
+    With a shared clock (`clock`: every trace names the same host), a rank arrives when its
+    collective starts; the last arriver starts last, and each rank waits from its start to
+    the last one's (at most its own duration). Without one (`duration`), a collective is
+    taken to complete at about the same moment on every rank, so the rank that lasted
+    longest arrived first and the shortest last, and each waits its duration's excess over
+    the shortest. `skew_ms` is the last arrival's lag behind the first.
     """
 
     index: int
     step: int | None = Field(description="the ProfilerStep number it ran in; None without steps")
     name: str
     durations_ms: list[float] = Field(description="per rank, in the order of `ranks`")
+    waits_ms: list[float] = Field(description="per rank: its wait for the last arriver")
     last_rank: int
     skew_ms: float
 
@@ -93,6 +100,7 @@ class CrossRankAnalysis(Record):
     collective_events: str | None = Field(
         description="which events were matched as collectives (e.g. 'gloo:', 'nccl kernels')"
     )
+    skew_method: SkewMethod | None = None
     collectives_matched: int = 0
     collectives: list[CollectiveSkew] = Field(
         default_factory=list, description="the first `MAX_COLLECTIVES_KEPT` matched"

@@ -132,12 +132,14 @@ def rank_phases(tl: Timeline, rank: int, comm: BoolArray, wait_ms: float) -> Ran
     )
 
 
-def _collectives(tl: Timeline, mask: BoolArray) -> dict[tuple[int | None, int], tuple[str, float]]:
-    """(step number, order within the step) -> (name, duration in us) of each collective."""
+def _collectives(
+    tl: Timeline, mask: BoolArray
+) -> dict[tuple[int | None, int], tuple[str, float, float]]:
+    """(step number, order within the step) -> (name, duration, absolute start; us)."""
     windows, numbers = _step_numbers(tl)
     idx = np.flatnonzero(mask)
     idx = idx[np.argsort(tl.ts[idx], kind="stable")]
-    found: dict[tuple[int | None, int], tuple[str, float]] = {}
+    found: dict[tuple[int | None, int], tuple[str, float, float]] = {}
     counts: dict[int | None, int] = {}
     for i in idx.tolist():
         step: int | None = None
@@ -148,7 +150,7 @@ def _collectives(tl: Timeline, mask: BoolArray) -> dict[tuple[int | None, int], 
             step = numbers[w] if numbers[w] is not None else w
         k = counts.get(step, 0)
         counts[step] = k + 1
-        found[(step, k)] = (tl.names[tl.name_id[i]], float(tl.dur[i]))
+        found[(step, k)] = (tl.names[tl.name_id[i]], float(tl.dur[i]), tl.base_us + tl.ts[i])
     return found
 
 
@@ -174,6 +176,8 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
         for t in timelines
     ]
     skews: list[CollectiveSkew] = []
+    hosts = {t.meta.host_name for t in timelines}
+    shared_clock = len(hosts) == 1 and None not in hosts
     if family is None:
         notes.append("no collective found in every rank's trace: no skew to measure")
     else:
@@ -185,19 +189,8 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
                 f"{max(len(p) for p in per_rank)} on one: the ranks' traces cover different steps"
             )
         for n, key in enumerate(keys):
-            durs = [p[key][1] / _US_PER_MS for p in per_rank]
-            last = int(np.argmin(durs))
-            skews.append(
-                CollectiveSkew(
-                    index=n,
-                    step=key[0],
-                    name=per_rank[0][key][0],
-                    durations_ms=[round(d, 4) for d in durs],
-                    last_rank=ranks[last],
-                    skew_ms=round(max(durs) - min(durs), 4),
-                )
-            )
-    waits = _waits(skews, len(ranks))
+            skews.append(_skew(n, key, [p[key] for p in per_rank], ranks, shared_clock))
+    waits = [sum(s.waits_ms[i] for s in skews) for i in range(len(ranks))]
     phases = []
     for i, (tl, mask) in enumerate(zip(timelines, masks, strict=True)):
         steps = max(1, step_windows(tl)[0].size)
@@ -209,6 +202,7 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
         ),
         ranks=phases,
         collective_events=family[0] if family else None,
+        skew_method=("clock" if shared_clock else "duration") if skews else None,
         collectives_matched=len(skews),
         collectives=skews[:MAX_COLLECTIVES_KEPT],
         median_skew_ms=float(np.median(skew_values)) if skew_values else None,
@@ -222,14 +216,33 @@ def _key_order(key: tuple[int | None, int]) -> tuple[int, int]:
     return (key[0] if key[0] is not None else -1, key[1])
 
 
-def _waits(skews: Sequence[CollectiveSkew], n: int) -> list[float]:
-    """Per rank, the total time (ms) it waited at the collectives for the last arriver."""
-    total = [0.0] * n
-    for s in skews:
-        shortest = min(s.durations_ms)
-        for i, d in enumerate(s.durations_ms):
-            total[i] += d - shortest
-    return total
+def _skew(
+    index: int,
+    key: tuple[int | None, int],
+    seen: Sequence[tuple[str, float, float]],
+    ranks: Sequence[int],
+    shared_clock: bool,
+) -> CollectiveSkew:
+    """One collective across the ranks (`CollectiveSkew` says how arrivals are told)."""
+    durs = [d / _US_PER_MS for _, d, _ in seen]
+    if shared_clock:
+        starts = [t / _US_PER_MS for _, _, t in seen]
+        last = int(np.argmax(starts))
+        waits = [min(d, starts[last] - t) for d, t in zip(durs, starts, strict=True)]
+        skew = starts[last] - min(starts)
+    else:
+        last = int(np.argmin(durs))
+        waits = [d - durs[last] for d in durs]
+        skew = max(durs) - durs[last]
+    return CollectiveSkew(
+        index=index,
+        step=key[0],
+        name=seen[0][0],
+        durations_ms=[round(d, 4) for d in durs],
+        waits_ms=[round(max(0.0, w), 4) for w in waits],
+        last_rank=ranks[last],
+        skew_ms=round(skew, 4),
+    )
 
 
 def find_stragglers(
