@@ -6,7 +6,7 @@ back in one place, so every other rank waits for it in DDP's gradient all-reduce
 
 - `--straggle data` (default): the slow rank's dataset waits `--delay-ms` (40) per batch, as
   a read from slow storage would, inside the DataLoader's `__next__`;
-- `--straggle compute`: the slow rank's forward runs `--extra-matmuls` (24) more 256-wide
+- `--straggle compute`: the slow rank's forward runs `--extra-matmuls` (8) more pairs of 256-wide
   matmuls on its activations, as a slower device would.
 
 The other ranks' wait shows up inside their backward (where DDP waits for the all-reduce),
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--straggle", choices=("data", "compute", "none"), default="data")
     parser.add_argument("--slow-rank", type=int, default=1)
     parser.add_argument("--delay-ms", type=float, default=40.0)
-    parser.add_argument("--extra-matmuls", type=int, default=24)
+    parser.add_argument("--extra-matmuls", type=int, default=8)
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # see tests/zoo/README.md: one thread per process
