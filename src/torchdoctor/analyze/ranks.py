@@ -33,8 +33,9 @@ from torchdoctor.analyze.rank_records import (
 from torchdoctor.analyze.step_windows import is_step_name, step_windows
 from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
 
-#: A straggler comes last at no fewer than this share of the collectives: lateness that
-#: moves from rank to rank is noise (a busy host's scheduling), not one rank's cause.
+#: A straggler comes last at more than this share of the collectives (a strict majority):
+#: lateness that moves from rank to rank is the host's scheduling or the data's variance,
+#: not one rank's cause.
 STRAGGLER_MIN_LAST_FRACTION: Final = 0.5
 #: ... and the others wait for it at least this share of their step: the cut the
 #: dataloader_wait rule uses for a step waiting on its input (TensorBoard profiler plugin,
@@ -255,7 +256,7 @@ def find_stragglers(
     for p in phases:
         late = [s for s in skews if s.last_rank == p.rank]
         fraction = len(late) / len(skews)
-        if fraction < STRAGGLER_MIN_LAST_FRACTION:
+        if fraction <= STRAGGLER_MIN_LAST_FRACTION:
             continue
         others = [q for q in phases if q.rank != p.rank]
         step = float(np.median([q.step_ms for q in others]))
