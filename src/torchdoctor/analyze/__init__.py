@@ -7,7 +7,8 @@
 One module per analysis: decode (the one reader: msgspec, bounded chunks, one reducer),
 loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
 steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hostops (tiny
-host op calls), syncs, idle, ranks (a job's ranks compared: `cross_rank_analysis`); `devices` holds datasheet ceilings as `core.env.Ceilings` records.
+host op calls), syncs, idle, ranks (a job's ranks compared: `cross_rank_analysis`);
+`devices` holds datasheet ceilings as `core.env.Ceilings` records.
 """
 
 from torchdoctor.analyze.api import analyze_ranks, analyze_timeline, analyze_trace

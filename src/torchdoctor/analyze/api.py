@@ -24,8 +24,8 @@ from torchdoctor.analyze.idle import idle_stats
 from torchdoctor.analyze.kernels import kernel_mix
 from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
-from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.ops import fallback_note, op_table, self_times
+from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.records import CeilingsInfo, KernelMix, RankSummary, TraceAnalysis
 from torchdoctor.analyze.step_windows import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats

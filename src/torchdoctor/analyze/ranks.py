@@ -102,8 +102,12 @@ def rank_phases(tl: Timeline, rank: int, comm: BoolArray, wait_ms: float) -> Ran
     ops &= ~comm & ~tl.name_mask(_is_host_comm)
     parts = {
         "data_wait_ms": _union_of(tl, host & not_step & tl.name_mask(_is_dataloader)),
-        "optimizer_ms": _union_of(tl, host & tl.name_mask(lambda n: n.startswith(_OPTIMIZER_PREFIXES))),
-        "backward_ms": _union_of(tl, tl.mask(Kind.CPU_OP) & tl.name_mask(lambda n: n.startswith(_BACKWARD_PREFIX))),
+        "optimizer_ms": _union_of(
+            tl, host & tl.name_mask(lambda n: n.startswith(_OPTIMIZER_PREFIXES))
+        ),
+        "backward_ms": _union_of(
+            tl, tl.mask(Kind.CPU_OP) & tl.name_mask(lambda n: n.startswith(_BACKWARD_PREFIX))
+        ),
         "forward_ms": _union_of(tl, ops),
         "exposed_comm_ms": _union_of(tl, comm),
     }
@@ -169,7 +173,11 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
         notes.append("the traces name the same rank twice; ranks are taken in file order")
         ranks = list(range(len(timelines)))
     family = next(
-        (f for f in COLLECTIVE_FAMILIES if all(_family_mask(t, f[1], f[2]).any() for t in timelines)),
+        (
+            f
+            for f in COLLECTIVE_FAMILIES
+            if all(_family_mask(t, f[1], f[2]).any() for t in timelines)
+        ),
         None,
     )
     masks = [
@@ -198,9 +206,7 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
         phases.append(rank_phases(tl, ranks[i], mask, waits[i] / steps))
     skew_values = [s.skew_ms for s in skews]
     return CrossRankAnalysis(
-        world_size=max(
-            [len(ranks)] + [t.meta.world_size for t in timelines if t.meta.world_size]
-        ),
+        world_size=max([len(ranks)] + [t.meta.world_size for t in timelines if t.meta.world_size]),
         ranks=phases,
         collective_events=family[0] if family else None,
         skew_method=("clock" if shared_clock else "duration") if skews else None,

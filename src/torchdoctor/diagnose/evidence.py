@@ -167,8 +167,9 @@ class StragglerEvidence(SubRecord):
     wait_share: float = Field(ge=0, le=1)
     imposed_wait_ms: float
     last_fraction: float = Field(ge=0, le=1)
-    excess_ms: float = Field(description="the straggler's time in its cause per step, minus "
-                             "the other ranks' median")
+    excess_ms: float = Field(
+        description="the straggler's time in its cause per step, minus the other ranks' median"
+    )
     world_size: int
 
 

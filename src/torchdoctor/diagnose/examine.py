@@ -11,10 +11,9 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core import rundir
-from torchdoctor.analyze.rank_records import CrossRankAnalysis
 from torchdoctor.core.errors import DiagnoseError, TorchDoctorError, TraceError
 from torchdoctor.diagnose.api import analyze_if_present, diagnose_run, profile_evidence
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
@@ -28,6 +27,9 @@ from torchdoctor.diagnose.hostinfo import (
 )
 from torchdoctor.diagnose.ranks import JobDiagnosis, diagnose_ranks, job_diagnosis
 from torchdoctor.measure import watch_load
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze import CrossRankAnalysis
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +131,9 @@ def examine_script(
             )
         )
         whys.append(why)
-    cross, cross_why = _cross_rank([p.trace_path for p in ranked]) if len(ranked) > 1 else (None, None)
+    cross, cross_why = (
+        _cross_rank([p.trace_path for p in ranked]) if len(ranked) > 1 else (None, None)
+    )
     for diag, why in zip(diagnose_ranks(evidence, cross, environment=env), whys, strict=True):
         if why:
             diag = diag.model_copy(update={"notes": [*diag.notes, why]})

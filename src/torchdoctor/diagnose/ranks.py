@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from torchdoctor.analyze.rank_records import CrossRankAnalysis
+from torchdoctor.analyze import CrossRankAnalysis
 from torchdoctor.core.records import Record
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
 from torchdoctor.diagnose.evidence import Evidence, StragglerEvidence, TraceEvidence
@@ -109,7 +109,9 @@ def diagnose_ranks(
     environment: Mapping[str, Any] | None = None,
 ) -> list[Diagnosis]:
     """Diagnose each rank with its wait for a straggler attributed."""
-    return [diagnose_evidence(ev, environment=environment) for ev in attribute_ranks(evidence, cross)]
+    return [
+        diagnose_evidence(ev, environment=environment) for ev in attribute_ranks(evidence, cross)
+    ]
 
 
 def job_diagnosis(

@@ -24,7 +24,9 @@ def recorded_data(shared_traces: Path) -> CrossRankAnalysis:
     return cross
 
 
-def test_recorded_data_straggler_is_rank_1_waiting_on_data(recorded_data: CrossRankAnalysis) -> None:
+def test_recorded_data_straggler_is_rank_1_waiting_on_data(
+    recorded_data: CrossRankAnalysis,
+) -> None:
     cross = recorded_data
     assert cross.world_size == 2 and cross.skew_method == "clock"
     assert cross.collective_events == "gloo:/nccl: annotations"

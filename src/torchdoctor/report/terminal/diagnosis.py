@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,7 +11,9 @@ from rich.table import Table
 
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis, amdahl_bound
-from torchdoctor.diagnose.ranks import JobDiagnosis
+
+if TYPE_CHECKING:
+    from torchdoctor.diagnose import JobDiagnosis
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _PHASE_STYLE = {
