@@ -13,7 +13,7 @@ RANK_COLUMNS: tuple[tuple[str, str], ...] = (
     ("forward", "forward_ms"),
     ("backward", "backward_ms"),
     ("exposed comm", "exposed_comm_ms"),
-    ("of which waiting", "wait_ms"),
+    ("waiting", "wait_ms"),
     ("optimizer", "optimizer_ms"),
     ("data wait", "data_wait_ms"),
     ("other", "other_ms"),
@@ -33,6 +33,11 @@ def _ms(value: float | None) -> str:
     return fmt.NA if value is None else f"{value:.2f} ms"
 
 
+def _num(value: float | None) -> str:
+    """A table cell whose unit (ms) the title names: narrow columns fit a terminal."""
+    return fmt.NA if value is None else f"{value:.2f}"
+
+
 def cross_rank_of(records: dict[str, JsonDict]) -> JsonDict | None:
     """The cross-rank record: its own file, else the one a folder's analysis carries."""
     found = records.get("cross_rank")
@@ -46,7 +51,7 @@ def ranks_blocks(cross: JsonDict | None) -> Blocks | None:
     if not cross:
         return None
     rows = [
-        [f"rank {integer(r, 'rank')}", *(_ms(num(r, f)) for _, f in RANK_COLUMNS)]
+        [f"rank {integer(r, 'rank')}", *(_num(num(r, f)) for _, f in RANK_COLUMNS)]
         for r in items(cross, "ranks")
         if isinstance(r, dict)
     ]
@@ -54,14 +59,20 @@ def ranks_blocks(cross: JsonDict | None) -> Blocks | None:
         Table(
             header=["rank", *(h for h, _ in RANK_COLUMNS)],
             rows=rows,
-            title="Each rank's mean step (each instant counted once)",
+            title="Each rank's mean step, ms (each instant counted once; the wait for a "
+            "later rank at the collectives is part of exposed comm)",
         )
     ]
     skews = [s for s in items(cross, "collectives") if isinstance(s, dict)]
+    how = (
+        "arrivals by the ranks' shared clock"
+        if text(cross, "skew_method") == "clock"
+        else "the shortest arrived last"
+    )
     if skews:
         tables.append(
             Table(
-                header=["#", "step", "collective", "per rank", "last", "skew"],
+                header=["#", "step", "collective", "time in it per rank", "last", "skew"],
                 rows=[
                     [
                         fmt.number(integer(s, "index")),
@@ -73,8 +84,7 @@ def ranks_blocks(cross: JsonDict | None) -> Blocks | None:
                     ]
                     for s in skews[:SKEW_ROWS_SHOWN]
                 ],
-                title="Arrival skew at the collectives (duration on each rank; the shortest "
-                "arrived last)",
+                title=f"Arrival skew at the collectives ({how})",
             )
         )
     notes = []
