@@ -59,14 +59,6 @@ def _finish(exam: Examination) -> Examination:
     return exam
 
 
-def _diag_name(index: int, rank: int | None) -> str:
-    return (
-        rundir.DIAGNOSIS
-        if index == 0
-        else f"diagnosis.rank{rank if rank is not None else index}.json"
-    )
-
-
 def examine_script(
     argv: list[str],
     *,
@@ -161,21 +153,19 @@ def _cross_rank(paths: list[str | None]) -> tuple[CrossRankAnalysis | None, str 
 def _write_diagnoses(
     exam: Examination, cross: CrossRankAnalysis | None, *, target: str, note: str | None = None
 ) -> None:
-    """One diagnosis: `diagnosis.json`. Several ranks compared: the job's diagnosis there,
-    each rank's in `diagnosis.rank<N>.json`, the comparison in `cross_rank.json`, and the
-    whole in `job_diagnosis.json`. Several ranks not compared: rank files as before."""
+    """One diagnosis: `diagnosis.json`. Several ranks: the job's diagnosis there, each rank's
+    in `diagnosis.rank<N>.json`, the ranks compared in `cross_rank.json` (when they could
+    be), and the whole in `job_diagnosis.json`: one record of the job, as `--json` prints."""
     run_dir = exam.run_dir
-    if cross is None or len(exam.diagnoses) < 2:
-        if note and exam.diagnoses:
-            first = exam.diagnoses[0]
-            exam.diagnoses[0] = first.model_copy(update={"notes": [*first.notes, note]})
-        for i, diag in enumerate(exam.diagnoses):
-            diag.write(run_dir / _diag_name(i, diag.rank))
+    if len(exam.diagnoses) < 2:
+        for diag in exam.diagnoses:
+            diag.write(run_dir / rundir.DIAGNOSIS)
         return
-    exam.job = job_diagnosis(exam.diagnoses, cross, target=target)
+    exam.job = job_diagnosis(exam.diagnoses, cross, target=target, notes=[note] if note else [])
     for i, diag in enumerate(exam.diagnoses):
         diag.write(run_dir / f"diagnosis.rank{diag.rank if diag.rank is not None else i}.json")
-    cross.write(run_dir / rundir.CROSS_RANK)
+    if cross is not None:
+        cross.write(run_dir / rundir.CROSS_RANK)
     exam.job.job.write(run_dir / rundir.DIAGNOSIS)
     exam.job.write(run_dir / rundir.JOB_DIAGNOSIS)
 

@@ -34,7 +34,9 @@ class JobDiagnosis(Record):
     world_size: int
     job: Diagnosis = Field(description="the job as a whole (rank None): what to fix first")
     ranks: list[Diagnosis] = Field(description="each rank's, a straggler's wait attributed")
-    cross_rank: CrossRankAnalysis
+    cross_rank: CrossRankAnalysis | None = Field(
+        description="the ranks compared; None when they could not be (a rank left no trace)"
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -96,8 +98,8 @@ def attribute_ranks(
     if cross is None:
         return list(evidence)
     out = []
-    for ev in evidence:
-        s = straggler_for(cross, ev.rank)
+    for i, ev in enumerate(evidence):  # traces that name no rank are ranks by position
+        s = straggler_for(cross, ev.rank if ev.rank is not None else i)
         out.append(attribute_wait(ev, s) if s is not None and s.wait_share > 0 else ev)
     return out
 
@@ -115,10 +117,15 @@ def diagnose_ranks(
 
 
 def job_diagnosis(
-    ranks: Sequence[Diagnosis], cross: CrossRankAnalysis, *, target: str
+    ranks: Sequence[Diagnosis],
+    cross: CrossRankAnalysis | None,
+    *,
+    target: str,
+    notes: Sequence[str] = (),
 ) -> JobDiagnosis:
     """The job: the rank diagnosis that waits most for a straggler (else the lowest rank's),
-    as the whole job's (rank None)."""
+    as the whole job's (rank None). Without `cross` (the ranks could not be compared), the
+    lowest rank's, and `notes` say why."""
     if not ranks:
         raise ValueError("a job diagnosis needs at least one rank's diagnosis")
 
@@ -127,25 +134,26 @@ def job_diagnosis(
         return f.share if f is not None else 0.0
 
     view = max(ranks, key=lambda d: (waited(d), -(d.rank or 0)))
-    notes = [f"the job seen from rank {view.rank}"] if view.rank is not None else []
-    for s in cross.stragglers:
-        notes.append(
+    world = cross.world_size if cross is not None else max(len(ranks), view.world_size or 0)
+    seen = [f"the job seen from rank {view.rank}"] if view.rank is not None else []
+    for s in cross.stragglers if cross is not None else []:
+        seen.append(
             f"{s.phrase}: the others wait {s.imposed_wait_ms:.1f} ms per step for it "
             f"({s.wait_share:.0%} of their step)"
         )
     job = view.model_copy(
         update={
             "rank": None,
-            "world_size": cross.world_size,
+            "world_size": world,
             "target": target,
-            "notes": [*notes, *view.notes],
+            "notes": [*seen, *notes, *view.notes],
         }
     )
     return JobDiagnosis(
         target=target,
-        world_size=cross.world_size,
+        world_size=world,
         job=job,
         ranks=list(ranks),
         cross_rank=cross,
-        notes=list(cross.notes),
+        notes=[*notes, *(cross.notes if cross is not None else [])],
     )

@@ -12,7 +12,7 @@ from torchdoctor.diagnose import diagnose_evidence, examine_trace
 from torchdoctor.diagnose.evidence import Evidence, StepEvidence, StragglerEvidence, TraceEvidence
 from torchdoctor.diagnose.findings import amdahl_bound
 from torchdoctor.diagnose.from_trace import evidence_from_trace
-from torchdoctor.diagnose.ranks import JobDiagnosis, attribute_wait
+from torchdoctor.diagnose.ranks import JobDiagnosis, attribute_wait, job_diagnosis
 from torchdoctor.diagnose.rules import rank_straggler
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
@@ -101,3 +101,15 @@ def test_attributing_the_wait_takes_it_out_of_backward_and_communication() -> No
     assert d.finding("ddp_communication") is None  # 5% left: under the rule's cut
     before = diagnose_evidence(ev)
     assert before.primary_bottleneck != "data_loading"
+
+
+def test_ranks_that_could_not_be_compared_are_still_one_job() -> None:
+    ranks = [diagnose_evidence(Evidence(source="script", rank=r, world_size=2)) for r in (1, 0)]
+    job = JobDiagnosis.from_json_dict(
+        job_diagnosis(ranks, None, target="train.py", notes=["ranks not compared"]).to_json_dict()
+    )
+    assert job.cross_rank is None and job.world_size == 2
+    assert job.job.rank is None and job.job.notes[:2] == [
+        "the job seen from rank 0",
+        "ranks not compared",
+    ]

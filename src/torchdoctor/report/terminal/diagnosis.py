@@ -103,5 +103,6 @@ def render_job(job: JobDiagnosis, out: Console, run_dir: Path | None = None) -> 
     from torchdoctor.report.adapters.ranks import ranks_blocks
     from torchdoctor.report.blocks import blocks_terminal
 
-    blocks_terminal(out, ranks_blocks(job.cross_rank.to_json_dict()))
+    if job.cross_rank is not None:
+        blocks_terminal(out, ranks_blocks(job.cross_rank.to_json_dict()))
     render_diagnosis(job.job, out, run_dir)
