@@ -141,3 +141,16 @@ def test_one_rank_or_no_common_collective(tmp_path: Path) -> None:
 def test_the_record_round_trips(recorded_data: CrossRankAnalysis, tmp_path: Path) -> None:
     path = recorded_data.write(tmp_path / "cross_rank.json")
     assert CrossRankAnalysis.read(path) == recorded_data
+
+
+def test_a_real_nccl_trace_matches_its_communication_kernels(shared_traces: Path) -> None:
+    """A real A100 NCCL rank (one of 16, HolisticTraceAnalysis) paired with itself as rank 1:
+    its NCCL kernels are the collectives, every one matched, none late, no straggler."""
+    [tl] = load_rank_traces(shared_traces / "hta_a100_ws16_rank0.json.gz")
+    twin = dataclasses.replace(tl, meta=dataclasses.replace(tl.meta, rank=1))
+    cross = cross_rank_analysis([tl, twin])
+    assert cross is not None and cross.collective_events == "nccl kernels"
+    assert cross.collectives_matched > 0 and cross.max_skew_ms == 0.0
+    assert cross.stragglers == []
+    r0 = cross.rank_phases(0)
+    assert r0 is not None and r0.comm_ms > 0
