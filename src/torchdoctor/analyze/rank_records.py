@@ -6,7 +6,7 @@ torchrun launch both produce it, and a `TraceAnalysis` or a job's diagnosis carr
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from pydantic import Field
 
@@ -64,11 +64,26 @@ class CollectiveSkew(SubRecord):
     skew_ms: float
 
 
+#: How a straggler's cause reads after "rank N".
+CAUSE_WORDS: Final[dict[str, str]] = {
+    "data": "waits on data",
+    "compute": "computes slower",
+    "optimizer": "spends longer in its optimizer",
+    "other": "spends longer outside the model (host Python)",
+}
+
+
+def straggler_phrase(rank: int, cause: StragglerCause) -> str:
+    """'rank 1 waits on data', 'rank 1 computes slower', ..."""
+    return f"rank {rank} {CAUSE_WORDS[cause]}"
+
+
 class Straggler(SubRecord):
     """A rank the others wait for at most collectives, and why it is late."""
 
     rank: int
     cause: StragglerCause
+    phrase: str = Field(description="the cause in words: 'rank 1 waits on data'")
     last_fraction: float = Field(ge=0, le=1, description="share of collectives it came last")
     imposed_wait_ms: float = Field(description="per step, what the others wait for it")
     wait_share: float = Field(ge=0, le=1, description="that wait's share of the others' step")
@@ -76,17 +91,6 @@ class Straggler(SubRecord):
         description="its data, compute, optimizer and other time per step minus the median "
         "of the other ranks'"
     )
-
-    @property
-    def phrase(self) -> str:
-        """The cause in words: 'rank 1 waits on data', 'rank 1 computes slower'."""
-        words = {
-            "data": "waits on data",
-            "compute": "computes slower",
-            "optimizer": "spends longer in its optimizer",
-            "other": "spends longer outside the model (host Python)",
-        }
-        return f"rank {self.rank} {words[self.cause]}"
 
 
 class CrossRankAnalysis(Record):

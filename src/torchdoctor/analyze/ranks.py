@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 
 from torchdoctor.analyze import intervals as iv
-from torchdoctor.analyze.breakdown import _is_dataloader, _is_host_comm
+from torchdoctor.analyze.breakdown import is_dataloader_name, is_host_comm_name
 from torchdoctor.analyze.devicetime import is_comm_kernel_name
 from torchdoctor.analyze.rank_records import (
     CollectiveSkew,
@@ -29,6 +29,7 @@ from torchdoctor.analyze.rank_records import (
     RankPhases,
     Straggler,
     StragglerCause,
+    straggler_phrase,
 )
 from torchdoctor.analyze.step_windows import is_step_name, step_windows
 from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
@@ -56,7 +57,7 @@ _CAUSE_PHASES: Final[dict[StragglerCause, tuple[str, ...]]] = {
 }
 
 
-def _executions(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
+def _name_starts(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name.lower().startswith(prefixes)
 
 
@@ -65,9 +66,9 @@ def _executions(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
 #: family every rank's trace holds is matched.
 COLLECTIVE_FAMILIES: Final[tuple[tuple[str, tuple[Kind, ...], Callable[[str], bool]], ...]] = (
     ("nccl kernels", (Kind.KERNEL,), is_comm_kernel_name),
-    ("gloo:/nccl: annotations", (Kind.USER_ANNOTATION,), _executions(("gloo:", "nccl:"))),
-    ("c10d:: operators", (Kind.CPU_OP,), _executions(("c10d::",))),
-    ("record_param_comms", (Kind.CPU_OP, Kind.USER_ANNOTATION), _executions(("record_param",))),
+    ("gloo:/nccl: annotations", (Kind.USER_ANNOTATION,), _name_starts(("gloo:", "nccl:"))),
+    ("c10d:: operators", (Kind.CPU_OP,), _name_starts(("c10d::",))),
+    ("record_param_comms", (Kind.CPU_OP, Kind.USER_ANNOTATION), _name_starts(("record_param",))),
 )
 
 
@@ -99,9 +100,9 @@ def rank_phases(tl: Timeline, rank: int, comm: BoolArray, wait_ms: float) -> Ran
     host = tl.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
     not_step = ~tl.name_mask(is_step_name)
     ops = (tl.mask(Kind.CPU_OP) | tl.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)) & not_step
-    ops &= ~comm & ~tl.name_mask(_is_host_comm)
+    ops &= ~comm & ~tl.name_mask(is_host_comm_name)
     parts = {
-        "data_wait_ms": _union_of(tl, host & not_step & tl.name_mask(_is_dataloader)),
+        "data_wait_ms": _union_of(tl, host & not_step & tl.name_mask(is_dataloader_name)),
         "optimizer_ms": _union_of(
             tl, host & tl.name_mask(lambda n: n.startswith(_OPTIMIZER_PREFIXES))
         ),
@@ -280,6 +281,7 @@ def find_stragglers(
             Straggler(
                 rank=p.rank,
                 cause=cause,
+                phrase=straggler_phrase(p.rank, cause),
                 last_fraction=round(fraction, 4),
                 imposed_wait_ms=round(imposed, 4),
                 wait_share=round(share, 4),

@@ -19,12 +19,6 @@ RANK_COLUMNS: tuple[tuple[str, str], ...] = (
     ("other", "other_ms"),
     ("step", "step_ms"),
 )
-_CAUSE_WORDS = {
-    "data": "waits on data",
-    "compute": "computes slower",
-    "optimizer": "spends longer in its optimizer",
-    "other": "spends longer outside the model (host Python)",
-}
 #: Collectives listed one by one; the facts summarize all of them.
 SKEW_ROWS_SHOWN = 8
 
@@ -91,9 +85,9 @@ def ranks_blocks(cross: JsonDict | None) -> Blocks | None:
     for s in items(cross, "stragglers"):
         if not isinstance(s, dict):
             continue
-        words = _CAUSE_WORDS.get(text(s, "cause") or "", "is late")
+        phrase = text(s, "phrase") or f"rank {integer(s, 'rank')} is late"
         notes.append(
-            f"Straggler: rank {integer(s, 'rank')} {words}; the others wait "
+            f"Straggler: {phrase}; the others wait "
             f"{_ms(num(s, 'imposed_wait_ms'))} per step for it "
             f"({fmt.percent(num(s, 'wait_share'), 0)} of their step), last at "
             f"{fmt.percent(num(s, 'last_fraction'), 0)} of the collectives."
