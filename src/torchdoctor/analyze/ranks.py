@@ -193,6 +193,16 @@ def cross_rank_analysis(timelines: Sequence[Timeline]) -> CrossRankAnalysis | No
     else:
         per_rank = [_collectives(t, m) for t, m in zip(timelines, masks, strict=True)]
         keys = sorted(set.intersection(*(set(p) for p in per_rank)), key=_key_order)
+        counts = {len(p) for p in per_rank}
+        if not keys and len(counts) == 1:
+            # The step numbers differ (each rank counted its steps from its own start) but
+            # every rank traced as many collectives: the k-th of each is the same one.
+            per_rank = [
+                {(None, k): p[key] for k, key in enumerate(sorted(p, key=_key_order))}
+                for p in per_rank
+            ]
+            keys = sorted(per_rank[0], key=_key_order)
+            notes.append("the ranks' step numbers differ: collectives matched by order")
         if len(keys) < max(len(p) for p in per_rank):
             notes.append(
                 f"{len(keys)} collectives matched on every rank out of up to "

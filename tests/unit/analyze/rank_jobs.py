@@ -32,9 +32,12 @@ def _event(name: str, cat: str, ts_ms: float, dur_ms: float, tid: int) -> dict[s
 
 
 def job_events(
-    data_ms: Sequence[Sequence[float]], compute_ms: Sequence[Sequence[float]]
+    data_ms: Sequence[Sequence[float]],
+    compute_ms: Sequence[Sequence[float]],
+    first_step: Sequence[int] | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Per rank, the events of the steps: `data_ms[k][r]`, `compute_ms[k][r]` per step k."""
+    """Per rank, the events of the steps: `data_ms[k][r]`, `compute_ms[k][r]` per step k;
+    rank r numbers its first step `first_step[r]` (5 by default)."""
     ranks = len(data_ms[0])
     events: list[list[dict[str, Any]]] = [[] for _ in range(ranks)]
     t = 0.0
@@ -44,7 +47,8 @@ def job_events(
         end = done + OPT_MS
         for r in range(ranks):
             ev = events[r]
-            ev.append(_event(f"ProfilerStep#{k + 5}", "user_annotation", t, end - t, 1))
+            number = k + (first_step[r] if first_step else 5)
+            ev.append(_event(f"ProfilerStep#{number}", "user_annotation", t, end - t, 1))
             loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
             ev.append(_event(loader, "user_annotation", t, datas[r], 1))
             fwd = computes[r] / 3
@@ -64,10 +68,11 @@ def write_job(
     compute_ms: Sequence[Sequence[float]],
     *,
     hosts: Sequence[str] | None = None,
+    first_step: Sequence[int] | None = None,
 ) -> Path:
     """Write one gzipped trace per rank into `folder` (same host unless `hosts` differ)."""
     folder.mkdir(parents=True, exist_ok=True)
-    per_rank = job_events(data_ms, compute_ms)
+    per_rank = job_events(data_ms, compute_ms, first_step)
     for r, events in enumerate(per_rank):
         doc = {
             "schemaVersion": 1,

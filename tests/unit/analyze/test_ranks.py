@@ -154,3 +154,14 @@ def test_a_real_nccl_trace_matches_its_communication_kernels(shared_traces: Path
     assert cross.stragglers == []
     r0 = cross.rank_phases(0)
     assert r0 is not None and r0.comm_ms > 0
+
+
+def test_fake_job_whose_ranks_number_their_steps_apart_is_matched_by_order(
+    tmp_path: Path,
+) -> None:
+    data = [[1.0, 11.0]] * 3
+    folder = write_job(tmp_path, data, [[3.0, 3.0]] * 3, first_step=[5, 105])
+    cross = cross_rank_analysis(load_rank_traces(folder))
+    assert cross is not None and cross.collectives_matched == 3
+    assert any("matched by order" in n for n in cross.notes)
+    assert [(s.rank, s.cause) for s in cross.stragglers] == [(1, "data")]
