@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.analyze import analyze_ranks
+from torchdoctor.analyze.ranks import STRAGGLER_MIN_WAIT_SHARE
 from torchdoctor.diagnose import diagnose_evidence, examine_trace
 from torchdoctor.diagnose.evidence import Evidence, StepEvidence, StragglerEvidence, TraceEvidence
 from torchdoctor.diagnose.findings import amdahl_bound
@@ -70,6 +71,7 @@ def _straggler(share: float, cause: str = "data") -> StragglerEvidence:
 
 
 def test_rule_fires_from_its_cut_with_the_bound_of_the_wait() -> None:
+    assert rank_straggler.MIN_WAIT_SHARE == STRAGGLER_MIN_WAIT_SHARE  # one cut, two stages
     below = rank_straggler.MIN_WAIT_SHARE * 0.9
     assert rank_straggler.check(Evidence(source="script", straggler=_straggler(below))) is None
     f = rank_straggler.check(Evidence(source="script", straggler=_straggler(0.6, "compute")))
