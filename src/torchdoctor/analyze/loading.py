@@ -75,6 +75,7 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: Columns) -> TraceMeta:
         rank=rank if isinstance(rank, int) else None,
         world_size=world if isinstance(world, int) else None,
         backend=str(dist["backend"]) if isinstance(dist.get("backend"), str) else None,
+        host_name=str(top["host_name"]) if isinstance(top.get("host_name"), str) else None,
         skipped_events=cols.skipped,
         warnings=tuple(warnings),
     )

@@ -38,6 +38,9 @@ RunStatus = Literal["running", "complete", "failed"]
 MANIFEST = "run.json"
 ENV = "env.json"
 DIAGNOSIS = "diagnosis.json"
+#: A distributed job's ranks compared, and its whole diagnosis (diagnose/ranks.py).
+CROSS_RANK = "cross_rank.json"
+JOB_DIAGNOSIS = "job_diagnosis.json"
 ANALYSIS = "analysis.json"
 PROFILE = "profile.json"
 RUN_RESULT = "run_result.json"
