@@ -1,0 +1,694 @@
+"""Inference variants: the ways one model can be served, each gated on accuracy against fp32
+eager.
+
+`prepare_variant(name, model, example_inputs, device=...)` copies the model, applies the
+variant, runs it once (compilers compile lazily, so the first call is part of the setup) and
+compares its outputs with fp32 eager's in eval mode under no_grad. Where a lossy variant
+(reduced precision, int8) breaks its tolerance, a per-module fallback keeps the fewest modules
+in fp32 that make it pass (`accuracy.fallback_modules`). A variant that cannot apply here
+raises `VariantUnavailable` with the reason; the caller's model is never changed.
+
+Variants that are knobs already are applied through the knob's own code: precision
+(`knobs.autocast_context`, applicability from `knobs.PRECISION`), memory format
+(`knobs.model_to_channels_last`, `inputs_to_channels_last`), compilation
+(`knobs.compile_model`) and threads (`knobs.THREADS`, `apply_threads`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from collections.abc import Callable
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from torchdoctor.core.errors import KnobError, TorchDoctorError
+from torchdoctor.knobs import (
+    PRECISION,
+    THREADS,
+    apply_threads,
+    autocast_context,
+    compile_model,
+    context_for,
+    inputs_to_channels_last,
+    model_to_channels_last,
+)
+from torchdoctor.measure import make_sync
+from torchdoctor.serve.accuracy import (
+    MAX_FALLBACK_CANDIDATES,
+    OutputError,
+    Tolerance,
+    VariantAccuracy,
+    fallback_modules,
+    output_error,
+    within,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+#: fp32 variants may only reorder sums. torchbench's accuracy check of fp32 inference under
+#: torch.compile, which inductor's CI runs, is torch.allclose at 1e-4 both ways (pytorch
+#: benchmarks/dynamo/torchbench.py, `get_tolerance_and_cosine_flag`).
+FP32_TOLERANCE: Final = Tolerance(
+    kind="allclose",
+    atol=1e-4,
+    rtol=1e-4,
+    source="torchbench's fp32 inference accuracy check (torch.allclose, atol=rtol=1e-4; "
+    "pytorch benchmarks/dynamo/torchbench.py)",
+)
+#: Lossy variants change every element a little. torchao's tests hold an int8 linear layer to
+#: SQNR >= 35 dB against its float original (test/integration/test_integration.py,
+#: `min_sqnr=35`); bf16 (8 significant bits) and fp16 (11) round no coarser than int8's 8-bit
+#: grid, so the same floor applies. Held here to the whole model's outputs, stricter than one
+#: layer's; the per-module fallback names the modules that break it.
+LOSSY_TOLERANCE: Final = Tolerance(
+    kind="sqnr",
+    min_sqnr_db=35.0,
+    source="torchao's int8 layer tests (SQNR >= 35 dB, test/integration/test_integration.py), "
+    "held to the whole model's outputs",
+)
+
+#: The variant name prefix that carries a thread count: "threads:4".
+THREADS_PREFIX: Final = "threads:"
+
+Args = tuple[Any, ...]
+Forward = Callable[[Args], Any]
+
+
+class VariantError(TorchDoctorError):
+    """An inference variant cannot be prepared, or the model fails as fp32 eager."""
+
+
+class VariantUnavailable(VariantError):
+    """A variant that does not apply here (device, dtype support, the model's inputs)."""
+
+    def __init__(self, variant: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"variant '{variant}' does not apply here: {reason}", hint=hint)
+        self.variant = variant
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a variant runs, which modules it keeps in fp32 (their weights taken from
+    `original`, the caller's model in fp32, since the copy being built may be cast already),
+    and its thread count."""
+
+    device: torch.device
+    name: str
+    keep_fp32: frozenset[str] = frozenset()
+    threads: int | None = None
+    original: nn.Module | None = None
+
+    def keeping(self, names: frozenset[str]) -> Target:
+        return dataclasses.replace(self, keep_fp32=names)
+
+    @property
+    def device_type(self) -> str:
+        return self.device.type
+
+
+Build = Callable[["nn.Module", Args, Target], Forward]
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """One way to serve a model: what it does, its accuracy tolerance, how it is built.
+
+    `fallback`: whether a per-module fp32 fallback can repair it (lossy variants).
+    `keeps_mode`: whether it runs the module in the training mode the caller left it in
+    (every other variant calls `.eval()` first).
+    """
+
+    name: str
+    description: str
+    tolerance: Tolerance
+    build: Build
+    fallback: bool = False
+    keeps_mode: bool = False
+
+
+@dataclass(frozen=True)
+class PreparedVariant:
+    """A variant ready to serve: `call(inputs)` runs one forward with no autograd.
+
+    `setup_s`: the time to apply the variant and run its first call (compilation, export,
+    tracing, quantization), kept apart from the per-request latency. `accuracy`: its gate.
+    """
+
+    name: str
+    spec: VariantSpec
+    forward: Forward
+    setup_s: float
+    accuracy: VariantAccuracy
+
+    def call(self, inputs: Any) -> Any:
+        return self.forward(as_args(inputs))
+
+
+def as_args(inputs: Any) -> Args:
+    """Example inputs as positional arguments: a tuple stays, anything else is one argument."""
+    return inputs if isinstance(inputs, tuple) else (inputs,)
+
+
+def _no_grad(model: nn.Module) -> Forward:
+    import torch
+
+    def forward(args: Args) -> Any:
+        with torch.no_grad():
+            return model(*args)
+
+    return forward
+
+
+def _build_no_grad(model: nn.Module, args: Args, target: Target) -> Forward:
+    return _no_grad(model)
+
+
+def _build_inference_mode(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+
+    def forward(args: Args) -> Any:
+        with torch.inference_mode():
+            return model(*args)
+
+    return forward
+
+
+def _compiled(mode: str, options: dict[str, str | int | bool] | None = None) -> Build:
+    def build(model: nn.Module, args: Args, target: Target) -> Forward:
+        # dynamic=False: specialise on the first shapes, as the compile knob's default does;
+        # torch.compile marks a dimension dynamic itself when a second size arrives.
+        return _no_grad(compile_model(model, mode, dynamic=False, options=options))
+
+    return build
+
+
+def _build_export(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+
+    # The batch dimension is left for export to decide (Dim.AUTO): dynamic where the model
+    # allows it, so that a batcher's other batch sizes run the same program.
+    dims = tuple(
+        {0: torch.export.Dim.AUTO} if isinstance(a, torch.Tensor) and a.dim() > 0 else None
+        for a in args
+    )
+    program = torch.export.export(model, args, dynamic_shapes=dims)
+    return _no_grad(program.module())
+
+
+def _build_torchscript(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+
+    with warnings.catch_warnings():
+        # "torch.jit.trace is deprecated": the variant says so in its description.
+        warnings.simplefilter("ignore")
+        with torch.no_grad():
+            frozen = torch.jit.freeze(torch.jit.trace(model, args))
+    return _no_grad(frozen)
+
+
+def _build_int8(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+    from torch import nn
+
+    if not any(isinstance(m, nn.Linear) for m in model.modules()):
+        raise VariantUnavailable(target.name, "the model has no nn.Linear layer to quantize")
+    try:
+        from torchao.quantization import (  # type: ignore[import-not-found]
+            Int8DynamicActivationInt8WeightConfig,
+            quantize_,
+        )
+    except ImportError:
+        quantize_ = None
+    if quantize_ is not None:
+        keep = target.keep_fp32
+        quantize_(
+            model,
+            Int8DynamicActivationInt8WeightConfig(),
+            filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn not in keep,
+        )
+        return _no_grad(model)
+    if target.device_type != "cpu":
+        raise VariantUnavailable(
+            target.name,
+            "torch.ao's dynamic int8 kernels (fbgemm, qnnpack) run on a CPU only",
+            hint="install torchao for int8 on this device",
+        )
+    dynamic = getattr(getattr(torch.ao, "quantization", None), "quantize_dynamic", None)
+    if dynamic is None:
+        raise VariantUnavailable(target.name, "neither torchao nor torch.ao.quantization is here")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
+        quantized = dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    _keep_in_fp32(quantized, target, cast_back=False)
+    return _no_grad(quantized)
+
+
+def _build_autocast(precision: str) -> Build:
+    def build(model: nn.Module, args: Args, target: Target) -> Forward:
+        import torch
+
+        _keep_in_fp32(model, target, cast_back=False)
+
+        def forward(args: Args) -> Any:
+            with torch.no_grad(), autocast_context(precision, target.device_type):
+                return model(*args)
+
+        return forward
+
+    return build
+
+
+def _build_cast(precision: str) -> Build:
+    def build(model: nn.Module, args: Args, target: Target) -> Forward:
+        import torch
+
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        model.to(dtype)
+        _keep_in_fp32(model, target, cast_back=True)
+
+        def forward(args: Args) -> Any:
+            with torch.no_grad():
+                return model(*_cast_floats(args, dtype))
+
+        return forward
+
+    return build
+
+
+def _build_channels_last(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+
+    if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in args):
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        raise VariantUnavailable(
+            target.name, f"channels_last acts on 4-D inputs; the model's inputs are {shapes}"
+        )
+    model = model_to_channels_last(model)
+
+    def forward(args: Args) -> Any:
+        # The layout change is part of each request's cost: a request arrives in NCHW.
+        with torch.no_grad():
+            return model(*inputs_to_channels_last(args))
+
+    return forward
+
+
+def _build_threads(model: nn.Module, args: Args, target: Target) -> Forward:
+    import torch
+
+    threads = target.threads
+    inner = _no_grad(model)
+
+    def forward(args: Args) -> Any:
+        # The process-wide count is set for this variant's call and restored after, so that
+        # variants compared interleaved each run at their own count.
+        previous = torch.get_num_threads()
+        if previous != threads:
+            apply_threads(threads)
+        try:
+            return inner(args)
+        finally:
+            if previous != threads:
+                torch.set_num_threads(previous)
+
+    return forward
+
+
+def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, tuple | list):
+        return type(value)(_cast_floats(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_floats(v, dtype) for k, v in value.items()}
+    return value
+
+
+def _fp32_island(module: nn.Module, device_type: str, *, cast_back: bool) -> nn.Module:
+    """`module` kept in fp32 inside a lower-precision model.
+
+    Its floating inputs are cast to fp32 and autocast is off inside; with `cast_back`, its
+    floating outputs go back to its first floating input's dtype, for the next module of a
+    model cast to bf16/fp16.
+    """
+    import torch
+    from torch import nn
+
+    class Fp32Island(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner.float()
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+            dtype = floats[0].dtype if floats else torch.float32
+            with torch.autocast(device_type, enabled=False):
+                out = self.inner(
+                    *_cast_floats(args, torch.float32), **_cast_floats(kwargs, torch.float32)
+                )
+            return _cast_floats(out, dtype) if cast_back else out
+
+    return Fp32Island(module)
+
+
+def _keep_in_fp32(model: nn.Module, target: Target, *, cast_back: bool) -> None:
+    """Replace each of `target.keep_fp32`'s modules of `model` with an fp32 island."""
+    for name in sorted(target.keep_fp32):
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        source = (target.original or model).get_submodule(name)
+        island = _fp32_island(
+            copy.deepcopy(source), target.device_type, cast_back=cast_back
+        ).to(target.device)
+        setattr(parent, leaf, island)
+
+
+_SPECS = (
+    VariantSpec(
+        "no_grad",
+        "eager forward under torch.no_grad(), in the training mode the model was given in "
+        "(a model left in train mode keeps its dropout and batch statistics, and fails the "
+        "gate against eval mode)",
+        FP32_TOLERANCE,
+        _build_no_grad,
+        keeps_mode=True,
+    ),
+    VariantSpec(
+        "inference_mode",
+        "eager forward under torch.inference_mode() (no version counters or view tracking), "
+        "in the training mode the model was given in",
+        FP32_TOLERANCE,
+        _build_inference_mode,
+        keeps_mode=True,
+    ),
+    VariantSpec(
+        "eval",
+        "model.eval() (dropout off, batch-norm running statistics), eager under no_grad",
+        FP32_TOLERANCE,
+        _build_no_grad,
+    ),
+    VariantSpec(
+        "compile",
+        "torch.compile (inductor, default mode); compilation at the first call is setup",
+        FP32_TOLERANCE,
+        _compiled("default"),
+    ),
+    VariantSpec(
+        "compile_max_autotune",
+        "torch.compile mode='max-autotune' (benchmarks kernel choices at compile time)",
+        FP32_TOLERANCE,
+        _compiled("max-autotune"),
+    ),
+    VariantSpec(
+        "compile_freezing",
+        "torch.compile with inductor freezing (torch._inductor.config.freezing: weights "
+        "folded in as constants, conv-batchnorm fused)",
+        FP32_TOLERANCE,
+        _compiled("default", {"freezing": True}),
+    ),
+    VariantSpec(
+        "export",
+        "torch.export.export, then its program's module run eagerly (batch dimension dynamic "
+        "where the model allows)",
+        FP32_TOLERANCE,
+        _build_export,
+    ),
+    VariantSpec(
+        "torchscript",
+        "torch.jit.trace then torch.jit.freeze: the older route, deprecated in recent torch "
+        "(torch.compile and torch.export replace it); measured against today's compiler, not "
+        "assumed faster or slower",
+        FP32_TOLERANCE,
+        _build_torchscript,
+    ),
+    VariantSpec(
+        "int8_dynamic",
+        "dynamic int8 quantization of nn.Linear layers (torchao's int8 dynamic activation, "
+        "int8 weight where torchao is installed, else torch.ao quantize_dynamic on a CPU)",
+        LOSSY_TOLERANCE,
+        _build_int8,
+        fallback=True,
+    ),
+    VariantSpec(
+        "bf16_autocast",
+        "forward under torch.autocast(dtype=bfloat16), weights kept in fp32",
+        LOSSY_TOLERANCE,
+        _build_autocast("bf16"),
+        fallback=True,
+    ),
+    VariantSpec(
+        "fp16_autocast",
+        "forward under torch.autocast(dtype=float16), weights kept in fp32",
+        LOSSY_TOLERANCE,
+        _build_autocast("fp16"),
+        fallback=True,
+    ),
+    VariantSpec(
+        "bf16",
+        "weights and floating inputs cast to bfloat16 (half the memory traffic of fp32)",
+        LOSSY_TOLERANCE,
+        _build_cast("bf16"),
+        fallback=True,
+    ),
+    VariantSpec(
+        "fp16",
+        "weights and floating inputs cast to float16",
+        LOSSY_TOLERANCE,
+        _build_cast("fp16"),
+        fallback=True,
+    ),
+    VariantSpec(
+        "channels_last",
+        "model and 4-D inputs in channels_last (NHWC) memory format; 4-D inputs only",
+        FP32_TOLERANCE,
+        _build_channels_last,
+    ),
+    VariantSpec(
+        "threads",
+        "eager under no_grad at N intra-op threads, named 'threads:N' (set for each call and "
+        "restored after, so interleaved variants keep their own count)",
+        FP32_TOLERANCE,
+        _build_threads,
+    ),
+)
+
+#: Every variant by name. 'threads' is named with its count: 'threads:4'.
+VARIANTS: Final[dict[str, VariantSpec]] = {spec.name: spec for spec in _SPECS}
+
+#: The precision knob's value of each variant that is one (its applicability is the knob's).
+_PRECISION_OF: Final = {
+    "bf16_autocast": "bf16",
+    "fp16_autocast": "fp16",
+    "bf16": "bf16",
+    "fp16": "fp16",
+}
+
+
+def variant_spec(name: str) -> tuple[VariantSpec, int | None]:
+    """The spec of a variant name and its thread count ('threads:N'), or VariantError."""
+    if name.startswith(THREADS_PREFIX):
+        text = name[len(THREADS_PREFIX) :]
+        if not text.isdigit():
+            raise VariantError(
+                f"variant '{name}': the thread count must be a whole number", hint="'threads:4'"
+            )
+        return VARIANTS["threads"], int(text)
+    spec = VARIANTS.get(name)
+    if spec is None or spec.name == "threads":
+        raise VariantError(
+            f"unknown variant '{name}'",
+            hint="known variants: " + ", ".join(n if n != "threads" else "threads:N" for n in VARIANTS),
+        )
+    return spec, None
+
+
+def _check_applicable(spec: VariantSpec, target: Target) -> None:
+    precision = _PRECISION_OF.get(spec.name)
+    try:
+        if precision is not None:
+            PRECISION.check_applicable(precision, context_for(None, str(target.device)))
+        if target.threads is not None:
+            THREADS.check_value(target.threads)
+    except KnobError as exc:
+        raise VariantUnavailable(target.name, getattr(exc, "reason", exc.message)) from None
+
+
+def _candidates(model: nn.Module) -> list[str]:
+    """The modules a fallback may keep in fp32: leaves that hold parameters, in model order."""
+    return [
+        name
+        for name, module in model.named_modules()
+        if name
+        and not any(True for _ in module.children())
+        and any(True for _ in module.parameters(recurse=False))
+    ]
+
+
+@dataclass
+class _Built:
+    forward: Forward
+    outputs: Any
+    setup_s: float
+
+
+def _build(
+    spec: VariantSpec,
+    model: nn.Module,
+    args: Args,
+    target: Target,
+    clock: Callable[[], float],
+) -> _Built:
+    """Copy `model`, apply the variant and run it once; setup_s covers both."""
+    sync = make_sync(target.device)
+    work = copy.deepcopy(model)
+    if not spec.keeps_mode:
+        work.eval()
+    sync()
+    start = clock()
+    try:
+        forward = spec.build(work, args, target)
+        outputs = forward(args)
+    except VariantError:
+        raise
+    except Exception as exc:  # a variant's own failure is data: it does not apply here
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise VariantUnavailable(target.name, f"{type(exc).__name__}: {first_line}") from exc
+    sync()
+    return _Built(forward, outputs, clock() - start)
+
+
+def reference_outputs(model: nn.Module, args: Args) -> Any:
+    """fp32 eager's outputs in eval mode under no_grad: what every variant is held to."""
+    import torch
+
+    reference = copy.deepcopy(model).float().eval()
+    try:
+        with torch.no_grad():
+            return reference(*_cast_floats(args, torch.float32))
+    except Exception as exc:
+        raise VariantError(
+            f"the model fails as fp32 eager in eval mode: {type(exc).__name__}: {exc}",
+            hint="check that the model and its example inputs run with model.eval()",
+        ) from exc
+
+
+def prepare_variant(
+    name: str,
+    model: nn.Module,
+    example_inputs: Any,
+    *,
+    device: str | torch.device,
+    clock: Callable[[], float] = time.perf_counter,
+) -> PreparedVariant:
+    """`model` served as the variant `name`, with its setup time and its accuracy gate.
+
+    `example_inputs`: a tuple of positional arguments or one argument. The model and inputs
+    are copied to `device`; the caller's model is left as it was. Raises VariantUnavailable
+    where the variant cannot apply here, VariantError for an unknown name or a model that fails
+    as fp32 eager.
+    """
+    import torch
+
+    spec, threads = variant_spec(name)
+    target = Target(torch.device(device), name, threads=threads)
+    _check_applicable(spec, target)
+    original = copy.deepcopy(model).to(target.device)
+    target = dataclasses.replace(target, original=original)
+    args = _to_device(as_args(example_inputs), target.device)
+    reference = reference_outputs(original, args)
+    built = _build(spec, original, args, target, clock)
+    error = _error(reference, built.outputs, spec, target)
+    if within(error, spec.tolerance) or not spec.fallback:
+        accuracy = VariantAccuracy(
+            variant=name,
+            tolerance=spec.tolerance,
+            error=error,
+            passed=within(error, spec.tolerance),
+        )
+        return PreparedVariant(name, spec, built.forward, built.setup_s, accuracy)
+    return _with_fallback(spec, original, args, target, reference, error, built, clock)
+
+
+def _with_fallback(
+    spec: VariantSpec,
+    original: nn.Module,
+    args: Args,
+    target: Target,
+    reference: Any,
+    error: OutputError,
+    built: _Built,
+    clock: Callable[[], float],
+) -> PreparedVariant:
+    candidates = _candidates(original)
+    if len(candidates) > MAX_FALLBACK_CANDIDATES:
+        accuracy = VariantAccuracy(
+            variant=target.name,
+            tolerance=spec.tolerance,
+            error=error,
+            passed=False,
+            note=f"no fallback tried: {len(candidates)} modules with weights, more than "
+            f"{MAX_FALLBACK_CANDIDATES}",
+        )
+        return PreparedVariant(target.name, spec, built.forward, built.setup_s, accuracy)
+
+    def error_keeping(names: frozenset[str]) -> OutputError:
+        kept = target.keeping(names)
+        return _error(reference, _build(spec, original, args, kept, clock).outputs, spec, kept)
+
+    found = fallback_modules(candidates, error_keeping, spec.tolerance)
+    if found is None:
+        accuracy = VariantAccuracy(
+            variant=target.name,
+            tolerance=spec.tolerance,
+            error=error,
+            passed=False,
+            note="keeping every module with weights in fp32 still breaks the tolerance",
+        )
+        return PreparedVariant(target.name, spec, built.forward, built.setup_s, accuracy)
+    kept_names, _ = found
+    kept = target.keeping(frozenset(kept_names))
+    final = _build(spec, original, args, kept, clock)  # its own setup time, the search apart
+    accuracy = VariantAccuracy(
+        variant=target.name,
+        tolerance=spec.tolerance,
+        error=_error(reference, final.outputs, spec, kept),
+        passed=True,
+        fp32_modules=kept_names,
+        error_without_fallback=error,
+    )
+    return PreparedVariant(target.name, spec, final.forward, final.setup_s, accuracy)
+
+
+def _error(reference: Any, outputs: Any, spec: VariantSpec, target: Target) -> OutputError:
+    try:
+        return output_error(reference, outputs, spec.tolerance)
+    except ValueError as exc:
+        raise VariantUnavailable(target.name, str(exc)) from None
+
+
+def _to_device(args: Args, device: torch.device) -> Args:
+    import torch
+
+    return tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+__all__ = [
+    "FP32_TOLERANCE",
+    "LOSSY_TOLERANCE",
+    "VARIANTS",
+    "PreparedVariant",
+    "VariantError",
+    "VariantSpec",
+    "VariantUnavailable",
+    "prepare_variant",
+    "reference_outputs",
+    "variant_spec",
+]
