@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
 
@@ -12,6 +14,16 @@ from torchdoctor.workloads import TinyGPT
 #: the attention's sums: torch.testing.assert_close's float32 defaults (rtol 1.3e-6,
 #: atol 1e-5) with the atol scaled for logits of magnitude ~1.
 ATOL, RTOL = 1e-5, 1.3e-6
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """A tiny model gains nothing from threads; on a shared 2-core runner OpenMP's
+    spin-waiting threads make its forwards hundreds of times slower."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def _model(block: int = 24) -> TinyGPT:
