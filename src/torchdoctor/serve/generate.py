@@ -8,12 +8,15 @@ forward (with an empty KV cache, which it fills) and the argmax. Its time per ou
 read, so a GPU's queued kernels are counted, not only their launch. With `use_cache=False`
 each decode step recomputes the whole prefix, the baseline a KV cache is measured against.
 
-Requests of the compared modes (with and without the cache) are interleaved, so that a drift
-of the machine's speed meets both alike.
+Requests of the compared modes (with and without the cache) are interleaved in rounds, one of
+each in a seeded random order, so that a drift of the machine's speed meets both alike and
+neither always goes first: the i-th requests of two modes form a pair
+(`measure.compare_samples(..., paired=True)`).
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -167,6 +170,7 @@ def profile_generation(
         )
     vocab = getattr(getattr(model, "tok", None), "num_embeddings", 64)
     gen = torch.Generator().manual_seed(seed)
+    order = random.Random(seed)
     sync = make_sync(device)
     points = []
     for prompt_len in prompt_lengths:
@@ -177,7 +181,9 @@ def profile_generation(
                     time_request(model, prompt, new_tokens, use_cache=mode, sync=sync, clock=clock)
             timings: dict[bool, list[RequestTiming]] = {mode: [] for mode in cache_modes}
             for _ in range(requests):
-                for mode in cache_modes:  # interleaved: a drift meets every mode alike
+                round_modes = list(cache_modes)
+                order.shuffle(round_modes)
+                for mode in round_modes:
                     timings[mode].append(
                         time_request(
                             model, prompt, new_tokens, use_cache=mode, sync=sync, clock=clock

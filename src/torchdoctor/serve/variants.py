@@ -17,10 +17,10 @@ Variants that are knobs already are applied through the knob's own code: precisi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -365,9 +365,9 @@ def _keep_in_fp32(model: nn.Module, target: Target, *, cast_back: bool) -> None:
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         source = (target.original or model).get_submodule(name)
-        island = _fp32_island(
-            copy.deepcopy(source), target.device_type, cast_back=cast_back
-        ).to(target.device)
+        island = _fp32_island(copy.deepcopy(source), target.device_type, cast_back=cast_back).to(
+            target.device
+        )
         setattr(parent, leaf, island)
 
 
@@ -505,7 +505,8 @@ def variant_spec(name: str) -> tuple[VariantSpec, int | None]:
     if spec is None or spec.name == "threads":
         raise VariantError(
             f"unknown variant '{name}'",
-            hint="known variants: " + ", ".join(n if n != "threads" else "threads:N" for n in VARIANTS),
+            hint="known variants: "
+            + ", ".join(n if n != "threads" else "threads:N" for n in VARIANTS),
         )
     return spec, None
 
@@ -513,8 +514,9 @@ def variant_spec(name: str) -> tuple[VariantSpec, int | None]:
 def _check_applicable(spec: VariantSpec, target: Target) -> None:
     precision = _PRECISION_OF.get(spec.name)
     try:
-        if precision is not None:
-            PRECISION.check_applicable(precision, context_for(None, str(target.device)))
+        ctx = context_for(None, str(target.device))  # never None: the device is named
+        if precision is not None and ctx is not None:
+            PRECISION.check_applicable(precision, ctx)
         if target.threads is not None:
             THREADS.check_value(target.threads)
     except KnobError as exc:

@@ -159,7 +159,7 @@ def test_bf16_on_a_gpu_without_bf16_units_does_not_apply(monkeypatch: pytest.Mon
 
 def test_a_variant_that_cannot_build_is_unavailable_with_its_reason() -> None:
     conv = nn.Sequential(nn.Conv2d(3, 4, 3))
-    with pytest.raises(VariantUnavailable, match="no nn.Linear layer"):
+    with pytest.raises(VariantUnavailable, match=r"no nn\.Linear layer"):
         prepare_variant("int8_dynamic", conv, torch.randn(1, 3, 8, 8), device="cpu")
 
 
@@ -170,5 +170,5 @@ def test_a_model_that_fails_in_eval_mode_is_a_variant_error() -> None:
                 raise RuntimeError("no eval path")
             return x
 
-    with pytest.raises(VariantError, match="fails as fp32 eager in eval mode.*no eval path"):
+    with pytest.raises(VariantError, match=r"fails as fp32 eager in eval mode.*no eval path"):
         prepare_variant("eval", TrainOnly(), _x(), device="cpu")
