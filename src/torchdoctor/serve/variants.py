@@ -19,22 +19,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from torchdoctor.core.errors import KnobError, TorchDoctorError
-from torchdoctor.knobs import (
-    PRECISION,
-    THREADS,
-    apply_threads,
-    autocast_context,
-    compile_model,
-    context_for,
-    inputs_to_channels_last,
-    model_to_channels_last,
-)
+from torchdoctor.core.errors import KnobError
+from torchdoctor.knobs import PRECISION, THREADS, context_for
 from torchdoctor.measure import make_sync
 from torchdoctor.serve.accuracy import (
     MAX_FALLBACK_CANDIDATES,
@@ -44,6 +34,26 @@ from torchdoctor.serve.accuracy import (
     fallback_modules,
     output_error,
     within,
+)
+from torchdoctor.serve.variant_builds import (
+    Args,
+    Build,
+    Forward,
+    Target,
+    VariantError,
+    VariantUnavailable,
+    as_args,
+    build_autocast,
+    build_cast,
+    build_channels_last,
+    build_export,
+    build_inference_mode,
+    build_int8,
+    build_no_grad,
+    build_threads,
+    build_torchscript,
+    cast_floats,
+    compiled,
 )
 
 if TYPE_CHECKING:
@@ -75,51 +85,14 @@ LOSSY_TOLERANCE: Final = Tolerance(
 #: The variant name prefix that carries a thread count: "threads:4".
 THREADS_PREFIX: Final = "threads:"
 
-Args = tuple[Any, ...]
-Forward = Callable[[Args], Any]
-
-
-class VariantError(TorchDoctorError):
-    """An inference variant cannot be prepared, or the model fails as fp32 eager."""
-
-
-class VariantUnavailable(VariantError):
-    """A variant that does not apply here (device, dtype support, the model's inputs)."""
-
-    def __init__(self, variant: str, reason: str, *, hint: str | None = None) -> None:
-        super().__init__(f"variant '{variant}' does not apply here: {reason}", hint=hint)
-        self.variant = variant
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a variant runs, which modules it keeps in fp32 (their weights taken from
-    `original`, the caller's model in fp32, since the copy being built may be cast already),
-    and its thread count."""
-
-    device: torch.device
-    name: str
-    keep_fp32: frozenset[str] = frozenset()
-    threads: int | None = None
-    original: nn.Module | None = None
-
-    def keeping(self, names: frozenset[str]) -> Target:
-        return dataclasses.replace(self, keep_fp32=names)
-
-    @property
-    def device_type(self) -> str:
-        return self.device.type
-
-
-Build = Callable[["nn.Module", Args, Target], Forward]
-
 
 @dataclass(frozen=True)
 class VariantSpec:
     """One way to serve a model: what it does, its accuracy tolerance, how it is built.
 
-    `fallback`: whether a per-module fp32 fallback can repair it (lossy variants).
+    `fallback`: whether a per-module fp32 fallback can repair it (lossy variants), and
+    `fallback_linear_only` whether only nn.Linear layers are its candidates (int8 quantizes
+    nothing else, so keeping another module changes nothing).
     `keeps_mode`: whether it runs the module in the training mode the caller left it in
     (every other variant calls `.eval()` first).
     """
@@ -129,6 +102,7 @@ class VariantSpec:
     tolerance: Tolerance
     build: Build
     fallback: bool = False
+    fallback_linear_only: bool = False
     keeps_mode: bool = False
 
 
@@ -150,227 +124,6 @@ class PreparedVariant:
         return self.forward(as_args(inputs))
 
 
-def as_args(inputs: Any) -> Args:
-    """Example inputs as positional arguments: a tuple stays, anything else is one argument."""
-    return inputs if isinstance(inputs, tuple) else (inputs,)
-
-
-def _no_grad(model: nn.Module) -> Forward:
-    import torch
-
-    def forward(args: Args) -> Any:
-        with torch.no_grad():
-            return model(*args)
-
-    return forward
-
-
-def _build_no_grad(model: nn.Module, args: Args, target: Target) -> Forward:
-    return _no_grad(model)
-
-
-def _build_inference_mode(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    def forward(args: Args) -> Any:
-        with torch.inference_mode():
-            return model(*args)
-
-    return forward
-
-
-def _compiled(mode: str, options: dict[str, str | int | bool] | None = None) -> Build:
-    def build(model: nn.Module, args: Args, target: Target) -> Forward:
-        # dynamic=False: specialise on the first shapes, as the compile knob's default does;
-        # torch.compile marks a dimension dynamic itself when a second size arrives.
-        return _no_grad(compile_model(model, mode, dynamic=False, options=options))
-
-    return build
-
-
-def _build_export(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    # The batch dimension is left for export to decide (Dim.AUTO): dynamic where the model
-    # allows it, so that a batcher's other batch sizes run the same program.
-    dims = tuple(
-        {0: torch.export.Dim.AUTO} if isinstance(a, torch.Tensor) and a.dim() > 0 else None
-        for a in args
-    )
-    program = torch.export.export(model, args, dynamic_shapes=dims)
-    return _no_grad(program.module())
-
-
-def _build_torchscript(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    with warnings.catch_warnings():
-        # "torch.jit.trace is deprecated": the variant says so in its description.
-        warnings.simplefilter("ignore")
-        with torch.no_grad():
-            frozen = torch.jit.freeze(torch.jit.trace(model, args))
-    return _no_grad(frozen)
-
-
-def _build_int8(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-    from torch import nn
-
-    if not any(isinstance(m, nn.Linear) for m in model.modules()):
-        raise VariantUnavailable(target.name, "the model has no nn.Linear layer to quantize")
-    try:
-        from torchao.quantization import (  # type: ignore[import-not-found]
-            Int8DynamicActivationInt8WeightConfig,
-            quantize_,
-        )
-    except ImportError:
-        quantize_ = None
-    if quantize_ is not None:
-        keep = target.keep_fp32
-        quantize_(
-            model,
-            Int8DynamicActivationInt8WeightConfig(),
-            filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn not in keep,
-        )
-        return _no_grad(model)
-    if target.device_type != "cpu":
-        raise VariantUnavailable(
-            target.name,
-            "torch.ao's dynamic int8 kernels (fbgemm, qnnpack) run on a CPU only",
-            hint="install torchao for int8 on this device",
-        )
-    dynamic = getattr(getattr(torch.ao, "quantization", None), "quantize_dynamic", None)
-    if dynamic is None:
-        raise VariantUnavailable(target.name, "neither torchao nor torch.ao.quantization is here")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notice
-        quantized = dynamic(model, {nn.Linear}, dtype=torch.qint8)
-    _keep_in_fp32(quantized, target, cast_back=False)
-    return _no_grad(quantized)
-
-
-def _build_autocast(precision: str) -> Build:
-    def build(model: nn.Module, args: Args, target: Target) -> Forward:
-        import torch
-
-        _keep_in_fp32(model, target, cast_back=False)
-
-        def forward(args: Args) -> Any:
-            with torch.no_grad(), autocast_context(precision, target.device_type):
-                return model(*args)
-
-        return forward
-
-    return build
-
-
-def _build_cast(precision: str) -> Build:
-    def build(model: nn.Module, args: Args, target: Target) -> Forward:
-        import torch
-
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        model.to(dtype)
-        _keep_in_fp32(model, target, cast_back=True)
-
-        def forward(args: Args) -> Any:
-            with torch.no_grad():
-                return model(*_cast_floats(args, dtype))
-
-        return forward
-
-    return build
-
-
-def _build_channels_last(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in args):
-        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-        raise VariantUnavailable(
-            target.name, f"channels_last acts on 4-D inputs; the model's inputs are {shapes}"
-        )
-    model = model_to_channels_last(model)
-
-    def forward(args: Args) -> Any:
-        # The layout change is part of each request's cost: a request arrives in NCHW.
-        with torch.no_grad():
-            return model(*inputs_to_channels_last(args))
-
-    return forward
-
-
-def _build_threads(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    threads = target.threads
-    inner = _no_grad(model)
-
-    def forward(args: Args) -> Any:
-        # The process-wide count is set for this variant's call and restored after, so that
-        # variants compared interleaved each run at their own count.
-        previous = torch.get_num_threads()
-        if previous != threads:
-            apply_threads(threads)
-        try:
-            return inner(args)
-        finally:
-            if previous != threads:
-                torch.set_num_threads(previous)
-
-    return forward
-
-
-def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() else value
-    if isinstance(value, tuple | list):
-        return type(value)(_cast_floats(v, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast_floats(v, dtype) for k, v in value.items()}
-    return value
-
-
-def _fp32_island(module: nn.Module, device_type: str, *, cast_back: bool) -> nn.Module:
-    """`module` kept in fp32 inside a lower-precision model.
-
-    Its floating inputs are cast to fp32 and autocast is off inside; with `cast_back`, its
-    floating outputs go back to its first floating input's dtype, for the next module of a
-    model cast to bf16/fp16.
-    """
-    import torch
-    from torch import nn
-
-    class Fp32Island(nn.Module):
-        def __init__(self, inner: nn.Module) -> None:
-            super().__init__()
-            self.inner = inner.float()
-
-        def forward(self, *args: Any, **kwargs: Any) -> Any:
-            floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-            dtype = floats[0].dtype if floats else torch.float32
-            with torch.autocast(device_type, enabled=False):
-                out = self.inner(
-                    *_cast_floats(args, torch.float32), **_cast_floats(kwargs, torch.float32)
-                )
-            return _cast_floats(out, dtype) if cast_back else out
-
-    return Fp32Island(module)
-
-
-def _keep_in_fp32(model: nn.Module, target: Target, *, cast_back: bool) -> None:
-    """Replace each of `target.keep_fp32`'s modules of `model` with an fp32 island."""
-    for name in sorted(target.keep_fp32):
-        parent_name, _, leaf = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        source = (target.original or model).get_submodule(name)
-        island = _fp32_island(copy.deepcopy(source), target.device_type, cast_back=cast_back).to(
-            target.device
-        )
-        setattr(parent, leaf, island)
-
-
 _SPECS = (
     VariantSpec(
         "no_grad",
@@ -378,7 +131,7 @@ _SPECS = (
         "(a model left in train mode keeps its dropout and batch statistics, and fails the "
         "gate against eval mode)",
         FP32_TOLERANCE,
-        _build_no_grad,
+        build_no_grad,
         keeps_mode=True,
     ),
     VariantSpec(
@@ -386,40 +139,40 @@ _SPECS = (
         "eager forward under torch.inference_mode() (no version counters or view tracking), "
         "in the training mode the model was given in",
         FP32_TOLERANCE,
-        _build_inference_mode,
+        build_inference_mode,
         keeps_mode=True,
     ),
     VariantSpec(
         "eval",
         "model.eval() (dropout off, batch-norm running statistics), eager under no_grad",
         FP32_TOLERANCE,
-        _build_no_grad,
+        build_no_grad,
     ),
     VariantSpec(
         "compile",
         "torch.compile (inductor, default mode); compilation at the first call is setup",
         FP32_TOLERANCE,
-        _compiled("default"),
+        compiled("default"),
     ),
     VariantSpec(
         "compile_max_autotune",
         "torch.compile mode='max-autotune' (benchmarks kernel choices at compile time)",
         FP32_TOLERANCE,
-        _compiled("max-autotune"),
+        compiled("max-autotune"),
     ),
     VariantSpec(
         "compile_freezing",
         "torch.compile with inductor freezing (torch._inductor.config.freezing: weights "
         "folded in as constants, conv-batchnorm fused)",
         FP32_TOLERANCE,
-        _compiled("default", {"freezing": True}),
+        compiled("default", {"freezing": True}),
     ),
     VariantSpec(
         "export",
         "torch.export.export, then its program's module run eagerly (batch dimension dynamic "
         "where the model allows)",
         FP32_TOLERANCE,
-        _build_export,
+        build_export,
     ),
     VariantSpec(
         "torchscript",
@@ -427,56 +180,57 @@ _SPECS = (
         "(torch.compile and torch.export replace it); measured against today's compiler, not "
         "assumed faster or slower",
         FP32_TOLERANCE,
-        _build_torchscript,
+        build_torchscript,
     ),
     VariantSpec(
         "int8_dynamic",
         "dynamic int8 quantization of nn.Linear layers (torchao's int8 dynamic activation, "
         "int8 weight where torchao is installed, else torch.ao quantize_dynamic on a CPU)",
         LOSSY_TOLERANCE,
-        _build_int8,
+        build_int8,
         fallback=True,
+        fallback_linear_only=True,
     ),
     VariantSpec(
         "bf16_autocast",
         "forward under torch.autocast(dtype=bfloat16), weights kept in fp32",
         LOSSY_TOLERANCE,
-        _build_autocast("bf16"),
+        build_autocast("bf16"),
         fallback=True,
     ),
     VariantSpec(
         "fp16_autocast",
         "forward under torch.autocast(dtype=float16), weights kept in fp32",
         LOSSY_TOLERANCE,
-        _build_autocast("fp16"),
+        build_autocast("fp16"),
         fallback=True,
     ),
     VariantSpec(
         "bf16",
         "weights and floating inputs cast to bfloat16 (half the memory traffic of fp32)",
         LOSSY_TOLERANCE,
-        _build_cast("bf16"),
+        build_cast("bf16"),
         fallback=True,
     ),
     VariantSpec(
         "fp16",
         "weights and floating inputs cast to float16",
         LOSSY_TOLERANCE,
-        _build_cast("fp16"),
+        build_cast("fp16"),
         fallback=True,
     ),
     VariantSpec(
         "channels_last",
         "model and 4-D inputs in channels_last (NHWC) memory format; 4-D inputs only",
         FP32_TOLERANCE,
-        _build_channels_last,
+        build_channels_last,
     ),
     VariantSpec(
         "threads",
         "eager under no_grad at N intra-op threads, named 'threads:N' (set for each call and "
         "restored after, so interleaved variants keep their own count)",
         FP32_TOLERANCE,
-        _build_threads,
+        build_threads,
     ),
 )
 
@@ -523,14 +277,18 @@ def _check_applicable(spec: VariantSpec, target: Target) -> None:
         raise VariantUnavailable(target.name, getattr(exc, "reason", exc.message)) from None
 
 
-def _candidates(model: nn.Module) -> list[str]:
-    """The modules a fallback may keep in fp32: leaves that hold parameters, in model order."""
+def _candidates(model: nn.Module, *, linear_only: bool) -> list[str]:
+    """The modules a fallback may keep in fp32: leaves that hold parameters (nn.Linear
+    layers only with `linear_only`), in model order."""
+    from torch import nn
+
     return [
         name
         for name, module in model.named_modules()
         if name
         and not any(True for _ in module.children())
         and any(True for _ in module.parameters(recurse=False))
+        and (not linear_only or isinstance(module, nn.Linear))
     ]
 
 
@@ -574,7 +332,7 @@ def reference_outputs(model: nn.Module, args: Args) -> Any:
     reference = copy.deepcopy(model).float().eval()
     try:
         with torch.no_grad():
-            return reference(*_cast_floats(args, torch.float32))
+            return reference(*cast_floats(args, torch.float32))
     except Exception as exc:
         raise VariantError(
             f"the model fails as fp32 eager in eval mode: {type(exc).__name__}: {exc}",
@@ -629,7 +387,7 @@ def _with_fallback(
     built: _Built,
     clock: Callable[[], float],
 ) -> PreparedVariant:
-    candidates = _candidates(original)
+    candidates = _candidates(original, linear_only=spec.fallback_linear_only)
     if len(candidates) > MAX_FALLBACK_CANDIDATES:
         accuracy = VariantAccuracy(
             variant=target.name,
