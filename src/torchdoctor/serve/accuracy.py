@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.core.records import SubRecord
 
 #: Most leaf modules the per-module fallback tries one by one. Each try is one forward of the
 #: variant; past this the search would cost more than the variant's measurement, and a model
@@ -65,16 +65,14 @@ class OutputError(SubRecord):
     finite: bool = True
 
 
-class VariantAccuracy(Record):
-    """A variant's accuracy against fp32 eager, with the fallback's modules kept in fp32.
+class VariantAccuracy(SubRecord):
+    """A variant's accuracy against fp32 eager, with the fallback's modules kept in fp32
+    (versioned with `variants.VariantSetup`, which holds it).
 
     `error` is of the variant as served (with `fp32_modules` kept in fp32, if any);
     `error_without_fallback` is of the variant applied to every module, present only when a
     fallback was tried. `passed` is the gate on `error`.
     """
-
-    schema_name: ClassVar[str] = "serve-variant-accuracy"
-    schema_version: ClassVar[int] = 1
 
     variant: str
     tolerance: Tolerance

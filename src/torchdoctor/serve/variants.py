@@ -21,9 +21,12 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from pydantic import Field
 
 from torchdoctor.core.errors import KnobError
+from torchdoctor.core.records import Record
 from torchdoctor.knobs import PRECISION, THREADS, context_for
 from torchdoctor.measure import make_sync
 from torchdoctor.serve.accuracy import (
@@ -119,9 +122,33 @@ class PreparedVariant:
     forward: Forward
     setup_s: float
     accuracy: VariantAccuracy
+    device: str = "cpu"
 
     def call(self, inputs: Any) -> Any:
         return self.forward(as_args(inputs))
+
+    def record(self) -> VariantSetup:
+        """What a report shows of the variant: its description, setup time and accuracy."""
+        return VariantSetup(
+            name=self.name,
+            description=self.spec.description,
+            device=self.device,
+            setup_s=self.setup_s,
+            accuracy=self.accuracy,
+        )
+
+
+class VariantSetup(Record):
+    """A prepared variant as a record: its setup time apart from requests, and its accuracy."""
+
+    schema_name: ClassVar[str] = "serve-variant"
+    schema_version: ClassVar[int] = 1
+
+    name: str
+    description: str
+    device: str
+    setup_s: float = Field(ge=0)
+    accuracy: VariantAccuracy
 
 
 _SPECS = (
@@ -373,7 +400,9 @@ def prepare_variant(
             error=error,
             passed=within(error, spec.tolerance),
         )
-        return PreparedVariant(name, spec, built.forward, built.setup_s, accuracy)
+        return PreparedVariant(
+            name, spec, built.forward, built.setup_s, accuracy, str(target.device)
+        )
     return _with_fallback(spec, original, args, target, reference, error, built, clock)
 
 
@@ -397,7 +426,9 @@ def _with_fallback(
             note=f"no fallback tried: {len(candidates)} modules with weights, more than "
             f"{MAX_FALLBACK_CANDIDATES}",
         )
-        return PreparedVariant(target.name, spec, built.forward, built.setup_s, accuracy)
+        return PreparedVariant(
+            target.name, spec, built.forward, built.setup_s, accuracy, str(target.device)
+        )
 
     def error_keeping(names: frozenset[str]) -> OutputError:
         kept = target.keeping(names)
@@ -412,7 +443,9 @@ def _with_fallback(
             passed=False,
             note="keeping every module with weights in fp32 still breaks the tolerance",
         )
-        return PreparedVariant(target.name, spec, built.forward, built.setup_s, accuracy)
+        return PreparedVariant(
+            target.name, spec, built.forward, built.setup_s, accuracy, str(target.device)
+        )
     kept_names, _ = found
     kept = target.keeping(frozenset(kept_names))
     final = _build(spec, original, args, kept, clock)  # its own setup time, the search apart
@@ -424,7 +457,9 @@ def _with_fallback(
         fp32_modules=kept_names,
         error_without_fallback=error,
     )
-    return PreparedVariant(target.name, spec, final.forward, final.setup_s, accuracy)
+    return PreparedVariant(
+        target.name, spec, final.forward, final.setup_s, accuracy, str(target.device)
+    )
 
 
 def _error(reference: Any, outputs: Any, spec: VariantSpec, target: Target) -> OutputError:
@@ -446,6 +481,7 @@ __all__ = [
     "VARIANTS",
     "PreparedVariant",
     "VariantError",
+    "VariantSetup",
     "VariantSpec",
     "VariantUnavailable",
     "prepare_variant",

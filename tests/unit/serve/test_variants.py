@@ -11,10 +11,10 @@ from torch import nn
 
 from torchdoctor.knobs import ApplicabilityContext
 from torchdoctor.serve import variants
-from torchdoctor.serve.accuracy import VariantAccuracy
 from torchdoctor.serve.variants import (
     VARIANTS,
     VariantError,
+    VariantSetup,
     VariantUnavailable,
     prepare_variant,
 )
@@ -90,7 +90,9 @@ def test_bf16_fallback_keeps_the_module_that_breaks_the_tolerance_in_fp32() -> N
     assert prepared.call(x).dtype == torch.bfloat16  # the rest of the model stays in bf16
     # The caller's model keeps its fp32 weights.
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    assert VariantAccuracy.from_json_dict(accuracy.to_json_dict()) == accuracy
+    record = prepared.record()
+    assert record.setup_s == prepared.setup_s and record.accuracy == accuracy
+    assert VariantSetup.from_json_dict(record.to_json_dict()) == record
 
 
 def test_int8_fallback_keeps_the_layer_an_activation_outlier_breaks() -> None:
