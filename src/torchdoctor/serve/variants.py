@@ -353,10 +353,23 @@ def _build(
 
 
 def reference_outputs(model: nn.Module, args: Args) -> Any:
-    """fp32 eager's outputs in eval mode under no_grad: what every variant is held to."""
+    """fp32 eager's outputs in eval mode under no_grad: what every variant is held to.
+
+    A model all in fp32 runs as it is, switched to eval mode for the call and back after (no
+    copy: a served model can be most of a device's memory); another is copied and cast.
+    """
     import torch
 
-    reference = copy.deepcopy(model).float().eval()
+    fp32 = all(
+        t.dtype == torch.float32
+        for t in [*model.parameters(), *model.buffers()]
+        if t.is_floating_point()
+    )
+    reference = model if fp32 else copy.deepcopy(model).float()
+    # Each module's own flag: a model may hold a submodule in eval mode (a frozen batch norm),
+    # which `train(True)` on the whole would undo.
+    modes = [(m, m.training) for m in reference.modules()]
+    reference.eval()
     try:
         with torch.no_grad():
             return reference(*cast_floats(args, torch.float32))
@@ -365,6 +378,19 @@ def reference_outputs(model: nn.Module, args: Args) -> Any:
             f"the model fails as fp32 eager in eval mode: {type(exc).__name__}: {exc}",
             hint="check that the model and its example inputs run with model.eval()",
         ) from exc
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def _on_device(model: nn.Module, device: torch.device) -> bool:
+    tensors = [*model.parameters(), *model.buffers()]
+    return all(_same_device(t.device, device) for t in tensors)
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    # torch.device("cuda") names the current device, which tensors report with its index.
+    return a.type == b.type and (a.index == b.index or a.index is None or b.index is None)
 
 
 def prepare_variant(
@@ -387,7 +413,9 @@ def prepare_variant(
     spec, threads = variant_spec(name)
     target = Target(torch.device(device), name, threads=threads)
     _check_applicable(spec, target)
-    original = copy.deepcopy(model).to(target.device)
+    # The caller's model is only read (and deep-copied by each build); it is copied here only
+    # where `.to(device)`, which moves a module in place, must move it.
+    original = model if _on_device(model, target.device) else copy.deepcopy(model).to(target.device)
     target = dataclasses.replace(target, original=original)
     args = _to_device(as_args(example_inputs), target.device)
     reference = reference_outputs(original, args)

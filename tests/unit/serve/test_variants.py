@@ -66,10 +66,12 @@ def test_eval_matches_fp32_eager_and_its_setup_is_timed_apart() -> None:
 
 def test_a_model_left_in_train_mode_fails_the_gate_under_no_grad_only() -> None:
     model = _mlp(dropout=0.5).train()
+    model[1].eval()  # one submodule held in eval mode, as a frozen batch norm is
     assert not prepare_variant("no_grad", model, _x(), device="cpu").accuracy.passed
     assert not prepare_variant("inference_mode", model, _x(), device="cpu").accuracy.passed
     assert prepare_variant("eval", model, _x(), device="cpu").accuracy.passed
-    assert model.training  # the caller's model is left in its mode
+    # The caller's model is left in its modes, module by module.
+    assert [m.training for m in model.modules()] == [True, True, False, True, True]
 
 
 def test_inference_mode_outputs_are_inference_tensors() -> None:
