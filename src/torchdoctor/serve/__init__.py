@@ -1,0 +1,1 @@
+"""Stage: serve. Inference under a latency objective."""
