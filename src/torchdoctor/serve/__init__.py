@@ -1,0 +1,97 @@
+"""Stage: serve. Inference under a latency objective: requests, not steps.
+
+- `measure_latency(call)` -> `LatencyMeasurement`: per-request latencies after a device sync,
+  the first call and warm-up apart, windows until p50 and p99 settle, LoadGen's minimum count
+  for the tail, order-statistic intervals (`summarize_latencies`, `min_samples`).
+- `compare_variants(a, b)` -> `VariantComparison`: two callables interleaved, a verdict on
+  p50 and p99.
+- `arrival_times(kind, rate, n)`: seeded constant, Poisson and gamma arrivals; `run_batcher`
+  serves them open-loop (from each scheduled arrival) under a `BatchPolicy` on a
+  `ServeClock` (`RealClock`, or `VirtualClock` in tests); `simulate_batcher` runs the same
+  policy on virtual time from a service-time table t(b).
+- `parse_sla("p99<=20ms")`, `search_sla(measure_at, sla)` -> `SlaSearch`: the highest rate
+  whose percentile stays under the bound, by a sweep or a binary search, then confirmed.
+- `batch_curve`, `thread_curve` -> `Curve`: throughput and percentiles, the knee marked.
+- `load_target(name_or_factory)` -> `InferenceTarget`; `serve_target(...)` -> `ServeResult`:
+  what `torchdoctor serve` runs.
+
+The variants of a model (no_grad, inference_mode, compile, quantization, ...) plug in through
+`InferenceTarget.call` (a zero-argument request): a prepared variant's call is served and
+compared like the eager model's.
+"""
+
+from torchdoctor.serve._percentiles import (
+    INTERVAL_CONFIDENCE,
+    PERCENTILES,
+    TAIL_CONFIDENCE,
+    min_samples,
+    order_statistic_interval,
+    percentile,
+)
+from torchdoctor.serve.arrivals import ARRIVAL_KINDS, arrival_times
+from torchdoctor.serve.batcher import (
+    BatchPolicy,
+    LoadTrace,
+    load_record,
+    run_batcher,
+    service_time,
+    simulate_batcher,
+)
+from torchdoctor.serve.clock import RealClock, ServeClock, VirtualClock
+from torchdoctor.serve.compare import compare_percentiles, compare_variants
+from torchdoctor.serve.latency import measure_latency, summarize_latencies, windows_agree
+from torchdoctor.serve.records import (
+    Curve,
+    CurvePoint,
+    LatencyMeasurement,
+    LatencySummary,
+    LatencyWindow,
+    LoadRun,
+    PercentileComparison,
+    PercentileEstimate,
+    ServeResult,
+    ServiceTime,
+    SlaPoint,
+    SlaSearch,
+    SlaSpec,
+    VariantComparison,
+)
+
+__all__ = [
+    "ARRIVAL_KINDS",
+    "INTERVAL_CONFIDENCE",
+    "PERCENTILES",
+    "TAIL_CONFIDENCE",
+    "BatchPolicy",
+    "Curve",
+    "CurvePoint",
+    "LatencyMeasurement",
+    "LatencySummary",
+    "LatencyWindow",
+    "LoadRun",
+    "LoadTrace",
+    "PercentileComparison",
+    "PercentileEstimate",
+    "RealClock",
+    "ServeClock",
+    "ServeResult",
+    "ServiceTime",
+    "SlaPoint",
+    "SlaSearch",
+    "SlaSpec",
+    "VariantComparison",
+    "VirtualClock",
+    "arrival_times",
+    "compare_percentiles",
+    "compare_variants",
+    "load_record",
+    "measure_latency",
+    "min_samples",
+    "order_statistic_interval",
+    "percentile",
+    "run_batcher",
+    "service_time",
+    "simulate_batcher",
+    "summarize_latencies",
+    "windows_agree",
+]
