@@ -197,6 +197,8 @@ class ServeResult(Record):
     service_table: list[ServiceTime] = Field(default_factory=list)
     curves: list[Curve] = Field(default_factory=list)
     sla_search: SlaSearch | None = None
+    #: The batching simulation's predictions from `service_table` at other arrival rates.
+    predictions: list[LoadRun] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
 
