@@ -37,8 +37,11 @@ BINARY_TOLERANCE: Final = 0.03
 #: How far `binary_search_sla` steps below a `low` that fails: by this factor, so many times.
 STEP_DOWN: Final = 4.0
 MAX_STEPS_DOWN: Final = 3
-#: Grid points of the sweep by default: over a range of 100x, 10% apart.
-DEFAULT_SWEEP_POINTS: Final = 48
+#: Meeting points a failed confirmation falls back through, highest first.
+MAX_CONFIRMATIONS: Final = 3
+#: Grid points of the sweep by default: over a range of 100x, 7.6% apart, finer than the
+#: run-to-run spread of a p99 near its bound, so a finer grid would resolve nothing more.
+DEFAULT_SWEEP_POINTS: Final = 64
 
 _UNITS: Final = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 _SLA_RE: Final = re.compile(r"^\s*p(\d+)\s*<=?\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)\s*$")
@@ -129,22 +132,37 @@ def _finish(
             confirmation=None,
             closest=closest,
         )
-    confirmation = measure(best.target_rate, confirm_seed)
-    held = confirmation.meets
+    # A point that met the bound by luck is likeliest among the highest that met it (the
+    # winner's curse), so a failed confirmation falls back to the next meeting point below.
+    ranked = sorted((p for p in points if p.meets), key=lambda p: -p.achieved_rate)
+    tried: list[SlaPoint] = []
+    for candidate in ranked[:MAX_CONFIRMATIONS]:
+        confirmation = measure(candidate.target_rate, confirm_seed + len(tried))
+        tried.append(confirmation)
+        if confirmation.meets:
+            return SlaSearch(
+                sla=sla,
+                method=method,
+                points=points,
+                measurements=len(points) + len(tried),
+                status="VALID",
+                reason=f"{candidate.achieved_rate:.4g} requests/s met {sla.text}, and again in "
+                "a confirmation run",
+                best=candidate,
+                confirmation=confirmation,
+                closest=candidate,
+            )
     return SlaSearch(
         sla=sla,
         method=method,
         points=points,
-        measurements=len(points) + 1,
-        status="VALID" if held else "INVALID",
-        reason=(
-            f"{best.achieved_rate:.4g} requests/s met {sla.text} and the confirmation run held"
-            if held
-            else f"{best.achieved_rate:.4g} requests/s met {sla.text} once, but the "
-            f"confirmation run measured {confirmation.latency_s * 1e3:.3g} ms"
-        ),
-        best=best if held else None,
-        confirmation=confirmation,
+        measurements=len(points) + len(tried),
+        status="INVALID",
+        reason=f"{best.achieved_rate:.4g} requests/s met {sla.text} once, but no confirmation "
+        f"run bore out the {len(tried)} highest meeting rates (the last measured "
+        f"{tried[-1].latency_s * 1e3:.3g} ms)",
+        best=None,
+        confirmation=tried[-1],
         closest=best,
     )
 
