@@ -61,7 +61,7 @@ def test_thread_curve_sets_each_count_and_records_it() -> None:
 
     curve = thread_curve(call, 1, doubling(4), set_threads, calls=5, clock=clock)
     assert set_to == [1, 2, 4] and [p.threads for p in curve.points] == [1, 2, 4]
-    assert curve.points[-1].samples_per_s == 4 * curve.points[0].samples_per_s
+    assert curve.points[-1].samples_per_s == pytest.approx(4 * curve.points[0].samples_per_s)
 
 
 def test_doubling_ends_at_the_largest() -> None:
