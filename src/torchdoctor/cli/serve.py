@@ -39,8 +39,9 @@ def serve_command(
         "binary", "--search", help="How the SLA search walks the rates: binary or sweep."
     ),
     arrivals: str = typer.Option(
-        "poisson", "--arrivals", help="Arrival process of the open-loop load: poisson, gamma, "
-        "constant."
+        "poisson",
+        "--arrivals",
+        help="Arrival process of the open-loop load: poisson, gamma, constant.",
     ),
     max_batch: int = typer.Option(64, "--max-batch", min=1, help="Largest batch the curve tries."),
     max_delay_ms: float = typer.Option(
@@ -74,15 +75,14 @@ def serve_command(
         torchdoctor serve mlp --sla 'p99<=5ms'
         torchdoctor serve my_model.py:make_model --device cuda
     """
-    from torchdoctor.serve.sla import parse_sla
+    from torchdoctor.serve import parse_sla
 
     spec = parse_sla(sla) if sla is not None else None
     _choice(search, SEARCHES, "--search")
     _choice(arrivals, ARRIVALS, "--arrivals")
     from torchdoctor.core.rundir import SERVE, finish_run_dir, new_run_dir
     from torchdoctor.measure import watch_load
-    from torchdoctor.serve.run import ServePlan, serve_target
-    from torchdoctor.serve.target import load_target
+    from torchdoctor.serve import ServePlan, load_target, serve_target
 
     device = default_device(device)
     target = load_target(model, device=device)  # a failing factory or model stops here
@@ -113,7 +113,7 @@ def serve_command(
     finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
-        from torchdoctor.report.terminal.sections import render_sections
+        from torchdoctor.report import render_sections
 
         render_sections(console, run_dir, only=("serving",))
 

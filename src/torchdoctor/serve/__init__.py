@@ -39,6 +39,7 @@ from torchdoctor.serve.batcher import (
 )
 from torchdoctor.serve.clock import RealClock, ServeClock, VirtualClock
 from torchdoctor.serve.compare import compare_percentiles, compare_variants
+from torchdoctor.serve.curves import batch_curve, doubling, knee_index, thread_curve
 from torchdoctor.serve.latency import measure_latency, summarize_latencies, windows_agree
 from torchdoctor.serve.records import (
     Curve,
@@ -56,6 +57,14 @@ from torchdoctor.serve.records import (
     SlaSpec,
     VariantComparison,
 )
+from torchdoctor.serve.run import ServePlan, capacity, predictions, serve_target, table_from
+from torchdoctor.serve.sla import (
+    binary_search_sla,
+    parse_sla,
+    simulated_measure,
+    sweep_sla,
+)
+from torchdoctor.serve.target import InferenceTarget, load_target
 
 __all__ = [
     "ARRIVAL_KINDS",
@@ -65,6 +74,7 @@ __all__ = [
     "BatchPolicy",
     "Curve",
     "CurvePoint",
+    "InferenceTarget",
     "LatencyMeasurement",
     "LatencySummary",
     "LatencyWindow",
@@ -74,6 +84,7 @@ __all__ = [
     "PercentileEstimate",
     "RealClock",
     "ServeClock",
+    "ServePlan",
     "ServeResult",
     "ServiceTime",
     "SlaPoint",
@@ -82,16 +93,29 @@ __all__ = [
     "VariantComparison",
     "VirtualClock",
     "arrival_times",
+    "batch_curve",
+    "binary_search_sla",
+    "capacity",
     "compare_percentiles",
     "compare_variants",
+    "doubling",
+    "knee_index",
     "load_record",
+    "load_target",
     "measure_latency",
     "min_samples",
     "order_statistic_interval",
+    "parse_sla",
     "percentile",
+    "predictions",
     "run_batcher",
+    "serve_target",
     "service_time",
     "simulate_batcher",
+    "simulated_measure",
     "summarize_latencies",
+    "sweep_sla",
+    "table_from",
+    "thread_curve",
     "windows_agree",
 ]

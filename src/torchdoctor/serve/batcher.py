@@ -16,6 +16,7 @@ percentiles at rates that were never run.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ def run_batcher(
     n = len(arr)
     if n == 0:
         raise MeasureError("a load run needs at least one request")
-    if any(b < a for a, b in zip(arr, arr[1:], strict=False)):
+    if any(b < a for a, b in itertools.pairwise(arr)):
         raise MeasureError("arrival times must be in ascending order")
     origin = clock.now()
     latencies = [0.0] * n

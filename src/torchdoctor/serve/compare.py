@@ -128,9 +128,7 @@ def compare_variants(
         requests_per_side=int(base.size),
         confidence=confidence,
         min_effect=min_effect,
-        by_percentile=compare_percentiles(
-            base, cand, confidence=confidence, min_effect=min_effect
-        ),
+        by_percentile=compare_percentiles(base, cand, confidence=confidence, min_effect=min_effect),
     )
 
 

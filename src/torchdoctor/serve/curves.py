@@ -12,6 +12,7 @@ straight line from its first to its last point.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -86,7 +87,7 @@ def flat(points: Sequence[CurvePoint]) -> bool:
     if len(points) <= EARLY_STOP_STEPS:
         return False
     rates = [p.samples_per_s for p in points[-EARLY_STOP_STEPS - 1 :]]
-    return all(b < a * (1.0 + EARLY_STOP_GAIN) for a, b in zip(rates, rates[1:], strict=False))
+    return all(b < a * (1.0 + EARLY_STOP_GAIN) for a, b in itertools.pairwise(rates))
 
 
 def _curve(axis: CurveAxis, points: list[CurvePoint], xs: list[float], stopped: bool) -> Curve:

@@ -20,7 +20,16 @@ from torchdoctor.serve.batcher import BatchPolicy, load_record, run_batcher, sim
 from torchdoctor.serve.clock import RealClock, ServeClock
 from torchdoctor.serve.curves import batch_curve, doubling, thread_curve
 from torchdoctor.serve.latency import measure_latency
-from torchdoctor.serve.records import ArrivalKind, Curve, LoadRun, ServeResult, ServiceTime
+from torchdoctor.serve.records import (
+    ArrivalKind,
+    Curve,
+    LoadRun,
+    ServeResult,
+    ServiceTime,
+    SlaPoint,
+    SlaSearch,
+    SlaSpec,
+)
 from torchdoctor.serve.sla import (
     MeasureAt,
     binary_search_sla,
@@ -28,7 +37,6 @@ from torchdoctor.serve.sla import (
     requests_for,
     sweep_sla,
 )
-from torchdoctor.serve.records import SlaPoint, SlaSearch, SlaSpec
 from torchdoctor.serve.target import InferenceTarget, Request
 
 #: Triton's dynamic batcher holds no request by default (max_queue_delay_microseconds: 0,
@@ -62,9 +70,14 @@ class ServePlan:
     seed: int = 0
 
 
-def capacity(table: list[ServiceTime]) -> float:
-    """The highest rate the table can serve: max over b of b / t(b), requests per second."""
-    return max(row.batch_size / row.seconds for row in table if row.seconds > 0)
+def capacity(table: list[ServiceTime], max_batch_size: int | None = None) -> float:
+    """The highest rate the table can serve in batches of at most `max_batch_size`: max over
+    those b of b / t(b), requests per second."""
+    return max(
+        row.batch_size / row.seconds
+        for row in table
+        if row.seconds > 0 and (max_batch_size is None or row.batch_size <= max_batch_size)
+    )
 
 
 def table_from(curve: Curve) -> list[ServiceTime]:
@@ -76,7 +89,7 @@ def predictions(
     table: list[ServiceTime], policy: BatchPolicy, arrivals: ArrivalKind, seed: int
 ) -> list[LoadRun]:
     """The simulation's percentiles at `PREDICTED_LOADS` of the table's capacity."""
-    cap = capacity(table)
+    cap = capacity(table, policy.max_batch_size)
     runs = []
     for load in PREDICTED_LOADS:
         rate = load * cap
@@ -170,14 +183,16 @@ def serve_target(
     sla_search = None
     if plan.sla is not None:
         say(f"searching for the highest rate that meets {plan.sla.text}")
-        measure = real_measure(
-            target.request, policy, plan.sla, arrivals=plan.arrivals, sync=sync
-        )
-        sla_search = search(measure, plan.sla, capacity(table), plan)
-    notes = [] if latency.settled else [
-        "the latency windows did not settle within the budget: the percentiles moved by more "
-        "than 10% between the last windows"
-    ]
+        measure = real_measure(target.request, policy, plan.sla, arrivals=plan.arrivals, sync=sync)
+        sla_search = search(measure, plan.sla, capacity(table, largest), plan)
+    notes = (
+        []
+        if latency.settled
+        else [
+            "the latency windows did not settle within the budget: the percentiles moved by more "
+            "than 10% between the last windows"
+        ]
+    )
     return ServeResult(
         target=target.name,
         device=target.device,

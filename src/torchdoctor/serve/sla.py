@@ -24,10 +24,10 @@ import numpy as np
 
 from torchdoctor.core.errors import MeasureError, UsageError
 from torchdoctor.serve._percentiles import min_samples
+from torchdoctor.serve._percentiles import percentile as take_percentile
 from torchdoctor.serve.arrivals import arrival_times
 from torchdoctor.serve.batcher import BatchPolicy, LoadTrace, simulate_batcher
 from torchdoctor.serve.records import ArrivalKind, ServiceTime, SlaPoint, SlaSearch, SlaSpec
-from torchdoctor.serve._percentiles import percentile as take_percentile
 
 #: The percentiles an SLA may name (the issue's p50, p95, p99).
 SLA_PERCENTILES: Final = (50, 95, 99)

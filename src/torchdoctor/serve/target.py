@@ -131,9 +131,7 @@ def _from_factory(spec: str) -> tuple[nn.Module, Any]:
     except WorkloadError:
         raise
     except Exception as exc:
-        raise WorkloadError(
-            f"model factory '{spec}' failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise WorkloadError(f"model factory '{spec}' failed: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module)):
         raise WorkloadError(
             f"model factory '{spec}' returned {type(made).__name__}, not (module, example_inputs)",

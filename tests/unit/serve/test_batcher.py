@@ -51,10 +51,11 @@ def test_the_simulation_predicts_a_noisy_batcher_p99() -> None:
     for rate in (300.0, 1000.0, 1600.0):
         arrivals = arrival_times("poisson", rate, 5000, seed=1)
         clock = VirtualClock()
-        noisy = run_batcher(
-            lambda b: clock.advance(service_time(TABLE, b) * rng.lognormal(0, 0.1)),
-            arrivals, policy, clock,
-        )  # fmt: skip
+
+        def serve(b: int, clock: VirtualClock = clock) -> None:
+            clock.advance(service_time(TABLE, b) * rng.lognormal(0, 0.1))
+
+        noisy = run_batcher(serve, arrivals, policy, clock)
         sim = simulate_batcher(arrivals, TABLE, policy)
         real_p99 = percentile(noisy.latencies_s, 99.0)
         assert percentile(sim.latencies_s, 99.0) == pytest.approx(real_p99, rel=0.15), rate

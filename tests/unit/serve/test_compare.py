@@ -44,7 +44,10 @@ def test_same_model_twice_shows_no_difference() -> None:
     rng = np.random.default_rng(0)
     same = lambda: float(rng.lognormal(-7, 0.3))  # noqa: E731
     result, log = _compare(same, same)
-    assert _verdicts(result) == {50.0: "no_significant_difference", 99.0: "no_significant_difference"}
+    assert _verdicts(result) == {
+        50.0: "no_significant_difference",
+        99.0: "no_significant_difference",
+    }
     assert result.requests_per_side >= 459
     # Interleaved: both sides run in every round, not one after the other.
     half = len(log) // 2

@@ -45,7 +45,9 @@ def test_each_request_is_timed_after_the_device_finished() -> None:
     assert all(lat < 0.01 for lat in m.latencies_s)  # nothing of the warm-up in the windows
     # Every request: clock, call, sync, clock; never a clock read with work still queued.
     calls = [i for i, e in enumerate(dev.events) if e == "call"]
-    assert calls and all(dev.events[i - 1 : i + 3] == ["clock", "call", "sync", "clock"] for i in calls)
+    assert calls and all(
+        dev.events[i - 1 : i + 3] == ["clock", "call", "sync", "clock"] for i in calls
+    )
     # The latencies are the per-request costs, not their average.
     assert sorted(set(round(x, 6) for x in m.latencies_s)) == [0.001 * k for k in range(1, 8)]
     assert m.settled and m.summary.n >= 459 and m.summary.n % DEFAULT_WINDOW == 0

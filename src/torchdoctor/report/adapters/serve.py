@@ -126,8 +126,7 @@ def _sla_facts(search: Any) -> list[KeyValue]:
         KeyValue("SLA reason", text(search, "reason") or ""),
         KeyValue(
             "SLA search",
-            f"{text(search, 'method')}, {fmt.number(integer(search, 'measurements'))} "
-            "measurements",
+            f"{text(search, 'method')}, {fmt.number(integer(search, 'measurements'))} measurements",
         ),
     ]
     point = best or closest

@@ -23,15 +23,30 @@ def serve_chart(plt: Any, view: ServeView | None) -> str | None:
         ax.annotate(f"b={b:g}", (x, y), xytext=(4, -10), textcoords="offset points", fontsize=7)
     if curve.knee is not None:
         ax.plot(
-            [curve.samples_per_s[curve.knee]], [ms50[curve.knee]], "o", markersize=12,
-            markerfacecolor="none", markeredgecolor=PALETTE[5], label="knee",
+            [curve.samples_per_s[curve.knee]],
+            [ms50[curve.knee]],
+            "o",
+            markersize=12,
+            markerfacecolor="none",
+            markeredgecolor=PALETTE[5],
+            label="knee",
         )
     if view.sla_bound_s is not None:
-        ax.axhline(view.sla_bound_s * 1e3, color=PALETTE[5], linewidth=0.8,
-                   label=f"SLA p{view.sla_percentile or 0:g} bound")
+        ax.axhline(
+            view.sla_bound_s * 1e3,
+            color=PALETTE[5],
+            linewidth=0.8,
+            label=f"SLA p{view.sla_percentile or 0:g} bound",
+        )
         if view.sla_rate is not None:
-            ax.plot([view.sla_rate], [view.sla_bound_s * 1e3], "*", markersize=12,
-                    color=PALETTE[2], label="SLA point")
+            ax.plot(
+                [view.sla_rate],
+                [view.sla_bound_s * 1e3],
+                "*",
+                markersize=12,
+                color=PALETTE[2],
+                label="SLA point",
+            )
     ax.set_xlabel("throughput (requests/s)")
     ax.set_ylabel("request latency (ms)")
     ax.legend(fontsize=8)
