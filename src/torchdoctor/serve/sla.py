@@ -44,7 +44,7 @@ MAX_CONFIRMATIONS: Final = 3
 DEFAULT_SWEEP_POINTS: Final = 64
 
 _UNITS: Final = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
-_SLA_RE: Final = re.compile(r"^\s*p(\d+)\s*<=?\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)\s*$")
+_SLA_RE: Final = re.compile(r"^\s*p(\d+)\s*<=\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)\s*$")
 
 MeasureAt = Callable[[float, int], SlaPoint]
 """(target rate, seed) -> the point measured there."""
