@@ -52,8 +52,8 @@ def _verdict(speedup: float, low: float, high: float, min_effect: float) -> Verd
 
 
 def compare_percentiles(
-    baseline: Sequence[float],
-    candidate: Sequence[float],
+    baseline: Sequence[float] | np.ndarray,
+    candidate: Sequence[float] | np.ndarray,
     *,
     percentiles: Sequence[float] = COMPARED,
     confidence: float = INTERVAL_CONFIDENCE,

@@ -31,7 +31,9 @@ def test_sla_parses(text: str, p: float, bound: float) -> None:
     assert sla.percentile == p and sla.bound_s == pytest.approx(bound)
 
 
-@pytest.mark.parametrize("text", ["p99<20", "p99<20ms", "p98<=20ms", "latency<=20ms", "p99<=0ms", ""])
+@pytest.mark.parametrize(
+    "text", ["p99<20", "p99<20ms", "p98<=20ms", "latency<=20ms", "p99<=0ms", ""]
+)
 def test_a_bad_sla_is_a_usage_error_naming_the_form(text: str) -> None:
     with pytest.raises(UsageError, match="p99<=20ms"):
         parse_sla(text)
