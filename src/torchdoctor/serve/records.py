@@ -199,6 +199,8 @@ class ServeResult(Record):
     sla_search: SlaSearch | None = None
     #: The batching simulation's predictions from `service_table` at other arrival rates.
     predictions: list[LoadRun] = Field(default_factory=list)
+    #: Each variant of the model (`ServePlan`'s `variants`) against the eager model at batch 1.
+    comparisons: list[VariantComparison] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
 

@@ -3,14 +3,15 @@
 One function walks the steps in the order their results feed each other: the per-request
 latency at batch 1; the batch-size curve, whose medians are the service-time table t(b); the
 thread curve (CPU); the batching simulation's predicted percentiles at fractions of the
-capacity the table implies; and, when an SLA is given, the search for the highest rate that
-meets it, measured for real under the dynamic batcher.
+capacity the table implies; each variant of the plan against the eager model; and, when an
+SLA is given, the search for the highest rate that meets it, measured for real under the
+dynamic batcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 import torch
@@ -18,6 +19,7 @@ import torch
 from torchdoctor.serve.arrivals import arrival_times
 from torchdoctor.serve.batcher import BatchPolicy, load_record, run_batcher, simulate_batcher
 from torchdoctor.serve.clock import RealClock, ServeClock
+from torchdoctor.serve.compare import compare_variants
 from torchdoctor.serve.curves import batch_curve, doubling, thread_curve
 from torchdoctor.serve.latency import measure_latency
 from torchdoctor.serve.records import (
@@ -68,6 +70,10 @@ class ServePlan:
     arrivals: ArrivalKind = "poisson"
     max_queue_delay_s: float = DEFAULT_MAX_QUEUE_DELAY_S
     seed: int = 0
+    #: Other ways of serving the model, by name: each a zero-argument request at batch 1
+    #: (a prepared variant's call bound to the target's inputs), compared with the eager
+    #: model's request by `compare_variants`, interleaved, at p50 and p99.
+    variants: Mapping[str, Request] = field(default_factory=dict)
 
 
 def capacity(table: list[ServiceTime], max_batch_size: int | None = None) -> float:
@@ -185,6 +191,19 @@ def serve_target(
         say(f"searching for the highest rate that meets {plan.sla.text}")
         measure = real_measure(target.request, policy, plan.sla, arrivals=plan.arrivals, sync=sync)
         sla_search = search(measure, plan.sla, capacity(table, largest), plan)
+    comparisons = []
+    for name, call in plan.variants.items():
+        say(f"comparing {name} with the eager model")
+        comparisons.append(
+            compare_variants(
+                target.request(1),
+                call,
+                names=("eager", name),
+                device=target.device,
+                seed=plan.seed,
+                sync=sync,
+            )
+        )
     notes = (
         []
         if latency.settled
@@ -201,6 +220,7 @@ def serve_target(
         curves=curves,
         sla_search=sla_search,
         predictions=predicted,
+        comparisons=comparisons,
         notes=notes,
     )
 

@@ -17,6 +17,8 @@ from torchdoctor.serve import (
     LatencyMeasurement,
     LatencyWindow,
     ServeResult,
+    VariantComparison,
+    compare_percentiles,
     summarize_latencies,
 )
 from torchdoctor.serve.curves import batch_curve, doubling
@@ -66,6 +68,21 @@ def serve_record(sla_text: str = "p99<=20ms") -> ServeResult:
         curves=[curve],
         sla_search=search,
         predictions=predictions(table, policy, "poisson", 0),
+        comparisons=[_comparison()],
+    )
+
+
+def _comparison() -> VariantComparison:
+    rng = np.random.default_rng(1)
+    eager = rng.lognormal(-7, 0.1, size=500)
+    return VariantComparison(
+        baseline="eager",
+        candidate="inference_mode",
+        rounds=25,
+        requests_per_side=500,
+        confidence=0.95,
+        min_effect=0.02,
+        by_percentile=compare_percentiles(eager, eager / 2),
     )
 
 
@@ -80,6 +97,8 @@ def test_the_serving_section_shows_latency_curves_and_the_sla(tmp_path: Path) ->
     assert "| SLA status | VALID |" in md
     assert "### Request latency at batch size 1" in md and "| p99 |" in md
     assert "(knee)" in md and "Predicted by the batching simulation" in md
+    assert "### Variants against the eager model" in md and "| inference\\_mode | p99 |" in md
+    assert "| faster |" in md
     html = forms["html"]
     assert '<section id="serving">' in html and 'data-chart="serve"' in html
     assert json.loads(forms["json"])["records"]["serve"] == record.to_json_dict()

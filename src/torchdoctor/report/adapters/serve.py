@@ -115,6 +115,30 @@ def _prediction_table(serve: Any) -> Table | None:
     )
 
 
+def _comparison_table(serve: Any) -> Table | None:
+    rows = []
+    for c in items(serve, "comparisons"):
+        for p in items(c, "by_percentile"):
+            rows.append(
+                [
+                    text(c, "candidate") or "n/a",
+                    f"p{num(p, 'percentile') or 0:g}",
+                    fmt.seconds(num(p, "baseline_s")),
+                    fmt.seconds(num(p, "candidate_s")),
+                    fmt.speedup(num(p, "speedup")),
+                    fmt.interval(num(p, "ci_low"), num(p, "ci_high")),
+                    (text(p, "verdict") or "n/a").replace("_", " "),
+                ]
+            )
+    if not rows:
+        return None
+    return Table(
+        header=["variant", "percentile", "eager", "variant's", "speedup", "interval", "verdict"],
+        rows=rows,
+        title="Variants against the eager model (interleaved, per request)",
+    )
+
+
 def _sla_facts(search: Any) -> list[KeyValue]:
     if not search:
         return []
@@ -168,9 +192,7 @@ def serve_view(found: RunRecords) -> ServeView | None:
         ),
         *(_curve_table(c) for c in items(serve, "curves")),
     ]
-    predicted = _prediction_table(serve)
-    if predicted:
-        tables.append(predicted)
+    tables += [t for t in (_prediction_table(serve), _comparison_table(serve)) if t]
     search = mapping(serve, "sla_search")
     best = mapping(search, "best")
     return ServeView(
