@@ -22,7 +22,7 @@ def test_a_tiny_model_is_measured_and_its_variant_compared() -> None:
     said: list[str] = []
     result = serve_target(target, plan, progress=said.append, set_threads=set_to.append)
     assert result.latency.summary.n >= 459 and result.latency.first_call_s > 0
-    assert [p.batch_size for p in result.curves[0].points][0] == 1
+    assert result.curves[0].points[0].batch_size == 1
     assert [r.batch_size for r in result.service_table] == [
         p.batch_size for p in result.curves[0].points
     ]
