@@ -120,6 +120,11 @@ def real_measure(
 ) -> MeasureAt:
     """A `MeasureAt` that serves the model for real under the batcher."""
     calls = {b: request_for(b) for b in range(1, policy.max_batch_size + 1)}
+    for call in calls.values():
+        # Every batch size the batcher may form runs once first: a shape's first call sets up
+        # its kernels (oneDNN primitives, cuBLAS plans), which is not serving.
+        call()
+    sync()
     n = requests_for(sla)
     real = clock or RealClock()
 
