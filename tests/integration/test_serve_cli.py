@@ -65,9 +65,11 @@ def test_serve_writes_a_run_folder_and_one_json_document(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A bound nothing meets (1 us: below any call) is INVALID with the closest point, exit 0.
+    # On the p50, whose load points need only LoadGen's 7 requests, so the low rates the
+    # search steps down to stay short on any machine.
     out = tmp_path / "run"
     code = main(
-        ["--json", "serve", _model(tmp_path, TINY), "--sla", "p99<=1us", "--budget", "1",
+        ["--json", "serve", _model(tmp_path, TINY), "--sla", "p50<=1us", "--budget", "1",
          "--max-batch", "4", "--no-threads", "--device", "cpu", "--out", str(out)]
     )  # fmt: skip
     captured = capsys.readouterr()
