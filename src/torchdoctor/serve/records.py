@@ -167,6 +167,8 @@ class SlaPoint(SubRecord):
     latency_s: float
     n: int
     meets: bool
+    #: Requests per second answered within the bound (goodput), whether or not the point meets.
+    goodput: float | None = None
 
 
 class SlaSearch(Record):

@@ -92,9 +92,14 @@ def table_from(curve: Curve) -> list[ServiceTime]:
 
 
 def predictions(
-    table: list[ServiceTime], policy: BatchPolicy, arrivals: ArrivalKind, seed: int
+    table: list[ServiceTime],
+    policy: BatchPolicy,
+    arrivals: ArrivalKind,
+    seed: int,
+    bound_s: float | None = None,
 ) -> list[LoadRun]:
-    """The simulation's percentiles at `PREDICTED_LOADS` of the table's capacity."""
+    """The simulation's percentiles at `PREDICTED_LOADS` of the table's capacity (and its
+    goodput against `bound_s` when given)."""
     cap = capacity(table, policy.max_batch_size)
     runs = []
     for load in PREDICTED_LOADS:
@@ -103,7 +108,13 @@ def predictions(
         trace = simulate_batcher(times, table, policy)
         runs.append(
             load_record(
-                trace, arrivals=arrivals, rate=rate, seed=seed, policy=policy, simulated=True
+                trace,
+                arrivals=arrivals,
+                rate=rate,
+                seed=seed,
+                policy=policy,
+                simulated=True,
+                bound_s=bound_s,
             )
         )
     return runs
@@ -190,7 +201,8 @@ def serve_target(
     knee = curves[0].knee_index
     largest = curves[0].points[knee if knee is not None else -1].batch_size
     policy = BatchPolicy(max_batch_size=largest, max_queue_delay_s=plan.max_queue_delay_s)
-    predicted = predictions(table, policy, plan.arrivals, plan.seed)
+    bound = plan.sla.bound_s if plan.sla is not None else None
+    predicted = predictions(table, policy, plan.arrivals, plan.seed, bound)
     sla_search = None
     if plan.sla is not None:
         say(f"searching for the highest rate that meets {plan.sla.text}")

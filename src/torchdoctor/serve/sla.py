@@ -69,12 +69,14 @@ def point_from(trace: LoadTrace, rate: float, sla: SlaSpec) -> SlaPoint:
     """An SLA point from a load run's per-request latencies."""
     value = take_percentile(trace.latencies_s, sla.percentile)
     n = int(trace.latencies_s.size)
+    duration = max(trace.duration_s, 1e-12)
     return SlaPoint(
         target_rate=rate,
-        achieved_rate=n / max(trace.duration_s, 1e-12),
+        achieved_rate=n / duration,
         latency_s=value,
         n=n,
         meets=value <= sla.bound_s,
+        goodput=float(np.sum(trace.latencies_s <= sla.bound_s)) / duration,
     )
 
 

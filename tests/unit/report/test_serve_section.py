@@ -67,7 +67,7 @@ def serve_record(sla_text: str = "p99<=20ms") -> ServeResult:
         service_table=table,
         curves=[curve],
         sla_search=search,
-        predictions=predictions(table, policy, "poisson", 0),
+        predictions=predictions(table, policy, "poisson", 0, sla.bound_s),
         comparisons=[_comparison()],
     )
 
@@ -97,6 +97,7 @@ def test_the_serving_section_shows_latency_curves_and_the_sla(tmp_path: Path) ->
     assert "| SLA status | VALID |" in md
     assert "### Request latency at batch size 1" in md and "| p99 |" in md
     assert "(knee)" in md and "Predicted by the batching simulation" in md
+    assert "| goodput (within the SLA) |" in md
     assert "### Variants against the eager model" in md and "| inference\\_mode | p99 |" in md
     assert "| faster |" in md
     html = forms["html"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchdoctor.serve import BatchPolicy, VirtualClock, arrival_times, run_batcher
+from torchdoctor.serve import BatchPolicy, VirtualClock, arrival_times, load_record, run_batcher
 
 #: Service time of the deterministic server (virtual seconds).
 SERVICE = 0.01
@@ -53,3 +53,21 @@ def test_gamma_arrivals_are_burstier_than_poisson() -> None:
     assert cv2("constant") < 1e-9
     assert cv2("poisson") == pytest.approx(1.0, rel=0.1)
     assert cv2("gamma") == pytest.approx(4.0, rel=0.2)  # shape 1/4
+
+
+def test_goodput_counts_only_the_requests_within_the_bound() -> None:
+    # Constant arrivals every 10 ms, service 1 ms, one 100 ms stall of the request due at
+    # 100 ms: it and the five due by 150 ms (answered 9 ms apart from 201 ms on) miss a 50 ms
+    # bound; the rest meet it.
+    clock = VirtualClock()
+    costs = iter([0.001] * 10 + [0.1] + [0.001] * 89)
+    arrivals = np.arange(100) * 0.01
+    trace = run_batcher(lambda b: clock.advance(next(costs)), arrivals, BatchPolicy(), clock)
+    run = load_record(
+        trace, arrivals="constant", rate=100.0, seed=0, policy=BatchPolicy(), simulated=True,
+        bound_s=0.05,
+    )  # fmt: skip
+    late = int(np.sum(trace.latencies_s > 0.05))
+    assert late == 6
+    assert run.goodput == pytest.approx((100 - late) / trace.duration_s)
+    assert run.achieved_rate == pytest.approx(100 / trace.duration_s)

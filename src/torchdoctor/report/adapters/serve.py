@@ -105,11 +105,12 @@ def _prediction_table(serve: Any) -> Table | None:
                 for p in items(mapping(r, "summary"), "percentiles")
                 if num(p, "percentile") in (50.0, 99.0)
             ),
+            fmt.rate(num(r, "goodput"), "requests/s"),
         ]
         for r in runs
     ]
     return Table(
-        header=["arrival rate", "mean batch", "p50", "p99"],
+        header=["arrival rate", "mean batch", "p50", "p99", "goodput (within the SLA)"],
         rows=rows,
         title="Predicted by the batching simulation from t(b)",
     )
