@@ -9,8 +9,8 @@ P(l <= B < u), whatever the latencies' distribution (Hahn & Meeker, *Statistical
 of a high percentile is unreliable: it resamples the few largest values and its interval
 collapses onto them.
 
-How many requests a tail needs is MLPerf LoadGen's rule (mlcommons/inference,
-loadgen/results.cc and the inference rules' "early stopping" section): to claim the
+How many requests a tail needs is MLPerf LoadGen's rule (github.com/mlcommons/inference,
+`loadgen/`, whose early-stopping criterion generalizes it to a few exceedances): to claim the
 q-quantile is under a bound with confidence c when no request exceeded it, n must satisfy
 q^n <= 1 - c, so that a true quantile above the bound would show no exceedance among n
 requests with probability at most 1 - c. For p99 at 99% that is ceil(ln 0.01 / ln 0.99) = 459.
@@ -29,7 +29,8 @@ from torchdoctor.core.errors import MeasureError
 
 #: The percentiles every latency record reports.
 PERCENTILES: Final = (50.0, 95.0, 99.0)
-#: LoadGen's confidence for latency claims (MLPerf inference rules, "early stopping": 99%).
+#: LoadGen's confidence for latency claims (99%: the confidence of its early-stopping
+#: percentile estimates).
 TAIL_CONFIDENCE: Final = 0.99
 #: The confidence of each percentile's order-statistic interval (the project's usual 95%).
 INTERVAL_CONFIDENCE: Final = 0.95

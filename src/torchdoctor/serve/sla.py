@@ -39,8 +39,9 @@ STEP_DOWN: Final = 4.0
 MAX_STEPS_DOWN: Final = 3
 #: Meeting points a failed confirmation falls back through, highest first.
 MAX_CONFIRMATIONS: Final = 3
-#: Grid points of the sweep by default: over a range of 100x, 7.6% apart, finer than the
-#: run-to-run spread of a p99 near its bound, so a finer grid would resolve nothing more.
+#: Grid points of the sweep by default: over the 12x range `torchdoctor serve` searches (10% to
+#: 120% of the table's capacity), 4% apart, about the bisection's own resolution, so the
+#: sweep is the exhaustive reference the search is held against.
 DEFAULT_SWEEP_POINTS: Final = 64
 
 _UNITS: Final = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
