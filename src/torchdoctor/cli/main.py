@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze",
     "diagnose",
     "tune",
+    "serve",
     "report",
 )
 

@@ -1,1 +1,121 @@
-"""Stage: serve. Inference under a latency objective."""
+"""Stage: serve. Inference under a latency objective: requests, not steps.
+
+- `measure_latency(call)` -> `LatencyMeasurement`: per-request latencies after a device sync,
+  the first call and warm-up apart, windows until p50 and p99 settle, LoadGen's minimum count
+  for the tail, order-statistic intervals (`summarize_latencies`, `min_samples`).
+- `compare_variants(a, b)` -> `VariantComparison`: two callables interleaved, a verdict on
+  p50 and p99.
+- `arrival_times(kind, rate, n)`: seeded constant, Poisson and gamma arrivals; `run_batcher`
+  serves them open-loop (from each scheduled arrival) under a `BatchPolicy` on a
+  `ServeClock` (`RealClock`, or `VirtualClock` in tests); `simulate_batcher` runs the same
+  policy on virtual time from a service-time table t(b).
+- `parse_sla("p99<=20ms")`, `search_sla(measure_at, sla)` -> `SlaSearch`: the highest rate
+  whose percentile stays under the bound, by a sweep or a binary search, then confirmed.
+- `batch_curve`, `thread_curve` -> `Curve`: throughput and percentiles, the knee marked.
+- `load_target(name_or_factory)` -> `InferenceTarget`; `serve_target(...)` -> `ServeResult`:
+  what `torchdoctor serve` runs.
+
+The variants of a model (no_grad, inference_mode, compile, quantization, ...) plug in through
+`InferenceTarget.call` (a zero-argument request): a prepared variant's call is served and
+compared like the eager model's.
+"""
+
+from torchdoctor.serve._percentiles import (
+    INTERVAL_CONFIDENCE,
+    PERCENTILES,
+    TAIL_CONFIDENCE,
+    min_samples,
+    order_statistic_interval,
+    percentile,
+)
+from torchdoctor.serve.arrivals import ARRIVAL_KINDS, arrival_times
+from torchdoctor.serve.batcher import (
+    BatchPolicy,
+    LoadTrace,
+    load_record,
+    run_batcher,
+    service_time,
+    simulate_batcher,
+)
+from torchdoctor.serve.clock import RealClock, ServeClock, VirtualClock
+from torchdoctor.serve.compare import compare_percentiles, compare_variants
+from torchdoctor.serve.curves import batch_curve, doubling, knee_index, thread_curve
+from torchdoctor.serve.latency import measure_latency, summarize_latencies, windows_agree
+from torchdoctor.serve.records import (
+    Curve,
+    CurvePoint,
+    LatencyMeasurement,
+    LatencySummary,
+    LatencyWindow,
+    LoadRun,
+    PercentileComparison,
+    PercentileEstimate,
+    ServeResult,
+    ServiceTime,
+    SlaPoint,
+    SlaSearch,
+    SlaSpec,
+    VariantComparison,
+)
+from torchdoctor.serve.run import ServePlan, capacity, predictions, serve_target, table_from
+from torchdoctor.serve.sla import (
+    binary_search_sla,
+    parse_sla,
+    simulated_measure,
+    sweep_sla,
+)
+from torchdoctor.serve.target import InferenceTarget, load_target
+
+__all__ = [
+    "ARRIVAL_KINDS",
+    "INTERVAL_CONFIDENCE",
+    "PERCENTILES",
+    "TAIL_CONFIDENCE",
+    "BatchPolicy",
+    "Curve",
+    "CurvePoint",
+    "InferenceTarget",
+    "LatencyMeasurement",
+    "LatencySummary",
+    "LatencyWindow",
+    "LoadRun",
+    "LoadTrace",
+    "PercentileComparison",
+    "PercentileEstimate",
+    "RealClock",
+    "ServeClock",
+    "ServePlan",
+    "ServeResult",
+    "ServiceTime",
+    "SlaPoint",
+    "SlaSearch",
+    "SlaSpec",
+    "VariantComparison",
+    "VirtualClock",
+    "arrival_times",
+    "batch_curve",
+    "binary_search_sla",
+    "capacity",
+    "compare_percentiles",
+    "compare_variants",
+    "doubling",
+    "knee_index",
+    "load_record",
+    "load_target",
+    "measure_latency",
+    "min_samples",
+    "order_statistic_interval",
+    "parse_sla",
+    "percentile",
+    "predictions",
+    "run_batcher",
+    "serve_target",
+    "service_time",
+    "simulate_batcher",
+    "simulated_measure",
+    "summarize_latencies",
+    "sweep_sla",
+    "table_from",
+    "thread_curve",
+    "windows_agree",
+]
