@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import typer
 from rich.console import Console
@@ -14,6 +15,10 @@ from torchdoctor.cli.options import default_device, device_option, seed_option
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from torchdoctor.serve.target import InferenceTarget, Request
+    from torchdoctor.serve.variants import VariantSetup
 
 SEARCHES: Final = ("binary", "sweep")
 ARRIVALS: Final = ("poisson", "gamma", "constant")
@@ -53,6 +58,14 @@ def serve_command(
     threads: bool = typer.Option(
         True, "--threads/--no-threads", help="Also sweep intra-op threads (CPU only)."
     ),
+    variants: str | None = typer.Option(
+        None,
+        "--variants",
+        help="Comma-separated inference variants to compare with the eager model at batch 1, "
+        "each first gated on accuracy against fp32 eager: no_grad, inference_mode, eval, "
+        "compile, compile_max_autotune, compile_freezing, export, torchscript, int8_dynamic, "
+        "bf16_autocast, fp16_autocast, bf16, fp16, channels_last, threads:N.",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
     device: str | None = device_option(),
     seed: int = seed_option(),
@@ -74,18 +87,24 @@ def serve_command(
 
         torchdoctor serve mlp --sla 'p99<=5ms'
         torchdoctor serve my_model.py:make_model --device cuda
+        torchdoctor serve mlp --variants inference_mode,compile,int8_dynamic
+
+    A variant that does not apply here (bf16 on a device without it) or fails its accuracy
+    gate is named with the reason and not timed.
     """
     from torchdoctor.serve import parse_sla
 
     spec = parse_sla(sla) if sla is not None else None
     _choice(search, SEARCHES, "--search")
     _choice(arrivals, ARRIVALS, "--arrivals")
+    names = _variant_names(variants)
     from torchdoctor.core.rundir import SERVE, finish_run_dir, new_run_dir
     from torchdoctor.measure import watch_load
     from torchdoctor.serve import ServePlan, load_target, serve_target
 
     device = default_device(device)
     target = load_target(model, device=device)  # a failing factory or model stops here
+    calls, setups, variant_notes = _prepare_variants(names, target)
     plan = ServePlan(
         max_batch_size=max_batch,
         latency_budget_s=budget,
@@ -95,6 +114,7 @@ def serve_command(
         arrivals=arrivals,  # type: ignore[arg-type]
         max_queue_delay_s=max_delay_ms / 1e3,
         seed=seed,
+        variants=calls,
     )
 
     def progress(message: str) -> None:
@@ -105,7 +125,13 @@ def serve_command(
     try:
         with watch_load() as load:
             result = serve_target(target, plan, progress=progress)
-        result = result.model_copy(update={"machine_load": load.reading})
+        result = result.model_copy(
+            update={
+                "machine_load": load.reading,
+                "variant_setups": setups,
+                "notes": [*variant_notes, *result.notes],
+            }
+        )
         result.write(run_dir / SERVE)
     except BaseException as exc:
         finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
@@ -119,3 +145,43 @@ def serve_command(
 
     emit(result, render)
     write_run_reports(run_dir)
+
+
+def _variant_names(text: str | None) -> list[str]:
+    """The --variants list, each name checked before anything is built (exit 2 if unknown)."""
+    from torchdoctor.serve.variants import variant_spec
+
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--variants names a variant twice: {text}")
+    for name in names:
+        variant_spec(name)
+    return names
+
+
+def _prepare_variants(
+    names: list[str], target: InferenceTarget
+) -> tuple[dict[str, Request], list[VariantSetup], list[str]]:
+    """Each variant built and gated on accuracy; only those that pass are timed."""
+    from torchdoctor.serve.variants import VariantUnavailable, prepare_variant
+
+    calls: dict[str, Request] = {}
+    setups: list[VariantSetup] = []
+    notes: list[str] = []
+    args = target.batch(1)
+    for name in names:
+        err_console.print(f"[dim]serve: preparing the variant {escape(name)}[/]", highlight=False)
+        try:
+            prepared = prepare_variant(name, target.model, args, device=target.device)
+        except VariantUnavailable as exc:
+            notes.append(f"{name}: not measured, it does not apply here ({exc.reason})")
+            continue
+        setups.append(prepared.record())
+        if not prepared.accuracy.passed:
+            notes.append(
+                f"{name}: not measured, it fails the accuracy gate against fp32 eager "
+                f"({prepared.accuracy.tolerance.describe()})"
+            )
+            continue
+        calls[name] = functools.partial(prepared.call, args)
+    return calls, setups, notes

@@ -70,7 +70,7 @@ class GenerationPoint(SubRecord):
 class GenerationProfile(Record):
     """TTFT and TPOT of a generative model versus prompt length and batch."""
 
-    schema_name: ClassVar[str] = "serve-generation"
+    schema_name: ClassVar[str] = "serve_generation"
     schema_version: ClassVar[int] = 1
 
     model: str

@@ -31,7 +31,7 @@ class BreakEven(Record):
     the interval).
     """
 
-    schema_name: ClassVar[str] = "serve-break-even"
+    schema_name: ClassVar[str] = "serve_break_even"
     schema_version: ClassVar[int] = 1
 
     setup_s: float = Field(ge=0)

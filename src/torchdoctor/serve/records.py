@@ -12,6 +12,7 @@ from pydantic import Field
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.serve.variants import VariantSetup
 
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 SlaStatus = Literal["VALID", "INVALID"]
@@ -203,6 +204,9 @@ class ServeResult(Record):
     predictions: list[LoadRun] = Field(default_factory=list)
     #: Each variant of the model (`ServePlan`'s `variants`) against the eager model at batch 1.
     comparisons: list[VariantComparison] = Field(default_factory=list)
+    #: Each variant's setup (compile, export, quantization time, apart from its requests) and
+    #: its accuracy gate against fp32 eager; only variants that passed are in `comparisons`.
+    variant_setups: list[VariantSetup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
 

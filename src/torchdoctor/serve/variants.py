@@ -141,7 +141,7 @@ class PreparedVariant:
 class VariantSetup(Record):
     """A prepared variant as a record: its setup time apart from requests, and its accuracy."""
 
-    schema_name: ClassVar[str] = "serve-variant"
+    schema_name: ClassVar[str] = "serve_variant"
     schema_version: ClassVar[int] = 1
 
     name: str

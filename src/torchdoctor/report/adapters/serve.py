@@ -140,6 +140,39 @@ def _comparison_table(serve: Any) -> Table | None:
     )
 
 
+def _variant_setup_table(serve: Any) -> Table | None:
+    rows = []
+    for v in items(serve, "variant_setups"):
+        accuracy = mapping(v, "accuracy")
+        error = mapping(accuracy, "error")
+        tolerance = mapping(accuracy, "tolerance")
+        sqnr = num(error, "sqnr_db")
+        gate = (
+            f"SQNR ≥ {fmt.number(num(tolerance, 'min_sqnr_db'))} dB"
+            if text(tolerance, "kind") == "sqnr"
+            else f"allclose atol {num(tolerance, 'atol') or 0:g} "
+            f"rtol {num(tolerance, 'rtol') or 0:g}"
+        )
+        rows.append(
+            [
+                text(v, "name") or "n/a",
+                fmt.seconds(num(v, "setup_s")),
+                gate,
+                f"{num(error, 'max_rel_error') or 0:.2e}",
+                "identical" if sqnr is None else f"{sqnr:.1f} dB",
+                "passed" if get(accuracy, "passed") else "failed",
+                ", ".join(str(m) for m in items(accuracy, "fp32_modules")) or "none",
+            ]
+        )
+    if not rows:
+        return None
+    return Table(
+        header=["variant", "setup", "gate", "max rel. error", "SQNR", "accuracy", "kept in fp32"],
+        rows=rows,
+        title="Variants: setup time (first call included) and accuracy against fp32 eager",
+    )
+
+
 def _sla_facts(search: Any) -> list[KeyValue]:
     if not search:
         return []
@@ -193,7 +226,11 @@ def serve_view(found: RunRecords) -> ServeView | None:
         ),
         *(_curve_table(c) for c in items(serve, "curves")),
     ]
-    tables += [t for t in (_prediction_table(serve), _comparison_table(serve)) if t]
+    tables += [
+        t
+        for t in (_prediction_table(serve), _variant_setup_table(serve), _comparison_table(serve))
+        if t
+    ]
     search = mapping(serve, "sla_search")
     best = mapping(search, "best")
     return ServeView(
