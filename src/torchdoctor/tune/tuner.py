@@ -230,11 +230,19 @@ class Tuner:
         lists); a key the study lacks is then an internal error.
         """
         stored = self.stored.get(key)
+        if not isinstance(stored, record_type) and run is not None and store:
+            # A shared study: another tuner's record of this step, once it has one; else
+            # the step is now this tuner's (tune/claims.py).
+            stored = self.study.claim(key)
         reused = isinstance(stored, record_type)
         if isinstance(stored, record_type):
             result = stored
         elif run is not None:
-            result = run()
+            try:
+                result = run()
+            except BaseException:
+                self.study.release(key)  # no record: another tuner may run it
+                raise
         else:
             raise TuneError(f"internal: no stored trial {key!r} to replay")
         if apply is not None:
