@@ -35,7 +35,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -65,12 +66,31 @@ def heartbeat_storage(url: str, heartbeat_s: int) -> Any:
     """An Optuna `RDBStorage` of `url` whose running trials beat, and are retried when stale."""
     import optuna
 
-    return optuna.storages.RDBStorage(
-        url,
-        heartbeat_interval=heartbeat_s,
-        grace_period=GRACE_BEATS * heartbeat_s,
-        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY),
-    )
+    storages = optuna.storages
+    with _quiet_optuna():
+        # Optuna 4.9 renamed the retry callback and its argument; older releases have the first.
+        retry = getattr(storages, "RetryHeartbeatStaleTrialCallback", None)
+        if retry is not None:
+            callback = {"heartbeat_stale_trial_callback": retry(max_retry=MAX_RETRY)}
+        else:
+            callback = {"failed_trial_callback": storages.RetryFailedTrialCallback(MAX_RETRY)}
+        return storages.RDBStorage(
+            url,
+            heartbeat_interval=heartbeat_s,
+            grace_period=GRACE_BEATS * heartbeat_s,
+            **callback,
+        )
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Optuna's heartbeat API still warns that it is experimental: said once here, not on
+    every tuner's stderr."""
+    from optuna.exceptions import ExperimentalWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        yield
 
 
 @dataclass
@@ -146,7 +166,7 @@ class Claims:
                         "ran it stopped without a result (killed, or their machine went down)",
                         hint="run that recipe alone (`torchdoctor run --set ...`) to see why",
                     )
-                self._study.enqueue_trial({}, user_attrs={KEY_ATTR: key})
+                self._enqueue(key, [t.number for t in lost])
                 continue
             first = live[0]
             if first.state == TrialState.WAITING:
@@ -155,8 +175,27 @@ class Claims:
                     return claim
                 continue
             self.waited.add(first.number)
-            fail_stale_trials(self._study)  # a killed owner's step: FAIL, and a WAITING retry
+            with _quiet_optuna():  # a killed owner's step: FAIL, and a WAITING retry
+                fail_stale_trials(self._study)
             self._sleep(self._poll_s)
+
+    def _enqueue(self, key: str, lost: list[int]) -> None:
+        """A WAITING trial for `key`. After a lost attempt it is the retry that Optuna's retry
+        callback adds (the same attributes), which it may add too, a moment later, when it
+        runs after the tuner that failed the stale trial: the lower of the two is the claim."""
+        if not lost:
+            self._study.enqueue_trial({}, user_attrs={KEY_ATTR: key})
+            return
+        import optuna
+
+        retry = {"failed_trial": lost[-1], "retry_history": lost}
+        self._study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.WAITING,
+                user_attrs={KEY_ATTR: key},
+                system_attrs=retry,
+            )
+        )
 
     def _try_claim(self, key: str, trial: Any) -> Claim | None:
         from optuna.exceptions import UpdateFinishedTrialError

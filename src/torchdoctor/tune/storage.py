@@ -46,7 +46,16 @@ class StorageURL:
     def parse(cls, text: str) -> StorageURL:
         url = _parse(text)
         password = url.password
-        public = url.set(password=None).render_as_string(hide_password=False)
+        # `URL.set(password=None)` keeps the password (None means "unchanged" there).
+        bare = url.create(
+            url.drivername,
+            username=url.username,
+            host=url.host,
+            port=url.port,
+            database=url.database,
+            query=url.query,
+        )
+        public = bare.render_as_string(hide_password=False)
         return cls(secret=text, public=public, password=str(password) if password else None)
 
     @property
