@@ -41,7 +41,8 @@ class PgServer:
         return f"postgresql+psycopg://{auth}@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
-        _run(self, "pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "stop")
+        # Immediate shutdown without waiting for it: the folder goes with the server.
+        _run(self, "pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-W", "stop")
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
