@@ -16,12 +16,13 @@ from typing import Final
 #: What a hidden password is shown as (SQLAlchemy's `URL.render_as_string` writes the same).
 MASK: Final = "***"
 
-#: ``scheme://user:password@`` anywhere in a text: the userinfo of RFC 3986 (section 3.2.1),
+#: ``scheme://user:password@`` anywhere in a text (the scheme may be missing from a mistyped
+#: URL): the userinfo of RFC 3986 (section 3.2.1),
 #: whose password part runs to the last ``@`` before the host. A password may itself hold
 #: ``@`` or ``:`` when the user did not percent-encode it, so the match is greedy up to the
 #: last ``@`` that precedes the next whitespace, quote or slash-delimited path.
 _USERINFO: Final = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)(?P<password>[^\s'\"/]*)@"
+    r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.\-]*)?://[^\s:/@'\"]*:)(?P<password>[^\s'\"/]*)@"
 )
 
 
