@@ -4,8 +4,9 @@ The base image has PostgreSQL 15 (``/usr/lib/postgresql/15/bin``), which refuses
 root: as root the server is initialised and started as the ``postgres`` user (``runuser``), in
 a temporary folder that user owns, on a free loopback port, with password authentication
 (scram-sha-256) for a superuser ``td``. `start` returns None with the reason where it cannot
-(no binaries, no psycopg, no ``postgres`` user): the caller skips, saying why; `.ci/run`
-installs what it needs so that CI runs the tests.
+(no binaries, no psycopg, no ``postgres`` user): the caller skips, saying why, unless
+``TORCHDOCTOR_REQUIRE_POSTGRES=1`` (set by `.ci/run`, which installs what it needs) makes that
+a failure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+REQUIRE_ENV = "TORCHDOCTOR_REQUIRE_POSTGRES"
 #: Where Debian's postgresql-15 puts its server binaries (not on PATH).
 BIN_DIRS = (Path("/usr/lib/postgresql/15/bin"),)
 USER = "td"

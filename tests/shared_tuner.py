@@ -14,8 +14,7 @@ from pathlib import Path
 
 from torchdoctor.cli.state import settings
 from torchdoctor.cli.tune import finish_with_report
-from torchdoctor.tune import TuneConfig, tune
-from torchdoctor.tune.storage import StorageURL
+from torchdoctor.tune import StorageURL, TuneConfig, tune
 
 if __name__ == "__main__":
     config = TuneConfig.read(Path(sys.argv[1]))

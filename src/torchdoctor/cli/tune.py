@@ -23,8 +23,16 @@ from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.report import fmt_change, render_result
-from torchdoctor.tune import Confirmation, Study, Trial, TuneConfig, Tuner, TuneResult, tune
-from torchdoctor.tune.storage import StorageURL
+from torchdoctor.tune import (
+    Confirmation,
+    StorageURL,
+    Study,
+    Trial,
+    TuneConfig,
+    Tuner,
+    TuneResult,
+    tune,
+)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}

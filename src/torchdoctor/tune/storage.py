@@ -34,6 +34,17 @@ def _parse(text: str) -> Any:
         ) from None
 
 
+def _driver() -> str | None:
+    """The PostgreSQL driver a plain postgresql:// URL gets: psycopg2 (SQLAlchemy's default)
+    when installed, else psycopg 3 when installed."""
+    from importlib.util import find_spec
+
+    for name in ("psycopg2", "psycopg"):
+        if find_spec(name) is not None:
+            return name
+    return None
+
+
 @dataclass(frozen=True)
 class StorageURL:
     """A parsed storage URL. `repr` and `str` show the public form only."""
@@ -45,6 +56,11 @@ class StorageURL:
     @classmethod
     def parse(cls, text: str) -> StorageURL:
         url = _parse(text)
+        if url.drivername == "postgresql" and _driver() == "psycopg":
+            # SQLAlchemy's default PostgreSQL driver is psycopg2; where only psycopg 3 is
+            # installed (the `postgres` extra), a plain postgresql:// URL means it.
+            url = url.set(drivername="postgresql+psycopg")
+            text = url.render_as_string(hide_password=False)
         password = url.password
         # `URL.set(password=None)` keeps the password (None means "unchanged" there).
         bare = url.create(

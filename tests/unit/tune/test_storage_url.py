@@ -28,6 +28,19 @@ def test_the_public_form_drops_the_password_and_keeps_the_rest() -> None:
     assert StorageURL.parse("sqlite:///runs/study.db").public == "sqlite:///runs/study.db"
 
 
+def test_a_plain_postgresql_url_means_psycopg_3_where_psycopg2_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torchdoctor.tune.storage as storage
+
+    monkeypatch.setattr(storage, "_driver", lambda: "psycopg")
+    url = StorageURL.parse("postgresql://td:hunter2@db/studies")
+    assert url.public == "postgresql+psycopg://td@db/studies"
+    assert url.secret == "postgresql+psycopg://td:hunter2@db/studies"
+    monkeypatch.setattr(storage, "_driver", lambda: "psycopg2")
+    assert StorageURL.parse("postgresql://td@db/studies").public == "postgresql://td@db/studies"
+
+
 def test_a_driver_message_is_redacted_of_the_decoded_password() -> None:
     url = StorageURL.parse(URL)
     assert PASSWORD not in url.redact(f'password "{PASSWORD}" was refused')
