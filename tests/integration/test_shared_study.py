@@ -22,6 +22,7 @@ import pytest
 import pg_server
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
+from torchdoctor.tune import StorageURL, tune
 from torchdoctor.tune.claims import END_ATTR, KEY_ATTR, RECORD_ATTR
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
@@ -115,15 +116,23 @@ def test_three_tuners_share_one_study_and_a_killed_ones_step_is_retried(
         assert prepared[recipe] == (2 if knob.name in STALLED else 1), prepared
 
     # The results merged: each survivor's result holds every step, reused or its own.
-    results = [
-        json.loads((tmp_path / f"stdout{i}").read_text()) for i in _survivors(tuners, killed)
-    ]
+    survivors = _survivors(tuners, killed)
+    results = [json.loads((tmp_path / f"stdout{i}").read_text()) for i in survivors]
     for result in results:
         assert result["n_trials"] == len(keys)
     ran = sum(r["n_trials"] - r["n_reused"] for r in results)
     assert ran <= len(keys), "the survivors ran a step twice between them"
 
     _assert_password_nowhere(tmp_path, server.password)
+
+    # A survivor's study resumes from its run folder, whose config names the storage without
+    # its password: given again in memory, or from PGPASSWORD as libpq reads it.
+    run = tmp_path / f"run{survivors[0]}"
+    resumed = tune(resume=run, storage=StorageURL.parse(url))
+    assert resumed.n_reused == resumed.n_trials == len(keys)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PGPASSWORD", server.password)
+        assert tune(resume=run).n_reused == len(keys)
 
 
 def _survivors(tuners: list[subprocess.Popen[bytes]], killed: int) -> list[int]:
