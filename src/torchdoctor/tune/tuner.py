@@ -200,10 +200,12 @@ class Tuner:
 
     # recording
 
-    def record(self, result: T, *, reused: bool, store: bool = True) -> T:
+    def record(self, result: T, *, reused: bool, store: bool = True, waited_s: float = 0.0) -> T:
+        """`waited_s`: how long this tuner waited for another to run the reused trial (a
+        shared study), which its clock has already counted against the budget."""
         if reused:
             self.reused += 1
-            self.budget.reused_wall_s += result.wall_s
+            self.budget.reused_wall_s += max(0.0, result.wall_s - waited_s)
         elif store:
             self.study.add(result)
         self.trials.append(result)
@@ -230,10 +232,13 @@ class Tuner:
         lists); a key the study lacks is then an internal error.
         """
         stored = self.stored.get(key)
+        waited_s = 0.0
         if not isinstance(stored, record_type) and run is not None and store:
             # A shared study: another tuner's record of this step, once it has one; else
             # the step is now this tuner's (tune/claims.py).
+            began = self.budget.clock()
             stored = self.study.claim(key)
+            waited_s = self.budget.clock() - began
         reused = isinstance(stored, record_type)
         if isinstance(stored, record_type):
             result = stored
@@ -247,7 +252,7 @@ class Tuner:
             raise TuneError(f"internal: no stored trial {key!r} to replay")
         if apply is not None:
             apply(result, reused)
-        return self.record(result, reused=reused, store=store)
+        return self.record(result, reused=reused, store=store, waited_s=waited_s)
 
     # the baseline
 

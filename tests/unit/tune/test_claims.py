@@ -145,3 +145,6 @@ def test_a_tuner_replays_a_shared_step_and_gives_its_claim_up_when_its_run_fails
         raise AssertionError("a stored step must not run again")
 
     assert a.run_or_replay(KEY, TrialResult, again) == _trial() and a.reused == 1
+    # b's step counts against a's budget as a resumed study's would: the time it took b,
+    # less what a spent waiting for it (no wait here)
+    assert 0.0 < a.budget.reused_wall_s <= _trial().wall_s
