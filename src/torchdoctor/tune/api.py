@@ -242,7 +242,10 @@ def tune(
         finish_run_dir(run_dir, error=str(exc))
         raise
     except BaseException as exc:
-        finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
+        lost = study.storage_failure(exc)
+        finish_run_dir(run_dir, error=str(lost) if lost else f"{type(exc).__name__}: {exc}")
+        if lost is not None:
+            raise lost from None
         raise
     finally:
         study.close()

@@ -98,6 +98,7 @@ class Study:
         url = storage if isinstance(storage, StorageURL) else StorageURL.parse(storage)
         #: The storage as a record may name it: without its password.
         self.storage_url = url.public
+        self._url = url
         self.shared = shared
         self._claims: Claims | None = None
         self._held: dict[str, Claim] = {}
@@ -121,6 +122,22 @@ class Study:
                     hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db "
                     "or postgresql+psycopg://user@host/db (its password from PGPASSWORD)",
                 ) from None
+
+    def storage_failure(self, exc: BaseException) -> TuneError | None:
+        """`exc` as one line naming the storage when the database failed mid-study (the
+        server went away, the connection dropped); None for any other error."""
+        import sqlalchemy.exc
+
+        storage_errors = (sqlalchemy.exc.SQLAlchemyError, _optuna().exceptions.StorageInternalError)
+        if not isinstance(exc, storage_errors):
+            return None
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        return TuneError(
+            self._url.redact(
+                f"the study storage {self.storage_url!r} failed: {type(exc).__name__}: {detail}"
+            ),
+            hint="check the database server; --resume RUN_DIR continues the study",
+        )
 
     @property
     def optuna_study(self) -> Any:

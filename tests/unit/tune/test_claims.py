@@ -19,6 +19,7 @@ from torchdoctor.tune import TrialResult
 from torchdoctor.tune.claims import END_ATTR, KEY_ATTR, MAX_RETRY, RECORD_ATTR
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import TrialFigures
+from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
@@ -148,3 +149,16 @@ def test_a_tuner_replays_a_shared_step_and_gives_its_claim_up_when_its_run_fails
     # b's step counts against a's budget as a resumed study's would: the time it took b,
     # less what a spent waiting for it (no wait here)
     assert 0.0 < a.budget.reused_wall_s <= _trial().wall_s
+
+
+def test_a_database_failing_mid_study_is_one_error_naming_the_public_url() -> None:
+    import sqlalchemy.exc
+
+    study = Study("sqlite://")
+    study._url = StorageURL.parse("postgresql+psycopg://td:hunter2@db/studies")
+    study.storage_url = study._url.public
+    lost = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server closed"))
+    error = study.storage_failure(lost)
+    assert error is not None and "hunter2" not in str(error)
+    assert "'postgresql+psycopg://td@db/studies' failed: OperationalError" in str(error)
+    assert study.storage_failure(RuntimeError("not the database")) is None
