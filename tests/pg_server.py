@@ -110,9 +110,13 @@ def start() -> tuple[PgServer | None, str]:
     if started.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         return None, f"the server did not start: {started.stdout.strip()[-200:]}"
-    with psycopg.connect(
-        host="127.0.0.1", port=server.port, user=USER, password=server.password,
-        dbname="postgres", autocommit=True,
-    ) as conn:  # fmt: skip
-        conn.execute(f"CREATE DATABASE {DATABASE}")
+    try:
+        with psycopg.connect(
+            host="127.0.0.1", port=server.port, user=USER, password=server.password,
+            dbname="postgres", autocommit=True,
+        ) as conn:  # fmt: skip
+            conn.execute(f"CREATE DATABASE {DATABASE}")
+    except psycopg.Error as exc:
+        server.stop()
+        return None, f"cannot create the test database: {type(exc).__name__}"
     return server, ""

@@ -134,7 +134,7 @@ class Claims:
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
         self._sleep = sleep
-        #: Trials of other tuners' steps this tuner waited on (for a test to read).
+        #: Numbers of the trials of other tuners' steps this tuner waited on.
         self.waited: set[int] = set()
 
     def _trials_of(self, key: str) -> list[Any]:
