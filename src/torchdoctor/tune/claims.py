@@ -234,12 +234,14 @@ class Claims:
                 self._storage.set_trial_user_attr(claim.trial_id, name, value)
             state = TrialState.COMPLETE if values is not None else TrialState.FAIL
             self._storage.set_trial_state_values(claim.trial_id, state=state, values=values)
-            return True
         except UpdateFinishedTrialError:
             return False
         finally:
             claim.stop()
-        # The key's later duplicates are withdrawn by whoever reads the record next (`take`).
+        # The key's later duplicates (enqueued by a tuner that then died, or not yet withdrawn
+        # by one that reads the record in `take`) end with the step.
+        self._withdraw(t for t in self._trials_of(claim.key) if t.state == TrialState.WAITING)
+        return True
 
     def release(self, claim: Claim) -> None:
         """Give a claim up without a record: another tuner (or a resumed one) may run it."""

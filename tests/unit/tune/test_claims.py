@@ -90,8 +90,8 @@ def test_of_two_claims_enqueued_at_once_the_first_runs_and_the_second_is_withdra
         a.optuna_study.enqueue_trial({}, user_attrs={KEY_ATTR: KEY})
     assert a.claim(KEY) is None
     a.add(_trial())
-    assert b.claim(KEY) == _trial()
     assert _states(a) == [("COMPLETE", True, None), ("FAIL", False, "withdrawn")]
+    assert b.claim(KEY) == _trial()
 
 
 def test_a_killed_tuners_step_goes_stale_and_is_retried_by_another(storage: Path) -> None:
