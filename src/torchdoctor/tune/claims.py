@@ -93,6 +93,11 @@ def _quiet_optuna() -> Iterator[None]:
         yield
 
 
+def _retry_of(lost: list[int]) -> dict[str, Any]:
+    """The system attributes `RetryFailedTrialCallback` gives a retry of these lost trials."""
+    return {"failed_trial": lost[-1], "retry_history": list(lost)}
+
+
 @dataclass
 class Claim:
     """A step this tuner owns: its trial, beating until `stop`."""
@@ -156,21 +161,23 @@ class Claims:
                 self._withdraw(t for t in trials if t.state == TrialState.WAITING)
                 return dict(recorded[0].user_attrs[RECORD_ATTR])
             live = [t for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
+            lost = [
+                t.number
+                for t in trials
+                if t.state == TrialState.FAIL and END_ATTR not in t.user_attrs
+            ]
             if not live:
-                lost = [
-                    t for t in trials if t.state == TrialState.FAIL and END_ATTR not in t.user_attrs
-                ]
                 if len(lost) > MAX_RETRY:
                     raise TuneError(
                         f"the ladder step {key!r} was lost {len(lost)} times: the tuners that "
                         "ran it stopped without a result (killed, or their machine went down)",
                         hint="run that recipe alone (`torchdoctor run --set ...`) to see why",
                     )
-                self._enqueue(key, [t.number for t in lost])
+                self._enqueue(key, lost)
                 continue
             first = live[0]
             if first.state == TrialState.WAITING:
-                claim = self._try_claim(key, first)
+                claim = self._try_claim(key, first, lost)
                 if claim is not None:
                     return claim
                 continue
@@ -188,16 +195,17 @@ class Claims:
             return
         import optuna
 
-        retry = {"failed_trial": lost[-1], "retry_history": lost}
         self._study.add_trial(
             optuna.trial.create_trial(
                 state=optuna.trial.TrialState.WAITING,
                 user_attrs={KEY_ATTR: key},
-                system_attrs=retry,
+                system_attrs=_retry_of(lost),
             )
         )
 
-    def _try_claim(self, key: str, trial: Any) -> Claim | None:
+    def _try_claim(self, key: str, trial: Any, lost: list[int]) -> Claim | None:
+        """`trial` taken, or None when another tuner took it first. A claim that follows lost
+        attempts names them as Optuna's retries do, whichever tuner enqueued it."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
@@ -210,6 +218,9 @@ class Claims:
             won = False
         if not won:
             return None
+        if lost and "retry_history" not in trial.system_attrs:
+            for name, value in _retry_of(lost).items():
+                self._storage.set_trial_system_attr(trial._trial_id, name, value)
         claim = Claim(key, trial._trial_id, trial.number)
         thread = threading.Thread(
             target=self._beat_until_stopped, args=(claim,), name="study-heartbeat", daemon=True

@@ -108,6 +108,25 @@ def test_a_killed_tuners_step_goes_stale_and_is_retried_by_another(storage: Path
     assert trials[1].user_attrs[RECORD_ATTR] == _trial().to_json_dict()
 
 
+def test_a_duplicate_claim_that_runs_after_a_lost_attempt_names_it(storage: Path) -> None:
+    a, b = _tuners(storage)
+    for _ in range(2):  # two tuners enqueued the step at once; a took the first
+        a.optuna_study.enqueue_trial({}, user_attrs={KEY_ATTR: KEY})
+    assert a.claim(KEY) is None
+    a._held[KEY].stop()  # and was killed
+    with sqlite3.connect(storage) as db:
+        db.execute("UPDATE trial_heartbeats SET heartbeat = '2000-01-01 00:00:00'")
+    assert b.claim(KEY) is None  # the duplicate is lower than Optuna's retry: b runs it
+    b.add(_trial())
+    trials = b.optuna_study.get_trials(deepcopy=False)
+    assert [(t.state.name, t.user_attrs.get(END_ATTR)) for t in trials] == [
+        ("FAIL", None),
+        ("COMPLETE", None),
+        ("FAIL", "withdrawn"),  # Optuna's retry, not needed
+    ]
+    assert trials[1].system_attrs["retry_history"] == [trials[0].number]
+
+
 def test_a_released_step_is_free_for_the_next_tuner(storage: Path) -> None:
     a, b = _tuners(storage)
     assert a.claim(KEY) is None
