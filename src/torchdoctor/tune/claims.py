@@ -98,6 +98,10 @@ def _retry_of(lost: list[int]) -> dict[str, Any]:
     return {"failed_trial": lost[-1], "retry_history": list(lost)}
 
 
+class WaitExpired(Exception):
+    """The tuner's own time ran out while another tuner ran the step it waits for."""
+
+
 @dataclass
 class Claim:
     """A step this tuner owns: its trial, beating until `stop`."""
@@ -148,9 +152,12 @@ class Claims:
             (t for t in trials if t.user_attrs.get(KEY_ATTR) == key), key=lambda t: t.number
         )
 
-    def take(self, key: str) -> Claim | dict[str, Any]:
+    def take(
+        self, key: str, *, expired: Callable[[], bool] | None = None
+    ) -> Claim | dict[str, Any]:
         """The stored record of `key` (a dict), once some tuner has stored it; else a claim
-        this tuner now owns. Blocks while another tuner runs the step."""
+        this tuner now owns. Blocks while another tuner runs the step, until `expired()`
+        (`WaitExpired`)."""
         from optuna.storages import fail_stale_trials
         from optuna.trial import TrialState
 
@@ -182,6 +189,8 @@ class Claims:
                     return claim
                 continue
             self.waited.add(first.number)
+            if expired is not None and expired():
+                raise WaitExpired(key)
             with _quiet_optuna():  # a killed owner's step: FAIL, and a WAITING retry
                 fail_stale_trials(self._study)
             self._sleep(self._poll_s)

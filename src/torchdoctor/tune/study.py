@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
@@ -159,13 +159,13 @@ class Study:
     def completed(self) -> dict[str, Trial]:
         return {r.key: r for r in self.records()}
 
-    def claim(self, key: str) -> Trial | None:
+    def claim(self, key: str, *, expired: Callable[[], bool] | None = None) -> Trial | None:
         """In a shared study: the record of `key` when a tuner has stored it (waiting while
-        one runs it), else None and the step is this tuner's to run and `add` (or
-        `release`). In a study of one tuner: always None."""
+        one runs it, until `expired()`: `claims.WaitExpired`), else None and the step is
+        this tuner's to run and `add` (or `release`). In a study of one tuner: always None."""
         if self._claims is None:
             return None
-        taken = self._claims.take(key)
+        taken = self._claims.take(key, expired=expired)
         if isinstance(taken, Claim):
             self._held[key] = taken
             return None

@@ -45,6 +45,7 @@ from torchdoctor.tune.budget import (
     BudgetExhausted,
     confirm_cost_s,
 )
+from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
@@ -237,7 +238,10 @@ class Tuner:
             # A shared study: another tuner's record of this step, once it has one; else
             # the step is now this tuner's (tune/claims.py).
             began = self.budget.clock()
-            stored = self.study.claim(key)
+            try:
+                stored = self.study.claim(key, expired=lambda: self.budget.remaining_s() <= 0)
+            except WaitExpired:
+                raise BudgetExhausted from None
             waited_s = self.budget.clock() - began
         reused = isinstance(stored, record_type)
         if isinstance(stored, record_type):
@@ -264,9 +268,12 @@ class Tuner:
             self.rungs.append(Rung.baseline(result))
 
         key = "baseline:" + recipe_key(self.best_recipe)
-        return self.run_or_replay(
-            key, TrialResult, lambda: self._measure_baseline(key), apply=apply
-        )
+        try:
+            return self.run_or_replay(
+                key, TrialResult, lambda: self._measure_baseline(key), apply=apply
+            )
+        except BudgetExhausted:  # spent waiting for another tuner of a shared study
+            raise self._budget_too_small() from None
 
     def _measure_baseline(self, key: str) -> TrialResult:
         start = self.budget.clock()

@@ -16,12 +16,13 @@ import pytest
 from torchdoctor.core.errors import TuneError
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import TrialResult
+from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.claims import END_ATTR, KEY_ATTR, MAX_RETRY, RECORD_ATTR
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import TrialFigures
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.tuner import Tuner, TuneSettings
+from torchdoctor.tune.tuner import Tuner, TuneSettings, recipe_key
 
 KEY = 'ladder:{}->{"x": true}'
 
@@ -181,3 +182,16 @@ def test_a_database_failing_mid_study_is_one_error_naming_the_public_url() -> No
     assert error is not None and "hunter2" not in str(error)
     assert "'postgresql+psycopg://td@db/studies' failed: OperationalError" in str(error)
     assert study.storage_failure(RuntimeError("not the database")) is None
+
+
+def test_a_tuner_waits_for_another_only_while_its_own_budget_lasts(storage: Path) -> None:
+    a, b = (
+        Tuner(SessionSpec("mlp", {}), TuneSettings(budget_s=budget), study)
+        for budget, study in zip((600.0, 1e-6), _tuners(storage), strict=True)
+    )
+    assert a.study.claim(KEY) is None  # a runs the step...
+    with pytest.raises(BudgetExhausted):  # ...and b, out of time, stops instead of waiting
+        b.run_or_replay(KEY, TrialResult, _trial)
+    assert a.study.claim("baseline:" + recipe_key({})) is None  # a measures the baseline
+    with pytest.raises(TuneError, match="too small to measure even the baseline"):
+        b.run_baseline()
