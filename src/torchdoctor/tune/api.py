@@ -5,7 +5,8 @@ Run folder (see `torchdoctor.core.rundir`)::
     RUN_DIR/
       run.json             manifest (running / complete / failed)
       tune_config.json     the study's settings (what --resume continues)
-      study.db             the Optuna storage, unless --storage names another database
+      study.db             the Optuna storage, unless --storage names a shared one (its URL
+                           recorded without the password: tune/storage.py)
       trials/NNN-kind.json every trial's TrialResult (the final A/B's: a Confirmation)
       logs/                each worker process's stdout/stderr
       tune.json            TuneResult
