@@ -17,8 +17,7 @@ from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from torchdoctor.serve.target import InferenceTarget, Request
-    from torchdoctor.serve.variants import VariantSetup
+    from torchdoctor.serve import InferenceTarget, Request, VariantSetup
 
 SEARCHES: Final = ("binary", "sweep")
 ARRIVALS: Final = ("poisson", "gamma", "constant")
@@ -149,7 +148,7 @@ def serve_command(
 
 def _variant_names(text: str | None) -> list[str]:
     """The --variants list, each name checked before anything is built (exit 2 if unknown)."""
-    from torchdoctor.serve.variants import variant_spec
+    from torchdoctor.serve import variant_spec
 
     names = [n.strip() for n in (text or "").split(",") if n.strip()]
     if len(set(names)) != len(names):
@@ -163,7 +162,7 @@ def _prepare_variants(
     names: list[str], target: InferenceTarget
 ) -> tuple[dict[str, Request], list[VariantSetup], list[str]]:
     """Each variant built and gated on accuracy; only those that pass are timed."""
-    from torchdoctor.serve.variants import VariantUnavailable, prepare_variant
+    from torchdoctor.serve import VariantUnavailable, prepare_variant
 
     calls: dict[str, Request] = {}
     setups: list[VariantSetup] = []

@@ -15,9 +15,12 @@
 - `load_target(name_or_factory)` -> `InferenceTarget`; `serve_target(...)` -> `ServeResult`:
   what `torchdoctor serve` runs.
 
-The variants of a model (no_grad, inference_mode, compile, quantization, ...) plug in through
-`InferenceTarget.call` (a zero-argument request): a prepared variant's call is served and
-compared like the eager model's.
+- `prepare_variant(name, model, inputs)` -> `PreparedVariant`: the model served as a variant
+  (no_grad, inference_mode, compile, export, TorchScript, int8, bf16, ...), its setup time
+  apart and its accuracy gated against fp32 eager (`VARIANTS`); `torchdoctor serve --variants`
+  times those that pass against the eager model (`ServePlan.variants`).
+- `generate.profile_generation(model)`: time to first token and per output token of a
+  KV-cached decoder (`workloads.TinyGPT`), against prompt length and batch.
 """
 
 from torchdoctor.serve._percentiles import (
@@ -64,13 +67,23 @@ from torchdoctor.serve.sla import (
     simulated_measure,
     sweep_sla,
 )
-from torchdoctor.serve.target import InferenceTarget, load_target
+from torchdoctor.serve.target import InferenceTarget, Request, load_target
+from torchdoctor.serve.variants import (
+    VARIANTS,
+    PreparedVariant,
+    VariantError,
+    VariantSetup,
+    VariantUnavailable,
+    prepare_variant,
+    variant_spec,
+)
 
 __all__ = [
     "ARRIVAL_KINDS",
     "INTERVAL_CONFIDENCE",
     "PERCENTILES",
     "TAIL_CONFIDENCE",
+    "VARIANTS",
     "BatchPolicy",
     "Curve",
     "CurvePoint",
@@ -82,7 +95,9 @@ __all__ = [
     "LoadTrace",
     "PercentileComparison",
     "PercentileEstimate",
+    "PreparedVariant",
     "RealClock",
+    "Request",
     "ServeClock",
     "ServePlan",
     "ServeResult",
@@ -91,6 +106,9 @@ __all__ = [
     "SlaSearch",
     "SlaSpec",
     "VariantComparison",
+    "VariantError",
+    "VariantSetup",
+    "VariantUnavailable",
     "VirtualClock",
     "arrival_times",
     "batch_curve",
@@ -108,6 +126,7 @@ __all__ = [
     "parse_sla",
     "percentile",
     "predictions",
+    "prepare_variant",
     "run_batcher",
     "serve_target",
     "service_time",
@@ -117,5 +136,6 @@ __all__ = [
     "sweep_sla",
     "table_from",
     "thread_curve",
+    "variant_spec",
     "windows_agree",
 ]
