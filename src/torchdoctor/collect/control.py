@@ -58,7 +58,10 @@ the first two steps, and whatever runs after the last boundary (a final evaluati
 are no row's.
 `samples` is the batch size the data probe saw in the step (None without a DataLoader). `loss`
 is the mean of the scalar tensors `backward()` was called on in the step (several under
-gradient accumulation), None when there was none or it was not finite.
+gradient accumulation), None when there was none or it was not finite. A tensor a GradScaler
+scaled (`scaler.scale(loss).backward()`) counts as the loss it was scaled from: the scale is
+2^16 at first and halves at every overflow, so the scaled values would tell the quality check
+of the scaler's history, not of the training.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ import random
 import resource
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
 from typing import Any, Literal, Protocol
@@ -244,6 +248,8 @@ class StepController:
         self._samples: list[int | None] = []
         self._losses: list[list[torch.Tensor]] = []
         self._step_losses: list[torch.Tensor] = []
+        #: id(a tensor GradScaler.scale returned) -> (a reference to it, the loss it scaled)
+        self._scaled: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self._last = 0.0
         self._depth = 0
         #: the launch's recipe `Injection` (collect/inject), or None: its knob statuses go
@@ -266,7 +272,7 @@ class StepController:
                     self.backward_calls += 1
                     tensor = tensor_of(*args, **kwargs)
                     if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
-                        self._step_losses.append(tensor.detach())
+                        self._step_losses.append(self._unscaled(tensor))
                 self._depth += 1
                 try:
                     result = original(*args, **kwargs)
@@ -288,8 +294,22 @@ class StepController:
             torch.Tensor, "backward", backward_wrap(torch.Tensor.backward, lambda t, *a, **k: t)
         )
         site.patcher.set(torch.autograd, "backward", backward_wrap(torch.autograd.backward, first))
+        original_scale = torch.amp.GradScaler.scale
+
+        def scale(scaler: Any, outputs: Any) -> Any:
+            scaled = original_scale(scaler, outputs)
+            if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor):
+                self._scaled[id(scaled)] = (weakref.ref(scaled), outputs.detach())
+            return scaled
+
+        site.patcher.set(torch.amp.GradScaler, "scale", scale)
         for owner, name in self._seeders():
             site.patcher.set(owner, name, self._counting_seed(getattr(owner, name)))
+
+    def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The loss `tensor` was scaled from by a GradScaler, else `tensor` (detached)."""
+        ref, loss = self._scaled.pop(id(tensor), (None, None))
+        return loss if ref is not None and ref() is tensor and loss is not None else tensor.detach()
 
     def _seeders(self) -> Iterator[tuple[Any, str]]:
         yield torch, "manual_seed"
@@ -332,6 +352,7 @@ class StepController:
         """A step boundary: start-up until `READY_BOUNDARY`, then a chunk's step end."""
         self.boundaries += 1
         losses, self._step_losses = self._step_losses, []
+        self._scaled.clear()  # scaled tensors never backpropagated (a skipped backward)
         if self.boundaries < READY_BOUNDARY:
             return
         if not self.ready:

@@ -305,3 +305,45 @@ def test_bad_command_is_answered_and_the_script_keeps_waiting() -> None:
 def test_read_losses_means_per_step_and_drops_non_finite() -> None:
     steps = [[torch.tensor(1.0), torch.tensor(3.0)], [], [torch.tensor(float("nan"))]]
     assert read_losses(steps) == [2.0, None, None]
+
+
+class ScalerLoop:
+    """fp16-style training with a GradScaler (on the CPU, as torch.amp allows): backward on the
+    scaled loss, and one step whose gradients overflow, which the scaler skips."""
+
+    def __init__(self, overflow_at: int) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        self.overflow_at = overflow_at
+        self.losses: list[float] = []
+        self.iterations = 0
+        self.updates = 0
+
+    def run(self, steps: int) -> None:
+        for i in range(steps):
+            loss = torch.nn.functional.mse_loss(self.model(torch.randn(4, 4)), torch.randn(4, 1))
+            self.losses.append(float(loss.detach()))
+            self.scaler.scale(loss).backward()
+            if i == self.overflow_at:  # an fp16 overflow in this step's gradients
+                next(iter(self.model.parameters())).grad[0, 0] = float("inf")
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.opt.zero_grad(set_to_none=True)
+            self.iterations += 1
+
+
+def test_grad_scaler_skipped_step_is_a_step_and_losses_are_unscaled() -> None:
+    loop = ScalerLoop(overflow_at=3)  # the second step of the first chunk
+    channel = ScriptedChannel([DriverRun(4), DriverStop()])
+    _, ended_by = drive(loop, 100, channel)
+    assert ended_by == "max_steps"
+    ready, chunk = channel.sent
+    assert isinstance(ready, ScriptReady) and isinstance(chunk, ScriptChunk)
+    # Two start-up steps and four in the chunk; the stop is raised at the sixth step's
+    # boundary, inside its update: the skipped update ended its step as an update does (a
+    # merged step would have taken a seventh iteration into the chunk).
+    assert (len(loop.losses), loop.iterations, len(chunk.steps)) == (6, 5, 4)
+    # The losses are the script's, not the scaler's 65536-fold (or halved after the skip).
+    assert [r[2] for r in chunk.steps] == pytest.approx(loop.losses[2:6], rel=1e-6)
