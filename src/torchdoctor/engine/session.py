@@ -43,6 +43,7 @@ from torchdoctor.knobs import (
     autocast_context,
     catalogue,
     context_for,
+    eager_forward,
     inputs_to_channels_last,
     make_grad_scaler,
 )
@@ -297,7 +298,9 @@ class TrainingSession:
         """One forward and backward through the model as built, without graphs, compilation
         or an optimizer step (its gradients are cleared): what a FLOP counter can see."""
         inputs, target = self._prepare_batch(self.batches.next())
-        with autocast_context(self.precision, self.device.type):
+        # CUDA graphs replaced raw_model's forward in place (make_graphed_callables returns
+        # the module it was given): the eager forward runs for this step.
+        with eager_forward(self.raw_model), autocast_context(self.precision, self.device.type):
             loss = self.workload.loss(self.raw_model(inputs), target)
         loss.backward()
         self.raw_model.zero_grad(set_to_none=True)
