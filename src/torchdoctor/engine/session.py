@@ -321,7 +321,7 @@ class TrainingSession:
         while self._undo_process:
             self._undo_process.pop()()
         if self._previous_cuda_device is not None:
-            torch.cuda.set_device(self._previous_cuda_device)
+            restore_cuda_device(self._previous_cuda_device)
             self._previous_cuda_device = None
 
     def __enter__(self) -> TrainingSession:
@@ -356,6 +356,23 @@ def select_cuda_device(device: torch.device, cuda: Any = None) -> int:
     if device.index is not None:
         cuda.set_device(device.index)
     return previous
+
+
+def restore_cuda_device(previous: int, cuda: Any = None) -> None:
+    """Make `previous` the current CUDA device again without opening a context on it.
+
+    Since CUDA 12 cudaSetDevice initializes the device's primary context, so setting back a
+    device this process never used (GPU 0, current by default, under a session on cuda:1)
+    would take hundreds of MB of that GPU for nothing, from a job that may be using it.
+    torch's device guards use c10's MaybeExchangeDevice for the same reason: it sets the
+    device only where a context exists, and otherwise records it as the one to use next.
+    """
+    cuda = torch.cuda if cuda is None else cuda
+    exchange = getattr(cuda, "_maybe_exchange_device", None)
+    if exchange is not None:
+        exchange(previous)
+    else:  # a torch without it (< 2.1) creates no context in set_device's place either
+        cuda.set_device(previous)
 
 
 def resolve_device(
