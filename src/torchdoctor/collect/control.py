@@ -203,6 +203,13 @@ def peak_memory_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _reset_peak_memory() -> None:
+    """Start the device's peak-memory window at a chunk's start (CUDA; the host's peak RSS
+    cannot be reset this way)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _release_device_memory() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -404,6 +411,7 @@ class StepController:
                     continue
                 self._want, self._release = steps, bool(message.release)
                 self._seconds, self._samples, self._losses = [], [], []
+                _reset_peak_memory()  # the chunk's peak, not the start-up's or warm-up's
                 self._last = self._clock()
                 return
             if isinstance(message, DriverStop):

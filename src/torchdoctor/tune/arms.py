@@ -171,9 +171,13 @@ class Arm:
         """The steps of one chunk that are scored (`release_after_run`: not the first)."""
         return rows[1:] if self.release_after_run and len(rows) > 1 else rows
 
-    def run(self, steps: int, *, timeout: Timeout, release: bool | None = None) -> float:
+    def run(
+        self, steps: int, *, timeout: Timeout, release: bool | None = None, warm_up: bool = False
+    ) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
-        rows = self.scored_rows(self.steps(steps, timeout=timeout, release=release))
+        rows = self.scored_rows(
+            self.steps(steps, timeout=timeout, release=release, warm_up=warm_up)
+        )
         total = sum(s.total_s for s in rows)
         if self.objective == "latency":
             return total / max(len(rows), 1)
@@ -193,10 +197,12 @@ class Arm:
         return 1.0 / rate if rate > 0 else math.inf
 
     def steps(
-        self, steps: int, *, timeout: Timeout, release: bool | None = None
+        self, steps: int, *, timeout: Timeout, release: bool | None = None, warm_up: bool = False
     ) -> list[StepTiming]:
         """One request for `steps` steps: their timings, with losses and peak memory kept;
-        `release` (default `release_after_run`) hands cached device memory back after them."""
+        `release` (default `release_after_run`) hands cached device memory back after them.
+        A warm-up request's peak is not the arm's: autotuning and cuDNN's benchmark mode try
+        algorithms with scratch buffers the steady steps never need."""
         release = self.release_after_run if release is None else release
         reply = self.worker.request(Run(steps, release), timeout_s=timeout())
         rows = [
@@ -211,7 +217,7 @@ class Arm:
         self.samples_per_step = sum(s.samples or 1 for s in rows) / max(len(rows), 1)
         self.losses.extend(s.loss for s in rows)
         peak = reply.peak_memory_bytes
-        if peak is not None:
+        if peak is not None and not warm_up:
             self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
         return rows
 
@@ -235,7 +241,7 @@ class Arm:
         self.warmup_s = self.compile_s
         step_s = self.compile_s
         if plan.warmup_steps > 1:
-            score = self.run(1, timeout=timeout, release=False)
+            score = self.run(1, timeout=timeout, release=False, warm_up=True)
             self.warmup_s += score * _scale(self, 1)
             recent = [score]
             if give_up_above is not None and score > give_up_above:
@@ -274,7 +280,7 @@ class Arm:
 
     def _warm_step(self, timeout: Timeout) -> float:
         """One more warm-up step: its score, its seconds added to the warm-up total."""
-        score = self.run(1, timeout=timeout, release=False)
+        score = self.run(1, timeout=timeout, release=False, warm_up=True)
         self.warmup_s += score * _scale(self, 1)
         return score
 
