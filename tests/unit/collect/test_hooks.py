@@ -200,3 +200,22 @@ def test_grad_scaler_found_inf_read_is_not_the_scripts_sync() -> None:
             scaler.update()
     profile = inst.result()
     assert profile.sync_counts == [{"item": 1}] * 3
+
+
+@pytest.mark.parametrize(("allocations", "device"), [(0, "cpu"), (12, "cuda")])
+def test_a_cpu_script_on_a_gpu_machine_is_a_cpu_job(
+    monkeypatch: pytest.MonkeyPatch, allocations: int, device: str
+) -> None:
+    # A GPU machine where CUDA got initialized (the step clock's events do that) while the
+    # script's tensors stayed on the CPU: the caching allocator never allocated.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(
+        torch.cuda,
+        "memory_stats",
+        lambda index=None: {"allocation.all.allocated": allocations if index == 1 else 0},
+    )
+    with Instrumentation(CollectConfig(profile_steps=0, cuda_events=False)) as inst:
+        train(2)
+    assert inst.result().device == device
