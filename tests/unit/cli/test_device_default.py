@@ -48,3 +48,29 @@ def test_env_shows_the_gpus_ceilings_when_there_is_a_gpu(
     with pytest.raises(Asked):
         main(["env"])
     assert asked == ["cuda"]
+
+
+def test_demo_on_a_gpu_tries_the_gpus_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    import torchdoctor.cli.demo as demo
+
+    configs: list[object] = []
+
+    class Asked(Exception):
+        pass
+
+    def run_with_progress(*, config: object, out: object) -> object:
+        configs.append(config)
+        raise Asked
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(demo, "diagnose_into_run_dir", lambda *a, **k: ("run", ["precision"]))
+    monkeypatch.setattr(demo, "run_with_progress", run_with_progress)
+    with pytest.raises(Asked):
+        main(["demo"])
+    (config,) = configs
+    knobs = config.knobs  # type: ignore[attr-defined]
+    assert config.device == "cuda" and knobs[0] == "precision"  # type: ignore[attr-defined]
+    assert {"cudnn_benchmark", "tf32", "cuda_graphs"} <= set(knobs)
+    assert "threads" not in knobs
