@@ -39,13 +39,15 @@ class DriverWelcome:
 class ScriptReady:
     """The script ran its start-up and first steps and waits for a command. `injection` is the
     `InjectionRecord` JSON of the recipe's knobs (None without a recipe); `loaders` the
-    `DataLoaderInfo` JSON of the DataLoaders it iterated."""
+    `DataLoaderInfo` JSON of the DataLoaders it iterated; `device` "cuda" once it allocated
+    on a GPU (`collect.hooks.script_device`), else "cpu"."""
 
     startup_s: float
     seed: int | None
     script_seeded: bool
     injection: dict[str, Any] | None
     loaders: list[dict[str, Any]]
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)

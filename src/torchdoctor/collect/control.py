@@ -92,7 +92,7 @@ from torchdoctor.collect._channel import (
     ScriptHello,
     ScriptReady,
 )
-from torchdoctor.collect.hooks import StopCollection
+from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
@@ -371,6 +371,7 @@ class StepController:
                     script_seeded=self.script_seed_calls > 0,
                     injection=self._injection_record(),
                     loaders=self.loaders(),
+                    device=script_device(),
                 )
             )
             self._await_command()

@@ -161,6 +161,8 @@ class ScriptWorker(MemoryCapped):
         self.injection: dict[str, Any] | None = None
         #: the DataLoaders the script iterated by its ready boundary (`DataLoaderInfo` JSON)
         self.loaders: list[dict[str, Any]] = []
+        #: the script's device as it reported it at its ready boundary
+        self.device: str | None = None
         self._python = python
         self._cwd = cwd
         self._env = env
@@ -202,6 +204,7 @@ class ScriptWorker(MemoryCapped):
                 startup_s=self.script_startup_s[0],
                 injection=self.injection,
                 loaders=tuple(self.loaders),
+                device=self.device,
             )
         if isinstance(message, Run):
             return self._run(message.steps, message.release, deadline)
@@ -375,6 +378,7 @@ class ScriptWorker(MemoryCapped):
         self.script_seeded = self.script_seeded or ready.script_seeded
         self.injection = ready.injection
         self.loaders = list(ready.loaders)
+        self.device = ready.device
         return startup
 
     def _exchange(

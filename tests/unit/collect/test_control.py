@@ -347,3 +347,22 @@ def test_grad_scaler_skipped_step_is_a_step_and_losses_are_unscaled() -> None:
     assert (len(loop.losses), loop.iterations, len(chunk.steps)) == (6, 5, 4)
     # The losses are the script's, not the scaler's 65536-fold (or halved after the skip).
     assert [r[2] for r in chunk.steps] == pytest.approx(loop.losses[2:6], rel=1e-6)
+
+
+@pytest.mark.parametrize(("allocations", "device"), [(0, "cpu"), (3, "cuda")])
+def test_the_ready_report_says_whether_the_script_is_on_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, allocations: int, device: str
+) -> None:
+    # A GPU machine with CUDA initialized; only an allocation makes the script a GPU job.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda, "memory_stats", lambda index=None: {"allocation.all.allocated": allocations}
+    )
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    channel = ScriptedChannel([DriverStop()])
+    drive(Loop(), 10, channel)
+    (ready,) = channel.sent
+    assert isinstance(ready, ScriptReady) and ready.device == device
