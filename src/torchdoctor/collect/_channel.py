@@ -30,9 +30,11 @@ class ScriptHello:
 
 @dataclass(frozen=True)
 class DriverWelcome:
-    """The seed the script's process seeds random, numpy and torch with (None: unseeded)."""
+    """The seed the script's process seeds random, numpy and torch with (None: unseeded), and
+    the cap on its device memory once it runs on a GPU (`--max-memory`; None: none)."""
 
     seed: int | None
+    device_memory_cap_bytes: int | None = None
 
 
 @dataclass(frozen=True)

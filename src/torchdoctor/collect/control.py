@@ -160,11 +160,13 @@ def attach_controller(address: str, inst: Any) -> StepController:
     seed = welcome.seed if isinstance(welcome, DriverWelcome) else None
     if seed is not None:
         seed_everything(int(seed))
+    cap = welcome.device_memory_cap_bytes if isinstance(welcome, DriverWelcome) else None
     controller = StepController(
         conn,
         inst.recorder,
         uncounted=inst.syncs.uncounted,
         seed=None if seed is None else int(seed),
+        device_memory_cap_bytes=cap,
     )
     controller.loaders = lambda: [s.record().model_dump() for s in inst.data.loaders.values()]
     inst.add_probe(controller)
@@ -203,6 +205,16 @@ def peak_memory_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _limit_device_memory(cap_bytes: int) -> None:
+    """Bound the script's device memory on its current GPU, as a workload worker's is
+    (torch.cuda.set_per_process_memory_fraction: an allocation past it raises CUDA's OOM).
+    Applied at the ready boundary, when the script has shown it runs on a GPU; on the host
+    side a CUDA context alone takes about a GiB, so the cap is not read as RSS there."""
+    index = torch.cuda.current_device()
+    total = int(torch.cuda.get_device_properties(index).total_memory)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), index)
+
+
 def _reset_peak_memory() -> None:
     """Start the device's peak-memory window at a chunk's start (CUDA; the host's peak RSS
     cannot be reset this way)."""
@@ -231,8 +243,11 @@ class StepController:
         uncounted: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        device_memory_cap_bytes: int | None = None,
     ) -> None:
         self.conn = conn
+        #: the device memory the script may take once it is on a GPU (applied when ready)
+        self.device_memory_cap_bytes = device_memory_cap_bytes
         self.recorder = recorder
         self.seed = seed
         self._uncounted = uncounted or contextlib.nullcontext
@@ -364,6 +379,9 @@ class StepController:
             return
         if not self.ready:
             self.ready = True
+            device = script_device()
+            if device == "cuda" and self.device_memory_cap_bytes:
+                _limit_device_memory(self.device_memory_cap_bytes)
             self._send(
                 ScriptReady(
                     startup_s=self._clock() - self._started,
@@ -371,7 +389,7 @@ class StepController:
                     script_seeded=self.script_seed_calls > 0,
                     injection=self._injection_record(),
                     loaders=self.loaders(),
-                    device=script_device(),
+                    device=device,
                 )
             )
             self._await_command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -97,11 +98,13 @@ def drive(
     clock: Callable[[], float] | None = None,
     *,
     recipe: dict[str, Any] | None = None,
+    **controller: Any,
 ) -> tuple[StepController, str]:
     """Run `loop` instrumented and controlled, as the bootstrap does, with `recipe` injected
     after the probes; returns how it ended."""
     inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
-    kwargs = {"clock": clock} if clock is not None else {}
+    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    kwargs.update(controller)
     controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted, **kwargs)
     inst.add_probe(controller)
     injection = Injection(recipe, device="cpu") if recipe is not None else None
@@ -350,7 +353,7 @@ def test_grad_scaler_skipped_step_is_a_step_and_losses_are_unscaled() -> None:
 
 
 @pytest.mark.parametrize(("allocations", "device"), [(0, "cpu"), (3, "cuda")])
-def test_the_ready_report_says_whether_the_script_is_on_a_gpu(
+def test_the_ready_report_says_whether_the_script_is_on_a_gpu_and_caps_its_memory_there(
     monkeypatch: pytest.MonkeyPatch, allocations: int, device: str
 ) -> None:
     # A GPU machine with CUDA initialized; only an allocation makes the script a GPU job.
@@ -362,7 +365,16 @@ def test_the_ready_report_says_whether_the_script_is_on_a_gpu(
     )
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=80 * 2**30)
+    )
+    fractions: list[tuple[float, int]] = []
+    monkeypatch.setattr(
+        torch.cuda, "set_per_process_memory_fraction", lambda f, i: fractions.append((f, i))
+    )
     channel = ScriptedChannel([DriverStop()])
-    drive(Loop(), 10, channel)
+    drive(Loop(), 10, channel, device_memory_cap_bytes=20 * 2**30)  # --max-memory 20GiB
     (ready,) = channel.sent
     assert isinstance(ready, ScriptReady) and ready.device == device
+    assert fractions == ([(0.25, 0)] if device == "cuda" else [])
