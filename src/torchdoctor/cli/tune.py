@@ -176,7 +176,13 @@ def tune_command(
         max_memory_bytes = parse_size(max_memory) if max_memory else None
         prescribed: list[str] = []
         if diagnose:
-            out, prescribed = diagnose_into_run_dir(workload, out, device=device)
+            given = dict(item.split("=", 1) for item in settings)  # checked by _baseline
+            out, prescribed = diagnose_into_run_dir(
+                workload,
+                out,
+                device=device,
+                settings={k.strip(): v.strip() for k, v in given.items()},
+            )
         config = TuneConfig(
             workload=workload,
             prescribed=prescribed,
@@ -270,14 +276,19 @@ def finish_with_report(result: TuneResult) -> None:
 
 
 def diagnose_into_run_dir(
-    workload: str, out: Path | None, *, device: str = "cpu"
+    workload: str,
+    out: Path | None,
+    *,
+    device: str = "cpu",
+    settings: dict[str, str] | None = None,
 ) -> tuple[Path, list[str]]:
-    """Diagnose on `device` into the (new) run folder; returns it and the prescribed knobs."""
+    """Diagnose on `device`, with the baseline's `settings`, into the (new) run folder;
+    returns it and the prescribed knobs."""
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(workload, run_dir, device=device)
+    prescribed = diagnose_before_tuning(workload, run_dir, device=device, settings=settings)
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
