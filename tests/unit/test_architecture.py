@@ -45,6 +45,7 @@ STAGE_ORDER = [
     "analyze",
     "diagnose",
     "scale",
+    "serve",
     "tune",
     "report",
     "cli",

@@ -7,23 +7,31 @@
 One module per analysis: decode (the one reader: msgspec, bounded chunks, one reducer),
 loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
 steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hostops (tiny
-host op calls), syncs, idle; `devices` holds datasheet ceilings as `core.env.Ceilings` records.
+host op calls), syncs, idle, ranks (a job's ranks compared: `cross_rank_analysis`);
+`devices` holds datasheet ceilings as `core.env.Ceilings` records.
 """
 
-from torchdoctor.analyze.api import analyze_timeline, analyze_trace
+from torchdoctor.analyze.api import analyze_ranks, analyze_timeline, analyze_trace
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
+from torchdoctor.analyze.rank_records import CrossRankAnalysis, RankPhases, Straggler
+from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.records import STEP_CATEGORIES, CeilingsInfo, OpRow, TraceAnalysis
 from torchdoctor.analyze.timeline import Kind, Timeline
 
 __all__ = [
     "STEP_CATEGORIES",
     "CeilingsInfo",
+    "CrossRankAnalysis",
     "Kind",
     "OpRow",
+    "RankPhases",
+    "Straggler",
     "Timeline",
     "TraceAnalysis",
+    "analyze_ranks",
     "analyze_timeline",
     "analyze_trace",
+    "cross_rank_analysis",
     "load_rank_traces",
     "load_trace",
 ]

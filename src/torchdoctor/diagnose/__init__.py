@@ -5,7 +5,9 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
   source-neutral `Evidence` the rules read;
 - `diagnose_evidence(evidence)` runs the rules (`rules/`, one module per rule);
 - `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input;
-- `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind.
+- `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind;
+  a torchrun job or a folder of per-rank traces gives one `JobDiagnosis` (diagnose/ranks.py:
+  the ranks compared, a straggler's wait attributed to it).
   They are loaded on first use: examining measures the machine (measure/), which reading a
   diagnosis does not need.
 """
@@ -30,12 +32,14 @@ from torchdoctor.diagnose.rules import RULES
 
 if TYPE_CHECKING:
     from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
+    from torchdoctor.diagnose.ranks import JobDiagnosis
     from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
+    "JobDiagnosis": "torchdoctor.diagnose.ranks",
     "steady_steps": "torchdoctor.diagnose.step_evidence",
 }
 
@@ -47,6 +51,7 @@ __all__ = [
     "Diagnosis",
     "Evidence",
     "Finding",
+    "JobDiagnosis",
     "Prescription",
     "Severity",
     "amdahl_bound",

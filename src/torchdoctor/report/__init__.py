@@ -23,7 +23,7 @@ from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_r
 if TYPE_CHECKING:
     from torchdoctor.report.terminal.analysis import render_analysis
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
-    from torchdoctor.report.terminal.diagnosis import render_diagnosis
+    from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.run import render_run
@@ -40,6 +40,7 @@ _LAZY_EXPORTS = {
     "render_comparison": f"{_TERMINAL}.bench",
     "render_diagnosis": f"{_TERMINAL}.diagnosis",
     "render_env": f"{_TERMINAL}.env",
+    "render_job": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
@@ -58,6 +59,7 @@ __all__ = [
     "render_comparison",
     "render_diagnosis",
     "render_env",
+    "render_job",
     "render_measurement",
     "render_profile",
     "render_report",

@@ -22,6 +22,7 @@ from torchdoctor.tune.records import (
     TuneResult,
 )
 from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner
 
@@ -35,6 +36,7 @@ __all__ = [
     "ParetoPoint",
     "Rejection",
     "Rung",
+    "StorageURL",
     "Study",
     "Trial",
     "TrialResult",
