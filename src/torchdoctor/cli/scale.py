@@ -179,6 +179,12 @@ def scale(
 
     chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     check_backend(chosen)
+    if chosen == "nccl" and max(nprocs) > torch.cuda.device_count():
+        raise UsageError(
+            f"NCCL needs one GPU per rank: --nproc {max(nprocs)} on "
+            f"{torch.cuda.device_count()} GPU(s)",
+            hint="lower --nproc, or use --backend gloo",
+        )
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
