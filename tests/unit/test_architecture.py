@@ -44,6 +44,7 @@ STAGE_ORDER = [
     "procs",
     "analyze",
     "diagnose",
+    "scale",
     "serve",
     "tune",
     "report",

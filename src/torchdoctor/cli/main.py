@@ -49,6 +49,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze",
     "diagnose",
     "tune",
+    "scale",
     "serve",
     "report",
 )

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect.inject import install_recipe
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
-    from torchdoctor.collect.launcher import child_command, read_profiles, run_script
+    from torchdoctor.collect.launcher import check_script, child_command, read_profiles, run_script
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.script_profile import ScriptProfile
@@ -52,6 +52,7 @@ _EXPORTS = {
     "ScriptReady": "torchdoctor.collect._channel",
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
+    "check_script": "torchdoctor.collect.launcher",
     "child_command": "torchdoctor.collect.launcher",
     "INJECTION_STEM": "torchdoctor.collect.inject.record",
     "NOT_INJECTABLE": "torchdoctor.collect.inject.coordinator",
@@ -90,6 +91,7 @@ __all__ = [
     "ScriptProfile",
     "ScriptReady",
     "ScriptRun",
+    "check_script",
     "child_command",
     "export_gz",
     "install_recipe",

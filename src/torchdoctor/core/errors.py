@@ -75,6 +75,10 @@ class DiagnoseError(TorchDoctorError):
     """A diagnosis cannot be made from what was measured."""
 
 
+class ScaleError(TorchDoctorError):
+    """A scaling study cannot run: a backend, a rendezvous or a world size that is not there."""
+
+
 class TuneError(TorchDoctorError):
     """A tuning study cannot start or continue."""
 

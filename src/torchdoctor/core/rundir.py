@@ -10,6 +10,7 @@ Layout (a file is present only if the command that made the folder produces it):
       profile.json      ScriptProfile    (diagnose of a script)
       run_result.json   RunResult        (run, profile of a built-in workload)
       tune.json         TuneResult       (tune, demo)
+      scaling.json      ScalingStudy     (scale)
       serve.json        ServeResult      (serve)
       trials/           one TrialResult per trial (tune)
       trace.json.gz     the Kineto trace of the profiled window
@@ -34,7 +35,7 @@ from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
-RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "serve"]
+RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve"]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
@@ -47,6 +48,7 @@ ANALYSIS = "analysis.json"
 PROFILE = "profile.json"
 RUN_RESULT = "run_result.json"
 TUNE = "tune.json"
+SCALING = "scaling.json"
 SERVE = "serve.json"
 TRIALS = "trials"
 TRACE = "trace.json.gz"

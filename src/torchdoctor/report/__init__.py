@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.run import render_run
+    from torchdoctor.report.terminal.scale import render_scaling
     from torchdoctor.report.terminal.script_run import render_script_run
     from torchdoctor.report.terminal.sections import render_sections
     from torchdoctor.report.terminal.tune import fmt_change, render_result
@@ -44,6 +45,7 @@ _LAZY_EXPORTS = {
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
     "render_run": f"{_TERMINAL}.run",
+    "render_scaling": f"{_TERMINAL}.scale",
     "render_script_run": f"{_TERMINAL}.script_run",
     "render_sections": f"{_TERMINAL}.sections",
     "workloads_table": f"{_TERMINAL}.workloads",
@@ -63,6 +65,7 @@ __all__ = [
     "render_report",
     "render_result",
     "render_run",
+    "render_scaling",
     "render_script_run",
     "render_sections",
     "workloads_table",

@@ -1,0 +1,251 @@
+"""`torchdoctor scale`: how a job scales over processes, and why not linearly.
+
+torchdoctor scale WORKLOAD --nproc 1,2 [--mode weak|strong] [--batch B] [--steps S]
+torchdoctor scale --nproc 1,2 -- python train.py ARGS
+torchdoctor scale WORKLOAD --nproc 2 --nnodes 2 --rdzv-endpoint HOST:PORT [--node-rank K]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.reporting import write_run_reports
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.errors import TorchDoctorError, UsageError
+from torchdoctor.core.rundir import SCALING, display_path, finish_run_dir, new_run_dir
+
+_HELP = """Measure how a job scales over N processes (torchrun at each N) and why it is not N
+times faster: a collective microbenchmark at each N (all-reduce, all-gather, reduce+broadcast;
+alpha-beta fit, bus bandwidth), the step measured per N against linear scaling (a gap-to-linear
+waterfall) and against a model, T(N) = compute + (communication - overlap) + optimizer + data +
+skew, projected to larger N, other bandwidths and a parameter server vs a ring.
+
+Examples:
+  torchdoctor scale mlp --nproc 1,2
+  torchdoctor scale mlp --nproc 1,2 --mode strong --batch 512
+  torchdoctor scale --nproc 1,2 -- python train.py --epochs 1
+  torchdoctor scale mlp --nproc 2 --nnodes 2 --rdzv-endpoint node0:29500
+
+Several nodes: prints each node's command (one shared --out); node 0 gathers the results.
+"""
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"cannot read {option} {text!r}", hint="write e.g. 1,2,4") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{option} needs positive integers, got {text!r}")
+    return values
+
+
+def _bandwidths(text: str) -> list[float]:
+    try:
+        values = [float(v) * 1e9 for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"cannot read --bandwidth {text!r}", hint="GB/s, e.g. 1,10,100") from None
+    if any(v <= 0 for v in values):
+        raise UsageError(f"--bandwidth needs positive GB/s, got {text!r}")
+    return values
+
+
+def _script(command: list[str]) -> list[str]:
+    rest = command[1:] if command and Path(command[0]).name.startswith("python") else command
+    if not rest or not rest[0].endswith(".py"):
+        raise UsageError(
+            "scale runs a script file after --",
+            hint="torchdoctor scale --nproc 1,2 -- python train.py",
+        )
+    from torchdoctor.collect import check_script
+
+    check_script(rest[0])
+    return rest
+
+
+def _node_commands(
+    nnodes: int, what: list[str], options: dict[str, str | None], script: list[str]
+) -> list[str]:
+    """The command each node runs: this one with its `--node-rank` (and a shared `--out`)."""
+    argv = ["torchdoctor", "scale", *what]
+    for name, value in options.items():
+        if value is not None:
+            argv += [name, value]
+    tail = ["--", "python", *script] if script else []
+    return [shlex.join([*argv, "--node-rank", str(k), *tail]) for k in range(nnodes)]
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
+    help=_HELP,
+)
+def scale(
+    ctx: typer.Context,
+    target: str | None = typer.Argument(None, help="WORKLOAD name (or a script after --)."),
+    nproc: str = typer.Option(
+        "1,2", "--nproc", help="Processes per node at each step, e.g. 1,2,4."
+    ),
+    mode: str = typer.Option(
+        "weak",
+        "--mode",
+        help="weak: a batch per rank; strong: one global batch split over N (workloads).",
+    ),
+    batch: int = typer.Option(256, "--batch", help="Samples per rank (weak) or per step (strong)."),
+    steps: int = typer.Option(30, "--steps", help="Training steps at each N."),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        help="Threads per rank, the same at every N (default: cores / largest N).",
+    ),
+    backend: str | None = typer.Option(
+        None, "--backend", help="gloo (CPU) or nccl (GPU); default: nccl with a GPU."
+    ),
+    quick: bool = typer.Option(False, "--quick", help="Fewer benchmark sizes and repeats."),
+    project_to: str = typer.Option("4,8,16", "--project-to", help="World sizes to project to."),
+    bandwidth: str = typer.Option(
+        "", "--bandwidth", help="Other link bandwidths to project at, GB/s (e.g. 1,10)."
+    ),
+    nnodes: int = typer.Option(1, "--nnodes", help="Machines; each runs --nproc processes."),
+    node_rank: int | None = typer.Option(
+        None, "--node-rank", help="This machine's place (several nodes)."
+    ),
+    rdzv_endpoint: str | None = typer.Option(
+        None, "--rdzv-endpoint", help="HOST:PORT of the rendezvous (several nodes)."
+    ),
+    local_addr: str | None = typer.Option(
+        None,
+        "--local-addr",
+        help="This node's address as the others reach it (several nodes; default: its name's).",
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (shared by the nodes)."),
+) -> None:
+    from torchdoctor.scale import (
+        SCALING_MODES,
+        StudyPlan,
+        Topology,
+        build_study,
+        check_backend,
+        check_rendezvous,
+        parse_endpoint,
+        run_worlds,
+        warn_oversubscribed,
+    )
+
+    # Everything after `--` is positional to click: its first word lands in `target`.
+    command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
+    if target is not None and not ctx.args and target.endswith(".py") and ":" not in target:
+        command = [target]  # `torchdoctor scale -- train.py`: a script without arguments
+    workload = None if command else target
+    script = _script(command) if command else []
+    if workload is None and not script:
+        raise UsageError("nothing to scale", hint="torchdoctor scale mlp --nproc 1,2")
+    if mode not in SCALING_MODES:
+        raise UsageError(f"unknown --mode {mode!r}", hint="weak or strong")
+    if script and mode == "strong":
+        raise UsageError("a script chooses its own batch: --mode strong is for workloads")
+    nprocs = _int_list(nproc, "--nproc")
+    if nnodes < 1:
+        raise UsageError(f"--nnodes must be at least 1, got {nnodes}")
+    if nnodes > 1 and rdzv_endpoint is None:
+        raise UsageError("several nodes need --rdzv-endpoint HOST:PORT")
+    if rdzv_endpoint is not None:
+        parse_endpoint(rdzv_endpoint)
+    if nnodes > 1 and node_rank is None:
+        options = {
+            "--nproc": nproc,
+            "--mode": mode,
+            "--batch": str(batch),
+            "--steps": str(steps),
+            "--threads": str(threads) if threads else None,
+            "--backend": backend,
+            "--nnodes": str(nnodes),
+            "--rdzv-endpoint": rdzv_endpoint,
+            "--out": str(out) if out else "SHARED_FOLDER",
+        }
+        commands = _node_commands(nnodes, [workload] if workload else [], options, script)
+        emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
+        return
+    if node_rank is not None and not 0 <= node_rank < nnodes:
+        raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
+    import torch
+
+    from torchdoctor.measure import watch_load
+
+    chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    check_backend(chosen)
+    if chosen == "nccl" and max(nprocs) > torch.cuda.device_count():
+        raise UsageError(
+            f"NCCL needs one GPU per rank: --nproc {max(nprocs)} on "
+            f"{torch.cuda.device_count()} GPU(s)",
+            hint="lower --nproc, or use --backend gloo",
+        )
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
+    per_rank = threads or max(1, cores // max(nprocs))
+    if per_rank < 1:
+        raise UsageError(f"--threads must be at least 1, got {per_rank}")
+    warnings = [w for n in nprocs if (w := warn_oversubscribed(n, per_rank))]
+    plan = StudyPlan(
+        nprocs=nprocs,
+        workload=workload,
+        script=script,
+        mode=mode,
+        batch=batch,
+        steps=steps,
+        threads=per_rank,
+        backend=chosen,
+        quick=quick,
+        project_to=_int_list(project_to, "--project-to"),
+        bandwidths=_bandwidths(bandwidth),
+        nnodes=nnodes,
+        node_rank=node_rank or 0,
+        rdzv_endpoint=rdzv_endpoint,
+        local_addr=local_addr,
+        warnings=list(dict.fromkeys(warnings)),
+    )
+    for n in nprocs:
+        plan.per_rank_batch(n * nnodes)  # refuse a batch strong scaling cannot split, up front
+    check_rendezvous(Topology(nprocs[0], nnodes, plan.node_rank, rdzv_endpoint))
+    for w in plan.warnings:  # N larger than the cores: warned, not refused
+        err_console.print(f"[yellow]warning:[/] {w}")
+    run_dir = new_run_dir("scale", plan.target, out=out)
+
+    def progress(message: str) -> None:
+        err_console.print(f"[dim]{message}[/]")
+
+    try:
+        with watch_load() as load:  # the other work on the machine while the jobs ran
+            run_worlds(plan, run_dir, progress)
+        if plan.node_rank != 0:
+            finish_run_dir(run_dir)
+            done = {"node_rank": plan.node_rank, "run_dir": str(run_dir), "gathered_by": 0}
+            emit(done, lambda c: c.print(f"node {plan.node_rank} done; node 0 gathers the results"))
+            return
+        study = build_study(plan, run_dir).model_copy(update={"machine_load": load.reading})
+        study.write(run_dir / SCALING)
+    except TorchDoctorError as exc:
+        finish_run_dir(run_dir, error=str(exc))
+        raise
+    finish_run_dir(run_dir)
+    write_run_reports(run_dir)
+
+    def render(console: Console) -> None:
+        from torchdoctor.report import render_scaling
+
+        render_scaling(study, console)
+        console.print(f"Run folder: {display_path(run_dir)}", soft_wrap=True)
+
+    emit(study, render)
+
+
+def _print_commands(console: Console, commands: list[str]) -> None:
+    console.print("Run on each node, with one --out folder they all share:")
+    for k, cmd in enumerate(commands):
+        console.print(f"  node {k}: {cmd}", soft_wrap=True, markup=False)

@@ -1,0 +1,88 @@
+"""Stage: scale. Many processes under torchrun: how a job scales, and why not linearly.
+
+- `run_worlds(plan, run_dir, progress)`, `build_study(plan, run_dir)` -> `ScalingStudy`: torchrun
+  at each world size (a built-in workload or a user's script), the collective microbenchmark
+  at each N >= 2, the measured step per N against linear scaling and against the model.
+- `fit_alpha_beta`, `bus_factor`, `bus_bandwidth`: a collective's latency and bandwidth
+  (NCCL-tests' bus bandwidth).
+- `ScalingModel`, `project`, `projections`: T(N) = compute + (communication - overlap) +
+  optimizer + data + skew, to other world sizes, bandwidths, and a parameter server vs a ring.
+- `Topology`, `torchrun_args`, `check_backend`, `check_rendezvous`: the launch and its checks.
+- `two_hosts`: two network namespaces joined by a shaped veth pair (netns.py).
+"""
+
+from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets, exposed_communication
+from torchdoctor.scale.collectives import FULL_SIZES, QUICK_SIZES, CollectiveBench, CollectivePoint
+from torchdoctor.scale.fit import (
+    COLLECTIVES,
+    AlphaBetaFit,
+    Collective,
+    bus_bandwidth,
+    bus_factor,
+    fit_alpha_beta,
+)
+from torchdoctor.scale.launch import (
+    Topology,
+    check_backend,
+    check_rendezvous,
+    parse_endpoint,
+    torchrun_args,
+    warn_oversubscribed,
+)
+from torchdoctor.scale.model import (
+    ARCHITECTURES,
+    Architecture,
+    Projection,
+    ScalingModel,
+    project,
+    projections,
+)
+from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
+from torchdoctor.scale.study import GapPart, ScalingStudy, WorldResult
+from torchdoctor.scale.worlds import (
+    SCALING_MODES,
+    MeasuredWorld,
+    ScalingMode,
+    karp_flatt,
+    measured_world,
+)
+
+__all__ = [
+    "ARCHITECTURES",
+    "COLLECTIVES",
+    "DEFAULT_BUCKET_CAP_MB",
+    "FULL_SIZES",
+    "QUICK_SIZES",
+    "SCALING_MODES",
+    "AlphaBetaFit",
+    "Architecture",
+    "Collective",
+    "CollectiveBench",
+    "CollectivePoint",
+    "GapPart",
+    "MeasuredWorld",
+    "Projection",
+    "ScalingMode",
+    "ScalingModel",
+    "ScalingStudy",
+    "StudyPlan",
+    "Topology",
+    "WorldResult",
+    "build_study",
+    "bus_bandwidth",
+    "bus_factor",
+    "check_backend",
+    "check_rendezvous",
+    "ddp_buckets",
+    "exposed_communication",
+    "fit_alpha_beta",
+    "karp_flatt",
+    "measured_world",
+    "parse_endpoint",
+    "project",
+    "projections",
+    "run_worlds",
+    "torchrun_args",
+    "warn_oversubscribed",
+    "world_dir",
+]

@@ -1,0 +1,141 @@
+"""One rank of the collective microbenchmark: `torchrun ... -m torchdoctor.scale._rank_bench
+OUT_DIR --backend gloo [--quick] [--sizes 1024,4096]` (see collectives.py for how it times)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from torchdoctor.measure import summarize, synchronize
+from torchdoctor.scale.collectives import (
+    BENCH_ENV,
+    BENCH_FILE,
+    FULL_SIZES,
+    QUICK_REPEATS,
+    QUICK_SIZES,
+    REPEATS,
+    WARMUP_CALLS,
+    CollectiveBench,
+    point,
+)
+from torchdoctor.scale.fit import COLLECTIVES, Collective, fit_alpha_beta
+
+_FLOAT_BYTES = 4
+
+
+def _operation(
+    collective: Collective, size: int, world: int, device: torch.device
+) -> Callable[[], None]:
+    elements = max(world, size // _FLOAT_BYTES)
+    if collective == "all_reduce":
+        t = torch.ones(elements, device=device)
+        return lambda: dist.all_reduce(t)
+    if collective == "all_gather":
+        # NCCL-tests' size for all-gather is the gathered whole; each rank brings 1/N of it
+        out = torch.empty(elements // world * world, device=device)
+        mine = torch.ones(elements // world, device=device)
+        return lambda: dist.all_gather_into_tensor(out, mine)
+    t = torch.ones(elements, device=device)
+
+    def reduce_broadcast() -> None:
+        dist.reduce(t, dst=0)
+        dist.broadcast(t, src=0)
+
+    return reduce_broadcast
+
+
+def _time(op: Callable[[], None], repeats: int, device: torch.device) -> list[float]:
+    for _ in range(WARMUP_CALLS):
+        op()
+    synchronize(device)
+    mine = []
+    for _ in range(repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        op()
+        synchronize(device)
+        mine.append(time.perf_counter() - start)
+    # a repeat ends when its slowest rank is done
+    times = torch.tensor(mine, dtype=torch.float64, device=device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return [float(x) for x in times.cpu()]
+
+
+def bench(out_dir: Path, *, backend: str, quick: bool, sizes: list[int]) -> None:
+    """Time every collective at every size in the initialized default group; rank 0 writes
+    the record into `out_dir`."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    sizes = sizes or list(QUICK_SIZES if quick else FULL_SIZES)
+    repeats = QUICK_REPEATS if quick else REPEATS
+    points = []
+    for collective in COLLECTIVES:
+        for size in sizes:
+            times = _time(_operation(collective, size, world, device), repeats, device)
+            points.append(point(collective, world, size, summarize(times, label=collective)))
+    fits = {
+        c: fit_alpha_beta(
+            c,
+            world,
+            [p.size_bytes for p in points if p.collective == c],
+            [p.time.median for p in points if p.collective == c],
+        )
+        for c in COLLECTIVES
+    }
+    if rank == 0:
+        CollectiveBench(
+            world_size=world, backend=backend, device=str(device), points=points, fits=fits
+        ).write(out_dir / BENCH_FILE)
+    dist.barrier()
+
+
+def bench_if_asked() -> None:
+    """Run the benchmark first when the study asked for it (`BENCH_ENV`, set by the runner),
+    in a process group of its own that is gone before the job's own starts: one torchrun
+    launch per world size instead of two (each rank's start-up costs seconds of imports)."""
+    asked = os.environ.get(BENCH_ENV)
+    if not asked:
+        return
+    plan = json.loads(asked)
+    # Keys of its own in the job's store: a group made again over the same keys after this one
+    # is destroyed reads this one's stale addresses (gloo: "connection refused").
+    store, rank, world = next(dist.rendezvous("env://"))
+    dist.init_process_group(
+        plan["backend"],
+        store=dist.PrefixStore("torchdoctor-bench/", store),
+        rank=rank,
+        world_size=world,
+    )
+    try:
+        bench(
+            Path(plan["out_dir"]), backend=plan["backend"], quick=plan["quick"], sizes=plan["sizes"]
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--backend", default="gloo")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", default="")
+    args = parser.parse_args(argv)
+    dist.init_process_group(args.backend)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else []
+    bench(args.out_dir, backend=args.backend, quick=args.quick, sizes=sizes)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

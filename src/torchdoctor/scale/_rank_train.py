@@ -1,0 +1,67 @@
+"""A built-in workload as one rank of a DDP job: `torchrun ... -m torchdoctor.scale._rank_train
+WORKLOAD --batch B --steps S --backend gloo`.
+
+An ordinary DDP training loop, as a user would write it (DistributedSampler, DDP at its
+default bucket cap, the workload's own optimizer), run under the launcher's instrumentation,
+which records each step and its phases per rank as it does for any script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+from torchdoctor.scale._ddp_params import record_ddp_parameters
+from torchdoctor.scale._rank_bench import bench_if_asked
+from torchdoctor.workloads import get_workload, move_to_device
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("workload")
+    parser.add_argument("--batch", type=int, required=True, help="samples per rank per step")
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--backend", default="gloo")
+    args = parser.parse_args(argv)
+    bench_if_asked()  # before the job, in a group of its own
+    record_ddp_parameters()
+    dist.init_process_group(args.backend)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    workload = get_workload(args.workload)
+    torch.manual_seed(0)  # the same initial weights on every rank, as DDP expects
+    model = workload.build_model().to(device)
+    ddp = DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
+    optimizer = workload.build_optimizer(ddp.parameters(), "foreach")
+    dataset = workload.build_dataset(0)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, seed=0, drop_last=True)
+    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, drop_last=True)
+    done, epoch = 0, 0
+    while done < args.steps:
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            inputs, target = move_to_device(batch, device, non_blocking=False)
+            optimizer.zero_grad(set_to_none=True)
+            loss = workload.loss(ddp(inputs), target)
+            loss.backward()
+            optimizer.step()
+            done += 1
+            if done >= args.steps:
+                break
+        epoch += 1
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

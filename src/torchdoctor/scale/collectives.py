@@ -1,0 +1,68 @@
+"""The collective microbenchmark's plan and record: what sizes, how timed, what came out.
+
+Each rank runs `_rank_bench` (under torchrun); this module holds what both sides share. A
+point is timed as NCCL-tests and torch's own distributed benchmarks do: warm-up calls first
+(the first calls build the communicator's buffers and connections), then per repeat a
+barrier, so every rank starts together, and the call timed on each rank (after a device
+synchronize on a GPU). A repeat's time is the slowest rank's, since the collective is done
+only when it is done everywhere; the repeats' median and spread come from `measure.summarize`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.measure import Measurement
+from torchdoctor.scale.fit import AlphaBetaFit, Collective, bus_bandwidth
+
+_KB: Final = 1024
+#: 1 KiB to 64 MiB in steps of 4: the issue's range, a point every 2 binary orders.
+FULL_SIZES: Final[tuple[int, ...]] = tuple(_KB * 4**k for k in range(9))
+#: --quick: 1 KiB to 4 MiB in steps of 16, enough points for the two-parameter fit.
+QUICK_SIZES: Final[tuple[int, ...]] = tuple(_KB * 16**k for k in range(4))
+#: Warm-up calls per point (the first one sets up the connection; torch's
+#: `benchmarks/distributed` scripts use a handful too).
+WARMUP_CALLS: Final = 3
+#: Timed repeats per point: `measure.summarize`'s MIN_SAMPLES_FOR_STATS for an interval.
+REPEATS: Final = 10
+QUICK_REPEATS: Final = 5
+#: The file rank 0 writes into the run folder.
+BENCH_FILE: Final = "collectives.json"
+#: Set in a rank's environment: run the benchmark before the job (`_rank_bench.bench_if_asked`).
+BENCH_ENV: Final = "TORCHDOCTOR_SCALE_BENCH"
+
+
+class CollectivePoint(SubRecord):
+    """One collective at one size: its timings (the slowest rank's per repeat)."""
+
+    collective: Collective
+    size_bytes: int
+    time: Measurement
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+
+
+class CollectiveBench(Record):
+    """The microbenchmark at one world size: every point, and a fit per collective."""
+
+    schema_name: ClassVar[str] = "collective_bench"
+
+    world_size: int
+    backend: str
+    device: str
+    points: list[CollectivePoint]
+    fits: dict[Collective, AlphaBetaFit]
+
+    def fit(self, collective: Collective) -> AlphaBetaFit:
+        return self.fits[collective]
+
+
+def point(collective: Collective, world_size: int, size: int, time: Measurement) -> CollectivePoint:
+    return CollectivePoint(
+        collective=collective,
+        size_bytes=size,
+        time=time,
+        algbw_bytes_per_s=size / time.median,
+        busbw_bytes_per_s=bus_bandwidth(collective, world_size, size, time.median),
+    )

@@ -1,0 +1,125 @@
+"""Two hosts on one machine: two network namespaces joined by a veth pair whose bandwidth `tc`
+shapes, for seeing (and testing) what the network does to a job.
+
+Made with iproute2 (`ip netns`, `ip link`, `tc qdisc ... tbf`): the token bucket filter is in
+every kernel, netem (delay, loss) is not, so only bandwidth is shaped here. The link's MTU is
+set to 1500: a veth pair's default MTU can exceed tbf's burst, and tbf drops every packet
+larger than its burst (tc-tbf(8)). Both ends are shaped, so traffic each way sees the rate.
+
+`two_hosts` is a context manager; the namespaces are deleted on the way out whatever happened,
+and `unavailable()` says why they cannot be made here (not root, no `ip`), for a clear skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from torchdoctor.core.errors import ScaleError
+
+#: The two ends' addresses, on a /30 of the TEST-NET-2 block (RFC 5737: never routed).
+ADDRESSES: Final = ("198.51.100.1", "198.51.100.2")
+#: A standard Ethernet MTU: below tbf's burst, so shaped packets pass (see the module).
+LINK_MTU: Final = 1500
+#: tbf's queue: packets wait at most this long before being dropped (tc-tbf(8)'s `latency`).
+#: Deep enough to hold what TCP sends at once (at 100 Mbit/s, 12.5 MB): a shallow queue drops
+#: a collective's burst, and TCP's congestion control then runs below the rate, which the
+#: alpha-beta model of a link at its rate does not describe. Nothing else shares the link.
+TBF_LATENCY_MS: Final = 1000
+
+
+@dataclass(frozen=True)
+class TwoHosts:
+    """The namespaces' names and addresses; `exec_prefix(i)` runs a command inside host i."""
+
+    names: tuple[str, str]
+    addresses: tuple[str, str] = ADDRESSES
+
+    def exec_prefix(self, host: int) -> list[str]:
+        return ["ip", "netns", "exec", self.names[host]]
+
+
+def unavailable() -> str | None:
+    """Why two namespaces cannot be made here, or None when they can."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return "iproute2's `ip` and `tc` are not installed"
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        return "making network namespaces needs root (CAP_NET_ADMIN)"
+    probe = f"tdprobe{uuid.uuid4().hex[:6]}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(list(args), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ScaleError(f"`{' '.join(args)}` failed: {done.stderr.strip() or done.returncode}")
+
+
+def _burst_bytes(rate_bits: float) -> int:
+    """tbf's bucket: a few MTU-sized packets (a bucket smaller than one packet passes nothing),
+    else 1 ms of traffic at the rate. A bigger bucket lets a collective smaller than it pass at
+    the link's full speed, so the microbenchmark's small sizes would not see the rate at all;
+    the qdisc watchdog runs on high-resolution timers, so the old rule "at least rate / HZ"
+    (tc-tbf(8)) is no longer needed to reach the rate."""
+    return max(LINK_MTU * 4, int(rate_bits / 8 / 1000))
+
+
+def shape(hosts: TwoHosts, rate_mbit: float) -> None:
+    """Limit both ends of the link to `rate_mbit` megabits per second (replaces a former rate)."""
+    rate_bits = rate_mbit * 1e6
+    for i, name in enumerate(hosts.names):
+        _ip(
+            "ip", "netns", "exec", name, "tc", "qdisc", "replace", "dev", f"veth{i}", "root",
+            "tbf", "rate", f"{rate_bits:.0f}bit", "burst", str(_burst_bytes(rate_bits)),
+            "latency", f"{TBF_LATENCY_MS}ms",
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
+    """Two namespaces joined by a veth pair (ends `veth0`, `veth1`), shaped to `rate_mbit`."""
+    why = unavailable()
+    if why:
+        raise ScaleError(f"cannot make two network namespaces: {why}")
+    tag = uuid.uuid4().hex[:6]
+    hosts = TwoHosts(names=(f"td{tag}a", f"td{tag}b"))
+    try:
+        for name in hosts.names:
+            _ip("ip", "netns", "add", name)
+        _ip("ip", "link", "add", f"td{tag}0", "type", "veth", "peer", "name", f"td{tag}1")
+        for i, name in enumerate(hosts.names):
+            end = f"td{tag}{i}"
+            _ip("ip", "link", "set", end, "netns", name)
+            _ip("ip", "netns", "exec", name, "ip", "link", "set", end, "name", f"veth{i}")
+            _ip("ip", "netns", "exec", name, "ip", "link", "set", f"veth{i}", "mtu", str(LINK_MTU))
+            _ip(
+                "ip",
+                "netns",
+                "exec",
+                name,
+                "ip",
+                "addr",
+                "add",
+                f"{hosts.addresses[i]}/30",
+                "dev",
+                f"veth{i}",
+            )
+            _ip("ip", "netns", "exec", name, "ip", "link", "set", f"veth{i}", "up")
+            _ip("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
+        if rate_mbit is not None:
+            shape(hosts, rate_mbit)
+        yield hosts
+    finally:
+        for name in hosts.names:  # deleting a namespace deletes the veth end inside it
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"td{tag}0"], capture_output=True)

@@ -1,0 +1,116 @@
+"""The scaling study's record (`ScalingStudy`) and how it is assembled from what each world
+size's jobs left in the run folder.
+
+Per world size N: the measured step (the slowest rank's), its speedup and efficiency, the
+Karp-Flatt serial fraction, the step the model projects from N=1 and the collectives measured
+at N (ratio projected/measured), and the gap to linear scaling split into its parts (the
+waterfall). The waterfall is made of per-step means, so its parts add up to the gap exactly:
+ideal is the N=1 step (weak scaling) or the N=1 step over N (strong scaling), and each phase's
+excess over its ideal share is one bar. The backward's excess is the exposed communication,
+and the waits for a later rank with it: DDP waits for the all-reduce inside the backward pass,
+and an all-reduce ends only when the last rank has joined, so a rank that arrives early waits
+there (telling the two apart per rank is the cross-rank diagnosis's work). The skew bar is
+the job's mean step (the slowest rank's, step by step) over the ranks' mean step: what is left
+of the ranks' differences after the all-reduce has lined them up.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from torchdoctor.core.load import MachineLoad
+from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.core.steps import Phase
+from torchdoctor.scale.collectives import CollectiveBench
+from torchdoctor.scale.model import Projection, ScalingModel, project
+from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
+
+
+class GapPart(SubRecord):
+    """One bar of the gap-to-linear waterfall: seconds per step above the ideal."""
+
+    label: str
+    seconds: float
+
+
+class WorldResult(SubRecord):
+    """One measured world size against linear scaling and against the model."""
+
+    world_size: int
+    step_s: float
+    step_ci: tuple[float, float]
+    samples_per_s: float | None
+    speedup: float
+    efficiency: float
+    serial_fraction: float | None
+    ideal_s: float
+    waterfall: list[GapPart]
+    projected: Projection | None = None
+    projected_over_measured: float | None = None
+
+
+class ScalingStudy(Record):
+    """`torchdoctor scale`: every world size measured, the model, and its projections."""
+
+    schema_name: ClassVar[str] = "scaling_study"
+
+    target: str
+    kind: str
+    mode: ScalingMode
+    backend: str
+    threads_per_rank: int
+    nnodes: int = 1
+    worlds: list[WorldResult]
+    benches: list[CollectiveBench]
+    model: ScalingModel | None = None
+    projections: list[Projection]
+    warnings: list[str]
+    machine_load: MachineLoad | None = None
+
+
+def waterfall(
+    base: MeasuredWorld, world: MeasuredWorld, mode: ScalingMode
+) -> tuple[float, list[GapPart]]:
+    """(the ideal mean step, the parts of the gap to it): see the module."""
+    share = 1.0 / world.world_size if mode == "strong" else 1.0
+    b, w = base.phases, world.phases
+
+    def excess(*phases: Phase) -> float:
+        return sum(w.get(p, 0.0) - share * b.get(p, 0.0) for p in phases)
+
+    ideal = share * sum(b.values())
+    parts = [
+        GapPart(label="compute (forward, other)", seconds=excess("forward", "other")),
+        GapPart(
+            label="exposed communication and waits for other ranks (in backward)",
+            seconds=excess("backward"),
+        ),
+        GapPart(label="optimizer", seconds=excess("optimizer")),
+        GapPart(label="data", seconds=excess("data_wait", "h2d")),
+        GapPart(
+            label="skew (the slowest rank's step over the ranks' mean)",
+            seconds=world.job_step_mean_s - world.rank_step_s,
+        ),
+    ]
+    return ideal, parts
+
+
+def world_result(
+    base: MeasuredWorld, world: MeasuredWorld, mode: ScalingMode, model: ScalingModel | None
+) -> WorldResult:
+    up = speedup(base.step_s, world.step_s, world.world_size, mode)
+    ideal, parts = waterfall(base, world, mode)
+    projected = project(model, world.world_size) if model is not None else None
+    return WorldResult(
+        world_size=world.world_size,
+        step_s=world.step_s,
+        step_ci=world.step_ci,
+        samples_per_s=world.samples_per_s,
+        speedup=up,
+        efficiency=up / world.world_size,
+        serial_fraction=karp_flatt(up, world.world_size),
+        ideal_s=ideal,
+        waterfall=parts,
+        projected=projected,
+        projected_over_measured=projected.step_s / world.step_s if projected else None,
+    )

@@ -1,0 +1,122 @@
+"""DDP's buckets, the overlap replay and the scaling model, on fake timings."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdoctor.core.steps import StepTiming
+from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES, ddp_buckets, exposed_communication
+from torchdoctor.scale.fit import fit_alpha_beta
+from torchdoctor.scale.model import ScalingModel, project, projections
+from torchdoctor.scale.worlds import karp_flatt, measured_world
+
+MB = 1024 * 1024
+SIZES = [2**k for k in range(10, 27, 2)]
+
+
+def test_buckets_reverse_order_first_small() -> None:
+    # parameters of 10, 20, 0.5 MB: backward produces the last first
+    buckets = ddp_buckets([10 * MB, 20 * MB, MB // 2], bucket_cap_mb=25)
+    assert buckets[0] == MB // 2 + 20 * MB  # the first bucket closes once past 1 MiB
+    assert buckets[1:] == [10 * MB]
+    assert sum(ddp_buckets([3 * MB] * 20)) == 60 * MB
+    assert ddp_buckets([FIRST_BUCKET_BYTES // 4] * 2) == [FIRST_BUCKET_BYTES // 2]
+
+
+def test_exposed_is_the_whole_of_one_bucket_and_less_for_many() -> None:
+    def cost(b: float) -> float:
+        return b * 1e-9  # 1 ns per byte
+
+    total, exposed = exposed_communication([10 * MB], 0.05, cost)
+    assert exposed == pytest.approx(total)  # one bucket: ready only when backward ends
+    total, exposed = exposed_communication([MB] * 10, 0.05, cost)
+    assert total == pytest.approx(10 * MB * 1e-9)
+    assert exposed == pytest.approx(MB * 1e-9)  # every bucket but the last hides behind backward
+    _, exposed = exposed_communication([MB] * 10, 0.0, cost)
+    assert exposed == pytest.approx(total)
+
+
+def _steps(total: float, n: int = 30, jitter: float = 0.0) -> list[StepTiming]:
+    out = []
+    for i in range(n):
+        t = total * (1 + jitter * ((i * 7) % 5 - 2) / 2)
+        phases = {
+            "data_wait": 0.1 * t,
+            "forward": 0.3 * t,
+            "backward": 0.5 * t,
+            "optimizer": 0.1 * t,
+        }
+        out.append(StepTiming(index=i, total_s=t, phases=phases, samples=64))
+    return out
+
+
+def _model(mode: str = "weak", grad_bytes: int = 4 * MB, jitter: float = 0.0) -> ScalingModel:
+    base = measured_world([_steps(0.1, jitter=jitter)])
+    times = [20e-6 + s / 1e9 for s in SIZES]
+    ring = fit_alpha_beta("all_reduce", 2, SIZES, times)
+    ps = fit_alpha_beta("reduce_broadcast", 2, SIZES, [2 * t for t in times])
+    buckets = ddp_buckets([grad_bytes])
+    return ScalingModel(
+        mode=mode,
+        base=base,
+        gradient_bytes=grad_bytes,
+        buckets=buckets,
+        ring=ring,
+        parameter_server=ps,
+    )
+
+
+def test_measured_world_takes_the_slowest_rank_per_step() -> None:
+    world = measured_world([_steps(0.1), _steps(0.12)])
+    assert world.step_s == pytest.approx(0.12)
+    assert world.rank_step_s == pytest.approx(0.11)
+    assert world.samples_per_s == pytest.approx(2 * 64 / 0.12)
+    assert sum(world.phases.values()) == pytest.approx(0.11)
+
+
+def test_projection_at_one_is_the_measurement_and_weak_scaling_adds_communication() -> None:
+    model = _model()
+    one = project(model, 1)
+    assert one.step_s == pytest.approx(model.base.step_s)
+    assert one.exposed_s == 0 and one.efficiency == pytest.approx(1.0)
+    two = project(model, 2)
+    # one 4 MB bucket at 1 GB/s bus, factor 1 at N=2: all exposed
+    assert two.communication_s == pytest.approx(20e-6 + 4 * MB / 1e9, rel=1e-3)
+    assert two.exposed_s == pytest.approx(two.communication_s)
+    assert two.step_s == pytest.approx(0.1 + two.exposed_s, rel=1e-6)
+    assert two.low_s == two.step_s == two.high_s  # exact inputs: no band
+    noisy = _model(jitter=0.1)
+    two = project(noisy, 2)
+    assert two.skew_s > 0  # the slower of two ranks' steps is above the median
+    assert two.step_s == pytest.approx(noisy.base.step_s + two.exposed_s + two.skew_s)
+    assert two.low_s < two.step_s < two.high_s
+    assert two.efficiency < 1 and two.serial_fraction is not None and two.serial_fraction > 0
+
+
+def test_larger_worlds_cost_more_and_parameter_server_costs_more_than_ring() -> None:
+    model = _model(grad_bytes=64 * MB)
+    ring = [project(model, n).exposed_s for n in (2, 4, 8)]
+    assert ring == sorted(ring)
+    assert ring[2] / ring[0] < 2.5  # the ring's bytes per link approach 2S, not N*S
+    ps8 = project(model, 8, architecture="parameter_server").exposed_s
+    assert ps8 > 3 * ring[2]  # the server's link carries (N-1) copies
+
+
+def test_bandwidth_moves_the_exposed_time_inversely() -> None:
+    model = _model(grad_bytes=64 * MB)
+    slow, fast = projections(model, [2], bandwidths=[0.5e9, 2e9], architectures=["ring"])
+    assert slow.exposed_s / fast.exposed_s == pytest.approx(4.0, rel=0.02)
+
+
+def test_strong_scaling_shrinks_compute_not_the_optimizer() -> None:
+    model = _model(mode="strong", grad_bytes=1024)
+    four = project(model, 4)
+    assert four.optimizer_s == pytest.approx(project(model, 1).optimizer_s)
+    assert four.compute_s == pytest.approx(project(model, 1).compute_s / 4, rel=1e-6)
+    assert 1 < four.speedup < 4
+
+
+def test_karp_flatt_serial_fraction() -> None:
+    assert karp_flatt(2.0, 2) == pytest.approx(0.0)
+    assert karp_flatt(1.0, 2) == pytest.approx(1.0)
+    assert karp_flatt(1.0, 1) is None

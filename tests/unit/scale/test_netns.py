@@ -1,0 +1,65 @@
+"""Two hosts on one machine: a shaped link between two namespaces, always cleaned up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from torchdoctor.core.errors import ScaleError
+from torchdoctor.scale.netns import two_hosts, unavailable
+
+WHY = unavailable()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
+
+#: 8 Mbit/s carries 100 kB in 0.1 s: long enough to see the shaping, short for a test.
+RATE_MBIT = 8.0
+PAYLOAD = 100_000
+
+_RECEIVE = """
+import socket, sys, time
+s = socket.socket(); s.bind(("0.0.0.0", 5123)); s.listen(); print("ready", flush=True)
+c, _ = s.accept(); n = 0; start = None
+while True:
+    d = c.recv(65536)
+    if not d: break
+    start = start or time.perf_counter(); n += len(d)
+print(n, time.perf_counter() - start, flush=True)
+"""
+_SEND = "import socket, sys; s = socket.create_connection((sys.argv[1], 5123)); "
+_SEND += f"s.sendall(b'x' * {PAYLOAD}); s.close()"
+
+
+def _namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_the_link_carries_at_the_rate_and_the_namespaces_go_away() -> None:
+    before = _namespaces()
+    with two_hosts(rate_mbit=RATE_MBIT) as hosts:
+        assert set(hosts.names) <= _namespaces()
+        receiver = subprocess.Popen(
+            [*hosts.exec_prefix(1), sys.executable, "-c", _RECEIVE],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert receiver.stdout is not None
+        assert receiver.stdout.readline().strip() == "ready"
+        subprocess.run(
+            [*hosts.exec_prefix(0), sys.executable, "-c", _SEND, hosts.addresses[1]], check=True
+        )
+        received, seconds = receiver.communicate(timeout=30)[0].split()
+    assert int(received) == PAYLOAD
+    # a shaped link cannot be faster than its rate (less its bucket); a busy host only slows it
+    assert float(seconds) > 0.5 * PAYLOAD * 8 / (RATE_MBIT * 1e6)
+    assert _namespaces() == before
+
+
+def test_namespaces_are_removed_when_the_body_fails() -> None:
+    before = _namespaces()
+    with pytest.raises(ScaleError), two_hosts() as hosts:
+        assert set(hosts.names) <= _namespaces()
+        raise ScaleError("the job failed")
+    assert _namespaces() == before
