@@ -47,6 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "profile",
     "analyze",
     "diagnose",
+    "diff",
     "tune",
     "report",
 )

@@ -10,6 +10,7 @@ Layout (a file is present only if the command that made the folder produces it):
       profile.json      ScriptProfile    (diagnose of a script)
       run_result.json   RunResult        (run, profile of a built-in workload)
       tune.json         TuneResult       (tune, demo)
+      diff.json         RunDiff          (diff)
       trials/           one TrialResult per trial (tune)
       trace.json.gz     the Kineto trace of the profiled window
       report.html, report.md
@@ -32,7 +33,7 @@ from torchdoctor._version import __version__
 from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
 
-RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo"]
+RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "diff"]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
@@ -42,6 +43,7 @@ ANALYSIS = "analysis.json"
 PROFILE = "profile.json"
 RUN_RESULT = "run_result.json"
 TUNE = "tune.json"
+DIFF = "diff.json"
 TRIALS = "trials"
 TRACE = "trace.json.gz"
 REPORT_HTML = "report.html"
