@@ -6,13 +6,15 @@
 
 One module per analysis: decode (the one reader: msgspec, bounded chunks, one reducer),
 loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
-steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hostops (tiny
-host op calls), syncs, idle; `devices` holds datasheet ceilings as `core.env.Ceilings` records.
+steps, step_samples (each step's categories, ops and kernels, for diffs), devicetime,
+breakdown, ops (with the per-dtype roofline), launches, hostops (tiny host op calls), syncs,
+idle; `devices` holds datasheet ceilings as `core.env.Ceilings` records.
 """
 
 from torchdoctor.analyze.api import analyze_timeline, analyze_trace
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
 from torchdoctor.analyze.records import STEP_CATEGORIES, CeilingsInfo, OpRow, TraceAnalysis
+from torchdoctor.analyze.step_samples import StepSamples, timeline_step_samples, trace_step_samples
 from torchdoctor.analyze.timeline import Kind, Timeline
 
 __all__ = [
@@ -20,10 +22,13 @@ __all__ = [
     "CeilingsInfo",
     "Kind",
     "OpRow",
+    "StepSamples",
     "Timeline",
     "TraceAnalysis",
     "analyze_timeline",
     "analyze_trace",
     "load_rank_traces",
     "load_trace",
+    "timeline_step_samples",
+    "trace_step_samples",
 ]

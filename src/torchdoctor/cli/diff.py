@@ -47,15 +47,14 @@ def diff(
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
-    from torchdoctor.diagnose.diff import diff_inputs
+    from torchdoctor.diagnose import diff_inputs
 
     result = diff_inputs(a, b)  # bad input fails before a run folder is made
 
     def render(console: Console) -> None:
-        from torchdoctor.report.adapters.diff import diff_view_of
-        from torchdoctor.report.blocks import blocks_terminal
+        from torchdoctor.report import render_diff
 
-        blocks_terminal(console, diff_view_of(result.to_json_dict()))
+        render_diff(result, console)
 
     emit(result, render)
     if report:

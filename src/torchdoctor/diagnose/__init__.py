@@ -5,6 +5,8 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
   source-neutral `Evidence` the rules read;
 - `diagnose_evidence(evidence)` runs the rules (`rules/`, one module per rule);
 - `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input;
+- `diff_inputs(a, b)` -> `RunDiff`: what changed between two runs, tuning results or traces
+  (diagnose/diff.py; the inputs are read in diagnose/diff_sources.py);
 - `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind.
   They are loaded on first use: examining measures the machine (measure/), which reading a
   diagnosis does not need.
@@ -29,10 +31,13 @@ from torchdoctor.diagnose.findings import (
 from torchdoctor.diagnose.rules import RULES
 
 if TYPE_CHECKING:
+    from torchdoctor.diagnose.diff import RunDiff, diff_inputs
     from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
     from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
+    "RunDiff": "torchdoctor.diagnose.diff",
+    "diff_inputs": "torchdoctor.diagnose.diff",
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
@@ -48,9 +53,11 @@ __all__ = [
     "Evidence",
     "Finding",
     "Prescription",
+    "RunDiff",
     "Severity",
     "amdahl_bound",
     "diagnose_evidence",
+    "diff_inputs",
     "examine_script",
     "examine_trace",
     "examine_workload",

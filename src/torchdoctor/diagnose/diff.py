@@ -19,7 +19,7 @@ from pydantic import Field
 
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.records import Record, SubRecord
-from torchdoctor.diagnose.diff_inputs import KIND_WORDS, DiffKind, DiffSide, read_side
+from torchdoctor.diagnose.diff_sources import KIND_WORDS, DiffKind, DiffSide, read_side
 from torchdoctor.measure import shift_estimate
 
 #: Smallest move, as a share of side A's median step, that counts as a change. Two processes

@@ -25,7 +25,7 @@ from torchdoctor.core.steps import StepTiming
 from torchdoctor.diagnose.diagnosis import Diagnosis
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.step_samples import StepSamples
+    from torchdoctor.analyze import StepSamples
 
 DiffKind = Literal["trace", "run", "tune"]
 
@@ -136,13 +136,13 @@ def _folder_side(folder: Path) -> DiffSide:
         result = RunResult.read(folder / rundir.RUN_RESULT)
         _steps_into(side, result.steps, result.phase_steps)
     elif (folder / rundir.PROFILE).is_file():
-        from torchdoctor.collect.script_profile import ScriptProfile
+        from torchdoctor.collect import ScriptProfile
 
         profile = ScriptProfile.read(folder / rundir.PROFILE)
         _steps_into(side, _steady(profile.steps), [])
     trace = folder / rundir.TRACE
     if trace.is_file():
-        from torchdoctor.analyze.step_samples import trace_step_samples
+        from torchdoctor.analyze import trace_step_samples
 
         _samples_into(side, trace_step_samples(trace), phases=not side.steps_s)
     if (folder / rundir.DIAGNOSIS).is_file():
@@ -157,8 +157,7 @@ def _folder_side(folder: Path) -> DiffSide:
 
 def _trace_side(path: Path) -> DiffSide:
     """A trace (the lowest rank of a folder of traces), diagnosed from the trace alone."""
-    from torchdoctor.analyze import analyze_timeline, load_rank_traces
-    from torchdoctor.analyze.step_samples import timeline_step_samples
+    from torchdoctor.analyze import analyze_timeline, load_rank_traces, timeline_step_samples
     from torchdoctor.diagnose.api import diagnose_trace_analysis
 
     timeline = load_rank_traces(path)[0]
