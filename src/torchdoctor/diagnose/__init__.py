@@ -32,12 +32,18 @@ from torchdoctor.diagnose.rules import RULES
 
 if TYPE_CHECKING:
     from torchdoctor.diagnose.diff import RunDiff, diff_inputs
-    from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
+    from torchdoctor.diagnose.examine import (
+        examine_profile,
+        examine_script,
+        examine_trace,
+        examine_workload,
+    )
     from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
     "RunDiff": "torchdoctor.diagnose.diff",
     "diff_inputs": "torchdoctor.diagnose.diff",
+    "examine_profile": "torchdoctor.diagnose.examine",
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
@@ -58,6 +64,7 @@ __all__ = [
     "amdahl_bound",
     "diagnose_evidence",
     "diff_inputs",
+    "examine_profile",
     "examine_script",
     "examine_trace",
     "examine_workload",

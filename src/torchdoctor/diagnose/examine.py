@@ -99,17 +99,37 @@ def examine_script(
     profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
     ranked = [p for p in profiles if p.rank is not None]
     to_diagnose = ranked or ([main] if main.steps else [])
+    _diagnose_profiles(exam, to_diagnose, ceilings=ceilings, warmup=warmup, load=load.reading)
+    if not main.steps and not exam.diagnoses:
+        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
+    elif main.exit_code:
+        exam.error = f"the script exited with code {main.exit_code}"
+    return _finish(exam)
+
+
+def _diagnose_profiles(
+    exam: Examination,
+    profiles: list[Any],
+    *,
+    ceilings: Any | None,
+    warmup: int,
+    load: Any | None,
+) -> None:
+    """Diagnose each process's profile into `exam.run_dir` (the first one's analysis and trace
+    under the run folder's own names, the others' by rank)."""
+    run_dir = exam.run_dir
     by_device: dict[str, Any] = {}
     env = local_environment()
-    for i, prof in enumerate(to_diagnose):
+    for i, prof in enumerate(profiles):
         used = ceilings if ceilings is not None else _device_ceilings(prof.device, by_device)
         analysis, why = analyze_if_present(prof.trace_path, used)
         if analysis is not None:
             analysis.write(
                 run_dir / (rundir.ANALYSIS if i == 0 else f"analysis.rank{prof.rank}.json")
             )
-            if i == 0 and prof.trace_path:
-                shutil.copyfile(prof.trace_path, run_dir / rundir.TRACE)
+            trace = Path(prof.trace_path) if prof.trace_path else None
+            if i == 0 and trace is not None and trace != run_dir / rundir.TRACE:
+                shutil.copyfile(trace, run_dir / rundir.TRACE)
         diag = diagnose_profile(
             prof,
             analysis,
@@ -119,13 +139,23 @@ def examine_script(
         )
         if why:
             diag = diag.model_copy(update={"notes": [*diag.notes, why]})
-        diag = diag.with_load(load.reading)
+        diag = diag.with_load(load)
         diag.write(run_dir / _diag_name(i, prof.rank))
         exam.diagnoses.append(diag)
-    if not main.steps and not exam.diagnoses:
-        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
-    elif main.exit_code:
-        exam.error = f"the script exited with code {main.exit_code}"
+
+
+def examine_profile(
+    profile: Any, run_dir: Path, *, warmup: int = 5, ceilings: Any | None = None
+) -> Examination:
+    """Diagnose a profile recorded in this process (a training framework's callback) into a
+    run folder made for it (`core.rundir.new_run_dir`), as `examine_script` diagnoses a
+    script's: the same record, analysis, diagnosis and ceilings."""
+    exam = Examination(run_dir=run_dir)
+    profile.write(run_dir / rundir.PROFILE)
+    if profile.steps:
+        _diagnose_profiles(exam, [profile], ceilings=ceilings, warmup=warmup, load=None)
+    else:
+        exam.error = _never_trained_reason(profile.ended_by, profile.error, profile.exit_code)
     return _finish(exam)
 
 
