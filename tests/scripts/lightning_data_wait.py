@@ -15,7 +15,7 @@ except ImportError:
     import pytorch_lightning as pl
 
 #: Per item: the step's compute is a fraction of a millisecond, so the wait dominates.
-READ_S = 0.004
+READ_S = 0.01
 STEPS = 20
 
 

@@ -90,6 +90,29 @@ class RunDiff(Record):
     min_step_share: float = MIN_STEP_SHARE
     notes: list[str] = Field(default_factory=list)
 
+    def _repr_html_(self) -> str:
+        """What `torchdoctor diff` prints, in a notebook: the verdict and what moved."""
+        from torchdoctor.core import notebook
+
+        moved = notebook.table(
+            ["", "A", "B", "change", "interval", "significant"],
+            [
+                (c.name, c.a, c.b, c.shift, c.ci or "none", c.significant)
+                for c in [*([self.step] if self.step else []), *self.phases, *self.ops]
+            ],
+        )
+        findings = [f"{f.rule_id} {f.status.replace('_', ' ')}" for f in self.findings]
+        return notebook.facts(
+            "What changed",
+            [
+                ("A", self.a),
+                ("B", self.b),
+                ("verdict", self.verdict),
+                ("findings", ", ".join(findings) or "none"),
+            ],
+            moved,
+        )
+
     @property
     def significant(self) -> list[Change]:
         every = [self.step, *self.phases, *self.ops, *self.kernels, *self.throughput]

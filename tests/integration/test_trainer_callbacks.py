@@ -1,0 +1,67 @@
+"""The Lightning and Hugging Face callbacks, with the real libraries and a tiny model built in
+the script (nothing downloaded): the run folder a callback leaves diagnoses as
+`torchdoctor diagnose -- python` does on the same script, `report` renders it and `diff` reads
+it. A study: each library's import costs seconds, and each case runs its script twice."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchdoctor.core import rundir
+from torchdoctor.diagnose import Diagnosis, diff_inputs, examine_script
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+#: A callback run is one training job: minutes would mean a hang.
+RUN_TIMEOUT_S = 180
+
+
+def _installed(*modules: str) -> bool:
+    return any(importlib.util.find_spec(m) is not None for m in modules)
+
+
+@pytest.mark.study
+@pytest.mark.parametrize(
+    ("script", "modules"),
+    [
+        ("lightning_data_wait.py", ("lightning", "pytorch_lightning")),
+        ("hf_data_wait.py", ("transformers",)),
+    ],
+)
+def test_callback_folder_diagnoses_as_diagnose_does(
+    script: str, modules: tuple[str, ...], tmp_path: Path
+) -> None:
+    if not _installed(*modules):
+        pytest.skip(f"{modules[0]} is not installed (the [{modules[0]}] extra)")
+    path = SCRIPTS / script
+    exam = examine_script([str(path)], out=tmp_path / "diagnose", stdout_to_stderr=True)
+    assert exam.error is None, exam.error
+    env = {
+        **os.environ,
+        "TORCHDOCTOR_CALLBACK_OUT": str(tmp_path / "callback"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path / "callback"
+    assert rundir.read_manifest(folder).status == "complete"
+    mine = Diagnosis.read(folder / rundir.DIAGNOSIS)
+    theirs = exam.diagnosis
+    assert theirs is not None
+    assert mine.primary_bottleneck == theirs.primary_bottleneck == "data_loading"
+    assert mine.findings[0].rule_id == theirs.findings[0].rule_id == "dataloader_wait"
+    # Forward and backward are timed as phases of their own (Lightning runs them in a closure).
+    assert mine.phase_fractions["forward"] > 0 and mine.phase_fractions["backward"] > 0
+    assert (folder / rundir.PROFILE).is_file() and (folder / rundir.TRACE).is_file()
+    from torchdoctor.report.api import render_text
+    from torchdoctor.report.load import read_input
+
+    assert "Primary bottleneck: data loading" in render_text(read_input(folder), "md")
+    assert diff_inputs(tmp_path / "diagnose", folder).kind == "run"
