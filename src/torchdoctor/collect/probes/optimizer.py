@@ -47,7 +47,8 @@ def _closure_outside_the_phase(
     after, so forward and backward are timed as their own phases. The pre-hook returns the new
     arguments (torch.optim's step pre-hooks may replace them); None: no closure, unchanged.
     """
-    closure = kwargs.get("closure", args[0] if args else None)
+    # torch.optim passes the hooks the step's own arguments, the optimizer itself first.
+    closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
     if not callable(closure):
         return None
 
@@ -60,7 +61,7 @@ def _closure_outside_the_phase(
 
     if "closure" in kwargs:
         return args, {**kwargs, "closure": timed}
-    return (timed, *args[1:]), kwargs
+    return (args[0], timed, *args[2:]), kwargs
 
 
 class OptimizerProbe:
