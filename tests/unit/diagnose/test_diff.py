@@ -161,3 +161,15 @@ def test_shift_interval_keeps_its_confidence_on_no_change() -> None:
     assert est.ci is not None and est.ci[0] < 0.5 < est.ci[1] and est.excludes_zero
     assert shift_estimate([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]).ci is None  # too few for one
     assert MIN_STEP_SHARE > 0
+
+
+def test_gpu_traces_compare_kernels_and_say_when_steps_are_too_few() -> None:
+    traces = Path(__file__).parents[2] / "data" / "traces"
+    rocm = traces / "hta_mi250_minitoy.json.gz"  # 2 profiled steps, 13 kernel names
+    diff = diff_inputs(rocm, rocm)
+    assert diff.kernels and all(c.ci is None and not c.significant for c in diff.kernels)
+    assert any("fewer than 4 steps" in n for n in diff.notes)
+    assert diff.verdict == "nothing changed significantly"
+    stepless = traces / "hta_alexnet_a100.json.gz"  # no ProfilerStep ranges
+    bare = diff_inputs(stepless, stepless)
+    assert bare.step is None and any("no recorded steps" in n for n in bare.notes)
