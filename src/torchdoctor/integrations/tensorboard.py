@@ -23,7 +23,7 @@ from typing import Any
 from torchdoctor.collect import ScriptProfile
 from torchdoctor.core import rundir
 from torchdoctor.core.errors import UsageError
-from torchdoctor.core.records import Record
+from torchdoctor.core.records import Record, peek_schema
 from torchdoctor.diagnose import Diagnosis
 from torchdoctor.engine import RunResult
 from torchdoctor.tune import TuneResult
@@ -102,7 +102,14 @@ def scalars(record: Record) -> list[Scalar]:
 def _records(source: Record | str | Path) -> list[Record]:
     if isinstance(source, Record):
         return [source]
-    folder = Path(source)
+    path = Path(source)
+    if path.is_file():
+        schema = peek_schema(path)
+        for _, cls in _FILES:
+            if schema is not None and schema[0] == cls.schema_id():
+                return [cls.read(path)]
+        return []
+    folder = path
     rundir.read_manifest(folder)  # RecordError for a path that is not a run folder
     return [cls.read(folder / name) for name, cls in _FILES if (folder / name).is_file()]
 

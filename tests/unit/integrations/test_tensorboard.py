@@ -57,3 +57,16 @@ def test_a_path_that_is_no_run_folder_is_a_record_error(tmp_path: Path) -> None:
     with pytest.raises(RecordError):
         write_scalars(tmp_path / "nothing", tmp_path / "tb")
     assert make_plain_run(tmp_path).is_dir()
+
+
+def test_report_writes_scalars_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchdoctor.cli import main as cli_main
+
+    run_dir = make_run(tmp_path)
+    logs = tmp_path / "tb"
+    argv = ["report", str(run_dir / "tune.json"), "-f", "md", "--tensorboard", str(logs)]
+    assert cli_main.main(argv) == 0
+    assert "TensorBoard:" in capsys.readouterr().err
+    assert "tune/speedup" in _read(logs).Tags()["scalars"]
