@@ -192,11 +192,14 @@ def _tune_parts(a: DiffSide, b: DiffSide) -> tuple[list[Change], list[RecipeChan
                 "throughput", "best recipe", a.confirm_rates, b.confirm_rates, None, "samples/s"
             )
         )
+    confirmed = bool(changes)
     for key, label in (("baseline_samples_per_s", "baseline"), ("best_samples_per_s", "best")):
         va, vb = ta.get(key), tb.get(key)
-        if isinstance(va, int | float) and isinstance(vb, int | float) and not changes:
+        if isinstance(va, int | float) and isinstance(vb, int | float):
+            if label == "best" and confirmed:
+                continue  # the best recipe's rates over fresh processes are shown instead
             changes.append(_change("throughput", label, [va], [vb], None, "samples/s"))
-    if changes and changes[0].ci is None:
+    if any(c.ci is None for c in changes):
         notes.append(
             "the tuning results hold one throughput each (no final A/B of fresh processes "
             "on both sides): their figures are shown without an interval"

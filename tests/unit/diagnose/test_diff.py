@@ -103,6 +103,8 @@ def test_tuning_results_compare_headlines_and_recipes(tmp_path: Path) -> None:
     diff = diff_inputs(a / rundir.TUNE, b / rundir.TUNE)
     assert diff.kind == "tune"
     assert [r.knob for r in diff.recipe] == ["threads"]
+    assert [c.name for c in diff.throughput] == ["baseline", "best"]
+    assert all(c.ci is None and not c.significant for c in diff.throughput)
     assert "best recipes differ in 1 knob(s)" in diff.verdict
     same = diff_inputs(a, a)
     assert same.recipe == [] and same.significant == []
