@@ -175,3 +175,17 @@ def test_gpu_traces_compare_kernels_and_say_when_steps_are_too_few() -> None:
     stepless = traces / "hta_alexnet_a100.json.gz"  # no ProfilerStep ranges
     bare = diff_inputs(stepless, stepless)
     assert bare.step is None and any("no recorded steps" in n for n in bare.notes)
+
+
+def test_tuning_results_with_final_ab_rates_compare_the_best_with_an_interval(
+    tmp_path: Path,
+) -> None:
+    runs = {"a": [100.0, 102.0, 98.0, 101.0], "b": [130.0, 128.0, 133.0, 131.0]}
+    for name, rates in runs.items():
+        run = make_run(tmp_path / name)
+        confirm = {"schema": "torchdoctor/tune_confirmation", "version": 3, "rates": rates}
+        (run / rundir.TRIALS / "999-confirm.json").write_text(json.dumps(confirm))
+    diff = diff_inputs(tmp_path / "a" / "run", tmp_path / "b" / "run")
+    best = next(c for c in diff.throughput if c.name == "best recipe")
+    assert best.significant and best.ci is not None and best.ci[0] > 0
+    assert [c.name for c in diff.throughput] == ["best recipe", "baseline"]
