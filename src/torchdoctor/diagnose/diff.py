@@ -12,6 +12,7 @@ tuning results are compared by their headlines, best recipes and verdicts.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal
 
@@ -160,6 +161,12 @@ def _named(
     return out
 
 
+def _steps_in(a: dict[str, list[float]], b: dict[str, list[float]]) -> tuple[int, int]:
+    """How many profiled steps each side's per-name samples span (a run folder's trace holds
+    fewer steps than its step records)."""
+    return len(next(iter(a.values()))), len(next(iter(b.values())))
+
+
 def _largest(changes: list[Change], top: int) -> list[Change]:
     return sorted(changes, key=lambda c: (-c.significant, -abs(c.shift), c.name))[:top]
 
@@ -253,12 +260,12 @@ def diff_sides(a: DiffSide, b: DiffSide) -> RunDiff:
     step = None
     phases: list[Change] = []
     if a.steps_s and b.steps_s:
-        step = _change("step", "step", a.steps_s, b.steps_s, None)
-        step_a = step.a if step.a > 0 else None
+        median_a = statistics.median(a.steps_s)
+        step_a = median_a if median_a > 0 else None
         step = _change("step", "step", a.steps_s, b.steps_s, step_a)
         if a.phase_source == b.phase_source:
-            n = (len(next(iter(a.phases.values()), [])), len(next(iter(b.phases.values()), [])))
-            phases = _named("phase", a.phases, b.phases, step_a, n)
+            if a.phases and b.phases:
+                phases = _named("phase", a.phases, b.phases, step_a, _steps_in(a.phases, b.phases))
         elif a.phases and b.phases:
             notes.append("one side's phases are step records', the other's a trace's: not compared")
     elif a.kind != "tune":
@@ -266,13 +273,11 @@ def diff_sides(a: DiffSide, b: DiffSide) -> RunDiff:
     if step is not None and min(step.n_a, step.n_b) < 4:
         notes.append("fewer than 4 steps on a side: differences are shown without an interval")
     ops = kernels = []
-    if a.ops and b.ops and a.steps_s and b.steps_s:
-        ops = _largest(
-            _named("op", a.ops, b.ops, step_a, (len(a.steps_s), len(b.steps_s))), TOP_MOVES
-        )
-    if a.kernels and b.kernels and a.steps_s and b.steps_s:
+    if a.ops and b.ops and step_a is not None:
+        ops = _largest(_named("op", a.ops, b.ops, step_a, _steps_in(a.ops, b.ops)), TOP_MOVES)
+    if a.kernels and b.kernels and step_a is not None:
         kernels = _largest(
-            _named("kernel", a.kernels, b.kernels, step_a, (len(a.steps_s), len(b.steps_s))),
+            _named("kernel", a.kernels, b.kernels, step_a, _steps_in(a.kernels, b.kernels)),
             TOP_MOVES,
         )
     throughput: list[Change] = []
