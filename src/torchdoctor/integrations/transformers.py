@@ -7,7 +7,9 @@ and leave a run folder that `torchdoctor report` renders and `torchdoctor diff` 
 
 The probes go in at `on_train_begin` and come out at `on_train_end`; the steps are the
 optimizer's steps (with gradient accumulation, one step spans its micro-batches). Only the
-main process (`state.is_world_process_zero`) records.
+main process (`state.is_world_process_zero`) records. The Trainer has no callback for a
+training that raises: then call `callback.recording.finish(exc)` to remove the probes and
+write what was measured.
 """
 
 from __future__ import annotations
