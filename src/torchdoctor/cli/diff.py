@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 @app.command()
 def diff(
-    a: Path = typer.Argument(..., help="The earlier run folder, tuning result or trace."),
-    b: Path = typer.Argument(..., help="The later one, of the same kind."),
+    a: Path = typer.Argument(
+        ..., metavar="A", help="The earlier run folder, tuning result or trace."
+    ),
+    b: Path = typer.Argument(..., metavar="B", help="The later one, of the same kind."),
     out: Path | None = typer.Option(
         None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
     ),
@@ -32,9 +34,10 @@ def diff(
     each with its 95% interval where both sides hold several steps, and the findings that
     appeared or went away.
 
-    A and B are two run folders (diagnose, run, profile, analyze), two tuning results (a tune
-    or demo folder, or its tune.json), or two profiler traces (.json or .json.gz, any recent
-    PyTorch, CPU, CUDA or ROCm). Nothing is run: the records are compared.
+    A and B are two run folders (diagnose, run, profile, or a trainer callback's), two tuning
+    results (a tune or demo folder, or its tune.json), or two profiler traces (.json or
+    .json.gz, any recent PyTorch, CPU, CUDA or ROCm; an analyze folder: diff its traces).
+    Nothing is run: the records are compared.
 
         torchdoctor diff yesterday/ today/
         torchdoctor diff before.json.gz after.json.gz --json
