@@ -31,6 +31,9 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
   recovering over seconds (another tenant, its clock), whichever process runs then.
 - ``nan``/``diverge``/``crash``/``hang``/``allocate``/``error``: ``{knob: str(value)}`` triggers.
 - ``log_path``: append one line per prepared session (counts executions across processes).
+- ``stall_once`` with ``stall_path``: ``{knob: str(value)}``; the first session of a triggering
+  recipe over all processes writes its process id to ``stall_path`` and hangs (a tuner to
+  SIGKILL mid-trial); later ones, its retry, run normally.
 """
 
 from __future__ import annotations
@@ -157,6 +160,15 @@ def make_session(
         os._exit(3)  # a hard crash: no exception, no cleanup, like a segfaulting extension
     if _triggered(recipe, model.get("hang")):
         time.sleep(3600)
+    if _triggered(recipe, model.get("stall_once")):
+        try:
+            fd = os.open(model["stall_path"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            pass  # stalled once already: this is the retry
+        else:
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            time.sleep(3600)
     if _triggered(recipe, model.get("error")):
         raise RuntimeError("simulated failure while building the model")
     if _triggered(recipe, model.get("allocate")):

@@ -46,6 +46,7 @@ STAGE_ORDER = [
     "procs",
     "analyze",
     "diagnose",
+    "serve",
     "tune",
     "report",
     "integrations",

@@ -2,7 +2,8 @@
 `TraceAnalysis` out. Each analysis lives in its own module; this only wires them up.
 
 For a folder, the top-level fields describe the lowest rank and `ranks` summarizes every
-rank (device timeline and step breakdown), so rank imbalance shows at a glance.
+rank (device timeline and step breakdown), so rank imbalance shows at a glance, and
+`cross_rank` compares them (per-rank step, skew at each collective, stragglers).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torchdoctor.analyze.kernels import kernel_mix
 from torchdoctor.analyze.launches import launch_stats
 from torchdoctor.analyze.loading import load_rank_traces
 from torchdoctor.analyze.ops import fallback_note, op_table, self_times
+from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.records import CeilingsInfo, KernelMix, RankSummary, TraceAnalysis
 from torchdoctor.analyze.step_windows import device_activity_in_steps, step_windows
 from torchdoctor.analyze.syncs import sync_stats
@@ -161,10 +163,18 @@ def analyze_trace(
     """
     if isinstance(path_or_timeline, Timeline):
         return analyze_timeline(path_or_timeline, ceilings=ceilings, top=top)
-    timelines = load_rank_traces(path_or_timeline)
+    return analyze_ranks(path_or_timeline, ceilings=ceilings, top=top)[0]
+
+
+def analyze_ranks(
+    path: str | Path, *, ceilings: CeilingsLike | None = None, top: int | None = None
+) -> tuple[TraceAnalysis, list[TraceAnalysis]]:
+    """A trace file or a folder of per-rank traces: the whole (as `analyze_trace` returns
+    it) and each rank's own analysis, lowest rank first (one for a file)."""
+    timelines = load_rank_traces(path)
     results = [analyze_timeline(tl, ceilings=ceilings, top=top) for tl in timelines]
     if len(results) == 1:
-        return results[0]
+        return results[0], results
     ranks = [
         RankSummary(
             rank=r.rank,
@@ -175,6 +185,12 @@ def analyze_trace(
         for r in results
     ]
     warnings = [w for r in results for w in r.warnings]
-    return results[0].model_copy(
-        update={"source": str(path_or_timeline), "ranks": ranks, "warnings": warnings}
+    whole = results[0].model_copy(
+        update={
+            "source": str(path),
+            "ranks": ranks,
+            "warnings": warnings,
+            "cross_rank": cross_rank_analysis(timelines),
+        }
     )
+    return whole, results

@@ -31,12 +31,12 @@ HOST_COMM_MARKERS = ("c10d::", "gloo:", "nccl:", "record_param_comms", "allreduc
 DATALOADER_MARKER = "dataloader"
 
 
-def _is_host_comm(name: str) -> bool:
+def is_host_comm_name(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in HOST_COMM_MARKERS)
 
 
-def _is_dataloader(name: str) -> bool:
+def is_dataloader_name(name: str) -> bool:
     return DATALOADER_MARKER in name.lower()
 
 
@@ -51,9 +51,9 @@ def category_masks(tl: Timeline) -> dict[str, BoolArray]:
         "Memcpy": tl.mask(Kind.MEMCPY),
         "Memset": tl.mask(Kind.MEMSET),
         "Communication": comm_kernel
-        | (tl.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & tl.name_mask(_is_host_comm)),
+        | (tl.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & tl.name_mask(is_host_comm_name)),
         "Runtime": tl.mask(Kind.RUNTIME),
-        "DataLoader": host & not_step & tl.name_mask(_is_dataloader),
+        "DataLoader": host & not_step & tl.name_mask(is_dataloader_name),
         "CPU Exec": tl.mask(Kind.CPU_OP) & not_step,
     }
 
@@ -110,7 +110,7 @@ DATALOADER_ITERS = ("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderI
 def dataloader_iter(tl: Timeline) -> str | None:
     """The DataLoader iterator class the trace's __next__ spans name (the first seen)."""
     for name in tl.names:
-        if _is_dataloader(name):
+        if is_dataloader_name(name):
             for cls in DATALOADER_ITERS:
                 if cls in name:
                     return cls

@@ -118,6 +118,7 @@ class _Doc(msgspec.Struct):
     traceEvents: list[_AnyEvent] = []  # the JSON keys
     deviceProperties: Any = None
     distributedInfo: Any = None
+    host_name: Any = None
 
 
 _DOC = msgspec.json.Decoder(_Doc)
@@ -313,7 +314,7 @@ class Columns:
 
     def set_top(self, top: dict[str, Any]) -> None:
         """Keep the metadata the analyses read; the first value seen of each key wins."""
-        for key in ("deviceProperties", "distributedInfo"):
+        for key in ("deviceProperties", "distributedInfo", "host_name"):
             value = top.get(key)
             if value is not None and key not in self.top:
                 self.top[key] = value
@@ -380,7 +381,11 @@ def _decode_doc(data: Any) -> tuple[dict[str, Any], list[Any]]:
         if not isinstance(plain, dict):
             raise msgspec.DecodeError("expected a JSON object") from None
         return plain, _lenient(plain.get("traceEvents"))
-    top = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo}
+    top = {
+        "deviceProperties": doc.deviceProperties,
+        "distributedInfo": doc.distributedInfo,
+        "host_name": doc.host_name,
+    }
     return top, doc.traceEvents
 
 

@@ -12,6 +12,11 @@ the names work on traces of any era, with or without `deviceProperties`:
   `16816`, WMMA `161616`), CUTLASS `tensorop`/`wmma`, cuDNN/cuBLAS `xmma` and Hopper `gmma`,
   `hmma`/`imma`, and AMD's matrix cores (`mfma`, Tensile's `_MI16x16x1`-style instruction
   tag);
+- except an `xmma` kernel that names SIMT fp32 math: cuBLAS and cuDNN on sm80/sm90 build
+  their fp32 CUDA-core GEMMs and convolutions in the same xmma framework and say so in the
+  name, by the SIMT instruction (`ffma`) or by all-fp32 operand types (`f32f32_f32f32`, where a
+  TF32 tensor-core kernel reads `tf32f32_tf32f32`), e.g.
+  `sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_...`;
 - fp32 matrix math on the CUDA cores (tensor-core eligible under autocast): the classic
   single-precision GEMM and convolution kernels (`*sgemm*`, `*scudnn*`, cuDNN's
   `implicit_convolve_sgemm`, `wgrad_alg*`/`dgrad*` engines, Winograd and FFT convolution on
@@ -46,6 +51,9 @@ _GENERATIONS: Final = (
 _TENSOR_CORE: Final = re.compile(
     r"884|1688|16816|161616|tensorop|wmma|xmma|gmma|hmma|imma|mfma|_mi\d+x\d+x\d+"
 )
+# An xmma kernel doing fp32 math on the CUDA cores: the SIMT FMA instruction, or fp32 for
+# every operand (a TF32 kernel's types read "tf32f32_tf32f32", which this does not match).
+_SIMT_FP32_XMMA: Final = re.compile(r"ffma|(?:^|[^a-z0-9])f32f32_f32f32")
 # Single-precision matrix math on the CUDA cores (checked after _TENSOR_CORE).
 _FP32_MATH: Final = re.compile(
     r"sgemm|scudnn|cgemm|gcgemm|implicit_convolve|explicit_convolve|wgrad_alg|dgrad|"
@@ -75,14 +83,23 @@ def generation_from_names(names: list[str]) -> tuple[tuple[int, int], str, str] 
     return best
 
 
+def _simt_fp32_xmma(lowered: str) -> bool:
+    return "xmma" in lowered and bool(_SIMT_FP32_XMMA.search(lowered))
+
+
 def uses_tensor_cores(name: str) -> bool:
-    return bool(_TENSOR_CORE.search(name.lower()))
+    lowered = name.lower()
+    return bool(_TENSOR_CORE.search(lowered)) and not _simt_fp32_xmma(lowered)
 
 
 def fp32_cuda_core_math(name: str) -> bool:
     """An fp32 GEMM/convolution kernel on the CUDA cores: work autocast moves to tensor cores."""
     lowered = name.lower()
-    if _TENSOR_CORE.search(lowered) or _FP64.search(lowered) or _NOT_MATH.search(lowered):
+    if _FP64.search(lowered) or _NOT_MATH.search(lowered):
+        return False
+    if _simt_fp32_xmma(lowered):
+        return True
+    if _TENSOR_CORE.search(lowered):
         return False
     return bool(_FP32_MATH.search(lowered) or _TENSILE_FP32.search(lowered))
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from torchdoctor.analyze.decode import Columns, read_columns
+from torchdoctor.analyze.nested_costs import inherit_weight_grad_flops
 from torchdoctor.analyze.timeline import Timeline, TraceMeta
 from torchdoctor.core.errors import TraceError
 from torchdoctor.core.log import get_logger
@@ -25,17 +26,25 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 def _build(cols: Columns, meta: TraceMeta) -> Timeline:
     ts = cols.column("ts", np.float64)
     base = float(ts.min()) if ts.size else 0.0
+    names = list(cols.names)
+    kind = cols.column("kind", np.int8)
+    name_id = cols.column("name_id", np.int32)
+    pid, tid = cols.column("pid", np.int64), cols.column("tid", np.int64)
+    dur = cols.column("dur", np.float64)
+    flops = inherit_weight_grad_flops(
+        names, kind, name_id, pid, tid, ts, dur, cols.column("flops", np.float64)
+    )
     return Timeline(
-        names=list(cols.names),
+        names=names,
         ts=ts - base,
-        dur=cols.column("dur", np.float64),
-        kind=cols.column("kind", np.int8),
-        name_id=cols.column("name_id", np.int32),
-        pid=cols.column("pid", np.int64),
-        tid=cols.column("tid", np.int64),
+        dur=dur,
+        kind=kind,
+        name_id=name_id,
+        pid=pid,
+        tid=tid,
         corr=cols.column("corr", np.int64),
         ext_id=cols.column("ext_id", np.int64),
-        flops=cols.column("flops", np.float64),
+        flops=flops,
         nbytes=cols.column("nbytes", np.float64),
         dtype=cols.column("dtype", np.int8),
         base_us=base,
@@ -75,6 +84,7 @@ def _trace_meta(path: Path, top: dict[str, Any], cols: Columns) -> TraceMeta:
         rank=rank if isinstance(rank, int) else None,
         world_size=world if isinstance(world, int) else None,
         backend=str(dist["backend"]) if isinstance(dist.get("backend"), str) else None,
+        host_name=str(top["host_name"]) if isinstance(top.get("host_name"), str) else None,
         skipped_events=cols.skipped,
         warnings=tuple(warnings),
     )

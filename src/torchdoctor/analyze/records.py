@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torchdoctor.analyze.rank_records import CrossRankAnalysis
 from torchdoctor.core.records import Record, SubRecord
 
 # Step-breakdown categories, in attribution priority: an instant of a step covered by
@@ -149,8 +150,9 @@ class TraceAnalysis(Record):
 
     schema_name = "trace_analysis"
     # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability;
-    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs. Older records still read.
-    schema_version = 4
+    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank.
+    # Older records still read.
+    schema_version = 5
 
     source: str
     device_name: str | None
@@ -177,3 +179,5 @@ class TraceAnalysis(Record):
     ceilings_note: str
     warnings: list[str]
     ranks: list[RankSummary]
+    # schema 5: a folder of two or more ranks' traces compared (analyze.ranks); else None.
+    cross_rank: CrossRankAnalysis | None = None

@@ -13,6 +13,10 @@ multiply-add as 2 FLOPs, as torch.utils.flop_counter does:
   spatial size, which is the forward output's) once for grad_input and once for grad_weight,
   each only when its entry of the recorded output_mask is True (flop_counter's
   conv_backward_flop: both are a convolution of the same size as the forward);
+- the split backward of torch < 1.11 (aten::cudnn_convolution_backward_input/_weight, the
+  children of aten::cudnn_convolution_backward): the input-grad op counts one forward from
+  its grad_output and weight; the weight-grad op records no tensor holding the kernel size
+  and takes its count from its parent (`nested_costs`);
 - scaled dot product attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev] ([B,L,H,E] etc. for
   the _flash/_efficient_attention_forward kernels): 2*B*H*L*S*E (q k^T) + 2*B*H*L*S*Ev
   (attn v), forward only and with no discount for a causal mask, as flop_counter's sdpa rule.
@@ -102,6 +106,27 @@ LEGACY_CONV_BACKWARD_OPS = frozenset(
         "aten::mkldnn_convolution_backward",
     }
 )
+# The split backward ops of torch < 1.11, children of the legacy op above:
+# *_backward_input(self_size, grad_output, weight, ...) and
+# *_backward_weight(weight_size, grad_output, self, ...). The profiler records no shape for
+# an int-list argument (self_size, weight_size), so the input-grad op's count comes from
+# grad_output and weight; the weight-grad op's cannot (its kernel size is in no tensor it
+# takes) and is taken from its enclosing legacy op (`inherit_weight_grad_flops`).
+LEGACY_CONV_BACKWARD_INPUT_OPS = frozenset(
+    {
+        "aten::cudnn_convolution_backward_input",
+        "aten::miopen_convolution_backward_input",
+    }
+)
+LEGACY_CONV_BACKWARD_WEIGHT_OPS = frozenset(
+    {
+        "aten::cudnn_convolution_backward_weight",
+        "aten::miopen_convolution_backward_weight",
+    }
+)
+#: Gradients a legacy convolution backward is counted for: its output_mask is not
+#: recorded, and autograd asks for both when both input and weight need them.
+LEGACY_CONV_BACKWARD_GRADS = 2
 #: Index of output_mask among aten::convolution_backward's inputs.
 CONV_BACKWARD_MASK_INDEX = 10
 #: FLOPs per output element of elementwise, normalization and copy ops (see the module doc).
@@ -118,10 +143,35 @@ ELEMENTWISE_FLOPS: dict[str, float] = {
     ),
     **dict.fromkeys(("aten::addcmul_", "aten::addcdiv_", "aten::lerp_"), 2.0),
     **dict.fromkeys(("aten::_softmax", "aten::_log_softmax", "aten::sigmoid", "aten::silu"), 4.0),
-    **dict.fromkeys(("aten::native_batch_norm", "aten::native_layer_norm"), 6.0),
+    # Reductions and pooling: about one operation per input element (a 3x3 max pool at
+    # stride 2 compares 9 values per output, a quarter as many outputs as inputs: ~2).
+    **dict.fromkeys(("aten::sum", "aten::mean", "aten::amax", "aten::max"), 1.0),
+    **dict.fromkeys(
+        (
+            "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
+            "aten::avg_pool2d", "aten::avg_pool2d_backward", "aten::_adaptive_avg_pool2d",
+            "aten::_adaptive_avg_pool2d_backward",
+        ),
+        2.0,
+    ),
+    **dict.fromkeys(
+        ("aten::_softmax_backward_data", "aten::_log_softmax_backward_data"), 4.0
+    ),
+    # The backends' batch norms (the ops torch < 1.11 and cuDNN/MIOpen paths record).
+    **dict.fromkeys(
+        (
+            "aten::native_batch_norm", "aten::native_layer_norm", "aten::cudnn_batch_norm",
+            "aten::miopen_batch_norm", "aten::_batch_norm_impl_index", "aten::batch_norm",
+        ),
+        6.0,
+    ),
     **dict.fromkeys(("aten::gelu", "aten::tanh", "aten::exp", "aten::log"), 8.0),
     **dict.fromkeys(
-        ("aten::native_batch_norm_backward", "aten::native_layer_norm_backward"), 8.0
+        (
+            "aten::native_batch_norm_backward", "aten::native_layer_norm_backward",
+            "aten::cudnn_batch_norm_backward", "aten::miopen_batch_norm_backward",
+        ),
+        8.0,
     ),
 }  # fmt: skip
 SDPA_OPS = frozenset(
@@ -220,6 +270,17 @@ def _conv_backward_flops(dims: list[list[int]], concrete: Any) -> tuple[float, l
     return forward * grads, list(x)
 
 
+def _conv_backward_input_flops(dims: list[list[int]]) -> tuple[float, list[int]] | None:
+    """A legacy *_backward_input(self_size, grad_output, weight): one forward's count."""
+    grad_out, w = dims[1], dims[2]
+    if len(grad_out) < 3 or len(w) != len(grad_out):
+        return None
+    forward = 2.0 * grad_out[0] * w[0] * math.prod(grad_out[2:]) * w[1] * math.prod(w[2:])
+    # The output (grad_input) has the forward input's size, which self_size held and the
+    # profiler did not record: the largest input stands for it, as for any other op.
+    return forward, []
+
+
 def _elementwise_flops(name: str, dims: list[list[int]]) -> tuple[float, list[int]] | None:
     shapes = [d for d in dims if d]
     if not shapes:
@@ -264,7 +325,10 @@ def _flops_and_output(
         elif name in LEGACY_CONV_BACKWARD_OPS and len(dims) >= 3:
             # Reordered to (grad_output, input, weight); their output_mask is not recorded
             # at the unified op's index, so both gradients are assumed.
+            # LEGACY_CONV_BACKWARD_GRADS says so to the ops nested in them.
             result = _conv_backward_flops([dims[1], dims[0], dims[2]], None)
+        elif name in LEGACY_CONV_BACKWARD_INPUT_OPS and len(dims) >= 3:
+            result = _conv_backward_input_flops(dims)
         elif name in SDPA_OPS and len(dims) >= 3:
             result = _sdpa_flops(name, dims)
         elif name in ELEMENTWISE_FLOPS:

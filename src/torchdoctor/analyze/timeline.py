@@ -68,6 +68,7 @@ class TraceMeta:
     rank: int | None = None
     world_size: int | None = None
     backend: str | None = None
+    host_name: str | None = None
     skipped_events: int = 0
     warnings: tuple[str, ...] = ()
 

@@ -1,4 +1,5 @@
-"""`torchdoctor demo`: diagnose and tune the built-in `cnn` workload, end to end, on any CPU.
+"""`torchdoctor demo`: diagnose and tune the built-in `cnn` workload, end to end, on any CPU
+or on the GPU (with the GPU's knobs there).
 
 The diagnosis (`torchdoctor.diagnose`) runs first into RUN_DIR/diagnosis/; its prescribed
 knobs, largest Amdahl bound first, lead the ladder. The report stage renders the folder.
@@ -24,7 +25,16 @@ from torchdoctor.cli.tune import (
     run_with_progress,
 )
 from torchdoctor.core.rundir import display_path
-from torchdoctor.knobs import CHANNELS_LAST, COMPILE, OPTIMIZER_IMPL, PRECISION, THREADS
+from torchdoctor.knobs import (
+    CHANNELS_LAST,
+    COMPILE,
+    CUDA_GRAPHS,
+    CUDNN_BENCHMARK,
+    OPTIMIZER_IMPL,
+    PRECISION,
+    TF32,
+    THREADS,
+)
 from torchdoctor.tune import TuneConfig
 
 DEMO_WORKLOAD: Final = "cnn"
@@ -41,6 +51,19 @@ DEFAULT_DEMO_BUDGET: Final = "8m"
 DEMO_KNOBS: Final = tuple(
     k.name for k in (COMPILE, CHANNELS_LAST, THREADS, OPTIMIZER_IMPL, PRECISION)
 )
+#: On a GPU: the same net's knobs there. Precision and cuDNN's autotuner first (a conv net on
+#: tensor cores), TF32 for what stays fp32, CUDA graphs for a small net's launch overhead,
+#: then memory format, compilation and the optimizer; threads set the CPU's intra-op pool,
+#: which a GPU job's kernels do not run on.
+DEMO_GPU_KNOBS: Final = tuple(
+    k.name
+    for k in (PRECISION, CUDNN_BENCHMARK, TF32, CUDA_GRAPHS, CHANNELS_LAST, COMPILE, OPTIMIZER_IMPL)
+)
+
+
+def demo_knobs(device: str) -> tuple[str, ...]:
+    """The demo's knobs for the device it runs on."""
+    return DEMO_GPU_KNOBS if device.split(":", 1)[0] == "cuda" else DEMO_KNOBS
 
 
 @app.command("demo")
@@ -58,7 +81,7 @@ def demo_command(
         device=device,
         budget_s=budget_s,
         # The diagnosis's prescriptions come first and are tried even outside DEMO_KNOBS.
-        knobs=[*prescribed, *(k for k in DEMO_KNOBS if k not in prescribed)],
+        knobs=[*prescribed, *(k for k in demo_knobs(device) if k not in prescribed)],
         prescribed=prescribed,
     )
     result = run_with_progress(config=config, out=run_dir)

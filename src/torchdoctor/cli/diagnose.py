@@ -3,6 +3,10 @@
 torchdoctor diagnose [--steps N] [--warmup K] [--profile-steps M] [--out DIR] -- python train.py ...
 torchdoctor diagnose WORKLOAD [--set knob=value ...]
 torchdoctor diagnose TRACE.json[.gz] | TRACE_FOLDER
+
+A torchrun launch (`-- torchrun --nproc_per_node 2 train.py`) or a folder of per-rank traces
+is diagnosed as one job: its ranks compared (per-rank step, skew at the collectives,
+stragglers and their cause) and one diagnosis (`--json`: one JobDiagnosis document).
 """
 
 from __future__ import annotations
@@ -48,13 +52,16 @@ def _split_command(args: list[str]) -> tuple[list[str], bool]:
     if not rest:
         raise UsageError("no script after python", hint="e.g. -- python train.py")
     if Path(rest[0]).name in ("torchrun",) or rest[0].endswith("torch.distributed.run"):
-        return ["torch.distributed.run", *rest[1:]], True  # one diagnosis per rank
+        return ["torch.distributed.run", *rest[1:]], True  # the job, each rank inside
     return rest, False
 
 
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
-    help="Name the bottleneck of a script (-- python train.py ...), a workload, or a trace.",
+    help="Name the bottleneck of a script (-- python train.py ...), a workload, or a trace. "
+    "A torchrun job (-- torchrun --nproc_per_node 2 train.py) or a folder of per-rank traces "
+    "gets one diagnosis of the job: each rank's step side by side, the skew at each "
+    "collective, and stragglers named with their cause.",
 )
 def diagnose(
     ctx: typer.Context,
@@ -109,7 +116,16 @@ def diagnose(
             out=out,
             device=default_device(device),
         )
-    for i, d in enumerate(exam.diagnoses):
+    job = exam.job
+    if job is not None:  # several ranks: one diagnosis of the job, its ranks inside
+
+        def render_whole(c: Console) -> None:
+            from torchdoctor.report import render_job
+
+            render_job(job, c, exam.run_dir)
+
+        emit(job, render_whole)
+    for i, d in enumerate([] if job is not None else exam.diagnoses):
         last = i == len(exam.diagnoses) - 1
 
         def render(c: Console, d: Diagnosis = d, last: bool = last) -> None:

@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.env import fingerprint
 
@@ -13,7 +14,7 @@ from torchdoctor.core.env import fingerprint
 @app.command("env")
 def env_command(
     refresh: bool = typer.Option(False, "--refresh", help="Re-measure the ceilings."),
-    device: str = typer.Option("cpu", "--device", help="Device whose ceilings to show."),
+    device: str | None = device_option(f"Device whose ceilings to show: {DEVICE_HELP}"),
 ) -> None:
     """Show this machine's fingerprint and measured ceilings (cached; --refresh re-measures)."""
     from torchdoctor.measure import get_ceilings
@@ -24,7 +25,7 @@ def env_command(
         if progress_enabled():
             err_console.print(f"measuring {step} ...", highlight=False)
 
-    ceilings = get_ceilings(refresh=refresh, device=device, progress=say)
+    ceilings = get_ceilings(refresh=refresh, device=default_device(device), progress=say)
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_env

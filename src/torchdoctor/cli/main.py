@@ -22,6 +22,7 @@ from rich.markup import escape
 from torchdoctor._version import __version__
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.core.errors import TorchDoctorError
+from torchdoctor.core.redact import redact_secrets
 
 app = typer.Typer(
     name="torchdoctor",
@@ -49,6 +50,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "diagnose",
     "diff",
     "tune",
+    "serve",
     "report",
 )
 
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     except TorchDoctorError as exc:
         if settings.debug:
             traceback.print_exc()
-        return _fail(escape(str(exc)), exc.exit_code)
+        return _fail(escape(redact_secrets(str(exc))), exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

@@ -23,7 +23,16 @@ from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.report import fmt_change, render_result
-from torchdoctor.tune import Confirmation, Study, Trial, TuneConfig, Tuner, TuneResult, tune
+from torchdoctor.tune import (
+    Confirmation,
+    StorageURL,
+    Study,
+    Trial,
+    TuneConfig,
+    Tuner,
+    TuneResult,
+    tune,
+)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -94,7 +103,14 @@ def tune_command(
     budget: str = typer.Option("10m", "--budget", help="Wall-time budget, e.g. 10m, 90s, 1h."),
     objective: str = typer.Option("throughput", "--objective", help="throughput or latency."),
     max_memory: str = typer.Option(None, "--max-memory", help="Memory cap per trial, e.g. 4GiB."),
-    storage: str = typer.Option(None, "--storage", help="Optuna storage URL (shared study)."),
+    storage: str = typer.Option(
+        None,
+        "--storage",
+        help="Database URL of a study shared by several tuners, e.g. "
+        "postgresql+psycopg://td@db.example.org/studies (password from PGPASSWORD or "
+        "~/.pgpass; one given in the URL is used, never written). Each ladder step runs in "
+        "one tuner; the others replay its result.",
+    ),
     resume: Path = typer.Option(None, "--resume", help="Continue the study in this run folder."),
     out: Path = typer.Option(None, "--out", help="Run folder to create."),
     settings: list[str] = typer.Option([], "--set", help="Baseline knob setting knob=value."),
@@ -117,15 +133,18 @@ def tune_command(
     wins, hand back the recipe."""
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    shared = _open_storage(storage)
     if workload is not None and not ctx.args and workload.endswith(".py"):
         command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
     if resume is not None:
         if command:
             from torchdoctor.cli.diagnose import _split_command
 
-            result = run_with_progress(resume=resume, command=_split_command(command))
+            result = run_with_progress(
+                resume=resume, command=_split_command(command), storage=shared
+            )
         else:
-            result = run_with_progress(workload=workload, resume=resume)
+            result = run_with_progress(workload=workload, resume=resume, storage=shared)
     elif command:
         if objective not in ("throughput", "latency"):
             raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
@@ -135,7 +154,7 @@ def tune_command(
                 budget=budget,
                 objective=objective,
                 max_memory=max_memory,
-                storage=storage,
+                storage=shared,
                 settings=settings,
                 knobs=knobs,
                 joint=joint,
@@ -144,6 +163,7 @@ def tune_command(
                 seed=seed,
             ),
             out=out,
+            storage=shared,
         )
     else:
         if workload is None:
@@ -154,11 +174,15 @@ def tune_command(
         baseline = _baseline(workload, settings, device)
         budget_s = parse_duration(budget)
         max_memory_bytes = parse_size(max_memory) if max_memory else None
-        if storage:
-            Study(storage)  # a URL that cannot be opened fails here, before any folder exists
         prescribed: list[str] = []
         if diagnose:
-            out, prescribed = diagnose_into_run_dir(workload, out, device=device)
+            given = dict(item.split("=", 1) for item in settings)  # checked by _baseline
+            out, prescribed = diagnose_into_run_dir(
+                workload,
+                out,
+                device=device,
+                settings={k.strip(): v.strip() for k, v in given.items()},
+            )
         config = TuneConfig(
             workload=workload,
             prescribed=prescribed,
@@ -168,14 +192,14 @@ def tune_command(
             budget_s=budget_s,
             min_gain=min_gain,
             max_memory_bytes=max_memory_bytes,
-            storage=storage,
+            storage=shared.public if shared else None,
             baseline_recipe=baseline,
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             joint_trials=joint,
             hold_effective_batch=hold_effective_batch,
             search_batch=batch_search,
         )
-        result = run_with_progress(config=config, out=out)
+        result = run_with_progress(config=config, out=out, storage=shared)
     finish_with_report(result)
 
 
@@ -185,7 +209,7 @@ def _script_config(
     budget: str,
     objective: str,
     max_memory: str | None,
-    storage: str | None,
+    storage: StorageURL | None,
     settings: list[str],
     knobs: str | None,
     joint: int,
@@ -201,8 +225,6 @@ def _script_config(
     from torchdoctor.knobs import Recipe
 
     argv, module = _split_command(command)
-    if storage:
-        Study(storage)
     name = argv[0] if module else Path(argv[0]).stem
     device = default_device(device)
     return TuneConfig(
@@ -216,12 +238,23 @@ def _script_config(
         budget_s=parse_duration(budget),
         min_gain=min_gain,
         max_memory_bytes=parse_size(max_memory) if max_memory else None,
-        storage=storage,
+        storage=storage.public if storage else None,
         baseline_recipe=Recipe.parse(settings, device=device).to_dict(),
         knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
         joint_trials=joint,
         search_batch=False,
     )
+
+
+def _open_storage(storage: str | None) -> StorageURL | None:
+    """The shared study's storage URL, opened once here: a URL that does not parse or a
+    database that refuses fails at once, before any folder exists (the password, if the URL
+    has one, stays in memory: tune/storage.py)."""
+    if not storage:
+        return None
+    url = StorageURL.parse(storage)
+    Study(url, shared=True).close()
+    return url
 
 
 def finish_with_report(result: TuneResult) -> None:
@@ -243,14 +276,19 @@ def finish_with_report(result: TuneResult) -> None:
 
 
 def diagnose_into_run_dir(
-    workload: str, out: Path | None, *, device: str = "cpu"
+    workload: str,
+    out: Path | None,
+    *,
+    device: str = "cpu",
+    settings: dict[str, str] | None = None,
 ) -> tuple[Path, list[str]]:
-    """Diagnose on `device` into the (new) run folder; returns it and the prescribed knobs."""
+    """Diagnose on `device`, with the baseline's `settings`, into the (new) run folder;
+    returns it and the prescribed knobs."""
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(workload, run_dir, device=device)
+    prescribed = diagnose_before_tuning(workload, run_dir, device=device, settings=settings)
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)

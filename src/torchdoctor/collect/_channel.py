@@ -30,22 +30,26 @@ class ScriptHello:
 
 @dataclass(frozen=True)
 class DriverWelcome:
-    """The seed the script's process seeds random, numpy and torch with (None: unseeded)."""
+    """The seed the script's process seeds random, numpy and torch with (None: unseeded), and
+    the cap on its device memory once it runs on a GPU (`--max-memory`; None: none)."""
 
     seed: int | None
+    device_memory_cap_bytes: int | None = None
 
 
 @dataclass(frozen=True)
 class ScriptReady:
     """The script ran its start-up and first steps and waits for a command. `injection` is the
     `InjectionRecord` JSON of the recipe's knobs (None without a recipe); `loaders` the
-    `DataLoaderInfo` JSON of the DataLoaders it iterated."""
+    `DataLoaderInfo` JSON of the DataLoaders it iterated; `device` "cuda" once it allocated
+    on a GPU (`collect.hooks.script_device`), else "cpu"."""
 
     startup_s: float
     seed: int | None
     script_seeded: bool
     injection: dict[str, Any] | None
     loaders: list[dict[str, Any]]
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)

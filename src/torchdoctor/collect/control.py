@@ -58,7 +58,10 @@ the first two steps, and whatever runs after the last boundary (a final evaluati
 are no row's.
 `samples` is the batch size the data probe saw in the step (None without a DataLoader). `loss`
 is the mean of the scalar tensors `backward()` was called on in the step (several under
-gradient accumulation), None when there was none or it was not finite.
+gradient accumulation), None when there was none or it was not finite. A tensor a GradScaler
+scaled (`scaler.scale(loss).backward()`) counts as the loss it was scaled from: the scale is
+2^16 at first and halves at every overflow, so the scaled values would tell the quality check
+of the scaler's history, not of the training.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ import random
 import resource
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
 from typing import Any, Literal, Protocol
@@ -88,7 +92,7 @@ from torchdoctor.collect._channel import (
     ScriptHello,
     ScriptReady,
 )
-from torchdoctor.collect.hooks import StopCollection
+from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
@@ -156,11 +160,13 @@ def attach_controller(address: str, inst: Any) -> StepController:
     seed = welcome.seed if isinstance(welcome, DriverWelcome) else None
     if seed is not None:
         seed_everything(int(seed))
+    cap = welcome.device_memory_cap_bytes if isinstance(welcome, DriverWelcome) else None
     controller = StepController(
         conn,
         inst.recorder,
         uncounted=inst.syncs.uncounted,
         seed=None if seed is None else int(seed),
+        device_memory_cap_bytes=cap,
     )
     controller.loaders = lambda: [s.record().model_dump() for s in inst.data.loaders.values()]
     inst.add_probe(controller)
@@ -199,6 +205,23 @@ def peak_memory_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _limit_device_memory(cap_bytes: int) -> None:
+    """Bound the script's device memory on its current GPU, as a workload worker's is
+    (torch.cuda.set_per_process_memory_fraction: an allocation past it raises CUDA's OOM).
+    Applied at the ready boundary, when the script has shown it runs on a GPU; on the host
+    side a CUDA context alone takes about a GiB, so the cap is not read as RSS there."""
+    index = torch.cuda.current_device()
+    total = int(torch.cuda.get_device_properties(index).total_memory)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), index)
+
+
+def _reset_peak_memory() -> None:
+    """Start the device's peak-memory window at a chunk's start (CUDA; the host's peak RSS
+    cannot be reset this way)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _release_device_memory() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -220,8 +243,11 @@ class StepController:
         uncounted: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        device_memory_cap_bytes: int | None = None,
     ) -> None:
         self.conn = conn
+        #: the device memory the script may take once it is on a GPU (applied when ready)
+        self.device_memory_cap_bytes = device_memory_cap_bytes
         self.recorder = recorder
         self.seed = seed
         self._uncounted = uncounted or contextlib.nullcontext
@@ -244,6 +270,8 @@ class StepController:
         self._samples: list[int | None] = []
         self._losses: list[list[torch.Tensor]] = []
         self._step_losses: list[torch.Tensor] = []
+        #: id(a tensor GradScaler.scale returned) -> (a reference to it, the loss it scaled)
+        self._scaled: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self._last = 0.0
         self._depth = 0
         #: the launch's recipe `Injection` (collect/inject), or None: its knob statuses go
@@ -266,7 +294,7 @@ class StepController:
                     self.backward_calls += 1
                     tensor = tensor_of(*args, **kwargs)
                     if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
-                        self._step_losses.append(tensor.detach())
+                        self._step_losses.append(self._unscaled(tensor))
                 self._depth += 1
                 try:
                     result = original(*args, **kwargs)
@@ -288,8 +316,22 @@ class StepController:
             torch.Tensor, "backward", backward_wrap(torch.Tensor.backward, lambda t, *a, **k: t)
         )
         site.patcher.set(torch.autograd, "backward", backward_wrap(torch.autograd.backward, first))
+        original_scale = torch.amp.GradScaler.scale
+
+        def scale(scaler: Any, outputs: Any) -> Any:
+            scaled = original_scale(scaler, outputs)
+            if isinstance(outputs, torch.Tensor) and isinstance(scaled, torch.Tensor):
+                self._scaled[id(scaled)] = (weakref.ref(scaled), outputs.detach())
+            return scaled
+
+        site.patcher.set(torch.amp.GradScaler, "scale", scale)
         for owner, name in self._seeders():
             site.patcher.set(owner, name, self._counting_seed(getattr(owner, name)))
+
+    def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The loss `tensor` was scaled from by a GradScaler, else `tensor` (detached)."""
+        ref, loss = self._scaled.pop(id(tensor), (None, None))
+        return loss if ref is not None and ref() is tensor and loss is not None else tensor.detach()
 
     def _seeders(self) -> Iterator[tuple[Any, str]]:
         yield torch, "manual_seed"
@@ -332,10 +374,14 @@ class StepController:
         """A step boundary: start-up until `READY_BOUNDARY`, then a chunk's step end."""
         self.boundaries += 1
         losses, self._step_losses = self._step_losses, []
+        self._scaled.clear()  # scaled tensors never backpropagated (a skipped backward)
         if self.boundaries < READY_BOUNDARY:
             return
         if not self.ready:
             self.ready = True
+            device = script_device()
+            if device == "cuda" and self.device_memory_cap_bytes:
+                _limit_device_memory(self.device_memory_cap_bytes)
             self._send(
                 ScriptReady(
                     startup_s=self._clock() - self._started,
@@ -343,6 +389,7 @@ class StepController:
                     script_seeded=self.script_seed_calls > 0,
                     injection=self._injection_record(),
                     loaders=self.loaders(),
+                    device=device,
                 )
             )
             self._await_command()
@@ -383,6 +430,7 @@ class StepController:
                     continue
                 self._want, self._release = steps, bool(message.release)
                 self._seconds, self._samples, self._losses = [], [], []
+                _reset_peak_memory()  # the chunk's peak, not the start-up's or warm-up's
                 self._last = self._clock()
                 return
             if isinstance(message, DriverStop):

@@ -218,7 +218,7 @@ class Instrumentation:
             steps=steps,
             step_detection=self.recorder.detection if steps else "none",
             timing_method="host_clock" if isinstance(self.clock, HostClock) else "cuda_events",
-            device="cuda" if torch.cuda.is_available() else "cpu",
+            device=script_device(),
             dataloaders=[s.record() for s in self.data.loaders.values()],
             sync_counts=syncs.per_step[: len(steps)],
             sync_seconds=syncs.seconds[: len(steps)],
@@ -244,6 +244,23 @@ class Instrumentation:
             wall_s=self._wall_s,
             errors=[*self.errors, *self.window.errors],
         )
+
+
+def script_device() -> str:
+    """ "cuda" when the script put tensors on a GPU, else "cpu".
+
+    A GPU in the machine is not a GPU job: a CPU script on it must be judged by the CPU's
+    ceilings. CUDA being initialized is no proof either (the step clock's events initialize
+    it); an allocation through the caching allocator is, and its cumulative count
+    ("allocation.all.allocated", which resetting the peak leaves alone) says whether one
+    was ever made. Read only once CUDA is initialized, so reading it creates no context.
+    """
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return "cpu"
+    for index in range(torch.cuda.device_count()):
+        if torch.cuda.memory_stats(index).get("allocation.all.allocated", 0) > 0:
+            return "cuda"
+    return "cpu"
 
 
 def thread_info() -> ThreadInfo:

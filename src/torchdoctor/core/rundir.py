@@ -10,6 +10,7 @@ Layout (a file is present only if the command that made the folder produces it):
       profile.json      ScriptProfile    (diagnose of a script)
       run_result.json   RunResult        (run, profile of a built-in workload)
       tune.json         TuneResult       (tune, demo)
+      serve.json        ServeResult      (serve)
       diff.json         RunDiff          (diff)
       trials/           one TrialResult per trial (tune)
       trace.json.gz     the Kineto trace of the profiled window
@@ -32,17 +33,22 @@ from pydantic import Field
 from torchdoctor._version import __version__
 from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
+from torchdoctor.core.redact import redact_argv, redact_secrets
 
-RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "diff"]
+RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "serve", "diff"]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
 ENV = "env.json"
 DIAGNOSIS = "diagnosis.json"
+#: A distributed job's ranks compared, and its whole diagnosis (diagnose/ranks.py).
+CROSS_RANK = "cross_rank.json"
+JOB_DIAGNOSIS = "job_diagnosis.json"
 ANALYSIS = "analysis.json"
 PROFILE = "profile.json"
 RUN_RESULT = "run_result.json"
 TUNE = "tune.json"
+SERVE = "serve.json"
 DIFF = "diff.json"
 TRIALS = "trials"
 TRACE = "trace.json.gz"
@@ -90,7 +96,11 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
             n += 1
             out = out.with_name(f"{out.name.rsplit('~', 1)[0]}~{n}")
     out.mkdir(parents=True, exist_ok=True)
-    manifest = RunManifest(kind=kind, target=target, command=list(sys.argv), created=_now())
+    # The command line may name a database with its password (`tune --storage URL`): a run
+    # folder is shared, the password is not (core/redact.py).
+    manifest = RunManifest(
+        kind=kind, target=target, command=redact_argv(list(sys.argv)), created=_now()
+    )
     manifest.write(out / MANIFEST)
     return out
 
@@ -99,7 +109,11 @@ def finish_run_dir(run_dir: Path, *, error: str | None = None) -> RunManifest:
     """Mark a run folder complete (or failed, with the one-line reason)."""
     manifest = read_manifest(run_dir)
     done = manifest.model_copy(
-        update={"finished": _now(), "status": "failed" if error else "complete", "error": error}
+        update={
+            "finished": _now(),
+            "status": "failed" if error else "complete",
+            "error": redact_secrets(error) if error else error,
+        }
     )
     done.write(run_dir / MANIFEST)
     return done

@@ -7,7 +7,9 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
 - `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input;
 - `diff_inputs(a, b)` -> `RunDiff`: what changed between two runs, tuning results or traces
   (diagnose/diff.py; the inputs are read in diagnose/diff_sources.py);
-- `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind.
+- `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind;
+  a torchrun job or a folder of per-rank traces gives one `JobDiagnosis` (diagnose/ranks.py:
+  the ranks compared, a straggler's wait attributed to it).
   They are loaded on first use: examining measures the machine (measure/), which reading a
   diagnosis does not need.
 """
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         examine_trace,
         examine_workload,
     )
+    from torchdoctor.diagnose.ranks import JobDiagnosis
     from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
@@ -47,6 +50,7 @@ _LAZY_EXPORTS = {
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
+    "JobDiagnosis": "torchdoctor.diagnose.ranks",
     "steady_steps": "torchdoctor.diagnose.step_evidence",
 }
 
@@ -58,6 +62,7 @@ __all__ = [
     "Diagnosis",
     "Evidence",
     "Finding",
+    "JobDiagnosis",
     "Prescription",
     "RunDiff",
     "Severity",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import TraceError
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
-from torchdoctor.diagnose.evidence import CeilingEvidence
+from torchdoctor.diagnose.evidence import CeilingEvidence, Evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 from torchdoctor.diagnose.from_run import evidence_from_run
 from torchdoctor.diagnose.from_trace import evidence_from_trace
@@ -43,14 +43,28 @@ def diagnose_profile(
     warmup: int = DEFAULT_WARMUP_STEPS,
 ) -> Diagnosis:
     """Diagnose one process of an instrumented script (and its profiled window's analysis)."""
-    ev = evidence_from_profile(
+    ev = profile_evidence(
+        profile, analysis, ceilings=ceilings, environment=environment, warmup=warmup
+    )
+    return diagnose_evidence(ev, environment=environment)
+
+
+def profile_evidence(
+    profile: ScriptProfile,
+    analysis: TraceAnalysis | None = None,
+    *,
+    ceilings: CeilingEvidence | None = None,
+    environment: dict[str, Any] | None = None,
+    warmup: int = DEFAULT_WARMUP_STEPS,
+) -> Evidence:
+    """The evidence `diagnose_profile` diagnoses (a job's ranks are diagnosed together)."""
+    return evidence_from_profile(
         profile,
         analysis,
         ceilings=ceilings,
         warmup=warmup,
         cuda_capability=cuda_capability_in(environment, profile.device),
     )
-    return diagnose_evidence(ev, environment=environment)
 
 
 def diagnose_trace_analysis(analysis: TraceAnalysis, *, target: str | None = None) -> Diagnosis:

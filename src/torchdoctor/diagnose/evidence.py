@@ -153,6 +153,26 @@ class TraceEvidence(SubRecord):
     )
 
 
+class StragglerEvidence(SubRecord):
+    """A rank this rank waits for at the collectives (analyze.ranks), and its cause.
+
+    `wait_share` is this rank's own wait for it, as a share of its step: time its phases
+    count (inside backward, where DDP waits for the all-reduce) and its trace counts as
+    communication, though no network would make it shorter (see diagnose/ranks.py).
+    """
+
+    rank: int
+    cause: str = Field(description="data, compute, optimizer or other (analyze.ranks)")
+    phrase: str
+    wait_share: float = Field(ge=0, le=1)
+    imposed_wait_ms: float
+    last_fraction: float = Field(ge=0, le=1)
+    excess_ms: float = Field(
+        description="the straggler's time in its cause per step, minus the other ranks' median"
+    )
+    world_size: int
+
+
 class MemoryEvidence(SubRecord):
     peak_bytes: int
     limit_bytes: int | None = None
@@ -184,8 +204,8 @@ class Evidence(Record):
 
     schema_name: ClassVar[str] = "evidence"
     # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
-    # mix. Older records still read.
-    schema_version: ClassVar[int] = 3
+    # mix; 4: straggler. Older records still read.
+    schema_version: ClassVar[int] = 4
 
     source: EvidenceSource
     target: str = ""
@@ -215,6 +235,7 @@ class Evidence(Record):
     ceilings: CeilingEvidence | None = None
     world_size: int | None = None
     rank: int | None = None
+    straggler: StragglerEvidence | None = None
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -11,12 +11,13 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core import rundir
-from torchdoctor.core.errors import DiagnoseError, TorchDoctorError
-from torchdoctor.diagnose.api import analyze_if_present, diagnose_profile, diagnose_run
+from torchdoctor.core.errors import DiagnoseError, TorchDoctorError, TraceError
+from torchdoctor.diagnose.api import analyze_if_present, diagnose_run, profile_evidence
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
+from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.from_trace import evidence_from_trace
 from torchdoctor.diagnose.hostinfo import (
     ceilings_as_evidence,
@@ -24,7 +25,11 @@ from torchdoctor.diagnose.hostinfo import (
     local_ceilings,
     local_environment,
 )
+from torchdoctor.diagnose.ranks import JobDiagnosis, diagnose_ranks, job_diagnosis
 from torchdoctor.measure import watch_load
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze import CrossRankAnalysis
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +38,25 @@ COLLECT_SUBDIR = "collect"
 
 @dataclass
 class Examination:
-    """What one `diagnose` produced: the folder, one diagnosis per rank, and how it ended."""
+    """What one `diagnose` produced: the folder, one diagnosis per rank, the job's when it
+    had several ranks, and how it ended."""
 
     run_dir: Path
     diagnoses: list[Diagnosis] = field(default_factory=list)
     exit_code: int | None = None
     error: str | None = None
+    job: JobDiagnosis | None = None
 
     @property
     def diagnosis(self) -> Diagnosis | None:
+        if self.job is not None:
+            return self.job.job
         return self.diagnoses[0] if self.diagnoses else None
 
 
 def _finish(exam: Examination) -> Examination:
     rundir.finish_run_dir(exam.run_dir, error=exam.error)
     return exam
-
-
-def _diag_name(index: int, rank: int | None) -> str:
-    return (
-        rundir.DIAGNOSIS
-        if index == 0
-        else f"diagnosis.rank{rank if rank is not None else index}.json"
-    )
 
 
 def examine_script(
@@ -99,7 +100,15 @@ def examine_script(
     profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
     ranked = [p for p in profiles if p.rank is not None]
     to_diagnose = ranked or ([main] if main.steps else [])
-    _diagnose_profiles(exam, to_diagnose, ceilings=ceilings, warmup=warmup, load=load.reading)
+    _diagnose_profiles(
+        exam,
+        to_diagnose,
+        ranked,
+        ceilings=ceilings,
+        warmup=warmup,
+        load=load.reading,
+        target=" ".join(argv),
+    )
     if not main.steps and not exam.diagnoses:
         exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
     elif main.exit_code:
@@ -109,18 +118,23 @@ def examine_script(
 
 def _diagnose_profiles(
     exam: Examination,
-    profiles: list[Any],
+    to_diagnose: list[Any],
+    ranked: list[Any],
     *,
     ceilings: Any | None,
     warmup: int,
     load: Any | None,
+    target: str,
 ) -> None:
-    """Diagnose each process's profile into `exam.run_dir` (the first one's analysis and trace
-    under the run folder's own names, the others' by rank)."""
+    """Diagnose each process's profile (the ranks compared when there are several) and write
+    the diagnoses into `exam.run_dir`: the first one's analysis and trace under the run
+    folder's own names, the others' by rank."""
     run_dir = exam.run_dir
     by_device: dict[str, Any] = {}
     env = local_environment()
-    for i, prof in enumerate(profiles):
+    evidence: list[Evidence] = []
+    whys: list[str | None] = []
+    for i, prof in enumerate(to_diagnose):
         used = ceilings if ceilings is not None else _device_ceilings(prof.device, by_device)
         analysis, why = analyze_if_present(prof.trace_path, used)
         if analysis is not None:
@@ -130,18 +144,24 @@ def _diagnose_profiles(
             trace = Path(prof.trace_path) if prof.trace_path else None
             if i == 0 and trace is not None and trace != run_dir / rundir.TRACE:
                 shutil.copyfile(trace, run_dir / rundir.TRACE)
-        diag = diagnose_profile(
-            prof,
-            analysis,
-            ceilings=_evidence_ceilings(used, analysis, prof.device),
-            environment=env,
-            warmup=warmup,
+        evidence.append(
+            profile_evidence(
+                prof,
+                analysis,
+                ceilings=_evidence_ceilings(used, analysis, prof.device),
+                environment=env,
+                warmup=warmup,
+            )
         )
+        whys.append(why)
+    cross, cross_why = (
+        _cross_rank([p.trace_path for p in ranked]) if len(ranked) > 1 else (None, None)
+    )
+    for diag, why in zip(diagnose_ranks(evidence, cross, environment=env), whys, strict=True):
         if why:
             diag = diag.model_copy(update={"notes": [*diag.notes, why]})
-        diag = diag.with_load(load)
-        diag.write(run_dir / _diag_name(i, prof.rank))
-        exam.diagnoses.append(diag)
+        exam.diagnoses.append(diag.with_load(load))
+    _write_diagnoses(exam, cross, target=target, note=cross_why)
 
 
 def examine_profile(
@@ -153,10 +173,45 @@ def examine_profile(
     exam = Examination(run_dir=run_dir)
     profile.write(run_dir / rundir.PROFILE)
     if profile.steps:
-        _diagnose_profiles(exam, [profile], ceilings=ceilings, warmup=warmup, load=None)
+        target = " ".join(profile.argv) or "training"
+        _diagnose_profiles(
+            exam, [profile], [], ceilings=ceilings, warmup=warmup, load=None, target=target
+        )
     else:
         exam.error = _never_trained_reason(profile.ended_by, profile.error, profile.exit_code)
     return _finish(exam)
+
+
+def _cross_rank(paths: list[str | None]) -> tuple[CrossRankAnalysis | None, str | None]:
+    """The ranks' traces compared, or (None, why not)."""
+    from torchdoctor.analyze import cross_rank_analysis, load_trace
+
+    if any(p is None or not Path(p).exists() for p in paths):
+        return None, "ranks not compared: a rank left no trace"
+    try:
+        return cross_rank_analysis([load_trace(p) for p in paths if p is not None]), None
+    except TraceError as exc:
+        return None, f"ranks not compared: {exc}"
+
+
+def _write_diagnoses(
+    exam: Examination, cross: CrossRankAnalysis | None, *, target: str, note: str | None = None
+) -> None:
+    """One diagnosis: `diagnosis.json`. Several ranks: the job's diagnosis there, each rank's
+    in `diagnosis.rank<N>.json`, the ranks compared in `cross_rank.json` (when they could
+    be), and the whole in `job_diagnosis.json`: one record of the job, as `--json` prints."""
+    run_dir = exam.run_dir
+    if len(exam.diagnoses) < 2:
+        for diag in exam.diagnoses:
+            diag.write(run_dir / rundir.DIAGNOSIS)
+        return
+    exam.job = job_diagnosis(exam.diagnoses, cross, target=target, notes=[note] if note else [])
+    for i, diag in enumerate(exam.diagnoses):
+        diag.write(run_dir / f"diagnosis.rank{diag.rank if diag.rank is not None else i}.json")
+    if cross is not None:
+        cross.write(run_dir / rundir.CROSS_RANK)
+    exam.job.job.write(run_dir / rundir.DIAGNOSIS)
+    exam.job.write(run_dir / rundir.JOB_DIAGNOSIS)
 
 
 def _device_ceilings(device: str, cache: dict[str, Any]) -> Any | None:
@@ -199,17 +254,22 @@ def examine_trace(
     path: Path, *, out: Path | None = None, ceilings: Any | None = None
 ) -> Examination:
     """Diagnose a profiler trace (file or folder of per-rank traces) from any machine."""
-    from torchdoctor.analyze import analyze_trace
+    from torchdoctor.analyze import analyze_ranks
 
-    analysis = analyze_trace(path, ceilings=ceilings)  # TraceError for bad input, before a folder
+    # TraceError for bad input, before a folder
+    analysis, per_rank = analyze_ranks(path, ceilings=ceilings)
     run_dir = rundir.new_run_dir("diagnose", str(path), out=out)
     exam = Examination(run_dir=run_dir)
     analysis.write(run_dir / rundir.ANALYSIS)
     if path.is_file() and path.name.endswith(".json.gz"):
         shutil.copyfile(path, run_dir / rundir.TRACE)
-    diag = diagnose_evidence(evidence_from_trace(analysis, target=str(path)))
-    diag.write(run_dir / rundir.DIAGNOSIS)
-    exam.diagnoses.append(diag)
+    cross = analysis.cross_rank
+    if cross is None:
+        exam.diagnoses.append(diagnose_evidence(evidence_from_trace(analysis, target=str(path))))
+    else:
+        evidence = [evidence_from_trace(a, target=a.source) for a in per_rank]
+        exam.diagnoses.extend(diagnose_ranks(evidence, cross))
+    _write_diagnoses(exam, cross, target=str(path))
     return _finish(exam)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.core.errors import DiagnoseError
 
@@ -73,14 +73,47 @@ def _profile_window(session: object, steps: int, trace_path: Path) -> Path:
         session.run_steps(PROFILE_WARMUP_STEPS, measure_phases=False)  # type: ignore[attr-defined]
         prof = profile(activities=activities, record_shapes=True, with_flops=True)
         with quiet_profiling(prof):
-            for i in range(steps):
-                # Same step marker torch.profiler's own schedule writes, so the analyzer
-                # cuts the window into steps.
-                with record_function(f"ProfilerStep#{i}"):
-                    session.run_steps(1, measure_phases=False)  # type: ignore[attr-defined]
+            # The window's steps run as one chunk, as a training loop runs them: one device
+            # sync and one read of the losses at its end. A chunk per step added two syncs
+            # to every step, which the host-sync rule then reported, and kept the next batch
+            # from overlapping the device's work, inflating the data-wait share. The step
+            # markers are those torch.profiler's own schedule writes, so the analyzer cuts
+            # the window into steps; each closes when its step's work is queued.
+            marker = _StepMarkers(steps, record_function)
+            try:
+                session.run_steps(  # type: ignore[attr-defined]
+                    steps, measure_phases=False, on_step=marker.next
+                )
+            finally:
+                marker.close()
     try:
         return export_gz(prof, trace_path)
     except (OSError, RuntimeError) as exc:
         raise DiagnoseError(
             f"could not write the workload's trace to {trace_path}: {exc}"
         ) from None
+
+
+class _StepMarkers:
+    """ProfilerStep#0 .. #n-1 around consecutive steps of one chunk (`next` after each)."""
+
+    def __init__(self, steps: int, record_function: Any) -> None:
+        self.steps, self.make = steps, record_function
+        self.index = 0
+        self.open: Any = None
+        self._enter()
+
+    def _enter(self) -> None:
+        if self.index < self.steps:
+            self.open = self.make(f"ProfilerStep#{self.index}")
+            self.open.__enter__()
+
+    def next(self) -> None:
+        self.close()
+        self.index += 1
+        self._enter()
+
+    def close(self) -> None:
+        if self.open is not None:
+            self.open.__exit__(None, None, None)
+            self.open = None

@@ -43,6 +43,7 @@ from torchdoctor.knobs import (
     autocast_context,
     catalogue,
     context_for,
+    eager_forward,
     inputs_to_channels_last,
     make_grad_scaler,
 )
@@ -297,7 +298,9 @@ class TrainingSession:
         """One forward and backward through the model as built, without graphs, compilation
         or an optimizer step (its gradients are cleared): what a FLOP counter can see."""
         inputs, target = self._prepare_batch(self.batches.next())
-        with autocast_context(self.precision, self.device.type):
+        # CUDA graphs replaced raw_model's forward in place (make_graphed_callables returns
+        # the module it was given): the eager forward runs for this step.
+        with eager_forward(self.raw_model), autocast_context(self.precision, self.device.type):
             loss = self.workload.loss(self.raw_model(inputs), target)
         loss.backward()
         self.raw_model.zero_grad(set_to_none=True)
@@ -318,7 +321,7 @@ class TrainingSession:
         while self._undo_process:
             self._undo_process.pop()()
         if self._previous_cuda_device is not None:
-            torch.cuda.set_device(self._previous_cuda_device)
+            restore_cuda_device(self._previous_cuda_device)
             self._previous_cuda_device = None
 
     def __enter__(self) -> TrainingSession:
@@ -353,6 +356,23 @@ def select_cuda_device(device: torch.device, cuda: Any = None) -> int:
     if device.index is not None:
         cuda.set_device(device.index)
     return previous
+
+
+def restore_cuda_device(previous: int, cuda: Any = None) -> None:
+    """Make `previous` the current CUDA device again without opening a context on it.
+
+    Since CUDA 12 cudaSetDevice initializes the device's primary context, so setting back a
+    device this process never used (GPU 0, current by default, under a session on cuda:1)
+    would take hundreds of MB of that GPU for nothing, from a job that may be using it.
+    torch's device guards use c10's MaybeExchangeDevice for the same reason: it sets the
+    device only where a context exists, and otherwise records it as the one to use next.
+    """
+    cuda = torch.cuda if cuda is None else cuda
+    exchange = getattr(cuda, "_maybe_exchange_device", None)
+    if exchange is not None:
+        exchange(previous)
+    else:  # a torch without it (< 2.1) creates no context in set_device's place either
+        cuda.set_device(previous)
 
 
 def resolve_device(

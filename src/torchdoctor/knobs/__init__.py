@@ -34,6 +34,7 @@ from torchdoctor.knobs.cuda import (
     TF32,
     CudaFlags,
     apply_cuda_flags,
+    eager_forward,
     graph_model,
     restore_cuda_flags,
 )
@@ -156,6 +157,7 @@ __all__ = [
     "context_for",
     "cpu_count",
     "cuda_capability_of",
+    "eager_forward",
     "get_knob",
     "graph_model",
     "inputs_to_channels_last",

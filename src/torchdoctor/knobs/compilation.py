@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from torchdoctor.core.errors import KnobError
 from torchdoctor.knobs.base import Choice, Knob, KnobValue, needs_compile
 from torchdoctor.knobs.parts import (
     Ladder,
@@ -68,14 +69,34 @@ COMPILE_DYNAMIC = Knob(
 KNOBS = (COMPILE, COMPILE_DYNAMIC)
 
 
-def compile_model(model: nn.Module, mode: str, *, dynamic: bool) -> nn.Module:
-    """Wrap `model` with torch.compile; compilation itself happens lazily at the first call."""
+def compile_model(
+    model: nn.Module,
+    mode: str,
+    *,
+    dynamic: bool,
+    options: Mapping[str, str | int | bool] | None = None,
+) -> nn.Module:
+    """Wrap `model` with torch.compile; compilation itself happens lazily at the first call.
+
+    `options` are inductor settings for this compilation only (torch.compile's `options`,
+    named as in `torch._inductor.config`: serving's freezing variant passes freezing=True);
+    they go with the default mode, as torch.compile accepts one or the other.
+    """
     if mode == "off":
         return model
     import torch
     from torch import nn
 
-    # mode=None is torch.compile's "default" mode.
-    compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=dynamic)
+    if options and mode != "default":
+        raise KnobError(
+            f"torch.compile takes a mode or inductor options, not both: mode {mode!r} with "
+            f"options {sorted(options)}",
+            hint="pass the options with mode 'default'",
+        )
+    if options:
+        compiled = torch.compile(model, options=dict(options), dynamic=dynamic)
+    else:
+        # mode=None is torch.compile's "default" mode.
+        compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=dynamic)
     assert isinstance(compiled, nn.Module)  # torch.compile of a Module returns a Module
     return compiled

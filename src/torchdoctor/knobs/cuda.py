@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import KnobError
@@ -236,3 +237,21 @@ def graph_model(model: nn.Module, sample_inputs: Any, precision: str = "fp32") -
         graphed = torch.cuda.make_graphed_callables(model, args)
     assert isinstance(graphed, nn.Module)  # a Module in gives a Module out
     return graphed
+
+
+@contextlib.contextmanager
+def eager_forward(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` running its own forward for the `with` block, where `graph_model` replaced it.
+
+    torch.cuda.make_graphed_callables replaces a module's `forward` in place (an instance
+    attribute over the class's method) and returns the same module, so calling the module
+    replays the graph: its kernels bypass the dispatcher, and a FLOP counter sees none of its
+    work. Without the instance attribute the class's forward runs eagerly on the same
+    weights, with no copy of them; the graphed forward is put back after.
+    """
+    graphed = model.__dict__.pop("forward", None)
+    try:
+        yield model
+    finally:
+        if graphed is not None:
+            model.__dict__["forward"] = graphed

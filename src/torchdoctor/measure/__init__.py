@@ -29,7 +29,7 @@ Implementation lives in private modules; this package re-exports the public name
 from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
-from torchdoctor.measure._ratio import RatioEstimate, compare_samples
+from torchdoctor.measure._ratio import DEFAULT_MIN_EFFECT, RatioEstimate, compare_samples
 from torchdoctor.measure._replicates import MIN_REPLICATES, replicated_speedup
 from torchdoctor.measure._sequential import (
     LAST_LOOK_SHARE,
@@ -64,6 +64,7 @@ from torchdoctor.measure.ceilings import get_ceilings
 from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
+    "DEFAULT_MIN_EFFECT",
     "DEFAULT_STEADY_STEPS",
     "LAST_LOOK_SHARE",
     "MAX_CHUNK_STEPS",

@@ -8,8 +8,9 @@
   over the window's wall time. What is left is other processes' work (or, for steal, other
   virtual machines' on the same host).
 - Load average (1 minute), as supporting evidence.
-- GPU: processes outside this tree that hold the GPU, through NVML when `pynvml` is
-  installed (optional; absent, the GPU is not looked at).
+- GPU: other processes on the GPUs this job uses, through NVML when `pynvml` is installed
+  (optional; absent, the GPU is not looked at). See `gpu_other_pids` for how the job's GPUs
+  and its own processes are told apart, in a container too.
 
 Every measuring command takes its probe from `default_load_probe()`, which tests replace with
 a fake (`monkeypatch.setattr(torchdoctor.measure.load, "default_load_probe", ...)`).
@@ -18,10 +19,12 @@ a fake (`monkeypatch.setattr(torchdoctor.measure.load, "default_load_probe", ...
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from torchdoctor.core.load import MachineLoad, judge
@@ -82,27 +85,100 @@ def tree_cpu_s(pid: int | None = None) -> float:
     return total
 
 
+#: Where process status and open files are read (tests point it at a fake tree).
+PROC = Path("/proc")
+#: A GPU's device node; N is the GPU's minor number, which NVML reports for its handle.
+_GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
+
+
+def _ns_pids(pid: int) -> set[int]:
+    """The pid in every pid namespace /proc shows for it (NSpid), the pid itself included."""
+    ids = {pid}
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                ids.update(int(x) for x in line.split()[1:] if x.isdigit())
+    except OSError:
+        pass
+    return ids
+
+
+def _gpu_nodes(pid: int) -> set[int]:
+    """Minor numbers of the GPU device nodes (/dev/nvidiaN) the process holds open."""
+    minors: set[int] = set()
+    try:
+        fds = list((PROC / str(pid) / "fd").iterdir())
+    except OSError:
+        return minors
+    for fd in fds:
+        try:
+            match = _GPU_NODE.match(os.readlink(fd))
+        except OSError:
+            continue
+        if match:
+            minors.add(int(match.group(1)))
+    return minors
+
+
+def _own_tree(own_pid: int | None) -> list[int]:
+    import psutil
+
+    root = psutil.Process(own_pid)
+    return [root.pid, *(c.pid for c in root.children(recursive=True))]
+
+
 def gpu_other_pids(own_pid: int | None = None) -> list[int] | None:
-    """Pids outside this process tree running on any GPU (NVML); None without pynvml."""
+    """Pids of other processes on the GPUs this process tree uses (NVML); None without pynvml.
+
+    Only the job's GPUs count: another user's job on another GPU of a shared node shares
+    nothing the measurement depends on (its CPU use shows in the CPU reading). A job that
+    holds no GPU has none, so nothing on a GPU disturbs it.
+
+    Which processes are the job's own: NVML reports pids in the pid namespace of the host, and
+    in a container those are not the pids this process sees. Where this /proc shows the host's
+    ids (no container, `--pid=host`, or the tool outside the job's namespace), a pid matches
+    directly or through the NSpid line of /proc/PID/status (the pid in each namespace). Inside
+    a container the host pids cannot be looked up at all (they are not in its /proc, so neither
+    their start time nor their command line can be read, and NSpid lists only the container's
+    ids), so a match by them is impossible and a guess by number could hit an unrelated
+    process. There the job's GPUs and its own processes on them are found from the device
+    nodes its processes hold open (/proc/PID/fd -> /dev/nvidiaN, N = the GPU's NVML minor
+    number), which no namespace renames: a GPU is disturbed when NVML lists more processes on
+    it than the job has there, and then its NVML pids are reported (which of them are the
+    job's cannot be told from inside). The CUDA driver may open the nodes of every visible
+    GPU, so a container's job can be counted on a GPU it does not compute on: another process
+    there then goes unseen, the error on the side of "not disturbed" that a container's own
+    share of the node makes likely anyway.
+    """
     try:
         import pynvml  # type: ignore[import-not-found]
     except ImportError:
         return None
-    import psutil
-
     try:
         pynvml.nvmlInit()
-        root = psutil.Process(own_pid)
-        own = {root.pid, *(c.pid for c in root.children(recursive=True))}
-        others: set[int] = set()
+        tree = _own_tree(own_pid)
+        own: set[int] = set()
+        for pid in tree:
+            own |= _ns_pids(pid)
+        holders: dict[int, int] = {}  # minor number -> own processes holding its node
+        for pid in tree:
+            for minor in _gpu_nodes(pid):
+                holders[minor] = holders.get(minor, 0) + 1
+        gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            for info in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if info.pid not in own:
-                    others.add(int(info.pid))
-        return sorted(others)
+            pids = [int(p.pid) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+            gpus.append((pynvml.nvmlDeviceGetMinorNumber(handle), pids))
     except Exception:  # NVML absent from the driver, no permission: the GPU is not judged
         return None
+    listed = [pids for _, pids in gpus if own & set(pids)]
+    if listed:  # NVML speaks this namespace's pids: the GPUs it lists the job on
+        return sorted({p for pids in listed for p in pids if p not in own})
+    others: set[int] = set()
+    for minor, pids in gpus:  # another namespace's pids: count against the nodes held
+        if minor in holders and len(pids) > holders[minor]:
+            others.update(pids)
+    return sorted(others)
 
 
 def _load_avg() -> float | None:

@@ -46,12 +46,14 @@ class Prepared:
     """The session is ready. `prepare_s`: from the request to ready, seen by the worker's
     parent side. A script worker also reports `startup_s` (the script's own count of its
     start-up), `injection` (the `InjectionRecord` JSON of the recipe's knobs, None without a
-    recipe) and `loaders` (the `DataLoaderInfo` JSON of the loaders it iterated)."""
+    recipe), `loaders` (the `DataLoaderInfo` JSON of the loaders it iterated) and `device`
+    ("cuda" once the script allocated on a GPU, else "cpu")."""
 
     prepare_s: float
     startup_s: float | None = None
     injection: dict[str, Any] | None = None
     loaders: tuple[dict[str, Any], ...] = ()
+    device: str | None = None
 
 
 @dataclass(frozen=True)

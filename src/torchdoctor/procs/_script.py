@@ -161,10 +161,13 @@ class ScriptWorker(MemoryCapped):
         self.injection: dict[str, Any] | None = None
         #: the DataLoaders the script iterated by its ready boundary (`DataLoaderInfo` JSON)
         self.loaders: list[dict[str, Any]] = []
+        #: the script's device as it reported it at its ready boundary
+        self.device: str | None = None
         self._python = python
         self._cwd = cwd
         self._env = env
-        self._memory_cap = memory_cap_bytes
+        self._memory_cap = memory_cap_bytes  # the resident-memory watch (MemoryCapped)
+        self._max_memory = memory_cap_bytes  # --max-memory as given
         self._own_dir = work_dir is None
         self._dir = (
             Path(tempfile.mkdtemp(prefix="torchdoctor-script-")) if work_dir is None else work_dir
@@ -202,6 +205,7 @@ class ScriptWorker(MemoryCapped):
                 startup_s=self.script_startup_s[0],
                 injection=self.injection,
                 loaders=tuple(self.loaders),
+                device=self.device,
             )
         if isinstance(message, Run):
             return self._run(message.steps, message.release, deadline)
@@ -252,7 +256,7 @@ class ScriptWorker(MemoryCapped):
             python=self._python,
             cwd=self._cwd,
             env=self._env,
-            memory_cap_bytes=self._memory_cap,
+            memory_cap_bytes=self._max_memory,
             log_path=log,
             recipe=self.recipe,
             perturbation=perturbation,
@@ -364,7 +368,7 @@ class ScriptWorker(MemoryCapped):
             raise self._fail(
                 FailureKind.ERROR, f"unexpected first message from the script: {hello!r}"
             )
-        launch.conn.send(DriverWelcome(self.seed))
+        launch.conn.send(DriverWelcome(self.seed, device_memory_cap_bytes=self._max_memory))
         ready = self._expect(
             self._receive(deadline, waiting_for="the script's first two steps"), ScriptReady
         )
@@ -375,6 +379,11 @@ class ScriptWorker(MemoryCapped):
         self.script_seeded = self.script_seeded or ready.script_seeded
         self.injection = ready.injection
         self.loaders = list(ready.loaders)
+        self.device = ready.device
+        if ready.device == "cuda":
+            # The cap now bounds the script's device memory (the script applied it at its
+            # ready boundary), not this process tree's resident memory.
+            self._memory_cap = None
         return startup
 
     def _exchange(

@@ -212,8 +212,13 @@ def start_worker(
 ) -> tuple[WorkerLike, float]:
     """Start a worker and prepare its session; returns it with the prepare time in seconds."""
     worker: WorkerLike
+    # On CUDA the cap is the device memory's (the worker sets it, below): the host RSS is not
+    # what it bounds, and a CUDA context, the loaded kernels and pinned buffers alone take
+    # around a GiB of it, so a cap of a few GiB read as RSS failed healthy CUDA workers.
+    on_cuda = spec.device.split(":", 1)[0] == "cuda"
     if isolate:
-        worker = SubprocessWorker(memory_cap_bytes=memory_cap_bytes, log_path=log_path)
+        rss_cap = None if on_cuda else memory_cap_bytes
+        worker = SubprocessWorker(memory_cap_bytes=rss_cap, log_path=log_path)
     else:
         worker = InProcessWorker()
     try:

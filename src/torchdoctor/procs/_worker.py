@@ -107,6 +107,11 @@ class SessionHost:
             if isinstance(request, Run):
                 if self.session is None:
                     return Failed(FailureKind.ERROR, "run before prepare")
+                # Each reply's peak is its own steps' (the session counts from its start
+                # otherwise, warm-up's autotuning workspaces included).
+                reset_peak = getattr(self.session, "reset_peak_memory", None)
+                if callable(reset_peak):
+                    reset_peak()
                 steps = self.session.run_steps(request.steps, measure_phases=False)
                 rows = tuple(
                     StepRow(float(s.total_s), s.samples, _finite_or_none(s.loss)) for s in steps

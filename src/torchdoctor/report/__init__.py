@@ -23,7 +23,7 @@ from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_r
 if TYPE_CHECKING:
     from torchdoctor.report.terminal.analysis import render_analysis
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
-    from torchdoctor.report.terminal.diagnosis import render_diagnosis
+    from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
     from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
@@ -41,6 +41,7 @@ _LAZY_EXPORTS = {
     "render_diagnosis": f"{_TERMINAL}.diagnosis",
     "render_diff": f"{_TERMINAL}.diff",
     "render_env": f"{_TERMINAL}.env",
+    "render_job": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
@@ -59,6 +60,7 @@ __all__ = [
     "render_diagnosis",
     "render_diff",
     "render_env",
+    "render_job",
     "render_measurement",
     "render_profile",
     "render_report",

@@ -23,6 +23,7 @@ from torchdoctor.tune.records import (
     TuneResult,
 )
 from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner
 
@@ -36,6 +37,7 @@ __all__ = [
     "ParetoPoint",
     "Rejection",
     "Rung",
+    "StorageURL",
     "Study",
     "Trial",
     "TrialResult",

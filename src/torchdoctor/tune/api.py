@@ -5,7 +5,8 @@ Run folder (see `torchdoctor.core.rundir`)::
     RUN_DIR/
       run.json             manifest (running / complete / failed)
       tune_config.json     the study's settings (what --resume continues)
-      study.db             the Optuna storage, unless --storage names another database
+      study.db             the Optuna storage, unless --storage names a shared one (its URL
+                           recorded without the password: tune/storage.py)
       trials/NNN-kind.json every trial's TrialResult (the final A/B's: a Confirmation)
       logs/                each worker process's stdout/stderr
       tune.json            TuneResult
@@ -45,6 +46,7 @@ from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
+from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
@@ -183,8 +185,19 @@ def _open_resume(
     return config
 
 
-def _storage_url(config: TuneConfig, run_dir: Path) -> str:
-    return config.storage or f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
+def _open_study(config: TuneConfig, run_dir: Path, storage: StorageURL | None) -> Study:
+    """The study: shared in `storage` (or the config's, its password from the environment),
+    else private in the run folder."""
+    if storage is None and config.storage:
+        storage = StorageURL.parse(config.storage)
+    if storage is not None:
+        if config.storage is not None and storage.public != config.storage:
+            raise TuneError(
+                f"--storage {storage.public!r} is not the study's storage {config.storage!r}",
+                hint="resume with the study's own storage URL, or without --storage",
+            )
+        return Study(storage, shared=True, heartbeat_s=config.heartbeat_s)
+    return Study(f"sqlite:///{(run_dir / STUDY_FILE).resolve()}")
 
 
 def tune(
@@ -196,26 +209,31 @@ def tune(
     on_trial: TrialCallback | None = None,
     on_start: Callable[[Tuner, int], None] | None = None,
     command: tuple[list[str], bool] | None = None,
+    storage: StorageURL | None = None,
 ) -> TuneResult:
     """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`.
 
     `command` (argv, module) with `resume`: the script command the resumed study must tune.
+    `storage`: the shared study's storage URL with its password, held in memory only; the
+    config records its public form (`config.storage` is set from it when it has none).
     """
     if resume is not None:
         config = _open_resume(resume, workload, command)
         run_dir = resume
-        study = Study(_storage_url(config, run_dir))
+        study = _open_study(config, run_dir, storage)
     else:
         if config is None:
             if workload is None:
                 raise TuneError("no workload to tune", hint="name one, e.g. `tune cnn`")
             config = TuneConfig(workload=workload)
+        if storage is not None and config.storage is None:
+            config = config.model_copy(update={"storage": storage.public})
         _check_workload(config)
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
-        early = Study(config.storage) if config.storage else None
+        early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)
         config.write(run_dir / CONFIG_FILE)
-        study = early if early is not None else Study(_storage_url(config, run_dir))
+        study = early if early is not None else _open_study(config, run_dir, None)
     study.set_attr("workload", config.workload)
     if config.command is not None:
         study.set_attr("command", [*(["-m"] if config.module else []), *config.command])
@@ -225,8 +243,13 @@ def tune(
         finish_run_dir(run_dir, error=str(exc))
         raise
     except BaseException as exc:
-        finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
+        lost = study.storage_failure(exc)
+        finish_run_dir(run_dir, error=str(lost) if lost else f"{type(exc).__name__}: {exc}")
+        if lost is not None:
+            raise lost from None
         raise
+    finally:
+        study.close()
     finish_run_dir(run_dir)
     return result
 

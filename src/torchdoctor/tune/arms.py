@@ -43,7 +43,7 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.procs import Reference, Run, WorkerLike
+from torchdoctor.procs import Reference, Release, Run, WorkerLike
 
 #: Seconds the next worker request may take. Called before every request, so that all the
 #: requests of a trial share one deadline: a slow candidate cannot run past the budget one
@@ -153,6 +153,12 @@ class Arm:
     warm_score: float | None = None
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.procs._worker.release_device_memory).
+    #: The first step after a release refills the caching allocator (cudaMalloc, which
+    #: synchronizes) where a CUDA graph's private pool, which empty_cache leaves alone, does
+    #: not: scoring that step would charge eager arms a cost graph arms are spared, a bias
+    #: of the size of the smallest gain the ladder keeps. So a released arm's chunk is scored
+    #: without its first step, whatever the arm (`scored_rows`); the step still trains and its
+    #: loss counts. Warm-up steps run back to back on one arm and release only once, at the end.
     release_after_run: bool = False
     #: knob -> why it did not act, for a script arm whose recipe was injected
     #: (tune/sources.py); empty for a workload, where every knob acts
@@ -161,9 +167,17 @@ class Arm:
     #: read at its ready boundary; empty for a workload, whose defaults are known ahead
     own_settings: dict[str, object] = field(default_factory=dict)
 
-    def run(self, steps: int, *, timeout: Timeout) -> float:
+    def scored_rows(self, rows: list[StepTiming]) -> list[StepTiming]:
+        """The steps of one chunk that are scored (`release_after_run`: not the first)."""
+        return rows[1:] if self.release_after_run and len(rows) > 1 else rows
+
+    def run(
+        self, steps: int, *, timeout: Timeout, release: bool | None = None, warm_up: bool = False
+    ) -> float:
         """Run `steps` steps; record losses; return the chunk's score (s/sample or s/step)."""
-        rows = self.steps(steps, timeout=timeout)
+        rows = self.scored_rows(
+            self.steps(steps, timeout=timeout, release=release, warm_up=warm_up)
+        )
         total = sum(s.total_s for s in rows)
         if self.objective == "latency":
             return total / max(len(rows), 1)
@@ -182,9 +196,15 @@ class Arm:
         rate = steady_rate(rows)
         return 1.0 / rate if rate > 0 else math.inf
 
-    def steps(self, steps: int, *, timeout: Timeout) -> list[StepTiming]:
-        """One request for `steps` steps: their timings, with losses and peak memory kept."""
-        reply = self.worker.request(Run(steps, self.release_after_run), timeout_s=timeout())
+    def steps(
+        self, steps: int, *, timeout: Timeout, release: bool | None = None, warm_up: bool = False
+    ) -> list[StepTiming]:
+        """One request for `steps` steps: their timings, with losses and peak memory kept;
+        `release` (default `release_after_run`) hands cached device memory back after them.
+        A warm-up request's peak is not the arm's: autotuning and cuDNN's benchmark mode try
+        algorithms with scratch buffers the steady steps never need."""
+        release = self.release_after_run if release is None else release
+        reply = self.worker.request(Run(steps, release), timeout_s=timeout())
         rows = [
             StepTiming(
                 index=i,
@@ -197,7 +217,7 @@ class Arm:
         self.samples_per_step = sum(s.samples or 1 for s in rows) / max(len(rows), 1)
         self.losses.extend(s.loss for s in rows)
         peak = reply.peak_memory_bytes
-        if peak is not None:
+        if peak is not None and not warm_up:
             self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
         return rows
 
@@ -210,13 +230,18 @@ class Arm:
         the faster of the first two exceeds it: the caller rejects such an arm without scoring
         it.
         """
-        first = self.worker.request(Run(1, self.release_after_run), timeout_s=timeout())
+        self._warm_up(plan, timeout=timeout, give_up_above=give_up_above)
+        if self.release_after_run:  # the other arm runs next (see release_after_run)
+            self.worker.request(Release(), timeout_s=timeout())
+
+    def _warm_up(self, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None) -> None:
+        first = self.worker.request(Run(1, False), timeout_s=timeout())
         self.compile_s = float(first.steps[0][0])
         self.losses.append(first.steps[0][2])
         self.warmup_s = self.compile_s
         step_s = self.compile_s
         if plan.warmup_steps > 1:
-            score = self.run(1, timeout=timeout)
+            score = self.run(1, timeout=timeout, release=False, warm_up=True)
             self.warmup_s += score * _scale(self, 1)
             recent = [score]
             if give_up_above is not None and score > give_up_above:
@@ -255,7 +280,7 @@ class Arm:
 
     def _warm_step(self, timeout: Timeout) -> float:
         """One more warm-up step: its score, its seconds added to the warm-up total."""
-        score = self.run(1, timeout=timeout)
+        score = self.run(1, timeout=timeout, release=False, warm_up=True)
         self.warmup_s += score * _scale(self, 1)
         return score
 
@@ -456,7 +481,8 @@ def interleave_steady(
     rounds = max(math.ceil(steps / max(arm.chunk_steps, 1)) for arm in arms)
     for i in range(rounds):
         for k in (0, 1) if i % 2 == 0 else (1, 0):
-            rows[k].extend(arms[k].steps(arms[k].chunk_steps, timeout=timeout))
+            chunk = arms[k].steps(arms[k].chunk_steps, timeout=timeout)
+            rows[k].extend(arms[k].scored_rows(chunk))
     return arms[0].steady_score(rows[0]), arms[1].steady_score(rows[1])
 
 

@@ -11,7 +11,9 @@ from torchdoctor.core.records import Record
 from torchdoctor.core.vocabulary import Objective, Safety
 from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.claims import HEARTBEAT_S
 from torchdoctor.tune.space import KnobSpec
+from torchdoctor.tune.storage import public_url
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
 
 #: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".
@@ -56,7 +58,11 @@ class TuneConfig(Record):
     #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
     max_memory_bytes: int | None = None
+    #: The shared study's storage URL, never with its password (tune/storage.py): a resume
+    #: takes the password from PGPASSWORD / ~/.pgpass, or from `--storage` again.
     storage: str | None = None
+    #: Seconds between a shared study's heartbeats of a running step (tune/claims.py).
+    heartbeat_s: int = Field(gt=0, default=HEARTBEAT_S)
     baseline_recipe: dict[str, Any] = Field(default_factory=dict)
     prescribed: list[str] = Field(default_factory=list)
     knobs: list[str] | None = None
@@ -84,6 +90,11 @@ class TuneConfig(Record):
             rest = {k: v for k, v in fields.items() if k not in _PLAN_FIELDS}
             fields = {**rest, "plan": plan}
         return fields
+
+    @field_validator("storage")
+    @classmethod
+    def _without_password(cls, value: str | None) -> str | None:
+        return public_url(value)
 
     @field_validator("factory")
     @classmethod

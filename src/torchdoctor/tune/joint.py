@@ -22,11 +22,11 @@ from torchdoctor.core.vocabulary import Safety
 from torchdoctor.knobs import BATCH_SIZE, CHANNELS_LAST, COMPILE, PRECISION, THREADS
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
+from torchdoctor.tune.claims import END_ATTR, KEY_ATTR, RECORD_ATTR
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import ParetoPoint, Trial, TrialFigures, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.study import KEY_ATTR, RECORD_ATTR
 from torchdoctor.tune.tuner import Tuner
 
 #: Knobs whose effects interact (each changes what the others cost): compilation, numeric
@@ -87,6 +87,12 @@ def refine_jointly(
         if not specs or tuner.budget.remaining_s() < tuner.estimated_trial_s():
             break
         trial = study.ask()
+        while trial.user_attrs.get(KEY_ATTR) is not None:
+            # Optuna's queue gave a shared study's ladder claim (tune/claims.py), which
+            # another tuner enqueued for its step: withdrawn, and that tuner enqueues again.
+            trial.set_user_attr(END_ATTR, "withdrawn")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            trial = study.ask()
         recipe = dict(tuner.best_recipe)
         for spec in specs:
             recipe[spec.name] = trial.suggest_categorical(

@@ -40,18 +40,26 @@ def prescribed_knobs(diagnosis: Any) -> list[str]:
     return names
 
 
-def diagnose_before_tuning(workload: str, run_dir: Path, *, device: str = "cpu") -> list[str]:
+def diagnose_before_tuning(
+    workload: str,
+    run_dir: Path,
+    *,
+    device: str = "cpu",
+    settings: dict[str, str] | None = None,
+) -> list[str]:
     """Diagnose `workload` on `device` into RUN_DIR/diagnosis/ (and RUN_DIR/diagnosis.json).
 
     Returns its prescribed knobs. The device is the one the trials run on: a CPU diagnosis
     of a GPU job names other bottlenecks (threads and data loading, not precision or launch
-    overhead) and would order the GPU trials by them.
+    overhead) and would order the GPU trials by them. `settings` are the baseline's (`tune
+    --set knob=value`): the diagnosis is of the job the ladder starts from, or it prescribes
+    what the baseline already has and misses what it lacks.
     """
     from torchdoctor.diagnose import examine_workload
 
     exam = examine_workload(
         workload,
-        {},
+        dict(settings or {}),
         steps=DIAGNOSIS_STEPS,
         warmup=DIAGNOSIS_WARMUP,
         profile_steps=DIAGNOSIS_PROFILE_STEPS,

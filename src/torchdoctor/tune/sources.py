@@ -159,6 +159,9 @@ class ScriptArms(ArmSource):
             worker=worker,
             objective=self.objective,  # type: ignore[arg-type]
             prepare_s=float(reply.prepare_s),
+            # A script on a GPU shares it with the other arm's launch, as a workload's
+            # worker does: its cached blocks go back after each chunk.
+            release_after_run=reply.device == "cuda",
         )
         arm.not_applied = not_applied_of(reply.injection)
         arm.own_settings = own_settings_of(reply.loaders)

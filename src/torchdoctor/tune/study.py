@@ -8,6 +8,11 @@ A/B, its `Confirmation`) as the user attribute
 ``record`` and its deterministic ``key``. A tuner killed mid-trial therefore leaves no
 half-written trial, and on resume the ladder replays: a step whose key is already stored is
 read back instead of being run again.
+
+A study shared by several tuners (`shared`: an explicit `--storage`) also has its steps
+claimed, so that each runs in one tuner only (`torchdoctor.tune.claims`), and its storage
+URL's password stays in memory (`torchdoctor.tune.storage`): the study names its storage by
+the public form, in its errors too.
 """
 
 from __future__ import annotations
@@ -15,17 +20,24 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
+from torchdoctor.tune.claims import (
+    HEARTBEAT_S,
+    KEY_ATTR,
+    RECORD_ATTR,
+    Claim,
+    Claims,
+    heartbeat_storage,
+)
 from torchdoctor.tune.records import Trial, trial_from_json_dict
+from torchdoctor.tune.storage import StorageURL
 
 #: Objectives of every study: throughput up, peak memory down (the joint search's Pareto axes).
 DIRECTIONS: Final = ("maximize", "minimize")
 STUDY_NAME: Final = "torchdoctor-tune"
-KEY_ATTR: Final = "key"
-RECORD_ATTR: Final = "record"
 
 #: Opens of a storage that another process may be creating at the same moment. Optuna creates
 #: its schema on a storage's first open without a lock, so two processes opening a fresh
@@ -45,10 +57,11 @@ def _optuna() -> Any:
     return optuna
 
 
-def _open(storage_url: str, study_name: str) -> Any:
-    """The Optuna study in `storage_url`, created with its schema when it is not there yet."""
+def _open(storage: Any, study_name: str) -> Any:
+    """The Optuna study in `storage` (a URL or an Optuna storage), created with its schema
+    when it is not there yet."""
     study = _optuna().create_study(
-        storage=storage_url,
+        storage=storage,
         study_name=study_name,
         directions=list(DIRECTIONS),
         load_if_exists=True,
@@ -68,23 +81,63 @@ def _created_concurrently(exc: BaseException) -> bool:
 
 
 class Study:
-    """A thin, typed facade over one Optuna study holding trial records (`records.Trial`)."""
+    """A thin, typed facade over one Optuna study holding trial records (`records.Trial`).
 
-    def __init__(self, storage_url: str, *, study_name: str = STUDY_NAME) -> None:
-        self.storage_url = storage_url
+    `shared`: other tuners run on this study at the same time; each step is claimed
+    (`claim`) before it runs, and its record finishes the claim (`add`).
+    """
+
+    def __init__(
+        self,
+        storage: str | StorageURL,
+        *,
+        study_name: str = STUDY_NAME,
+        shared: bool = False,
+        heartbeat_s: int = HEARTBEAT_S,
+    ) -> None:
+        url = storage if isinstance(storage, StorageURL) else StorageURL.parse(storage)
+        #: The storage as a record may name it: without its password.
+        self.storage_url = url.public
+        self._url = url
+        self.shared = shared
+        self._claims: Claims | None = None
+        self._held: dict[str, Claim] = {}
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             try:
-                self._study = _open(storage_url, study_name)
+                backend = heartbeat_storage(url.secret, heartbeat_s) if shared else url.secret
+                self._study = _open(backend, study_name)
+                if shared:
+                    self._claims = Claims(self._study, backend, heartbeat_s=heartbeat_s)
                 break
             except Exception as exc:  # SQLAlchemy/Optuna raise many types for a bad URL or file
                 if attempt < OPEN_ATTEMPTS and _created_concurrently(exc):
                     time.sleep(OPEN_RETRY_S * attempt * random.uniform(1.0, 2.0))
                     continue
+                detail = str(exc).splitlines()[0] if str(exc) else ""
                 raise TuneError(
-                    f"cannot open the study storage {storage_url!r}: {type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "),
-                    hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db",
+                    url.redact(
+                        f"cannot open the study storage {url.public!r}: "
+                        f"{type(exc).__name__}: {detail}".rstrip(": ")
+                    ),
+                    hint="pass a database URL Optuna can open, e.g. sqlite:///path/to/study.db "
+                    "or postgresql+psycopg://user@host/db (its password from PGPASSWORD)",
                 ) from None
+
+    def storage_failure(self, exc: BaseException) -> TuneError | None:
+        """`exc` as one line naming the storage when the database failed mid-study (the
+        server went away, the connection dropped); None for any other error."""
+        import sqlalchemy.exc
+
+        storage_errors = (sqlalchemy.exc.SQLAlchemyError, _optuna().exceptions.StorageInternalError)
+        if not isinstance(exc, storage_errors):
+            return None
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        return TuneError(
+            self._url.redact(
+                f"the study storage {self.storage_url!r} failed: {type(exc).__name__}: {detail}"
+            ),
+            hint="check the database server; --resume RUN_DIR continues the study",
+        )
 
     @property
     def optuna_study(self) -> Any:
@@ -106,6 +159,24 @@ class Study:
     def completed(self) -> dict[str, Trial]:
         return {r.key: r for r in self.records()}
 
+    def claim(self, key: str, *, expired: Callable[[], bool] | None = None) -> Trial | None:
+        """In a shared study: the record of `key` when a tuner has stored it (waiting while
+        one runs it, until `expired()`: `claims.WaitExpired`), else None and the step is
+        this tuner's to run and `add` (or `release`). In a study of one tuner: always None."""
+        if self._claims is None:
+            return None
+        taken = self._claims.take(key, expired=expired)
+        if isinstance(taken, Claim):
+            self._held[key] = taken
+            return None
+        return trial_from_json_dict(taken, source=f"the shared study's {key!r}")
+
+    def release(self, key: str) -> None:
+        """Give up the claim of `key` (its trial was not run to a record)."""
+        claim = self._held.pop(key, None)
+        if claim is not None and self._claims is not None:
+            self._claims.release(claim)
+
     def add(self, result: Trial) -> None:
         """Store one finished trial atomically (complete with values, or failed)."""
         optuna = _optuna()
@@ -113,9 +184,24 @@ class Study:
         values = None
         if result.ok and result.samples_per_s is not None:
             values = [result.samples_per_s, float(result.peak_memory_bytes or 0)]
+        attrs = {KEY_ATTR: result.key, RECORD_ATTR: result.to_json_dict()}
+        claim = self._held.pop(result.key, None)
+        # A claim failed under this tuner (its heartbeat went stale) keeps the record as a
+        # trial of its own.
+        if (
+            claim is not None
+            and self._claims is not None
+            and self._claims.finish(claim, attrs, values)
+        ):
+            return
         frozen = optuna.trial.create_trial(
             state=state.COMPLETE if values is not None else state.FAIL,
             values=values,
-            user_attrs={KEY_ATTR: result.key, RECORD_ATTR: result.to_json_dict()},
+            user_attrs=attrs,
         )
         self._study.add_trial(frozen)
+
+    def close(self) -> None:
+        """Release every claim still held (a tuner stopped by an error mid-step)."""
+        for key in list(self._held):
+            self.release(key)

@@ -45,6 +45,7 @@ from torchdoctor.tune.budget import (
     BudgetExhausted,
     confirm_cost_s,
 )
+from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
@@ -200,10 +201,12 @@ class Tuner:
 
     # recording
 
-    def record(self, result: T, *, reused: bool, store: bool = True) -> T:
+    def record(self, result: T, *, reused: bool, store: bool = True, waited_s: float = 0.0) -> T:
+        """`waited_s`: how long this tuner waited for another to run the reused trial (a
+        shared study), which its clock has already counted against the budget."""
         if reused:
             self.reused += 1
-            self.budget.reused_wall_s += result.wall_s
+            self.budget.reused_wall_s += max(0.0, result.wall_s - waited_s)
         elif store:
             self.study.add(result)
         self.trials.append(result)
@@ -230,16 +233,30 @@ class Tuner:
         lists); a key the study lacks is then an internal error.
         """
         stored = self.stored.get(key)
+        waited_s = 0.0
+        if not isinstance(stored, record_type) and run is not None and store:
+            # A shared study: another tuner's record of this step, once it has one; else
+            # the step is now this tuner's (tune/claims.py).
+            began = self.budget.clock()
+            try:
+                stored = self.study.claim(key, expired=lambda: self.budget.remaining_s() <= 0)
+            except WaitExpired:
+                raise BudgetExhausted from None
+            waited_s = self.budget.clock() - began
         reused = isinstance(stored, record_type)
         if isinstance(stored, record_type):
             result = stored
         elif run is not None:
-            result = run()
+            try:
+                result = run()
+            except BaseException:
+                self.study.release(key)  # no record: another tuner may run it
+                raise
         else:
             raise TuneError(f"internal: no stored trial {key!r} to replay")
         if apply is not None:
             apply(result, reused)
-        return self.record(result, reused=reused, store=store)
+        return self.record(result, reused=reused, store=store, waited_s=waited_s)
 
     # the baseline
 
@@ -251,9 +268,12 @@ class Tuner:
             self.rungs.append(Rung.baseline(result))
 
         key = "baseline:" + recipe_key(self.best_recipe)
-        return self.run_or_replay(
-            key, TrialResult, lambda: self._measure_baseline(key), apply=apply
-        )
+        try:
+            return self.run_or_replay(
+                key, TrialResult, lambda: self._measure_baseline(key), apply=apply
+            )
+        except BudgetExhausted:  # spent waiting for another tuner of a shared study
+            raise self._budget_too_small() from None
 
     def _measure_baseline(self, key: str) -> TrialResult:
         start = self.budget.clock()

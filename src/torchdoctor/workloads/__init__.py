@@ -3,6 +3,7 @@ built-in workloads and user workload loading.
 
 Built-in: `cnn` (vision), `gpt` (language), `mlp` (tabular), `recsys` (embeddings). A user's
 own workload is `path/to/file.py:factory`, where `factory(**params)` returns a `Workload`.
+`TinyGPT` (gpt's model) and its `KVCache` are exported for serving's generation timings.
 """
 
 from torchdoctor.workloads.base import (
@@ -16,13 +17,16 @@ from torchdoctor.workloads.base import (
     example_inputs,
     move_to_device,
 )
+from torchdoctor.workloads.gpt import KVCache, TinyGPT
 from torchdoctor.workloads.registry import get_workload, list_workloads, load_user_workload
 
 __all__ = [
     "WORKLOAD_KINDS",
     "Batch",
+    "KVCache",
     "ModelSpec",
     "SyntheticWorkload",
+    "TinyGPT",
     "Workload",
     "WorkloadKind",
     "collate_first",

@@ -4,6 +4,11 @@ The architecture follows Karpathy's nanoGPT (model.py): pre-LayerNorm blocks, ca
 self-attention through `F.scaled_dot_product_attention(is_causal=True)`, a 4x GELU MLP, and
 an output head tied to the token embedding. The text is a random first-order Markov chain over
 a 64-character alphabet, so there is structure for the model to learn.
+
+For inference, `TinyGPT.generate` decodes greedily with or without a `KVCache` (each layer's
+keys and values of the tokens seen so far, so that a new token costs one position's work
+instead of the whole prefix's); `forward_cached` is the one step serving times (prefill, then
+one decode step per token).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
+from torchdoctor.core.errors import WorkloadError
 from torchdoctor.core.optimizer import make_optimizer
 from torchdoctor.workloads.base import SyntheticWorkload
 
@@ -55,6 +61,41 @@ class CharChunks(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return chunk[:-1], chunk[1:]
 
 
+class KVCache:
+    """Each layer's keys and values of the tokens seen so far, preallocated to the context.
+
+    Shape per layer: (batch, heads, block, head_dim); `length` positions are filled. Writing a
+    step's keys in place (rather than concatenating) keeps a decode step's cost independent of
+    how many steps came before, as serving caches do (a preallocated, fixed-size cache).
+    """
+
+    def __init__(
+        self,
+        layers: int,
+        batch: int,
+        heads: int,
+        block: int,
+        head_dim: int,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        shape = (batch, heads, block, head_dim)
+        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(layers)]
+        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(layers)]
+        self.block = block
+        self.length = 0
+
+    def append(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store `layer`'s keys/values of the new positions; return all positions' so far."""
+        start, end = self.length, self.length + k.shape[2]
+        self.keys[layer][:, :, start:end] = k
+        self.values[layer][:, :, start:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, embd: int, heads: int) -> None:
         super().__init__()
@@ -62,11 +103,27 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(embd, 3 * embd)
         self.proj = nn.Linear(embd, embd)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if cache is None or cache.length == 0:
+            if cache is not None:
+                cache.append(layer, k, v)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            past = cache.length
+            k, v = cache.append(layer, k, v)
+            # New position i (absolute past + i) sees every position up to itself. SDPA's
+            # is_causal aligns the mask to the top-left corner, wrong when keys outnumber
+            # queries, so the mask is explicit (None for one new token: it sees everything).
+            mask = None
+            if t > 1:
+                rows = torch.arange(t, device=x.device).unsqueeze(1) + past
+                mask = torch.arange(past + t, device=x.device).unsqueeze(0) <= rows
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
@@ -78,8 +135,10 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(embd)
         self.mlp = nn.Sequential(nn.Linear(embd, 4 * embd), nn.GELU(), nn.Linear(4 * embd, embd))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), cache, layer)
         return x + self.mlp(self.ln2(x))
 
 
@@ -103,11 +162,67 @@ class TinyGPT(nn.Module):
         self.apply(_init_weights)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.forward_cached(idx, None)
+
+    @property
+    def block_size(self) -> int:
+        return int(self.pos.num_embeddings)
+
+    def new_cache(self, batch: int) -> KVCache:
+        """An empty cache for `batch` sequences of up to `block_size` tokens."""
+        first = self.blocks[0]
+        assert isinstance(first, Block)
+        heads, embd = first.attn.heads, self.tok.embedding_dim
+        weight = self.tok.weight
+        return KVCache(
+            len(self.blocks),
+            batch,
+            heads,
+            self.block_size,
+            embd // heads,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+
+    def forward_cached(self, idx: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """Logits of the positions in `idx`, which follow the `cache.length` cached ones.
+
+        Without a cache, `idx` is the whole sequence (the training forward). With one, the
+        first call is the prefill (the prompt) and each later call a decode step; the cache
+        grows by `idx`'s length.
+        """
+        past = 0 if cache is None else cache.length
+        if past + idx.shape[1] > self.block_size:
+            raise WorkloadError(
+                f"gpt: {past + idx.shape[1]} positions exceed the context of "
+                f"{self.block_size} tokens",
+                hint="shorten the prompt or generate fewer tokens, or build a larger `block`",
+            )
+        pos = torch.arange(past, past + idx.shape[1], device=idx.device)
         x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache, layer)
+        if cache is not None:
+            cache.length += idx.shape[1]
         return self.head(self.ln_f(x))
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
+        """`prompt` (batch, t) followed by `n_new` greedily decoded tokens.
+
+        With the cache each step runs the new token only; without it each step reruns the
+        whole sequence so far (nanoGPT's `generate`). Greedy (argmax) decoding makes the two
+        comparable token for token.
+        """
+        if n_new < 0:
+            raise WorkloadError(f"gpt: n_new must be at least 0, got {n_new}")
+        cache = self.new_cache(prompt.shape[0]) if use_cache else None
+        tokens, step_input = prompt, prompt
+        for _ in range(n_new):
+            logits = self.forward_cached(step_input if use_cache else tokens, cache)
+            step_input = logits[:, -1].argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, step_input], dim=1)
+        return tokens
 
 
 class GptWorkload(SyntheticWorkload):

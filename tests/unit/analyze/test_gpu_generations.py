@@ -19,6 +19,7 @@ TENSOR_CORE_KERNELS = [
     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align1>(Params)",
     "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw",
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+    "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8",
     "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<sm90_gmma_tile>>",
     "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1",
     "igemm_fwd_gtcx_nchw_fp16_bx0_ex1_bt128x128x32_wt32x32x8_mfma",
@@ -35,6 +36,12 @@ FP32_CUDA_CORE_KERNELS = [
     "turing_sgemm_128x64_nn",
     "void fft2d_r2c_32x32<float, false, 0u, false>(float2*, float const*, int)",
     "Cijk_Ailk_Bljk_SB_MT64x64x8_SN_GRVW4",
+    # cuBLAS/cuDNN on sm80/sm90 build fp32 CUDA-core kernels in the xmma framework too
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+    "aligna4_alignc4_execute_kernel__5x_cublas",
+    "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma",
+    "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize128x128x8",
+    "sm80_xmma_wgrad_implicit_gemm_indexed_wo_smem_f32f32_f32f32_f32_nhwc_ffma",
 ]
 NEITHER = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",

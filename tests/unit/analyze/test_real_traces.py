@@ -22,6 +22,7 @@ ALL_TRACES = (
     "hta_alexnet_a100.json.gz",
     "hta_cpu_only.json.gz",
     "hta_mi250_minitoy.json.gz",
+    "kineto_v100_resnet50_nw4.json.gz",
     "tracelens_h100_bert_small.json.gz",
     "tracelens_h100_qwen15_05b.json.gz",
 )

@@ -40,6 +40,15 @@ def _row(tmp_path: Path, events: list[dict[str, Any]], **kw: Any) -> tuple[OpRow
         ("NVIDIA H100 PCIe", "H100 PCIe", 2.0e12),
         ("NVIDIA H100 80GB HBM3", "H100 SXM", 3.35e12),
         ("AMD Instinct MI250X", "MI250X", 3.2e12),
+        # the newer parts, each by its own datasheet; NVL parts are not the SXM ones
+        ("NVIDIA H100 NVL", "H100 NVL", 3.9e12),
+        ("NVIDIA H200", "H200 SXM", 4.8e12),
+        ("NVIDIA H200 NVL", "H200 NVL", 4.8e12),
+        ("NVIDIA GH200 480GB", "GH200 96GB HBM3", 4.0e12),
+        ("NVIDIA GH200 144G HBM3e", "GH200 144GB HBM3e", 4.9e12),
+        ("NVIDIA B200", "B200", 7.7e12),
+        ("NVIDIA L4", "L4", 0.3e12),
+        ("NVIDIA L40S", "L40S", 0.864e12),
     ],
 )
 def test_datasheet_ceilings_are_ceilings_records(name: str, model: str, bandwidth: float) -> None:
@@ -51,6 +60,20 @@ def test_datasheet_ceilings_are_ceilings_records(name: str, model: str, bandwidt
     assert c.method["reference"].startswith(("NVIDIA", "AMD"))  # the source cited
     assert c.mem_bandwidth_bytes_per_s == bandwidth
     assert Ceilings.from_json_dict(c.to_json_dict()) == c
+
+
+def test_datasheet_peaks_are_dense_and_nvl_is_not_sxm() -> None:
+    nvl, sxm = datasheet_ceilings("NVIDIA H100 NVL"), datasheet_ceilings("NVIDIA H100 80GB HBM3")
+    assert nvl is not None and sxm is not None
+    # H100 NVL: BF16 1,671 TFLOP/s with sparsity, so 835.5 dense; FP32 60 (SXM: 67)
+    assert nvl.peak_flops["bfloat16"] == 835.5e12 and nvl.peak_flops["float32"] == 60e12
+    assert sxm.peak_flops["bfloat16"] > nvl.peak_flops["bfloat16"]
+    l4 = datasheet_ceilings("NVIDIA L4")
+    assert l4 is not None and l4.peak_flops["bfloat16"] == 121e12  # 242 with sparsity
+    # whole words: an L40 is no L4, a GH200 no H200
+    assert datasheet_ceilings("NVIDIA L40") is None
+    gh200 = datasheet_ceilings("NVIDIA GH200 480GB")
+    assert gh200 is not None and gh200.method["model"].startswith("GH200")
 
 
 def test_unknown_devices_have_no_datasheet() -> None:
@@ -140,7 +163,7 @@ def test_without_an_fp32_peak_the_highest_is_used(tmp_path: Path) -> None:
 def test_version_1_records_still_read(tmp_path: Path) -> None:
     _, result = _row(tmp_path, [_mm(64, "float")])
     data = result.to_json_dict()
-    assert data["version"] == 4
+    assert data["version"] == 5
     data["version"] = 1
     for op in data["ops"]:
         del op["dtype"], op["peak_dtype"]

@@ -83,6 +83,31 @@ def _conv_backward_concrete(mask: str) -> list[str]:
         ("aten::add", [[8, 1], [8, 8], []], None, 64, [8, 8]),
         ("aten::native_batch_norm", [[4, 3, 5, 5], [3], [3]], None, 6 * 300, [4, 3, 5, 5]),
         ("aten::copy_", [[4, 4], [4, 4]], None, 0, [4, 4]),
+        # torch < 1.11 names: cuDNN's batch norm, its backward, a pool's backward
+        ("aten::cudnn_batch_norm", [[4, 3, 5, 5], [3], [3]], None, 6 * 300, [4, 3, 5, 5]),
+        (
+            "aten::cudnn_batch_norm_backward",
+            [[4, 3, 5, 5], [4, 3, 5, 5], [3]],
+            None,
+            8 * 300,
+            [4, 3, 5, 5],
+        ),
+        (
+            "aten::max_pool2d_with_indices_backward",
+            [[4, 3, 2, 2], [4, 3, 4, 4]],
+            None,
+            2 * 192,
+            [4, 3, 4, 4],
+        ),
+        # the legacy input-grad op (self_size, grad_output, weight): one forward's count from
+        # grad_output [2,6,5,6] and weight [6,2,3,3]; its output size was not recorded
+        (
+            "aten::cudnn_convolution_backward_input",
+            [[], [2, 6, 5, 6], [6, 2, 3, 3], [], []],
+            None,
+            2 * 2 * 6 * 5 * 6 * 2 * 3 * 3,
+            [],
+        ),
         # sdpa q [2,3,5,4], k [2,3,7,4], v [2,3,7,6]: 2*B*H*L*S*E + 2*B*H*L*S*Ev
         (
             "aten::scaled_dot_product_attention",
@@ -115,6 +140,8 @@ def test_flops_and_output_shape(
         ("aten::bmm", [[3, 4], [4, 5]]),  # not 3-D
         ("aten::scaled_dot_product_attention", [[2, 3, 4], [2, 3, 4], [2, 3, 4]]),
         ("aten::mm", "not a list"),
+        # the legacy weight-grad op: its kernel size is in no recorded tensor
+        ("aten::cudnn_convolution_backward_weight", [[], [2, 6, 5, 6], [2, 4, 9, 11]]),
     ],
 )
 def test_unknown_or_malformed_shapes_give_nothing(name: str, dims: Any) -> None:

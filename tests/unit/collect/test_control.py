@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -97,11 +98,13 @@ def drive(
     clock: Callable[[], float] | None = None,
     *,
     recipe: dict[str, Any] | None = None,
+    **controller: Any,
 ) -> tuple[StepController, str]:
     """Run `loop` instrumented and controlled, as the bootstrap does, with `recipe` injected
     after the probes; returns how it ended."""
     inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
-    kwargs = {"clock": clock} if clock is not None else {}
+    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    kwargs.update(controller)
     controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted, **kwargs)
     inst.add_probe(controller)
     injection = Injection(recipe, device="cpu") if recipe is not None else None
@@ -305,3 +308,73 @@ def test_bad_command_is_answered_and_the_script_keeps_waiting() -> None:
 def test_read_losses_means_per_step_and_drops_non_finite() -> None:
     steps = [[torch.tensor(1.0), torch.tensor(3.0)], [], [torch.tensor(float("nan"))]]
     assert read_losses(steps) == [2.0, None, None]
+
+
+class ScalerLoop:
+    """fp16-style training with a GradScaler (on the CPU, as torch.amp allows): backward on the
+    scaled loss, and one step whose gradients overflow, which the scaler skips."""
+
+    def __init__(self, overflow_at: int) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        self.overflow_at = overflow_at
+        self.losses: list[float] = []
+        self.iterations = 0
+        self.updates = 0
+
+    def run(self, steps: int) -> None:
+        for i in range(steps):
+            loss = torch.nn.functional.mse_loss(self.model(torch.randn(4, 4)), torch.randn(4, 1))
+            self.losses.append(float(loss.detach()))
+            self.scaler.scale(loss).backward()
+            if i == self.overflow_at:  # an fp16 overflow in this step's gradients
+                next(iter(self.model.parameters())).grad[0, 0] = float("inf")
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.opt.zero_grad(set_to_none=True)
+            self.iterations += 1
+
+
+def test_grad_scaler_skipped_step_is_a_step_and_losses_are_unscaled() -> None:
+    loop = ScalerLoop(overflow_at=3)  # the second step of the first chunk
+    channel = ScriptedChannel([DriverRun(4), DriverStop()])
+    _, ended_by = drive(loop, 100, channel)
+    assert ended_by == "max_steps"
+    ready, chunk = channel.sent
+    assert isinstance(ready, ScriptReady) and isinstance(chunk, ScriptChunk)
+    # Two start-up steps and four in the chunk; the stop is raised at the sixth step's
+    # boundary, inside its update: the skipped update ended its step as an update does (a
+    # merged step would have taken a seventh iteration into the chunk).
+    assert (len(loop.losses), loop.iterations, len(chunk.steps)) == (6, 5, 4)
+    # The losses are the script's, not the scaler's 65536-fold (or halved after the skip).
+    assert [r[2] for r in chunk.steps] == pytest.approx(loop.losses[2:6], rel=1e-6)
+
+
+@pytest.mark.parametrize(("allocations", "device"), [(0, "cpu"), (3, "cuda")])
+def test_the_ready_report_says_whether_the_script_is_on_a_gpu_and_caps_its_memory_there(
+    monkeypatch: pytest.MonkeyPatch, allocations: int, device: str
+) -> None:
+    # A GPU machine with CUDA initialized; only an allocation makes the script a GPU job.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda, "memory_stats", lambda index=None: {"allocation.all.allocated": allocations}
+    )
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=80 * 2**30)
+    )
+    fractions: list[tuple[float, int]] = []
+    monkeypatch.setattr(
+        torch.cuda, "set_per_process_memory_fraction", lambda f, i: fractions.append((f, i))
+    )
+    channel = ScriptedChannel([DriverStop()])
+    drive(Loop(), 10, channel, device_memory_cap_bytes=20 * 2**30)  # --max-memory 20GiB
+    (ready,) = channel.sent
+    assert isinstance(ready, ScriptReady) and ready.device == device
+    assert fractions == ([(0.25, 0)] if device == "cuda" else [])

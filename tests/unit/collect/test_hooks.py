@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import time
@@ -54,6 +55,7 @@ def test_optimizer_hook_counts_steps_and_phases_sum() -> None:
 
 
 def test_manual_sgd_falls_back_to_backward_calls() -> None:
+    gc.collect()  # an optimizer left for the collector by another test would count as built
     with Instrumentation(CollectConfig(profile_steps=0)) as inst:
         w = torch.randn(4, 1, requires_grad=True)
         for _ in range(7):
@@ -200,3 +202,22 @@ def test_grad_scaler_found_inf_read_is_not_the_scripts_sync() -> None:
             scaler.update()
     profile = inst.result()
     assert profile.sync_counts == [{"item": 1}] * 3
+
+
+@pytest.mark.parametrize(("allocations", "device"), [(0, "cpu"), (12, "cuda")])
+def test_a_cpu_script_on_a_gpu_machine_is_a_cpu_job(
+    monkeypatch: pytest.MonkeyPatch, allocations: int, device: str
+) -> None:
+    # A GPU machine where CUDA got initialized (the step clock's events do that) while the
+    # script's tensors stayed on the CPU: the caching allocator never allocated.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(
+        torch.cuda,
+        "memory_stats",
+        lambda index=None: {"allocation.all.allocated": allocations if index == 1 else 0},
+    )
+    with Instrumentation(CollectConfig(profile_steps=0, cuda_events=False)) as inst:
+        train(2)
+    assert inst.result().device == device

@@ -22,3 +22,22 @@ def test_compile_records_the_models_first_call_site() -> None:
     assert outcome is not None and outcome.status == "applied"
     assert outcome.applied_at[0].endswith(f" at {__file__}:{line}")
     torch._dynamo.reset()
+
+
+def test_injected_cudnn_benchmark_leaves_the_scripts_matmul_precision() -> None:
+    from torchdoctor.collect.inject.base import InjectSite, Ledger
+    from torchdoctor.collect.inject.cuda import CudaFlagsInjector
+
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark)
+    torch.set_float32_matmul_precision("medium")  # the script's own choice
+    try:
+        ledger, site = Ledger(), InjectSite()
+        CudaFlagsInjector({"cudnn_benchmark": True}, ledger).install(site)
+        assert torch.backends.cudnn.benchmark is True
+        assert torch.get_float32_matmul_precision() == "medium"
+        assert ledger.active("cudnn_benchmark")
+        site.remove()
+        assert torch.backends.cudnn.benchmark is before[1]
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.benchmark = before[1]

@@ -20,7 +20,7 @@ from torchdoctor.collect.step_recorder import HostClock, StepRecorder
 # Every attribute a probe may patch, and torch's global module hook tables.
 PATCHED = (
     (torch.Tensor, ("backward", "to", "cuda", "item", "cpu", "tolist", "numpy", "__repr__",
-                    "__format__")),
+                    "__format__", "__float__", "__int__", "__bool__", "__index__")),
     (torch.autograd, ("backward",)),
     (torch.cuda, ("synchronize",)),
     (optim_mod.Optimizer, ("__init__", "zero_grad")),
@@ -79,3 +79,31 @@ def test_sync_probe_counts_the_scripts_syncs_per_step_with_the_optimizer_probe_a
     # Steps open at the first optimizer step: the first loop's .item() precedes any step.
     assert sync.counts.per_step == [{}, {"item": 1}, {"item": 1}] and len(recorder.steps) == 3
     assert optimizer.counts.steps == 3 and set(optimizer.counts.impls.values()) == {"for_loop"}
+
+
+def test_scalar_conversions_are_counted_as_the_item_reads_they_are() -> None:
+    syncs: list[SyncProbe] = []
+    recorder = StepRecorder(HostClock(), on_step_end=lambda closed: syncs[0].on_step_end())
+    sync, optimizer = SyncProbe(recorder), OptimizerProbe(recorder)
+    syncs.append(sync)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    best = float("inf")
+    site = ProbeSite()
+    for probe in (optimizer, sync):
+        probe.install(site)
+    try:
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            seen = loss.detach()
+            value = float(seen)  # each of these waits for the device as .item() does
+            if bool(seen < best):
+                best = value
+            int(seen * 0)
+            opt.step()
+            opt.zero_grad()
+        recorder.finish()
+    finally:
+        site.remove()
+    assert sync.counts.per_step == [{}, {"item": 3}, {"item": 3}]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -154,3 +156,51 @@ def test_flops_under_cuda_graphs_come_from_an_eager_step() -> None:
     # needs none)
     assert total == 2 * (2 * 16 * 64 * 32)
     assert session.replays == 0
+
+
+class _Replay(torch.autograd.Function):
+    """A captured graph's replay as the dispatcher sees it: static buffers come back, no
+    matmul is dispatched (the recorded kernels run on the device, outside it), and the
+    gradients of the parameters come out of the backward graph's static buffers."""
+
+    @staticmethod
+    def forward(ctx: Any, static_out: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
+        ctx.shapes = [p.shape for p in params]
+        return static_out.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return (None, *(grad.new_zeros(shape) for shape in ctx.shapes))
+
+
+def _capture_in_place(model: torch.nn.Module, sample: torch.Tensor) -> torch.nn.Module:
+    """What torch.cuda.make_graphed_callables does to a Module: its forward is replaced in
+    place by the graph's replay, and the same module is returned."""
+    with torch.no_grad():
+        static_out = model(sample)
+    params = tuple(model.parameters())
+    model.forward = lambda x: _Replay.apply(static_out, *params)  # type: ignore[method-assign]
+    return model
+
+
+def test_flops_of_a_session_whose_forward_cuda_graphs_replaced_in_place() -> None:
+    from torchdoctor.collect.profile import count_flops, flop_counting_step
+    from torchdoctor.engine import prepare
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads.mlp import MlpWorkload
+
+    workload = MlpWorkload(features=8, hidden=16, layers=1, classes=2, rows=64, batch_size=8)
+    session = prepare(workload, Recipe.parse([], workload=workload), device="cpu")
+    eager, _, _ = count_flops(flop_counting_step(session))
+    assert eager > 0
+    sample = session._sample_inputs()
+    graphed = _capture_in_place(session.raw_model, sample)
+    assert graphed is session.raw_model is session.model
+    session.cuda_graphs = True  # what the cuda_graphs knob sets with the capture
+    total, _, _ = count_flops(flop_counting_step(session))
+    graphed_again = "forward" in session.raw_model.__dict__
+    session.close()
+    del session, graphed
+    gc.collect()  # no optimizer left alive for the tests that look for one
+    assert total == eager
+    assert graphed_again  # the graphs replay again afterwards

@@ -217,6 +217,8 @@ class FakeCudaDevices:
         self.count = count
         self.current = 0
         self.captured_on: list[int] = []
+        #: devices with a context: cudaSetDevice creates one (CUDA >= 12)
+        self.contexts: set[int] = set()
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         for name in (
@@ -224,6 +226,7 @@ class FakeCudaDevices:
             "device_count",
             "current_device",
             "set_device",
+            "_maybe_exchange_device",
             "get_device_capability",
             "reset_peak_memory_stats",
             "make_graphed_callables",
@@ -243,6 +246,13 @@ class FakeCudaDevices:
         index = device.index if isinstance(device, torch.device) else int(device)
         assert index is not None and 0 <= index < self.count
         self.current = index
+        self.contexts.add(index)
+
+    def _maybe_exchange_device(self, index: int) -> int:
+        """c10's MaybeExchangeDevice: the current device changes, a context is made only by
+        a later use (set now only where one exists)."""
+        previous, self.current = self.current, index
+        return previous
 
     def get_device_capability(self, device: int | None = None) -> tuple[int, int]:
         return (9, 0)
@@ -293,6 +303,7 @@ def test_session_on_cuda_1_makes_it_current_for_model_and_graph_capture(
     finally:
         session.close()
     assert fake.current == 0  # the caller's current device is back
+    assert fake.contexts == {1}  # and no context was opened on GPU 0 to put it back
 
 
 #: A warm-up workspace far above the small MLP's own footprint (tens of MiB), like cuDNN's

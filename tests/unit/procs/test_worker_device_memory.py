@@ -123,3 +123,32 @@ def test_max_memory_bounds_the_device_memory_of_a_cuda_worker() -> None:
     assert PROCESSES[3].fraction == pytest.approx(0.2)
     reply = host.handle(Run(1))
     assert isinstance(reply, Failed) and reply.kind is FailureKind.OOM
+
+
+def test_max_memory_caps_the_device_not_the_host_rss_of_a_cuda_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchdoctor.procs import _supervisor
+
+    built: list[int | None] = []
+    prepared: list[int | None] = []
+
+    class RecordingWorker:
+        peak_rss_bytes = 0
+
+        def __init__(self, *, memory_cap_bytes: int | None, log_path: object) -> None:
+            built.append(memory_cap_bytes)  # what the RSS watch would hold the process to
+
+        def request(self, message: Any, *, timeout_s: float) -> Any:
+            prepared.append(message.memory_cap_bytes)  # what the worker bounds on its device
+            return Prepared(0.0)
+
+        def close(self, *, kill: bool = False) -> None:
+            pass
+
+    monkeypatch.setattr(_supervisor, "SubprocessWorker", RecordingWorker)
+    for device in ("cuda:0", "cpu"):
+        spec = SessionSpec("fake", {}, device=device, factory=f"{__name__}:make_session")
+        _supervisor.start_worker(spec, isolate=True, timeout_s=1, memory_cap_bytes=2 * GIB)
+    assert built == [None, 2 * GIB]  # a CUDA context alone takes about 1 GiB of host RSS
+    assert prepared == [2 * GIB, 2 * GIB]

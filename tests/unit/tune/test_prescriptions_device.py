@@ -32,3 +32,21 @@ def test_tune_on_cuda_diagnoses_on_cuda(monkeypatch: pytest.MonkeyPatch, tmp_pat
     with pytest.raises(StopHere):
         diagnose_before_tuning("mlp", tmp_path, device="cuda:1")
     assert seen == {"ceilings": "cuda", "run": "cuda:1"}
+
+
+def test_the_pre_tune_diagnosis_runs_the_baseline_set_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torchdoctor.cli.main import main
+
+    seen: dict[str, Any] = {}
+
+    def profile(name: str, settings: dict[str, str], **kwargs: Any) -> Any:
+        seen["settings"] = settings
+        raise StopHere
+
+    monkeypatch.setattr(examine, "local_ceilings", lambda device="cpu": (None, "not measured"))
+    monkeypatch.setattr(workload_profile, "profile_workload", profile)
+    with pytest.raises(StopHere):
+        main(["tune", "mlp", "--device", "cpu", "--set", "threads=1", "--out", str(tmp_path / "r")])
+    assert seen["settings"] == {"threads": "1"}

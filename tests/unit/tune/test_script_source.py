@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from torchdoctor.procs import Losses, Ran, Reference, ReplyT, Request, Run, SessionSpec, StepRow
 from torchdoctor.tune import TuneConfig
 from torchdoctor.tune.api import _arm_source, script_not_injectable
@@ -158,3 +160,29 @@ def test_the_cli_reads_a_script_or_a_module_command() -> None:
         True,
         "script:pkg.train",
     )
+
+
+@pytest.mark.parametrize(("device", "release"), [("cuda", True), ("cpu", False), (None, False)])
+def test_a_script_on_a_gpu_hands_its_cached_memory_back_after_each_chunk(
+    monkeypatch: pytest.MonkeyPatch, device: str | None, release: bool
+) -> None:
+    import torchdoctor.procs as procs
+    from torchdoctor.procs import Prepared
+    from torchdoctor.tune.sources import ScriptCommand
+
+    class ReadyWorker:
+        peak_rss_bytes = 0
+
+        def __init__(self, argv: list[str], **kwargs: Any) -> None:
+            pass
+
+        def request(self, message: Any, *, timeout_s: float) -> Any:
+            return Prepared(1.0, startup_s=0.5, device=device)  # the script's ready report
+
+        def close(self, *, kill: bool = False) -> None:
+            pass
+
+    monkeypatch.setattr(procs, "ScriptWorker", ReadyWorker)
+    source = ScriptArms(ScriptCommand(("train.py",)), MeasurePlan(), "throughput")
+    arm = source.prepare({}, timeout=lambda: 60.0, log_path=None)
+    assert arm.release_after_run is release

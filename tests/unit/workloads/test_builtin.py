@@ -65,10 +65,23 @@ def test_gpt_reports_tokens_per_sample() -> None:
 
 
 def test_cnn_decode_cost_burns_cpu_time() -> None:
+    import resource
     import time
 
+    def voluntary_switches() -> int:
+        # A thread that sleeps or waits gives the CPU up (a voluntary context switch); a
+        # busy one loses it only when the scheduler preempts it (involuntary), however
+        # loaded the host is. CPU time itself would shrink with the host's load.
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
     slow = get_workload("cnn", images=8, decode_cost_us=20_000).build_dataset(0)
-    start = time.process_time()
+    slow[1]  # the first item may pay one-time costs (allocations, lazy imports)
+    before, start = voluntary_switches(), time.perf_counter()
     slow[0]
-    # 20 ms of busy work shows up as CPU time (a sleep would not).
-    assert time.process_time() - start >= 0.015
+    elapsed, switches = time.perf_counter() - start, voluntary_switches() - before
+    assert elapsed >= 0.020
+    assert switches == 0, f"{switches} voluntary context switches: the decode cost waited"
+    # The check can fail: the same 20 ms as a sleep gives the CPU up.
+    before = voluntary_switches()
+    time.sleep(0.020)
+    assert voluntary_switches() > before

@@ -1,10 +1,17 @@
-"""`OptimizerProbe`: global optimizer step hooks time the optimizer phase and end steps."""
+"""`OptimizerProbe`: global optimizer step hooks time the optimizer phase and end steps.
+
+A `GradScaler.step` that finds inf/NaN gradients (an fp16 overflow) skips `optimizer.step()`,
+so no optimizer hook fires; without a boundary there, the skipped iteration would merge into
+the next step. `GradScaler.step` is wrapped to end the step itself when the optimizer's step
+did not run under it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect.probes import ProbeSite
@@ -17,6 +24,8 @@ class OptimizerCounts:
     steps: int = 0
     #: id(optimizer) -> the implementation it runs ("fused", "foreach", "for_loop").
     impls: dict[int, str] = field(default_factory=dict)
+    #: GradScaler.step calls that skipped the optimizer's step (inf/NaN gradients).
+    skipped: int = 0
 
 
 def optimizer_impl(opt: Any) -> str:
@@ -92,6 +101,18 @@ class OptimizerProbe:
             original_init(opt, *args, **kwargs)
 
         site.patcher.set(optim_mod.Optimizer, "__init__", init)
+        scaler_cls = torch.amp.GradScaler
+        original_step = scaler_cls.step
+
+        def scaler_step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            before = counts.steps
+            result = original_step(scaler, optimizer, *args, **kwargs)
+            if counts.steps == before:  # skipped: the update this iteration would have made
+                counts.skipped += 1
+                recorder.optimizer_step_end()
+            return result
+
+        site.patcher.set(scaler_cls, "step", scaler_step)
 
     def on_step_end(self) -> None:
         return None

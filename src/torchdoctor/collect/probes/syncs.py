@@ -1,6 +1,7 @@
 """`SyncProbe`: host sync points the script makes, counted per step, timed, and located.
 
-Counted: `Tensor.item/.cpu/.tolist/.numpy`, tensor printing and `torch.cuda.synchronize`
+Counted: `Tensor.item/.cpu/.tolist/.numpy`, the scalar conversions `float(t)`, `int(t)`,
+`bool(t)` (as `item`), tensor printing and `torch.cuda.synchronize`
 (patched here), and device-to-host copies (`data.CopyProbe` hands them over). Not counted:
 syncs outside a step, inside torch.optim or the data loader (the library's own), GradScaler's
 found_inf read (the AMP recipe's own), and torchdoctor's own (`uncounted`).
@@ -40,6 +41,12 @@ _COUNTED: tuple[tuple[str, SyncKind], ...] = (
     ("numpy", "numpy"),
     ("__repr__", "print"),
     ("__format__", "print"),
+    # float(t), int(t), bool(t) (`if loss > best:`) and t as an index read the value as
+    # .item() does, through the C conversions, not the Python method patched above.
+    ("__float__", "item"),
+    ("__int__", "item"),
+    ("__bool__", "item"),
+    ("__index__", "item"),
 )
 
 

@@ -24,6 +24,7 @@ from torchdoctor.diagnose.rules import (
     memory_headroom,
     optimizer_share,
     pageable_h2d,
+    rank_straggler,
     zero_grad_set_to_none,
 )
 
@@ -43,6 +44,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     compile_graph_breaks,
     memory_headroom,
     ddp_communication,
+    rank_straggler,
 )
 
 Rule = Callable[[Evidence], Finding | None]

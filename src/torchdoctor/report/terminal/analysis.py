@@ -112,3 +112,8 @@ def render_analysis(r: TraceAnalysis, console: Console) -> None:
             f"idle gaps: {i.gaps}, {i.idle_us / 1000:.2f} ms: waiting on host "
             f"{i.host_wait_us / 1000:.2f} ms, between kernels {i.between_kernels_us / 1000:.2f} ms"
         )
+    if r.cross_rank is not None:  # a folder of per-rank traces: the ranks compared
+        from torchdoctor.report.adapters.ranks import ranks_blocks
+        from torchdoctor.report.blocks import blocks_terminal
+
+        blocks_terminal(console, ranks_blocks(r.cross_rank.to_json_dict()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,6 +11,9 @@ from rich.table import Table
 
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis, amdahl_bound
+
+if TYPE_CHECKING:
+    from torchdoctor.diagnose import JobDiagnosis
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _PHASE_STYLE = {
@@ -48,6 +52,8 @@ def _phase_bar(d: Diagnosis) -> str:
 
 def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) -> None:
     head = f"rank {d.rank}: " if d.rank is not None and (d.world_size or 0) > 1 else ""
+    if d.rank is None and (d.world_size or 0) > 1:
+        head = f"job of {d.world_size} ranks: "
     # The bound on fixing the primary bottleneck: its best finding's, else the share's limit.
     own = [f for f in d.findings if f.bottleneck == d.primary_bottleneck]
     gain = own[0].amdahl_bound if own else amdahl_bound(d.primary_share)
@@ -90,3 +96,13 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
             out.print(f"[dim]note: {escape(note)}[/]")
     if run_dir is not None:
         out.print(f"Run folder: [bold]{display_path(run_dir)}[/]")
+
+
+def render_job(job: JobDiagnosis, out: Console, run_dir: Path | None = None) -> None:
+    """A distributed job: its ranks side by side, then the job's diagnosis."""
+    from torchdoctor.report.adapters.ranks import ranks_blocks
+    from torchdoctor.report.blocks import blocks_terminal
+
+    if job.cross_rank is not None:
+        blocks_terminal(out, ranks_blocks(job.cross_rank.to_json_dict()))
+    render_diagnosis(job.job, out, run_dir)

@@ -1,0 +1,186 @@
+"""`torchdoctor serve MODEL`: latency as requests see it, curves, batching, and an SLA search."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.options import default_device, device_option, seed_option
+from torchdoctor.cli.reporting import write_run_reports
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from torchdoctor.serve import InferenceTarget, Request, VariantSetup
+
+SEARCHES: Final = ("binary", "sweep")
+ARRIVALS: Final = ("poisson", "gamma", "constant")
+
+
+def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
+    if value not in allowed:
+        raise UsageError(f"{option} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+@app.command("serve")
+def serve_command(
+    model: str = typer.Argument(
+        ...,
+        help="A built-in workload's model (mlp, cnn, gpt, recsys) or path/to/model.py:make_model, "
+        "where make_model() returns (module, example_inputs).",
+    ),
+    sla: str | None = typer.Option(
+        None, "--sla", help="Latency objective, e.g. p99<=20ms (p50, p95 or p99; us, ms, s)."
+    ),
+    search: str = typer.Option(
+        "binary", "--search", help="How the SLA search walks the rates: binary or sweep."
+    ),
+    arrivals: str = typer.Option(
+        "poisson",
+        "--arrivals",
+        help="Arrival process of the open-loop load: poisson, gamma, constant.",
+    ),
+    max_batch: int = typer.Option(64, "--max-batch", min=1, help="Largest batch the curve tries."),
+    max_delay_ms: float = typer.Option(
+        0.0, "--max-delay-ms", min=0.0, help="The batcher's max queue delay (Triton's default 0)."
+    ),
+    budget: float = typer.Option(
+        10.0, "--budget", min=0.5, help="Seconds at most for the batch-1 latency windows."
+    ),
+    threads: bool = typer.Option(
+        True, "--threads/--no-threads", help="Also sweep intra-op threads (CPU only)."
+    ),
+    variants: str | None = typer.Option(
+        None,
+        "--variants",
+        help="Comma-separated inference variants to compare with the eager model at batch 1, "
+        "each first gated on accuracy against fp32 eager: no_grad, inference_mode, eval, "
+        "compile, compile_max_autotune, compile_freezing, export, torchscript, int8_dynamic, "
+        "bf16_autocast, fp16_autocast, bf16, fp16, channels_last, threads:N.",
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
+    device: str | None = device_option(),
+    seed: int = seed_option(),
+) -> None:
+    """Serve MODEL request by request and say how fast requests are answered.
+
+    - Per-request latency at batch size 1: the first call (compilation, lazy set-up) and the
+      warm-up apart; windows of 100 requests until the p50 and p99 of the last three agree
+      within 10%, and at least 459 requests (MLPerf LoadGen's count for a p99 claim at 99%);
+      each percentile with a distribution-free 95% interval.
+    - Throughput and p50/p95/p99 versus batch size (and intra-op threads on a CPU), the knee
+      marked, stopping once larger batches gain under 5%.
+    - The batching simulation's predicted percentiles under Poisson load at 25-90% of the
+      capacity the batch curve implies.
+    - With --sla: the highest arrival rate whose percentile stays under the bound, measured
+      open-loop under a dynamic batcher (latency from each request's scheduled arrival), by a
+      binary search or a sweep, then confirmed. VALID or INVALID with the reason and the
+      closest point (INVALID exits 0: it is a finding).
+
+        torchdoctor serve mlp --sla 'p99<=5ms'
+        torchdoctor serve my_model.py:make_model --device cuda
+        torchdoctor serve mlp --variants inference_mode,compile,int8_dynamic
+
+    A variant that does not apply here (bf16 on a device without it) or fails its accuracy
+    gate is named with the reason and not timed.
+    """
+    from torchdoctor.serve import parse_sla
+
+    spec = parse_sla(sla) if sla is not None else None
+    _choice(search, SEARCHES, "--search")
+    _choice(arrivals, ARRIVALS, "--arrivals")
+    names = _variant_names(variants)
+    from torchdoctor.core.rundir import SERVE, finish_run_dir, new_run_dir
+    from torchdoctor.measure import watch_load
+    from torchdoctor.serve import ServePlan, load_target, serve_target
+
+    device = default_device(device)
+    target = load_target(model, device=device)  # a failing factory or model stops here
+    calls, setups, variant_notes = _prepare_variants(names, target)
+    plan = ServePlan(
+        max_batch_size=max_batch,
+        latency_budget_s=budget,
+        threads=threads,
+        sla=spec,
+        search=search,  # type: ignore[arg-type]  # checked by _choice
+        arrivals=arrivals,  # type: ignore[arg-type]
+        max_queue_delay_s=max_delay_ms / 1e3,
+        seed=seed,
+        variants=calls,
+    )
+
+    def progress(message: str) -> None:
+        # On stderr, so that --json's stdout holds the one document.
+        err_console.print(f"[dim]serve {escape(model)}: {escape(message)}[/]", highlight=False)
+
+    run_dir = new_run_dir("serve", model, out=out)
+    try:
+        with watch_load() as load:
+            result = serve_target(target, plan, progress=progress)
+        result = result.model_copy(
+            update={
+                "machine_load": load.reading,
+                "variant_setups": setups,
+                "notes": [*variant_notes, *result.notes],
+            }
+        )
+        result.write(run_dir / SERVE)
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
+        raise
+    finish_run_dir(run_dir)
+
+    def render(console: Console) -> None:
+        from torchdoctor.report import render_sections
+
+        render_sections(console, run_dir, only=("serving",))
+
+    emit(result, render)
+    write_run_reports(run_dir)
+
+
+def _variant_names(text: str | None) -> list[str]:
+    """The --variants list, each name checked before anything is built (exit 2 if unknown)."""
+    from torchdoctor.serve import variant_spec
+
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--variants names a variant twice: {text}")
+    for name in names:
+        variant_spec(name)
+    return names
+
+
+def _prepare_variants(
+    names: list[str], target: InferenceTarget
+) -> tuple[dict[str, Request], list[VariantSetup], list[str]]:
+    """Each variant built and gated on accuracy; only those that pass are timed."""
+    from torchdoctor.serve import VariantUnavailable, prepare_variant
+
+    calls: dict[str, Request] = {}
+    setups: list[VariantSetup] = []
+    notes: list[str] = []
+    args = target.batch(1)
+    for name in names:
+        err_console.print(f"[dim]serve: preparing the variant {escape(name)}[/]", highlight=False)
+        try:
+            prepared = prepare_variant(name, target.model, args, device=target.device)
+        except VariantUnavailable as exc:
+            notes.append(f"{name}: not measured, it does not apply here ({exc.reason})")
+            continue
+        setups.append(prepared.record())
+        if not prepared.accuracy.passed:
+            notes.append(
+                f"{name}: not measured, it fails the accuracy gate against fp32 eager "
+                f"({prepared.accuracy.tolerance.describe()})"
+            )
+            continue
+        calls[name] = functools.partial(prepared.call, args)
+    return calls, setups, notes
