@@ -9,8 +9,8 @@ and Hugging Face trainers, TensorBoard scalars of its results.
   launcher's probes installed in this process from the first training step to the last, then a
   run folder (profile, trace, analysis, diagnosis, report) as `torchdoctor diagnose -- python`
   leaves;
-- `write_scalars(source, log_dir)` (integrations/tensorboard.py): a run, tuning result, diagnosis
-  or run folder as TensorBoard scalars.
+- `write_scalars(source, log_dir)` (integrations/tensorboard.py): a run, tuning result, serving
+  result, diagnosis or run folder as TensorBoard scalars.
 
 A stage of its own, after report: a callback records (collect), diagnoses (diagnose) and
 renders (report) in the user's own process, which no stage to their left may do. The trainers'

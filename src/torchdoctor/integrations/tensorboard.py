@@ -9,7 +9,10 @@ A source is a run folder or one of its records:
   step;
 - a diagnosis: phase shares, the median step, each finding's Amdahl bound;
 - a tuning result (`TuneResult`): throughput and speedup over the baseline along the ladder
-  (the rung's number is the step), the headline speedup and its interval.
+  (the rung's number is the step), the headline speedup and its interval;
+- a serving result (`ServeResult`): the batch-1 latency's percentiles, the service time per
+  batch size, each curve's throughput and p99 (the batch size or thread count is the step),
+  and the SLA search's best rate.
 
 Scalars are copied from the records, never computed anew.
 """
@@ -26,6 +29,7 @@ from torchdoctor.core.errors import UsageError
 from torchdoctor.core.records import Record, peek_schema
 from torchdoctor.diagnose import Diagnosis
 from torchdoctor.engine import RunResult
+from torchdoctor.serve import ServeResult
 from torchdoctor.tune import TuneResult
 
 Scalar = tuple[str, float, int]  # tag, value, step
@@ -77,17 +81,36 @@ def _tune(result: TuneResult) -> Iterator[Scalar]:
         yield "tune/ladder/speedup_vs_baseline", rung.speedup_vs_baseline, rung.step
 
 
+def _serve(result: ServeResult) -> Iterator[Scalar]:
+    summary = result.latency.summary
+    yield "serve/latency_mean_s", summary.mean_s, 0
+    for p in summary.percentiles:
+        yield f"serve/latency_p{p.percentile:g}_s", p.value_s, 0
+    for row in result.service_table:
+        yield "serve/service_time_s", row.seconds, row.batch_size
+    for curve in result.curves:
+        for point in curve.points:
+            step = point.batch_size if curve.axis == "batch_size" else (point.threads or 0)
+            yield f"serve/{curve.axis}/samples_per_s", point.samples_per_s, step
+            yield f"serve/{curve.axis}/p99_s", point.p99_s, step
+    best = result.sla_search.best if result.sla_search is not None else None
+    if best is not None:
+        yield "serve/sla_best_rate", best.achieved_rate, 0
+
+
 _WRITERS: list[tuple[type[Any], Any]] = [
     (RunResult, _run),
     (ScriptProfile, _profile),
     (Diagnosis, _diagnosis),
     (TuneResult, _tune),
+    (ServeResult, _serve),
 ]
 _FILES: list[tuple[str, type[Record]]] = [
     (rundir.RUN_RESULT, RunResult),
     (rundir.PROFILE, ScriptProfile),
     (rundir.DIAGNOSIS, Diagnosis),
     (rundir.TUNE, TuneResult),
+    (rundir.SERVE, ServeResult),
 ]
 
 

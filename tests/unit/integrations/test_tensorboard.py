@@ -70,3 +70,16 @@ def test_report_writes_scalars_on_request(
     assert cli_main.main(argv) == 0
     assert "TensorBoard:" in capsys.readouterr().err
     assert "tune/speedup" in _read(logs).Tags()["scalars"]
+
+
+def test_a_serving_result_reads_back(tmp_path: Path) -> None:
+    from test_serve_section import serve_record
+
+    result = serve_record()
+    write_scalars(result, tmp_path / "tb")
+    events = _read(tmp_path / "tb")
+    (p99,) = events.Scalars("serve/latency_p99_s")
+    expected = next(p for p in result.latency.summary.percentiles if p.percentile == 99)
+    assert p99.value == pytest.approx(expected.value_s, rel=1e-6)
+    curve = events.Scalars("serve/batch_size/samples_per_s")
+    assert [e.step for e in curve] == [p.batch_size for p in result.curves[0].points]
