@@ -5,6 +5,7 @@ With TORCHDOCTOR_CALLBACK_OUT set the script records itself with `TorchDoctorCal
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import torch
@@ -44,7 +45,7 @@ class Regressor(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def main() -> None:
+def main() -> int:
     torch.manual_seed(0)
     callbacks = []
     out = os.environ.get("TORCHDOCTOR_CALLBACK_OUT")
@@ -65,7 +66,8 @@ def main() -> None:
     )
     loader = torch.utils.data.DataLoader(Items(), batch_size=8, num_workers=0)
     trainer.fit(Regressor(), loader)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
