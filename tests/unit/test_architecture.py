@@ -33,7 +33,9 @@ ALLOWED = {
 
 #: The pipeline, left to right: a stage may import the stages before it, never one after it.
 #: `workloads` and `knobs` are peers (neither imports the other); `procs` comes after `collect`
-#: because the script worker launches a script through `collect`'s launcher.
+#: because the script worker launches a script through `collect`'s launcher. `integrations`
+#: (trainer callbacks, TensorBoard) comes after `report`: a callback records, diagnoses and
+#: writes the report in the user's own process.
 STAGE_ORDER = [
     "core",
     "measure",
@@ -48,6 +50,7 @@ STAGE_ORDER = [
     "serve",
     "tune",
     "report",
+    "integrations",
     "cli",
 ]
 

@@ -6,9 +6,10 @@
 
 One module per analysis: decode (the one reader: msgspec, bounded chunks, one reducer),
 loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
-steps, devicetime, breakdown, ops (with the per-dtype roofline), launches, hostops (tiny
-host op calls), syncs, idle, ranks (a job's ranks compared: `cross_rank_analysis`);
-`devices` holds datasheet ceilings as `core.env.Ceilings` records.
+steps, step_samples (each step's categories, ops and kernels, for diffs), devicetime,
+breakdown, ops (with the per-dtype roofline), launches, hostops (tiny host op calls), syncs,
+idle, ranks (a job's ranks compared: `cross_rank_analysis`); `devices` holds datasheet
+ceilings as `core.env.Ceilings` records.
 """
 
 from torchdoctor.analyze.api import analyze_ranks, analyze_timeline, analyze_trace
@@ -16,6 +17,7 @@ from torchdoctor.analyze.loading import load_rank_traces, load_trace
 from torchdoctor.analyze.rank_records import CrossRankAnalysis, RankPhases, Straggler
 from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.records import STEP_CATEGORIES, CeilingsInfo, OpRow, TraceAnalysis
+from torchdoctor.analyze.step_samples import StepSamples, timeline_step_samples, trace_step_samples
 from torchdoctor.analyze.timeline import Kind, Timeline
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Kind",
     "OpRow",
     "RankPhases",
+    "StepSamples",
     "Straggler",
     "Timeline",
     "TraceAnalysis",
@@ -34,4 +37,6 @@ __all__ = [
     "cross_rank_analysis",
     "load_rank_traces",
     "load_trace",
+    "timeline_step_samples",
+    "trace_step_samples",
 ]

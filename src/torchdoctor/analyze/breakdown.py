@@ -58,13 +58,10 @@ def category_masks(tl: Timeline) -> dict[str, BoolArray]:
     }
 
 
-def step_breakdown(
-    tl: Timeline, windows: iv.Intervals
-) -> tuple[dict[str, float] | None, StepSummary | None]:
-    """Average % of step time per category over the step windows (None without steps)."""
+def step_shares(tl: Timeline, windows: iv.Intervals) -> np.ndarray:
+    """Each step's share of its window per category (steps x `STEP_CATEGORIES`), each instant
+    counted once, for the first category in priority order that covers it."""
     starts, ends = windows
-    if starts.size == 0:
-        return None, None
     unions = {
         name: iv.union(tl.ts[m], tl.end[m]) for name, m in category_masks(tl).items() if m.any()
     }
@@ -83,6 +80,17 @@ def step_breakdown(
                 np.concatenate((taken[0], piece[0])), np.concatenate((taken[1], piece[1]))
             )
         shares[i, -1] = max(0.0, 1.0 - shares[i, :-1].sum())
+    return shares
+
+
+def step_breakdown(
+    tl: Timeline, windows: iv.Intervals
+) -> tuple[dict[str, float] | None, StepSummary | None]:
+    """Average % of step time per category over the step windows (None without steps)."""
+    starts, ends = windows
+    if starts.size == 0:
+        return None, None
+    shares = step_shares(tl, windows)
     valid = (ends - starts) > 0
     mean = shares[valid].mean(axis=0) * 100.0 if valid.any() else shares.mean(axis=0) * 100.0
     has_device = bool(tl.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET).any())

@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "profile",
     "analyze",
     "diagnose",
+    "diff",
     "tune",
     "scale",
     "serve",

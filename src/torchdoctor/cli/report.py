@@ -20,14 +20,32 @@ def report_command(
         None, "-o", "--out", help="Where to write (default: report.<format> in the run folder)."
     ),
     fmt: str = typer.Option("html", "--format", "-f", help="html, md or json."),
+    tensorboard: Path | None = typer.Option(
+        None,
+        "--tensorboard",
+        help="Also write the run's figures as TensorBoard scalars under this folder "
+        "(`tensorboard --logdir` it; needs the [tensorboard] extra).",
+    ),
 ) -> None:
-    """Render the report of a run: one self-contained HTML page (or Markdown, or JSON)."""
+    """Render the report of a run: one self-contained HTML page (or Markdown, or JSON).
+
+    With --tensorboard LOG_DIR, the run's throughput, step times, phase shares, findings'
+    bounds and the tuning ladder also go to TensorBoard event files there.
+    """
     from torchdoctor.core.rundir import display_path
     from torchdoctor.report import FORMATS, render_report
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown report format {fmt!r}", hint="use html, md or json")
     path = render_report(source, fmt, out)
+    if tensorboard is not None:
+        from torchdoctor.integrations import write_scalars
+
+        written = write_scalars(source, tensorboard)
+        err = "" if written else " (none: the run holds no figures for it)"
+        from torchdoctor.cli.state import err_console
+
+        err_console.print(f"TensorBoard: {written} scalars in {display_path(tensorboard)}{err}")
     shown = display_path(path)
     if shown.startswith(".."):  # outside the working folder: the absolute path reads better
         shown = str(path.resolve())

@@ -49,6 +49,12 @@ class Record(BaseModel):
             **self.model_dump(mode="json"),
         }
 
+    def _repr_html_(self) -> str:
+        """The record in a notebook: its fields as a table (core/notebook.py)."""
+        from torchdoctor.core.notebook import record_facts
+
+        return record_facts(self)
+
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_json_dict(), indent=indent, allow_nan=False)
 

@@ -12,6 +12,7 @@ Layout (a file is present only if the command that made the folder produces it):
       tune.json         TuneResult       (tune, demo)
       scaling.json      ScalingStudy     (scale)
       serve.json        ServeResult      (serve)
+      diff.json         RunDiff          (diff)
       trials/           one TrialResult per trial (tune)
       trace.json.gz     the Kineto trace of the profiled window
       report.html, report.md
@@ -35,7 +36,9 @@ from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
-RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve"]
+RunKind = Literal[
+    "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff"
+]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
@@ -50,6 +53,7 @@ RUN_RESULT = "run_result.json"
 TUNE = "tune.json"
 SCALING = "scaling.json"
 SERVE = "serve.json"
+DIFF = "diff.json"
 TRIALS = "trials"
 TRACE = "trace.json.gz"
 REPORT_HTML = "report.html"

@@ -5,6 +5,8 @@ ranked findings, each with its numbers, prescription and Amdahl bound on the gai
   source-neutral `Evidence` the rules read;
 - `diagnose_evidence(evidence)` runs the rules (`rules/`, one module per rule);
 - `diagnose_profile`, `diagnose_trace`, `diagnose_workload` do the whole job for one input;
+- `diff_inputs(a, b)` -> `RunDiff`: what changed between two runs, tuning results or traces
+  (diagnose/diff.py; the inputs are read in diagnose/diff_sources.py);
 - `examine_script`, `examine_trace`, `examine_workload` do it leaving a run folder behind;
   a torchrun job or a folder of per-rank traces gives one `JobDiagnosis` (diagnose/ranks.py:
   the ranks compared, a straggler's wait attributed to it).
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchdoctor.core.lazy import lazy_getattr
+from torchdoctor.core.lazy import callable_module, lazy_getattr
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_findings
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import (
@@ -31,11 +33,20 @@ from torchdoctor.diagnose.findings import (
 from torchdoctor.diagnose.rules import RULES
 
 if TYPE_CHECKING:
-    from torchdoctor.diagnose.examine import examine_script, examine_trace, examine_workload
+    from torchdoctor.diagnose.diff import RunDiff, diff_inputs
+    from torchdoctor.diagnose.examine import (
+        examine_profile,
+        examine_script,
+        examine_trace,
+        examine_workload,
+    )
     from torchdoctor.diagnose.ranks import JobDiagnosis
     from torchdoctor.diagnose.step_evidence import steady_steps
 
 _LAZY_EXPORTS = {
+    "RunDiff": "torchdoctor.diagnose.diff",
+    "diff_inputs": "torchdoctor.diagnose.diff",
+    "examine_profile": "torchdoctor.diagnose.examine",
     "examine_script": "torchdoctor.diagnose.examine",
     "examine_trace": "torchdoctor.diagnose.examine",
     "examine_workload": "torchdoctor.diagnose.examine",
@@ -53,9 +64,12 @@ __all__ = [
     "Finding",
     "JobDiagnosis",
     "Prescription",
+    "RunDiff",
     "Severity",
     "amdahl_bound",
     "diagnose_evidence",
+    "diff_inputs",
+    "examine_profile",
     "examine_script",
     "examine_trace",
     "examine_workload",
@@ -64,3 +78,6 @@ __all__ = [
 ]
 
 __getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)
+
+# `torchdoctor.diagnose(...)` is the Python API's function (torchdoctor/api.py).
+callable_module(__name__, "torchdoctor.api:diagnose")

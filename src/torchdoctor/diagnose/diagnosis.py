@@ -57,6 +57,35 @@ class Diagnosis(Record):
         warning = [f"warning: {load.warning}"] if load is not None and load.warning else []
         return self.model_copy(update={"machine_load": load, "notes": [*warning, *self.notes]})
 
+    def _repr_html_(self) -> str:
+        """What `torchdoctor diagnose` prints, in a notebook: the verdict and the findings."""
+        from torchdoctor.core import notebook
+
+        findings = notebook.table(
+            ["finding", "severity", "share of step", "at most", "fix"],
+            [
+                (
+                    f.title,
+                    f.severity,
+                    f"{f.share:.0%}",
+                    f"{f.amdahl_bound:.2f}x",
+                    f.prescription.code_change,
+                )
+                for f in self.findings
+            ],
+        )
+        return notebook.facts(
+            f"Diagnosis of {self.target}",
+            [
+                ("primary bottleneck", f"{self.primary_bottleneck} ({self.primary_share:.0%})"),
+                ("regime", self.regime),
+                ("steps", self.step_count),
+                ("median step (s)", self.median_step_s),
+                ("phases", {k: f"{v:.0%}" for k, v in self.phase_fractions.items()}),
+            ],
+            findings,
+        )
+
     @property
     def high_findings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "high"]

@@ -100,6 +100,36 @@ def examine_script(
     profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
     ranked = [p for p in profiles if p.rank is not None]
     to_diagnose = ranked or ([main] if main.steps else [])
+    _diagnose_profiles(
+        exam,
+        to_diagnose,
+        ranked,
+        ceilings=ceilings,
+        warmup=warmup,
+        load=load.reading,
+        target=" ".join(argv),
+    )
+    if not main.steps and not exam.diagnoses:
+        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
+    elif main.exit_code:
+        exam.error = f"the script exited with code {main.exit_code}"
+    return _finish(exam)
+
+
+def _diagnose_profiles(
+    exam: Examination,
+    to_diagnose: list[Any],
+    ranked: list[Any],
+    *,
+    ceilings: Any | None,
+    warmup: int,
+    load: Any | None,
+    target: str,
+) -> None:
+    """Diagnose each process's profile (the ranks compared when there are several) and write
+    the diagnoses into `exam.run_dir`: the first one's analysis and trace under the run
+    folder's own names, the others' by rank."""
+    run_dir = exam.run_dir
     by_device: dict[str, Any] = {}
     env = local_environment()
     evidence: list[Evidence] = []
@@ -111,8 +141,9 @@ def examine_script(
             analysis.write(
                 run_dir / (rundir.ANALYSIS if i == 0 else f"analysis.rank{prof.rank}.json")
             )
-            if i == 0 and prof.trace_path:
-                shutil.copyfile(prof.trace_path, run_dir / rundir.TRACE)
+            trace = Path(prof.trace_path) if prof.trace_path else None
+            if i == 0 and trace is not None and trace != run_dir / rundir.TRACE:
+                shutil.copyfile(trace, run_dir / rundir.TRACE)
         evidence.append(
             profile_evidence(
                 prof,
@@ -129,12 +160,25 @@ def examine_script(
     for diag, why in zip(diagnose_ranks(evidence, cross, environment=env), whys, strict=True):
         if why:
             diag = diag.model_copy(update={"notes": [*diag.notes, why]})
-        exam.diagnoses.append(diag.with_load(load.reading))
-    _write_diagnoses(exam, cross, target=" ".join(argv), note=cross_why)
-    if not main.steps and not exam.diagnoses:
-        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
-    elif main.exit_code:
-        exam.error = f"the script exited with code {main.exit_code}"
+        exam.diagnoses.append(diag.with_load(load))
+    _write_diagnoses(exam, cross, target=target, note=cross_why)
+
+
+def examine_profile(
+    profile: Any, run_dir: Path, *, warmup: int = 5, ceilings: Any | None = None
+) -> Examination:
+    """Diagnose a profile recorded in this process (a training framework's callback) into a
+    run folder made for it (`core.rundir.new_run_dir`), as `examine_script` diagnoses a
+    script's: the same record, analysis, diagnosis and ceilings."""
+    exam = Examination(run_dir=run_dir)
+    profile.write(run_dir / rundir.PROFILE)
+    if profile.steps:
+        target = " ".join(profile.argv) or "training"
+        _diagnose_profiles(
+            exam, [profile], [], ceilings=ceilings, warmup=warmup, load=None, target=target
+        )
+    else:
+        exam.error = _never_trained_reason(profile.ended_by, profile.error, profile.exit_code)
     return _finish(exam)
 
 

@@ -9,6 +9,8 @@
 - `SequentialTest(threshold).look(a, b)` -> `Look`: the sequential interleaved paired A/B
   (is B faster than A?) at one look: `paired_speedup`, Bonferroni-adjusted looks, and the
   verdict faster / futile / undecided (`speed_verdict`).
+- `shift_estimate(a, b)` -> `Shift`: how much a quantity moved between two runs' independent
+  samples (Hodges-Lehmann shift, its Mann-Whitney interval).
 - `replicated_speedup(a, b)`: the speedup a new process sees, from replicated pairs of fresh
   processes (Student's t interval of the mean log ratio).
 - `synchronize(device)`: wait for queued device work.
@@ -40,6 +42,7 @@ from torchdoctor.measure._sequential import (
     sequential_looks,
     speed_verdict,
 )
+from torchdoctor.measure._shift import MIN_SHIFT_SAMPLES, Shift, shift_estimate
 from torchdoctor.measure._steady import (
     DEFAULT_STEADY_STEPS,
     MAX_CHUNK_STEPS,
@@ -69,6 +72,7 @@ __all__ = [
     "MAX_STEADY_STEPS",
     "MIN_CHUNK_S",
     "MIN_REPLICATES",
+    "MIN_SHIFT_SAMPLES",
     "MIN_STEADY_S",
     "MIN_WARMUP_STEPS",
     "SETTLE_WINDOW",
@@ -81,6 +85,7 @@ __all__ = [
     "PairedSpeedup",
     "RatioEstimate",
     "SequentialTest",
+    "Shift",
     "SpeedVerdict",
     "Timer",
     "chunk_rates",
@@ -95,6 +100,7 @@ __all__ = [
     "replicated_speedup",
     "sequential_looks",
     "settled",
+    "shift_estimate",
     "speed_verdict",
     "steady_rate",
     "steady_steps",

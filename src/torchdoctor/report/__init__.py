@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.analysis import render_analysis
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
     from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
+    from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.run import render_run
@@ -39,6 +40,7 @@ _LAZY_EXPORTS = {
     "render_analysis": f"{_TERMINAL}.analysis",
     "render_comparison": f"{_TERMINAL}.bench",
     "render_diagnosis": f"{_TERMINAL}.diagnosis",
+    "render_diff": f"{_TERMINAL}.diff",
     "render_env": f"{_TERMINAL}.env",
     "render_job": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
@@ -58,6 +60,7 @@ __all__ = [
     "render_analysis",
     "render_comparison",
     "render_diagnosis",
+    "render_diff",
     "render_env",
     "render_job",
     "render_measurement",

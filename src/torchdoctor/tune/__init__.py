@@ -5,6 +5,7 @@ quality parity and persistent, resumable studies (see docs/DESIGN.md).
 change with its own measured gain.
 """
 
+from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
@@ -47,3 +48,6 @@ __all__ = [
     "diagnose_before_tuning",
     "tune",
 ]
+
+# `torchdoctor.tune(...)` is the Python API's function (torchdoctor/api.py).
+callable_module(__name__, "torchdoctor.api:tune")

@@ -403,3 +403,39 @@ class TuneResult(Record):
     elapsed_s: float
     budget_exhausted: bool = False
     notes: list[str] = Field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        """What `torchdoctor tune` prints, in a notebook: the headline and the ladder."""
+        from torchdoctor.core import notebook
+
+        ladder = notebook.table(
+            ["#", "change", "samples/s", "speedup", "interval"],
+            [
+                (
+                    r.step,
+                    r.change or "baseline",
+                    r.samples_per_s,
+                    f"{r.speedup_vs_baseline:.2f}x",
+                    f"{r.speedup_vs_baseline_ci[0]:.2f}-{r.speedup_vs_baseline_ci[1]:.2f}",
+                )
+                for r in self.ladder.rungs
+            ],
+        )
+        rejected = notebook.table(
+            ["rejected", "why"], [(r.change, r.reason) for r in self.ladder.rejected]
+        )
+        low, high = self.speedup_ci
+        return notebook.facts(
+            f"Tuning of {self.workload}",
+            [
+                ("best recipe", self.best_recipe or "the baseline"),
+                ("speedup", f"{self.speedup:.2f}x [{low:.2f}, {high:.2f}]"),
+                (
+                    "samples/s",
+                    f"{self.baseline_samples_per_s:.1f} -> {self.best_samples_per_s:.1f}",
+                ),
+                ("trials", f"{self.n_trials} ({self.n_failed} failed)"),
+            ],
+            ladder,
+            rejected if self.ladder.rejected else "",
+        )

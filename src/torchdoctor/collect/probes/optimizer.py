@@ -45,6 +45,34 @@ def optimizer_impl(opt: Any) -> str:
     return "foreach" if foreach else "for_loop"
 
 
+def _closure_outside_the_phase(
+    recorder: StepRecorder, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, Any] | None:
+    """`step(closure)` with the closure run outside the optimizer phase.
+
+    A closure (LBFGS; Lightning's automatic optimization passes its whole training step as
+    one) runs the forward and backward inside `optimizer.step`, so the optimizer phase would
+    own their time. The wrapped closure ends the phase before it runs and begins it again
+    after, so forward and backward are timed as their own phases. The pre-hook returns the new
+    arguments (torch.optim's step pre-hooks may replace them); None: no closure, unchanged.
+    """
+    # torch.optim passes the hooks the step's own arguments, the optimizer itself first.
+    closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    if not callable(closure):
+        return None
+
+    def timed(*a: Any, **kw: Any) -> Any:
+        recorder.end("optimizer")
+        try:
+            return closure(*a, **kw)
+        finally:
+            recorder.begin("optimizer")
+
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": timed}
+    return (args[0], timed, *args[2:]), kwargs
+
+
 class OptimizerProbe:
     def __init__(self, recorder: StepRecorder) -> None:
         self.recorder = recorder
@@ -53,10 +81,11 @@ class OptimizerProbe:
     def install(self, site: ProbeSite) -> None:
         recorder, counts = self.recorder, self.counts
 
-        def pre(opt: Any, _args: Any, _kwargs: Any) -> None:
+        def pre(opt: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
             recorder.begin("optimizer")
             if id(opt) not in counts.impls:
                 counts.impls[id(opt)] = optimizer_impl(opt)
+            return _closure_outside_the_phase(recorder, args, kwargs)
 
         def post(_opt: Any, _args: Any, _kwargs: Any) -> None:
             recorder.end("optimizer")

@@ -1,0 +1,233 @@
+"""The Python API: `torchdoctor.diagnose(...)`, `torchdoctor.tune(...)`, `torchdoctor.run(...)`.
+
+Each does what its command does and returns the record the command prints (`--json`):
+
+    import torchdoctor
+
+    d = torchdoctor.diagnose(["python", "train.py", "--epochs", "1"])   # a Diagnosis
+    d.primary_bottleneck, [f.title for f in d.findings]
+    t = torchdoctor.tune("cnn", budget_s=300)                             # a TuneResult
+    t.best_recipe, t.speedup, t.speedup_ci
+    r = torchdoctor.run("cnn", recipe=t.best_recipe)                     # a RunResult
+    r.samples_per_s
+
+Each writes the run folder its command writes (`out=`, else a new one under
+torchdoctor-runs/) and raises the command's errors (`TorchDoctorError` subclasses) instead of
+exiting. The stages behind them are imported on the first call, so `import torchdoctor` stays
+light. `torchdoctor.diagnose` and `torchdoctor.tune` are also the stage packages of those
+names: calling the package calls the function here (core/lazy.py, `callable_module`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchdoctor.core.errors import DiagnoseError, UsageError
+
+if TYPE_CHECKING:
+    from torchdoctor.diagnose import Diagnosis
+    from torchdoctor.engine import RunResult
+    from torchdoctor.tune import TuneResult
+
+Target = str | Path | Sequence[str]
+
+#: The CLI's defaults (`torchdoctor diagnose --warmup 5 --profile-steps 5`, `tune --budget 8m`).
+DEFAULT_WARMUP = 5
+DEFAULT_PROFILE_STEPS = 5
+DEFAULT_TUNE_BUDGET_S = 480.0
+
+
+def _command(target: Target) -> tuple[list[str], bool] | None:
+    """(argv, module) when `target` is a script's command line; None for a workload or trace.
+
+    A sequence is a command line (`["python", "train.py", ...]`, `["-m", "pkg.train"]`); a
+    string is one when it names a .py file or starts with `python`.
+    """
+    if isinstance(target, Path):
+        words = [str(target)] if target.suffix == ".py" else []
+    elif isinstance(target, str):
+        split = shlex.split(target)
+        is_script = bool(split) and (split[0].endswith(".py") or split[0].startswith("python"))
+        words = split if is_script else []
+    else:
+        words = [str(w) for w in target]
+    if not words:
+        return None
+    if Path(words[0]).name.startswith("python"):
+        words = words[1:]
+    if words[:1] == ["-m"]:
+        if len(words) < 2:
+            raise UsageError("-m needs a module name", hint='e.g. ["-m", "pkg.train"]')
+        return words[1:], True
+    if not words:
+        raise UsageError("no script after python", hint='e.g. ["python", "train.py"]')
+    return words, False
+
+
+def _settings(settings: Mapping[str, Any] | None) -> dict[str, str]:
+    return {
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (settings or {}).items()
+    }
+
+
+def _device(device: str | None) -> str:
+    """The device given, else the GPU when there is one (as the commands choose)."""
+    if device is not None:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def diagnose(
+    target: Target,
+    *,
+    steps: int | None = None,
+    warmup: int = DEFAULT_WARMUP,
+    profile_steps: int = DEFAULT_PROFILE_STEPS,
+    settings: Mapping[str, Any] | None = None,
+    device: str | None = None,
+    out: str | Path | None = None,
+) -> Diagnosis:
+    """`torchdoctor diagnose`: a script (a command line), a workload (its name or
+    `path/to/file.py:factory`) or a profiler trace (a path). Returns the `Diagnosis` (of rank 0
+    for a torchrun job; every rank's is in the run folder).
+
+    `settings`: knob values for a workload (`{"threads": 2}`); `device`: a workload's device
+    (default: CUDA when present). Raises `DiagnoseError` when nothing could be diagnosed.
+    """
+    from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
+
+    folder = Path(out) if out is not None else None
+    command = _command(target)
+    if command is not None:
+        argv, module = command
+        exam = examine_script(
+            argv, module=module, steps=steps, warmup=warmup, profile_steps=profile_steps, out=folder
+        )
+    elif Path(str(target)).exists() and not str(target).endswith(".py"):
+        exam = examine_trace(Path(str(target)), out=folder)
+    else:
+        exam = examine_workload(
+            str(target),
+            _settings(settings),
+            steps=steps or 20,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            out=folder,
+            device=_device(device),
+        )
+    if exam.diagnosis is None:
+        raise DiagnoseError(exam.error or "nothing was diagnosed", hint=f"see {exam.run_dir}")
+    return exam.diagnosis
+
+
+def tune(
+    target: Target,
+    *,
+    budget_s: float = DEFAULT_TUNE_BUDGET_S,
+    settings: Mapping[str, Any] | None = None,
+    knobs: Sequence[str] | None = None,
+    device: str | None = None,
+    seed: int = 0,
+    min_gain: float | None = None,
+    diagnose_first: bool = True,
+    out: str | Path | None = None,
+) -> TuneResult:
+    """`torchdoctor tune`: a workload or a script (a command line) climbs the ladder within
+    `budget_s` seconds (a hard stop); returns the `TuneResult`.
+
+    `settings`: the baseline's knob values; `knobs`: only these knobs are tried;
+    `diagnose_first`: a workload is diagnosed first and the prescribed knobs lead the ladder
+    (as `tune` does unless `--no-diagnose`).
+    """
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.tune import TuneConfig, diagnose_before_tuning
+    from torchdoctor.tune import tune as tune_study
+
+    device_name = _device(device)
+    pairs = [f"{k}={v}" for k, v in _settings(settings).items()]
+    common: dict[str, Any] = {
+        "device": device_name,
+        "seed": seed,
+        "budget_s": budget_s,
+        "knobs": list(knobs) if knobs else None,
+    }
+    if min_gain is not None:
+        common["min_gain"] = min_gain
+    folder = Path(out) if out is not None else None
+    command = _command(target)
+    if command is not None:
+        argv, module = command
+        name = argv[0] if module else Path(argv[0]).stem
+        config = TuneConfig(
+            workload=f"script:{name}",
+            command=argv,
+            module=module,
+            cwd=os.getcwd(),
+            baseline_recipe=Recipe.parse(pairs, device=device_name).to_dict(),
+            search_batch=False,
+            **common,
+        )
+        return tune_study(config=config, out=folder)
+    from torchdoctor.core.rundir import new_run_dir
+    from torchdoctor.workloads import get_workload
+
+    workload = str(target)
+    job = get_workload(workload)
+    prescribed: list[str] = []
+    if diagnose_first:
+        folder = new_run_dir("tune", workload, out=folder)
+        prescribed = diagnose_before_tuning(workload, folder, device=device_name)
+    config = TuneConfig(
+        workload=workload,
+        prescribed=prescribed,
+        baseline_recipe=Recipe.parse(pairs, workload=job, device=device_name).to_dict(),
+        **common,
+    )
+    return tune_study(config=config, out=folder)
+
+
+def run(
+    target: str,
+    *,
+    recipe: Mapping[str, Any] | None = None,
+    steps: int | None = None,
+    warmup: int = 3,
+    device: str | None = None,
+    seed: int = 0,
+    measure_phases: bool = True,
+) -> RunResult:
+    """`torchdoctor run WORKLOAD`: a built-in or user workload under `recipe` (knob -> value,
+    e.g. a `TuneResult.best_recipe`); returns the `RunResult` (steady throughput, the phase
+    split, peak memory, the loss at every step). A script is run with a recipe by
+    `torchdoctor run --recipe R -- python train.py`."""
+    if _command(target) is not None:
+        raise UsageError(
+            "torchdoctor.run() runs a workload",
+            hint="run a script with a recipe by `torchdoctor run --recipe R -- python train.py`",
+        )
+    from torchdoctor.engine import run_workload
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.measure import watch_load
+    from torchdoctor.workloads import get_workload
+
+    device_name = _device(device)
+    job = get_workload(target)
+    pairs = [f"{k}={v}" for k, v in _settings(recipe).items()]
+    parsed = Recipe.parse(pairs, workload=job, device=device_name)
+    with watch_load() as load:
+        result = run_workload(
+            job,
+            parsed,
+            steps=steps,
+            warmup_steps=warmup,
+            measure_phases=measure_phases,
+            device=device_name,
+            seed=seed,
+        )
+    return result.model_copy(update={"machine_load": load.reading})

@@ -1,0 +1,70 @@
+"""`torchdoctor diff A B`: what changed between two runs, two tuning results or two traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from torchdoctor.cli.main import app
+from torchdoctor.cli.state import emit
+from torchdoctor.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@app.command()
+def diff(
+    a: Path = typer.Argument(
+        ..., metavar="A", help="The earlier run folder, tuning result or trace."
+    ),
+    b: Path = typer.Argument(..., metavar="B", help="The later one, of the same kind."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
+    ),
+    report: bool = typer.Option(
+        True,
+        "--report/--no-report",
+        help="Write a run folder with diff.json and the report (--no-report: print only).",
+    ),
+) -> None:
+    """What changed from A to B: the step and its phases, the ops and kernels that moved most,
+    each with its 95% interval where both sides hold several steps, and the findings that
+    appeared or went away.
+
+    A and B are two run folders (diagnose, run, profile, or a trainer callback's), two tuning
+    results (a tune or demo folder, or its tune.json), or two profiler traces (.json or
+    .json.gz, any recent PyTorch, CPU, CUDA or ROCm; an analyze folder: diff its traces).
+    Nothing is run: the records are compared.
+
+        torchdoctor diff yesterday/ today/
+        torchdoctor diff before.json.gz after.json.gz --json
+
+    A change is called significant when its interval excludes no change and it moves at least
+    5% of A's median step; the intervals cover the spread between steps within each run, not
+    between two processes of one job.
+    """
+    if out is not None and not report:
+        raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
+    from torchdoctor.diagnose import diff_inputs
+
+    result = diff_inputs(a, b)  # bad input fails before a run folder is made
+
+    def render(console: Console) -> None:
+        from torchdoctor.report import render_diff
+
+        render_diff(result, console)
+
+    emit(result, render)
+    if report:
+        from torchdoctor.cli.reporting import write_run_reports
+        from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
+
+        run_dir = new_run_dir("diff", f"{a.name}-vs-{b.name}", out=out)
+        result.write(run_dir / DIFF)
+        finish_run_dir(run_dir)
+        write_run_reports(run_dir)

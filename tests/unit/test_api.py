@@ -1,0 +1,77 @@
+"""The Python API: `torchdoctor.diagnose/tune/run(...)` return the records the commands print,
+and `import torchdoctor` stays light (no torch, no scipy) until one is called."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import torchdoctor
+from torchdoctor.api import _command
+from torchdoctor.core.errors import UsageError
+from torchdoctor.diagnose import Diagnosis
+from torchdoctor.engine import RunResult
+from torchdoctor.tune import TuneConfig
+
+TRACE = Path(__file__).parents[1] / "data" / "diff" / "job_data_wait.json.gz"
+
+
+def test_import_stays_light_and_the_names_are_there() -> None:
+    code = (
+        "import sys, torchdoctor\n"
+        "print(sorted(m for m in ('torch', 'scipy', 'optuna') if m in sys.modules))\n"
+        "print(callable(torchdoctor.run))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "True"]
+    assert callable(torchdoctor.diagnose) and callable(torchdoctor.tune)
+    assert {"diagnose", "tune", "run", "watch"} <= set(torchdoctor.__all__)
+
+
+def test_diagnose_returns_what_the_command_prints(tmp_path: Path) -> None:
+    diag = torchdoctor.diagnose(TRACE, out=tmp_path / "api")
+    assert isinstance(diag, Diagnosis) and diag.primary_bottleneck == "data_loading"
+    # What `torchdoctor diagnose --json TRACE` prints is the record it writes in its folder.
+    assert Diagnosis.read(tmp_path / "api" / "diagnosis.json") == diag
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (["python", "train.py", "--epochs", "1"], (["train.py", "--epochs", "1"], False)),
+        ("python -m pkg.train --x", (["pkg.train", "--x"], True)),
+        ("train.py", (["train.py"], False)),
+        (Path("a/train.py"), (["a/train.py"], False)),
+        ("cnn", None),
+        ("path/to/file.py:factory", None),
+        ("trace.json.gz", None),
+    ],
+)
+def test_a_target_is_a_script_a_workload_or_a_trace(target: Any, expected: Any) -> None:
+    assert _command(target) == expected
+
+
+def test_tune_builds_the_config_the_command_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[TuneConfig] = []
+    monkeypatch.setattr(torchdoctor.tune, "tune", lambda *, config, out: seen.append(config))
+    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, settings={"threads": 1})
+    torchdoctor.tune("mlp", budget_s=90, knobs=["threads"], diagnose_first=False)
+    script, workload = seen
+    assert script.command == ["train.py", "--lr", "1"] and script.workload == "script:train"
+    assert script.budget_s == 60 and script.baseline_recipe == {"threads": 1}
+    assert not script.search_batch
+    assert workload.workload == "mlp" and workload.knobs == ["threads"]
+
+
+def test_run_returns_a_run_result_and_refuses_a_script() -> None:
+    result = torchdoctor.run(
+        "mlp", recipe={"threads": 1}, steps=4, warmup=1, device="cpu", measure_phases=False
+    )
+    assert isinstance(result, RunResult) and result.recipe == {"threads": 1}
+    assert len(result.steps) >= 4 and result.samples_per_s > 0
+    with pytest.raises(UsageError, match="runs a workload"):
+        torchdoctor.run("python train.py")
