@@ -36,9 +36,7 @@ from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
-RunKind = Literal[
-    "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff"
-]
+RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff"]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
