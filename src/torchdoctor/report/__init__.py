@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.diagnosis import render_diagnosis
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.profile import render_profile
+    from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
     from torchdoctor.report.terminal.script_run import render_script_run
     from torchdoctor.report.terminal.sections import render_sections
@@ -42,6 +43,7 @@ _LAZY_EXPORTS = {
     "render_measurement": f"{_TERMINAL}.bench",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
+    "render_recheck": f"{_TERMINAL}.recheck",
     "render_run": f"{_TERMINAL}.run",
     "render_script_run": f"{_TERMINAL}.script_run",
     "render_sections": f"{_TERMINAL}.sections",
@@ -58,6 +60,7 @@ __all__ = [
     "render_env",
     "render_measurement",
     "render_profile",
+    "render_recheck",
     "render_report",
     "render_result",
     "render_run",

@@ -11,6 +11,7 @@ from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
+from torchdoctor.tune.recheck import recheck_script
 from torchdoctor.tune.records import (
     Confirmation,
     Ladder,
@@ -21,6 +22,7 @@ from torchdoctor.tune.records import (
     TrialResult,
     TuneResult,
 )
+from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner
@@ -35,6 +37,7 @@ __all__ = [
     "ParetoPoint",
     "Rejection",
     "Rung",
+    "ScriptCommand",
     "Study",
     "Trial",
     "TrialResult",
@@ -43,5 +46,6 @@ __all__ = [
     "Tuner",
     "check_parity",
     "diagnose_before_tuning",
+    "recheck_script",
     "tune",
 ]

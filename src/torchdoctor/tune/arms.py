@@ -151,6 +151,8 @@ class Arm:
     #: faster of the first two when the first is past give_up_above (None with one warm-up
     #: step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
+    #: Seconds per step at the end of warm-up (the steps the chunk length is calibrated from)
+    step_s: float = 0.0
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.procs._worker.release_device_memory).
     release_after_run: bool = False
@@ -238,6 +240,7 @@ class Arm:
                 recent.append(self._warm_step(timeout))
             step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
+        self.step_s = step_s
         self.chunk_steps = measure.chunk_steps(
             step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s
         )
