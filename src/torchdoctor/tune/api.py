@@ -315,7 +315,7 @@ def _finish(
     assert baseline is not None and baseline.samples_per_s is not None
     last = tuner.rungs[-1]
     confirm = outcome.confirmation
-    notes = [
+    notes = [*config.notes] + [
         f"not tried, they do not apply here: {', '.join(knobs)} ({why})"
         for why, knobs in outcome.skipped.items()
     ]
