@@ -524,6 +524,9 @@ class Tuner:
                     reason=result.reason,
                     speedup_vs_best=result.speedup_vs_best,
                     speedup_vs_best_ci=result.speedup_vs_best_ci,
+                    samples_per_s=result.samples_per_s,
+                    best_samples_per_s=result.best_samples_per_s,
+                    scaled_samples_per_s=self.rungs[-1].scaled(result.speedup_vs_best),
                 )
             )
             return

@@ -10,8 +10,7 @@ import pytest
 import torchdoctor.cli.demo as demo_mod
 from torchdoctor.cli.main import main
 from torchdoctor.knobs import COMPILE
-from torchdoctor.tune import TuneConfig, tune
-from tune_sim import FAST_KNOB, sim_config
+from torchdoctor.tune import TuneConfig
 
 
 def _capture(monkeypatch: pytest.MonkeyPatch, prescribed: list[str]) -> list[TuneConfig]:
@@ -54,12 +53,3 @@ def test_the_full_demo_keeps_its_budget_and_every_knob(monkeypatch: pytest.Monke
     assert config.budget_s == 8 * 60 and config.notes == [] and config.search_batch
     assert config.knobs is not None and config.knobs[0] == COMPILE.name
     assert set(demo_mod.DEMO_KNOBS) <= set(config.knobs)
-
-
-def test_a_studys_own_notes_lead_the_results_notes(tmp_path: Path) -> None:
-    config = sim_config([FAST_KNOB], effects={"fast": {"True": 0.5}}).model_copy(
-        update={"notes": ["demo --quick: what it costs"], "budget_s": 120.0}
-    )
-    result = tune(config=config, out=tmp_path / "run")
-    assert result.notes[0] == "demo --quick: what it costs"
-    assert any(n.startswith("speedup from") for n in result.notes[1:])
