@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
     from torchdoctor.report.terminal.diagnosis import render_diagnosis
     from torchdoctor.report.terminal.env import render_env
+    from torchdoctor.report.terminal.live import TuneWatch
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 _TERMINAL = "torchdoctor.report.terminal"
 _LAZY_EXPORTS = {
+    "TuneWatch": f"{_TERMINAL}.live",
     "fmt_change": f"{_TERMINAL}.tune",
     "render_analysis": f"{_TERMINAL}.analysis",
     "render_comparison": f"{_TERMINAL}.bench",
@@ -53,6 +55,7 @@ _LAZY_EXPORTS = {
 __all__ = [
     "FORMATS",
     "ReportFormat",
+    "TuneWatch",
     "fmt_change",
     "render_analysis",
     "render_comparison",

@@ -158,6 +158,11 @@ class Tuner:
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
         #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
         self.own_settings: dict[str, Any] = {}
+        #: Called with a change as its trial starts to run (not when replayed): what a live
+        #: terminal shows as the current trial. Set by whoever watches (tune's `on_start`).
+        self.on_begin: Callable[[dict[str, Any]], None] | None = None
+        #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
+        self.planned_order: list[str] = []
 
     # budget
 
@@ -332,6 +337,8 @@ class Tuner:
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
 
         def run() -> TrialResult:
+            if self.on_begin is not None:
+                self.on_begin(change)
             return self._run_change(key, kind, change, candidate, safety)
 
         return self.run_or_replay(
