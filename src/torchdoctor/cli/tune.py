@@ -70,17 +70,23 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         state["watch"] = watch
         if live_view:
             live.update(watch, refresh=True)
-        else:
-            for line in watch.diagnosis_lines():
-                err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    def say(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def on_trial(result: Trial, tuner: Tuner) -> None:
         watch = state["watch"]
+        first = not watch.rows
         row = watch.decided(result, tuner.budget.elapsed_s())
         if live_view:
             live.refresh()
-        else:
-            err_console.print(watch.line_of(row), highlight=False, markup=False, soft_wrap=True)
+            return
+        if first:
+            # Said with the first decided trial, not at the start: a baseline that fails
+            # leaves its one error line alone.
+            for line in watch.diagnosis_lines():
+                say(line)
+        say(watch.line_of(row))
 
     if not live_view:
         return tune(on_start=on_start, on_trial=on_trial, **kwargs)
