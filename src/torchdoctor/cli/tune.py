@@ -67,6 +67,7 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         watch.diagnosis = _diagnosis_of(tuner)
         watch.start(tuner.planned_order)
         tuner.on_begin = watch.begin
+        tuner.on_look = watch.look
         state["watch"] = watch
         if live_view:
             live.update(watch, refresh=True)

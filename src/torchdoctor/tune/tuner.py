@@ -161,6 +161,8 @@ class Tuner:
         #: Called with a change as its trial starts to run (not when replayed): what a live
         #: terminal shows as the current trial. Set by whoever watches (tune's `on_start`).
         self.on_begin: Callable[[dict[str, Any]], None] | None = None
+        #: Called at each look of a trial's A/B with the estimate so far and the rounds.
+        self.on_look: Callable[[PairedSpeedup, int], None] | None = None
         #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
         self.planned_order: list[str] = []
 
@@ -409,6 +411,7 @@ class Tuner:
                 plan,
                 threshold=1.0 + self.settings.min_gain,
                 timeout=self.budget.request_timeout,
+                on_look=self.on_look,
             )
             speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
             if speed.faster:

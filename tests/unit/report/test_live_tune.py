@@ -50,7 +50,10 @@ def test_the_diagnosis_table_comes_before_the_first_trial_and_rows_as_trials_end
             assert isinstance(trial.change, dict)
             watch.begin(trial.change)
             clock.now += 12.0
+            watch.look(SimpleNamespace(speedup=1.25, ci_low=0.9, ci_high=1.7), 6)
             live.refresh()
+            # The current trial and its A/B so far, before it is decided.
+            assert "A/B so far 1.25x [0.90, 1.70] after 6 rounds" in out.getvalue()[-2000:]
             watch.decided(trial, elapsed_s=12.0 * (i + 1))
             live.refresh()
             seen.append(out.getvalue())
@@ -78,9 +81,11 @@ def _fake_tune(run_dir: Path) -> Any:
             log_dir=run_dir / "logs",
             budget=SimpleNamespace(elapsed_s=lambda: 30.0),
             on_begin=None,
+            on_look=None,
         )
         on_start(tuner, 5)
-        assert tuner.on_begin is not None  # the current trial is reported as it starts
+        # The current trial is reported as it starts, and its A/B at each look.
+        assert tuner.on_begin is not None and tuner.on_look is not None
         for trial in _events():
             on_trial(trial, tuner)
         return "result"

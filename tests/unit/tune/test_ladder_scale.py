@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.tune import TuneResult, tune
+from torchdoctor.tune import Tuner, TuneResult, tune
 from tune_sim import FAST_KNOB, NOOP_KNOB, sim_config
+
+#: What a watcher of the study was told: (event, detail), in order.
+EVENTS: list[tuple[str, object]] = []
+
+
+def _watch(tuner: Tuner, planned: int) -> None:
+    EVENTS.append(("order", list(tuner.planned_order)))
+    tuner.on_begin = lambda change: EVENTS.append(("begin", dict(change)))
+    tuner.on_look = lambda est, rounds: EVENTS.append(("look", rounds))
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +26,17 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> TuneResult:
     config = sim_config(
         [FAST_KNOB, NOOP_KNOB], noise=0.01, effects={"fast": {"True": 0.5}}
     ).model_copy(update={"notes": ["demo --quick: what it costs"], "search_batch": False})
-    return tune(config=config, out=Path(tmp_path_factory.mktemp("t")) / "run")
+    EVENTS.clear()
+    return tune(config=config, out=Path(tmp_path_factory.mktemp("t")) / "run", on_start=_watch)
+
+
+def test_a_watcher_hears_the_order_each_trial_start_and_each_look(result: TuneResult) -> None:
+    assert EVENTS[0] == ("order", ["fast", "noop"])
+    begins = [detail for event, detail in EVENTS if event == "begin"]
+    assert begins[:2] == [{"fast": True}, {"noop": True}]
+    # Looks come between a trial's start and the next one's, each after the first look's rounds.
+    first_looks = EVENTS.index(("begin", {"fast": True})) + 1
+    assert EVENTS[first_looks][0] == "look" and EVENTS[first_looks][1] == 6
 
 
 def test_kept_rows_read_on_the_baseline_scale_beside_their_pair(result: TuneResult) -> None:

@@ -83,6 +83,8 @@ class TuneWatch:
     current_since: float | None = None
     started: float | None = None
     elapsed_s: float = 0.0
+    #: The current trial's A/B so far: (speedup, interval, scored rounds) at its last look
+    so_far: tuple[float, tuple[float, float], int] | None = None
 
     def start(self, planned: list[str]) -> None:
         self.planned = list(planned)
@@ -92,6 +94,11 @@ class TuneWatch:
     def begin(self, change: dict[str, Any]) -> None:
         self.current = change_text(change)
         self.current_since = self.clock()
+        self.so_far = None
+
+    def look(self, estimate: Any, rounds: int) -> None:
+        """The current trial's A/B at a look (a `measure.PairedSpeedup`)."""
+        self.so_far = (estimate.speedup, (estimate.ci_low, estimate.ci_high), rounds)
 
     def decided(self, trial: Trial, elapsed_s: float) -> DecidedRow:
         row = row_of(trial)
@@ -100,6 +107,7 @@ class TuneWatch:
         # What runs next is said by the next `begin`; between trials the final A/B may run.
         self.current = "the final A/B" if not isinstance(trial, Confirmation) else None
         self.current_since = self.clock()
+        self.so_far = None
         return row
 
     # plain lines, for a log
@@ -180,7 +188,11 @@ class TuneWatch:
         text = f"budget left {left:.0f} s of {self.budget_s:.0f} s, ends by {end}"
         if self.current is not None:
             since = now - self.current_since if self.current_since is not None else 0.0
-            text = f"now: {self.current} ({since:.0f} s) | " + text
+            now_text = f"now: {self.current} ({since:.0f} s"
+            if self.so_far is not None:
+                speedup, ci, rounds = self.so_far
+                now_text += f", A/B so far {speedup:.2f}x {_ci(ci)} after {rounds} rounds"
+            text = now_text + ") | " + text
         return Text(text)
 
     def __rich__(self) -> RenderableType:
