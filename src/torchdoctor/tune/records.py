@@ -194,7 +194,8 @@ class TrialResult(Record):
 
 
 class Confirmation(Record):
-    """The final A/B of the ladder's best recipe against the baseline recipe.
+    """The final A/B of the ladder's best recipe against the baseline recipe (and of `torchdoctor
+    run --recipe R --vs-baseline`: a recipe against a script as it is, `tune.recheck`).
 
     The headline speedup: `speedup` is the geometric mean of baseline_i / best_i over fresh
     process pairs with Student's t interval (`torchdoctor.measure.replicated_speedup`), at
