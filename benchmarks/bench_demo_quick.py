@@ -27,8 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The issue's bound on `demo --quick`, end to end on 2 cores.
 TARGET_S = 180.0
-#: `--smoke`: a budget that checks the script runs end to end, not the demo's time.
-SMOKE_BUDGET = "20s"
+#: `--smoke`: a budget that checks the script runs end to end, not the demo's time (on a
+#: busy machine the baseline alone can take longer, and the demo says its budget is too small).
+SMOKE_BUDGET = "45s"
 #: Lines of stderr a finished command should not print.
 STRAY = ("resource_tracker", "Traceback", "leaked")
 
@@ -57,6 +58,8 @@ def run_once(out: Path, *, smoke: bool) -> dict[str, object]:
         "quick_note": any(str(n).startswith("demo --quick") for n in result.get("notes", [])),
         "report": (out / "report.html").is_file(),
         "stray_stderr": stray,
+        # What a failed command said (its one error line is last).
+        "error": done.stderr.strip().splitlines()[-1] if done.returncode else None,
     }
 
 
