@@ -92,7 +92,7 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
     if not live_view:
         return tune(on_start=on_start, on_trial=on_trial, **kwargs)
     with Live(
-        Text("diagnosed; starting the ladder"),
+        Text("tuning: measuring the baseline first"),
         console=err_console,
         refresh_per_second=LIVE_REFRESH_PER_S,
     ) as live:
