@@ -106,7 +106,7 @@ def demo_command(
     knobs = demo_knobs(prescribed, quick=quick)
     notes = [quick_note(budget_s, knobs)] if quick else []
     if notes and not settings.json:
-        err_console.print(notes[0], highlight=False)
+        err_console.print(notes[0], highlight=False, soft_wrap=True)
     config = TuneConfig(
         workload=DEMO_WORKLOAD,
         device=device,
