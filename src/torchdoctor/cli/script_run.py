@@ -178,6 +178,7 @@ def recheck_recipe(
             f"{script.display()}: {pairs} fresh process pairs, the recipe against the script "
             "as it is (each pair launches it twice)",
             highlight=False,
+            soft_wrap=True,
         )
     try:
         check = recheck_script(script, recipe, pairs=pairs, steps=steps, log_dir=logs)
