@@ -92,8 +92,11 @@ def test_unknown_knob_is_one_line_exit_2(
     assert not list(tmp_path.glob("*run*"))
 
 
-def test_script_without_recipe_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--", "python", str(ZOO / "compute_workers.py")]) == 2
+def test_vs_baseline_without_recipe_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    # Without --recipe a script runs as it is (tests/unit/cli/test_run_script_modes.py); the
+    # A/B against it needs the recipe to compare.
+    code = main(["run", "--vs-baseline", "--", "python", str(ZOO / "compute_workers.py")])
+    assert code == 2
     assert "--recipe" in one_error_line(capsys.readouterr().err)
 
 

@@ -5,7 +5,9 @@ The diagnosis (`torchdoctor.diagnose`) runs first into RUN_DIR/diagnosis/; its p
 knobs, largest Amdahl bound first, lead the ladder. The report stage renders the folder.
 
 The default budget keeps the whole demo within ten minutes on a 2-core CPU: the tuning budget
-below, plus the last trial's grace and process start-up.
+below, plus the last trial's grace and process start-up. `--quick` tells the same story
+(diagnosis, a few knobs proven, the final A/B, the report) in about two minutes, and says in
+its output and its report what the smaller budget costs (`quick_note`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from torchdoctor.knobs import (
     TF32,
     THREADS,
 )
-from torchdoctor.tune import TuneConfig
+from torchdoctor.tune import MeasurePlan, TuneConfig
 
 DEMO_WORKLOAD: Final = "cnn"
 
@@ -61,28 +63,79 @@ DEMO_GPU_KNOBS: Final = tuple(
 )
 
 
-def demo_knobs(device: str) -> tuple[str, ...]:
-    """The demo's knobs for the device it runs on."""
-    return DEMO_GPU_KNOBS if device.split(":", 1)[0] == "cuda" else DEMO_KNOBS
+#: `demo --quick`'s tuning budget: with the diagnosis (10 s on a quiet 2-core machine), process
+#: start-up and the report, the whole demo takes about two minutes there
+#: (benchmarks/bench_demo_quick.py times it end to end).
+QUICK_DEMO_BUDGET: Final = "90s"
+#: Knobs `--quick` tries: the diagnosis's prescriptions first, then DEMO_KNOBS' order. Each
+#: costs a trial (a fresh candidate process, its warm-up, its A/B) and a win a second pair;
+#: three fit in the quick budget beside the baseline and the final A/B's three pairs.
+QUICK_KNOBS: Final = 3
+#: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
+#: 2-core CPU, paid again by each fresh process of the win's second pair and the final A/B.
+QUICK_LEFT_OUT: Final = (COMPILE.name,)
+#: `--quick`'s A/Bs stop at 12 scored rounds instead of 24 (`tune.arms.DEFAULT_ROUNDS`): clear
+#: wins and losses stop at the first look (6 rounds) either way; close calls, which need the
+#: longer schedule to clear 1 + min_gain, are left unproven (tune/arms.py says why 24).
+QUICK_PLAN: Final = MeasurePlan(rounds=12)
+
+
+def demo_knobs(prescribed: list[str], *, device: str, quick: bool) -> list[str]:
+    """The knobs the demo tries, in order: prescriptions first (tried even outside the
+    device's list), then DEMO_KNOBS (DEMO_GPU_KNOBS on a GPU); with `quick`, the first
+    QUICK_KNOBS not left out."""
+    listed = DEMO_GPU_KNOBS if device.split(":", 1)[0] == "cuda" else DEMO_KNOBS
+    knobs = [*prescribed, *(k for k in listed if k not in prescribed)]
+    if quick:
+        knobs = [k for k in knobs if k not in QUICK_LEFT_OUT][:QUICK_KNOBS]
+    return knobs
+
+
+def quick_note(budget_s: float, knobs: list[str]) -> str:
+    """What `--quick`'s smaller budget costs, said in its output and its report."""
+    return (
+        f"demo --quick: a {budget_s:.0f} s budget and {len(knobs)} knobs "
+        f"({', '.join(knobs)}; not {', '.join(QUICK_LEFT_OUT)}, whose compilation alone takes "
+        f"tens of seconds per process here), no batch-size search, A/Bs of at most "
+        f"{QUICK_PLAN.rounds} rounds (24 in the full demo) and a final A/B of as few as 3 fresh "
+        "process pairs: intervals are wider and gains under about 10% more often go unproven. "
+        f"The full demo (`torchdoctor demo`, {DEFAULT_DEMO_BUDGET} of tuning) tries more."
+    )
 
 
 @app.command("demo")
 def demo_command(
-    budget: str = typer.Option(DEFAULT_DEMO_BUDGET, "--budget", help="Tuning budget, e.g. 8m."),
+    budget: str = typer.Option(
+        None,
+        "--budget",
+        help=f"Tuning budget, e.g. 8m (default {DEFAULT_DEMO_BUDGET}; "
+        f"{QUICK_DEMO_BUDGET} with --quick).",
+    ),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help=f"The whole story in about two minutes: {QUICK_KNOBS} knobs, shorter A/Bs, no "
+        "batch search; wider intervals, said in the output and the report.",
+    ),
     out: Path = typer.Option(None, "--out", help="Run folder to create."),
     device: str | None = device_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
-    budget_s = parse_duration(budget)
+    budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
     run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
+    knobs = demo_knobs(prescribed, device=device, quick=quick)
+    notes = [quick_note(budget_s, knobs)] if quick else []
+    if notes and not settings.json:
+        err_console.print(notes[0], highlight=False, soft_wrap=True)
     config = TuneConfig(
         workload=DEMO_WORKLOAD,
         device=device,
         budget_s=budget_s,
-        # The diagnosis's prescriptions come first and are tried even outside DEMO_KNOBS.
-        knobs=[*prescribed, *(k for k in demo_knobs(device) if k not in prescribed)],
-        prescribed=prescribed,
+        knobs=knobs,
+        prescribed=[k for k in prescribed if k in knobs],
+        notes=notes,
+        **({"plan": QUICK_PLAN, "search_batch": False} if quick else {}),
     )
     result = run_with_progress(config=config, out=run_dir)
     finish_with_report(result)

@@ -1,7 +1,8 @@
 """`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes.
 
-`torchdoctor run --recipe R -- python train.py ARGS`: run a script unmodified with the recipe
-injected (cli/script_run.py).
+`torchdoctor run [--recipe R] -- python train.py ARGS`: run a script unmodified, as it is or
+with the recipe injected; with `--vs-baseline`, the recipe against the script as it is in
+fresh process pairs (cli/script_run.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError, UsageError
-from torchdoctor.measure import DEFAULT_STEADY_STEPS, MIN_STEADY_S, MIN_WARMUP_STEPS
+from torchdoctor.measure import (
+    DEFAULT_REPLICATES,
+    DEFAULT_STEADY_STEPS,
+    MIN_REPLICATES,
+    MIN_STEADY_S,
+    MIN_WARMUP_STEPS,
+)
 
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -34,7 +41,20 @@ def run_command(
     recipe_file: Path | None = typer.Option(
         None,
         "--recipe",
-        help="For a script: JSON knob values to inject (tune's best_recipe.json or tune.json).",
+        help="For a script: JSON knob values to inject (tune's best_recipe.json or tune.json); "
+        "without it the script is measured as it is.",
+    ),
+    vs_baseline: bool = typer.Option(
+        False,
+        "--vs-baseline",
+        help="For a script with --recipe: measure the recipe against the script as it is in "
+        "fresh process pairs, as tune's final A/B does, and print the ratio with its interval.",
+    ),
+    pairs: int = typer.Option(
+        DEFAULT_REPLICATES,
+        "--pairs",
+        min=MIN_REPLICATES,
+        help="With --vs-baseline: fresh process pairs (each launches the script twice).",
     ),
     out: Path | None = typer.Option(None, "--out", help="For a script: run folder to write."),
     settings: list[str] = typer.Option(
@@ -80,15 +100,23 @@ def run_command(
     If the loss becomes NaN or infinite the result is still shown (non-finite losses as
     null), followed by one error line, and the exit code is 2.
 
-    Your own script, unmodified, with a recipe injected (a tune's best_recipe.json, or its
-    run folder), its steady throughput measured by the same rule as the tuner's:
+    Your own script, unmodified, as it is or with a recipe injected (a tune's
+    best_recipe.json, or its run folder), its steady throughput measured by the same rule as
+    the tuner's:
 
+        torchdoctor run -- python train.py ARGS
         torchdoctor run --recipe best_recipe.json -- python train.py ARGS
+
+    To see a tuner's speedup for yourself: the recipe against the script as it is, in fresh
+    process pairs timed in alternating chunks (the tuner's final A/B), the ratio with its
+    95% interval over the pairs:
+
+        torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py ARGS
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    if command or recipe_file is not None:
-        from torchdoctor.cli.script_run import run_script_with_recipe
+    if command or recipe_file is not None or vs_baseline:
+        from torchdoctor.cli.script_run import recheck_recipe, run_script_with_recipe
 
         if not command and workload is not None:
             command = [workload]  # `run --recipe R -- train.py`: a script without arguments
@@ -96,6 +124,9 @@ def run_command(
             raise UsageError(
                 "no script to run", hint="torchdoctor run --recipe R -- python train.py"
             )
+        if vs_baseline:
+            recheck_recipe(command, recipe_file, pairs=pairs, steps=steps, out=out)
+            return
         run_script_with_recipe(command, recipe_file, steps=steps, warmup=warmup, out=out)
         return
     if workload is None:

@@ -1,8 +1,13 @@
-"""`torchdoctor run --recipe R -- python train.py ARGS`: the script, unmodified, with a recipe
-injected (collect/inject); what it did: steady step time, throughput, which knobs applied.
+"""`torchdoctor run [--recipe R] -- python train.py ARGS`: the script, unmodified, as it is or
+with a recipe injected (collect/inject); what it did: steady step time, throughput, which knobs
+applied.
 
 Run folder: run.json (manifest), collect/ (the launch's script_profile.json and
 injection.json), script_run.json (`ScriptRun`).
+
+`--vs-baseline` (`recheck_recipe`): the recipe against the script as it is, in fresh process
+pairs (`torchdoctor.tune.recheck`); run folder: run.json, vs_baseline.json (`Confirmation`),
+logs/ (each launch's output).
 """
 
 from __future__ import annotations
@@ -13,13 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
-from torchdoctor.cli.state import emit, settings
-from torchdoctor.core.errors import ScriptExit, TorchDoctorError, UsageError
+from torchdoctor.cli.state import emit, err_console, settings
+from torchdoctor.core.errors import MeasureError, ScriptExit, TorchDoctorError, UsageError
+from torchdoctor.core.rundir import display_path
 
 #: File names a recipe is read from when --recipe names a `torchdoctor tune` run folder.
 TUNE_BEST = "best_recipe.json"
 SCRIPT_RUN = "script_run.json"
+VS_BASELINE = "vs_baseline.json"
+LOGS_SUBDIR = "logs"
 COLLECT_SUBDIR = "collect"
 
 
@@ -67,11 +76,8 @@ def run_script_with_recipe(
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
 
-    if recipe_path is None:
-        raise UsageError(
-            "a script needs --recipe", hint="torchdoctor run --recipe best.json -- python train.py"
-        )
-    recipe = load_recipe_file(recipe_path)
+    # No recipe: the script as it is, measured by the same rule (nothing injected).
+    recipe = load_recipe_file(recipe_path) if recipe_path is not None else {}
     argv, module = _split_command(command)
     if out is not None and out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
@@ -135,3 +141,62 @@ def run_script_with_recipe(
     emit(run, render)
     if code not in (None, 0):
         raise ScriptExit(error or f"the script exited with code {code}", exit_code=int(code))
+
+
+def recheck_recipe(
+    command: list[str],
+    recipe_path: Path | None,
+    *,
+    pairs: int,
+    steps: int | None,
+    out: Path | None,
+) -> None:
+    """`run --recipe R --vs-baseline -- python train.py`: the ratio and its interval."""
+    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.core import rundir
+    from torchdoctor.tune import ScriptCommand, recheck_script
+
+    if recipe_path is None:
+        raise UsageError(
+            "--vs-baseline needs --recipe: the recipe to measure against the script as it is",
+            hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
+        )
+    recipe = load_recipe_file(recipe_path)
+    argv, module = _split_command(command)
+    if not module and not Path(argv[0]).is_file():
+        raise UsageError(
+            f"script {argv[0]!r} not found", hint="e.g. -- python train.py, from its folder"
+        )
+    if out is not None and out.exists() and any(out.iterdir()):
+        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
+    script = ScriptCommand(tuple(argv), module=module)
+    run_dir = rundir.new_run_dir("run", argv[0], out=out)
+    logs = run_dir / LOGS_SUBDIR
+    logs.mkdir(exist_ok=True)
+    if not settings.json:
+        err_console.print(
+            f"{script.display()}: {pairs} fresh process pairs, the recipe against the script "
+            "as it is (each pair launches it twice)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    try:
+        check = recheck_script(script, recipe, pairs=pairs, steps=steps, log_dir=logs)
+    except TorchDoctorError as exc:
+        rundir.finish_run_dir(run_dir, error=str(exc))
+        raise
+    check.write(run_dir / VS_BASELINE)
+    rundir.finish_run_dir(run_dir, error=None if check.ok else check.reason or check.status)
+
+    def render(console: Console) -> None:
+        from torchdoctor.report import render_recheck
+
+        render_recheck(console, check, script.display())
+        console.print(f"run folder: {escape(display_path(run_dir))}", soft_wrap=True)
+
+    emit(check, render)
+    if not check.ok:
+        raise MeasureError(
+            f"the A/B gave no interval: {check.reason or check.status}",
+            hint=f"each launch's output is in {display_path(logs)}",
+        )

@@ -9,30 +9,21 @@ torch.optim optimizer (tune/sources.py).
 from __future__ import annotations
 
 import re
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.live import Live
+from rich.text import Text
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import default_device, device_option, seed_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import TuneError, UsageError
+from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
 from torchdoctor.core.rundir import display_path
-from torchdoctor.report import fmt_change, render_result
-from torchdoctor.tune import (
-    Confirmation,
-    StorageURL,
-    Study,
-    Trial,
-    TuneConfig,
-    Tuner,
-    TuneResult,
-    tune,
-)
+from torchdoctor.report import render_result
+from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -57,41 +48,73 @@ def parse_size(text: str) -> int:
 
 
 def run_with_progress(**kwargs: Any) -> TuneResult:
-    """Call `tune()` with a progress bar on stderr (trial k of n, budget left) when wanted."""
-    bar: Progress | None = None
-    if progress_enabled():
-        bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=err_console,
-            transient=True,
-        )
-    state: dict[str, Any] = {}
+    """Call `tune()` and show it as it goes (report/terminal/live.py's `TuneWatch`).
+
+    On a terminal: a live view on stderr, the diagnosis table first, then the ladder filling
+    in as trials are decided, the current trial and the budget left. Without one: one plain
+    line per event on stderr, which a log keeps. With --json: nothing (stdout holds the
+    record only).
+    """
+    from torchdoctor.report import TuneWatch
+
+    if settings_json():
+        return tune(**kwargs)
+    live_view = progress_enabled()
+    state: dict[str, TuneWatch] = {}
 
     def on_start(tuner: Tuner, planned: int) -> None:
-        state["planned"] = planned
-        if bar is not None:
-            state["task"] = bar.add_task("tuning", total=tuner.settings.budget_s, status="")
+        watch = TuneWatch(budget_s=tuner.settings.budget_s)
+        watch.diagnosis = _diagnosis_of(tuner)
+        watch.start(tuner.planned_order)
+        tuner.on_begin = watch.begin
+        tuner.on_look = watch.look
+        state["watch"] = watch
+        if live_view:
+            live.update(watch, refresh=True)
+
+    def say(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def on_trial(result: Trial, tuner: Tuner) -> None:
-        if bar is None:
+        watch = state["watch"]
+        first = not watch.rows
+        row = watch.decided(result, tuner.budget.elapsed_s())
+        if live_view:
+            live.refresh()
             return
-        k = len(tuner.trials)
-        left = max(0.0, tuner.budget.remaining_s())
-        if isinstance(result, Confirmation):
-            what = f"final A/B against the baseline: {result.status}"
-        else:
-            what = f"{fmt_change(result.change)}: {result.decision}"
-        bar.update(
-            state["task"],
-            completed=tuner.budget.elapsed_s(),
-            description=f"trial {k} of ~{max(k, state['planned'])}",
-            status=f"{what} | budget left {left:.0f} s",
-        )
+        if first:
+            # Said with the first decided trial, not at the start: a baseline that fails
+            # leaves its one error line alone.
+            for line in watch.diagnosis_lines():
+                say(line)
+        say(watch.line_of(row))
 
-    with bar if bar is not None else nullcontext():
+    if not live_view:
         return tune(on_start=on_start, on_trial=on_trial, **kwargs)
+    with Live(
+        Text("tuning: measuring the baseline first"),
+        console=err_console,
+        refresh_per_second=LIVE_REFRESH_PER_S,
+    ) as live:
+        return tune(on_start=on_start, on_trial=on_trial, **kwargs)
+
+
+#: Redraws of the live view per second: the clock and the current trial's time tick.
+LIVE_REFRESH_PER_S = 1
+
+
+def _diagnosis_of(tuner: Tuner) -> Any:
+    """The diagnosis that ordered this study's ladder (RUN_DIR/diagnosis.json), or None."""
+    from torchdoctor.core import rundir
+    from torchdoctor.diagnose import Diagnosis
+
+    if tuner.log_dir is None:
+        return None
+    path = tuner.log_dir.parent / rundir.DIAGNOSIS
+    try:
+        return Diagnosis.read(path) if path.is_file() else None
+    except TorchDoctorError:
+        return None  # an unreadable diagnosis: the live view shows the ladder alone
 
 
 @app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})

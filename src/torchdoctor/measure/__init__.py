@@ -30,7 +30,11 @@ from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
 from torchdoctor.measure._ratio import DEFAULT_MIN_EFFECT, RatioEstimate, compare_samples
-from torchdoctor.measure._replicates import MIN_REPLICATES, replicated_speedup
+from torchdoctor.measure._replicates import (
+    DEFAULT_REPLICATES,
+    MIN_REPLICATES,
+    replicated_speedup,
+)
 from torchdoctor.measure._sequential import (
     LAST_LOOK_SHARE,
     Look,
@@ -65,6 +69,7 @@ from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
     "DEFAULT_MIN_EFFECT",
+    "DEFAULT_REPLICATES",
     "DEFAULT_STEADY_STEPS",
     "LAST_LOOK_SHARE",
     "MAX_CHUNK_STEPS",

@@ -132,8 +132,16 @@ class SubprocessWorker(MemoryCapped):
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._log_path = log_path
+        # The worker's DataLoaders start their workers as this process's would (see
+        # worker_main), not by the spawn that started the worker.
+        start_method = (
+            multiprocessing.get_start_method(allow_none=True)
+            or multiprocessing.get_all_start_methods()[0]  # the platform's default, unset
+        )
         self._proc = ctx.Process(
-            target=worker_main, args=(child, str(log_path) if log_path else None), daemon=False
+            target=worker_main,
+            args=(child, str(log_path) if log_path else None, start_method),
+            daemon=False,
         )
         self._proc.start()
         LIVE_WORKERS.add(self)
@@ -199,7 +207,7 @@ class InProcessWorker:
         return message.expect(self._host.handle(message))
 
     def close(self) -> None:
-        self._host.session = None
+        self._host.close()
 
 
 def start_worker(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 import os
 import resource
 import time
@@ -151,9 +152,19 @@ class SessionHost:
             rows = session.run_steps(steps, measure_phases=False)
             return Losses(tuple(_finite_or_none(r.loss) for r in rows))
         finally:
-            close = getattr(session, "close", None)
-            if callable(close):
-                close()
+            _close_session(session)
+
+    def close(self) -> None:
+        """Close the held session (its DataLoader workers and their queues) and drop it."""
+        if self.session is not None:
+            session, self.session = self.session, None
+            _close_session(session)
+
+
+def _close_session(session: SessionLike) -> None:
+    close = getattr(session, "close", None)
+    if callable(close):
+        close()
 
 
 def _finite_or_none(loss: float | None) -> float | None:
@@ -164,8 +175,19 @@ def _finite_or_none(loss: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def worker_main(conn: Connection, log_path: str | None) -> None:
-    """Entry point of a worker process (multiprocessing spawn target)."""
+def worker_main(conn: Connection, log_path: str | None, start_method: str | None = None) -> None:
+    """Entry point of a worker process (multiprocessing spawn target).
+
+    `start_method` is the parent's default multiprocessing start method, which a user's own
+    training process would have (fork on Linux up to Python 3.13). A spawned process's
+    default is spawn, so without it the session's DataLoader workers (the num_workers knob)
+    would start by spawn, re-importing torch in each, which a user's job does not pay; and
+    their queues would be made of named semaphores registered with the parent's resource
+    tracker, which a worker killed at its deadline leaves behind and the tracker reports
+    as leaked when the command ends. Fork-made semaphores are unlinked at creation.
+    """
+    if start_method is not None:
+        multiprocessing.set_start_method(start_method, force=True)
     if log_path:
         # The session's own prints and warnings (torch.compile is chatty) go to the trial log,
         # not into the user's terminal; the parent quotes its tail when the worker crashes.
@@ -174,11 +196,17 @@ def worker_main(conn: Connection, log_path: str | None) -> None:
         os.dup2(fd, 2)
         os.close(fd)
     host = SessionHost()
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            return  # the parent went away (killed or done): nothing left to serve
-        if isinstance(request, Exit):
-            return
-        conn.send(host.handle(request))
+    try:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):
+                return  # the parent went away (killed or done): nothing left to serve
+            if isinstance(request, Exit):
+                return
+            conn.send(host.handle(request))
+    finally:
+        # The session is closed here, before the process exits: its DataLoader workers are
+        # stopped and their queues released by the session's own close, not left to the
+        # order in which the interpreter's teardown happens to free them.
+        host.close()

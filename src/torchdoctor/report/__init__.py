@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
     from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
+    from torchdoctor.report.terminal.live import TuneWatch
     from torchdoctor.report.terminal.profile import render_profile
+    from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
     from torchdoctor.report.terminal.scale import render_scaling
     from torchdoctor.report.terminal.script_run import render_script_run
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 _TERMINAL = "torchdoctor.report.terminal"
 _LAZY_EXPORTS = {
+    "TuneWatch": f"{_TERMINAL}.live",
     "fmt_change": f"{_TERMINAL}.tune",
     "render_analysis": f"{_TERMINAL}.analysis",
     "render_comparison": f"{_TERMINAL}.bench",
@@ -46,6 +49,7 @@ _LAZY_EXPORTS = {
     "render_measurement": f"{_TERMINAL}.bench",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
+    "render_recheck": f"{_TERMINAL}.recheck",
     "render_run": f"{_TERMINAL}.run",
     "render_scaling": f"{_TERMINAL}.scale",
     "render_script_run": f"{_TERMINAL}.script_run",
@@ -56,6 +60,7 @@ _LAZY_EXPORTS = {
 __all__ = [
     "FORMATS",
     "ReportFormat",
+    "TuneWatch",
     "fmt_change",
     "render_analysis",
     "render_comparison",
@@ -65,6 +70,7 @@ __all__ = [
     "render_job",
     "render_measurement",
     "render_profile",
+    "render_recheck",
     "render_report",
     "render_result",
     "render_run",

@@ -50,6 +50,14 @@ def rate(value: float | None, unit: str = "samples/s") -> str:
     return f"{value:,.1f} {unit}" if value < 1e4 else f"{value:,.0f} {unit}"
 
 
+def ab_rates(best: float | None, candidate: float | None) -> str:
+    """Both arms of one A/B, as measured side by side: '529.0 -> 612.3' (samples/s)."""
+    if not (_finite(best) and _finite(candidate)):
+        return NA
+    assert best is not None and candidate is not None
+    return f"{best:,.1f} \u2192 {candidate:,.1f}"
+
+
 def seconds(value: float | None) -> str:
     if value is None or not _finite(value):
         return NA

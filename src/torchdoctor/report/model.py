@@ -136,6 +136,7 @@ class FindingView:
 class RungView:
     step: int
     change: str
+    #: As measured in the rung's own trial (raw; the trials ran minutes apart)
     samples_per_s: float
     speedup: float
     ci_low: float
@@ -144,6 +145,10 @@ class RungView:
     peak_memory_bytes: int | None
     loss_deviation: float | None
     verdict: str
+    #: On the baseline's scale: one scale down the whole ladder (`Rung.scaled_samples_per_s`)
+    scaled_samples_per_s: float | None = None
+    #: The previous best's rate in the A/B that kept it (with `samples_per_s`, its two arms)
+    best_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,11 @@ class RejectedView:
     speedup: float | None
     ci_low: float | None
     ci_high: float | None
+    #: On the ladder's one scale (`Rejection.scaled_samples_per_s`)
+    scaled_samples_per_s: float | None = None
+    #: Both arms of the A/B that decided it, as measured then
+    samples_per_s: float | None = None
+    best_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,8 @@ class LadderSection:
     rejected: list[RejectedView]
     facts: list[KeyValue] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: What the throughput columns mean
+    caption: str = ""
 
 
 @dataclass(frozen=True)

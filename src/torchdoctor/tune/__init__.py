@@ -12,6 +12,7 @@ from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
+from torchdoctor.tune.recheck import recheck_script
 from torchdoctor.tune.records import (
     Confirmation,
     Ladder,
@@ -22,6 +23,7 @@ from torchdoctor.tune.records import (
     TrialResult,
     TuneResult,
 )
+from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
@@ -37,6 +39,7 @@ __all__ = [
     "ParetoPoint",
     "Rejection",
     "Rung",
+    "ScriptCommand",
     "StorageURL",
     "Study",
     "Trial",
@@ -46,6 +49,7 @@ __all__ = [
     "Tuner",
     "check_parity",
     "diagnose_before_tuning",
+    "recheck_script",
     "tune",
 ]
 

@@ -45,7 +45,14 @@ from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
-from torchdoctor.tune.space import KnobSpec, catalogue_space, recipe_validator, static_prior
+from torchdoctor.tune.space import (
+    BATCH_KNOBS,
+    KnobSpec,
+    catalogue_space,
+    order_knobs,
+    recipe_validator,
+    static_prior,
+)
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
@@ -317,6 +324,9 @@ def _run(
     )
     from torchdoctor.tune.ladder import planned_trials
 
+    # The ladder's order (`ladder.climb`): the batch knobs go to the batch-size search.
+    laddered = [s for s in plan.space if s.name not in BATCH_KNOBS]
+    tuner.planned_order = [s.name for s in order_knobs(laddered, plan.prescribed, plan.prior)]
     if on_start is not None:
         on_start(tuner, planned_trials(plan) + config.joint_trials)
     try:
@@ -338,7 +348,7 @@ def _finish(
     assert baseline is not None and baseline.samples_per_s is not None
     last = tuner.rungs[-1]
     confirm = outcome.confirmation
-    notes = [
+    notes = [*config.notes] + [
         f"not tried, they do not apply here: {', '.join(knobs)} ({why})"
         for why, knobs in outcome.skipped.items()
     ]

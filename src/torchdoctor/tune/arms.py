@@ -50,6 +50,9 @@ from torchdoctor.procs import Reference, Release, Run, WorkerLike
 #: request at a time (each within its own timeout, together far beyond it).
 Timeout = Callable[[], float]
 
+#: Told each look of a sequential A/B: the estimate so far and the scored rounds.
+OnLook = Callable[[PairedSpeedup, int], None]
+
 #: Warm-up steps before anything is scored: the first compiles (torch.compile, cudnn
 #: autotuning), the next ones let allocator caches and CPU frequency settle.
 DEFAULT_WARMUP_STEPS: Final = 3
@@ -151,6 +154,8 @@ class Arm:
     #: faster of the first two when the first is past give_up_above (None with one warm-up
     #: step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
+    #: Seconds per step at the end of warm-up (the steps the chunk length is calibrated from)
+    step_s: float = 0.0
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.procs._worker.release_device_memory).
     #: The first step after a release refills the caching allocator (cudaMalloc, which
@@ -263,6 +268,7 @@ class Arm:
                 recent.append(self._warm_step(timeout))
             step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
         # Calibrate the chunk length from the last (post-compile) warm-up steps.
+        self.step_s = step_s
         self.chunk_steps = measure.chunk_steps(
             step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s
         )
@@ -345,8 +351,12 @@ def interleave_until_clear(
     threshold: float,
     timeout: Timeout,
     load: LoadProbe | None = None,
+    on_look: OnLook | None = None,
 ) -> PairedSpeedup:
     """Sequential interleaved A/B, measured again while the machine was disturbed.
+
+    `on_look`, if given, is called at each look with the estimate so far and the scored
+    rounds (a live terminal's "A/B so far").
 
     Each round's load is read (`load`, by default `measure.load.default_load_probe()`); a
     comparison in which any round was disturbed by other work is run again from scratch, up to
@@ -356,7 +366,7 @@ def interleave_until_clear(
     probe = load or load_signal.default_load_probe()
     remeasured = 0
     while True:
-        est, readings = _interleave_once(best, candidate, plan, threshold, timeout, probe)
+        est, readings = _interleave_once(best, candidate, plan, threshold, timeout, probe, on_look)
         total = combine(readings)
         if total is None or not total.disturbed or remeasured >= plan.remeasures:
             return replace(est, load=total, remeasured=remeasured)
@@ -438,6 +448,7 @@ def _interleave_once(
     threshold: float,
     timeout: Timeout,
     probe: LoadProbe,
+    on_look: OnLook | None = None,
 ) -> tuple[PairedSpeedup, list[MachineLoad]]:
     """One sequential A/B: stop at the first look where the decision is clear.
 
@@ -462,6 +473,8 @@ def _interleave_once(
             readings.append(round_load)
         i += 1
         look = test.look(best.chunk_scores, candidate.chunk_scores)
+        if look is not None and on_look is not None:
+            on_look(look.estimate, len(candidate.chunk_scores))
         if look is not None and look.stop:
             return look.estimate, readings
 

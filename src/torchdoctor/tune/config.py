@@ -82,6 +82,9 @@ class TuneConfig(Record):
     command: list[str] | None = None
     module: bool = False
     cwd: str | None = None
+    #: What the caller says of this study, first among the result's notes (`demo --quick`:
+    #: what its smaller budget costs).
+    notes: list[str] = Field(default_factory=list)
 
     @classmethod
     def upgrade(cls, fields: dict[str, Any], version: int) -> dict[str, Any]:

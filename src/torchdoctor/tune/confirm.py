@@ -21,11 +21,18 @@ for it, is `torchdoctor.tune.budget`'s (`pair_cost_s`, `confirm_cost_s`).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from torchdoctor.measure import MIN_REPLICATES, replicated_speedup
+from torchdoctor.core.vocabulary import Clock
+from torchdoctor.measure import (
+    DEFAULT_REPLICATES,
+    MIN_REPLICATES,
+    replicated_speedup,
+    steady_steps,
+)
 from torchdoctor.procs import WorkerFailure
-from torchdoctor.tune.arms import Arm, interleave_steady
+from torchdoctor.tune.arms import Arm, OpenArm, Timeout, interleave_steady
 from torchdoctor.tune.budget import (
     BUDGET_GRACE_S,
     Budget,
@@ -37,11 +44,9 @@ from torchdoctor.tune.outcome import BUDGET_CUT, Outcome, Verdict, failure_outco
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
 
-#: Fresh process pairs of the final confirmation when the budget allows (at least
-#: `measure.MIN_REPLICATES`). Student's t quantile falls from 4.30 (3 pairs) to 3.18 (4) and
-#: 2.78 (5) at 95%: the fourth pair narrows the interval by a quarter, a fifth by another
-#: eighth for a quarter more time.
-CONFIRM_PAIRS: Final = 4
+#: Fresh process pairs of the final confirmation when the budget allows
+#: (`measure.DEFAULT_REPLICATES`, which says why 4).
+CONFIRM_PAIRS: Final = DEFAULT_REPLICATES
 
 
 #: What the fresh process pairs say of the ladder's claim (`confirmation_verdict`).
@@ -113,24 +118,64 @@ def _run_pairs(
         raise BudgetExhausted
     # The ladder's live workers would share the machine with the fresh ones.
     tuner.close()
-    start = budget.clock()
-    recipes = {"baseline": baseline.recipe, "best": best_recipe}
+    return measure_fresh_pairs(
+        tuner.open_arm_for,
+        baseline.recipe,
+        best_recipe,
+        key=key,
+        step=len(tuner.trials),
+        steps=confirm_steps(baseline),
+        pairs=CONFIRM_PAIRS,
+        timeout=budget.request_timeout,
+        confidence=tuner.settings.plan.confidence,
+        clock=budget.clock,
+        next_pair_fits=lambda took_s, done: _next_pair_fits(budget, took_s=took_s, pairs=done),
+    )
+
+
+def measure_fresh_pairs(
+    open_arm: OpenArm,
+    baseline_recipe: dict[str, Any],
+    recipe: dict[str, Any],
+    *,
+    key: str,
+    step: int,
+    steps: int | None,
+    pairs: int,
+    timeout: Timeout,
+    confidence: float,
+    clock: Clock,
+    next_pair_fits: Callable[[float, int], bool] = lambda took_s, done: True,
+) -> Confirmation:
+    """`recipe` against `baseline_recipe` in `pairs` fresh process pairs: the one A/B that
+    says what a new process sees (the tuner's final confirmation, `torchdoctor run
+    --vs-baseline`).
+
+    Each pair opens one arm of each recipe (`open_arm`; who starts first alternates) and times
+    `steps` steady steps of each in alternating chunks (`interleave_steady`); `steps` None
+    takes `run`'s default window at the first baseline process's step time
+    (`measure.steady_steps`). Before each pair after the first, `next_pair_fits(seconds so
+    far, pairs done)` may stop it. A failure, or fewer than `measure.MIN_REPLICATES` whole
+    pairs, is recorded with its reason instead of a speedup.
+    """
+    start = clock()
+    recipes = {"baseline": baseline_recipe, "best": recipe}
     scores: dict[str, list[float]] = {"baseline": [], "best": []}
     rates: dict[str, list[float]] = {"baseline": [], "best": []}
     peak: int | None = None
     verdict = Verdict("ok", Outcome.MEASURED)
-    timeout = budget.request_timeout
-    steps = confirm_steps(baseline)
     try:
-        for i in range(CONFIRM_PAIRS):
-            if i > 0 and not _next_pair_fits(budget, took_s=budget.clock() - start, pairs=i):
+        for i in range(pairs):
+            if i > 0 and not next_pair_fits(clock() - start, i):
                 break
             # Alternate who starts first, so start-up order favours neither side.
             order = ("baseline", "best") if i % 2 == 0 else ("best", "baseline")
             arms: dict[str, Arm] = {}
             try:
                 for tag in order:
-                    arms[tag] = tuner.open_arm_for(recipes[tag], f"confirm-{tag}")
+                    arms[tag] = open_arm(recipes[tag], f"confirm-{tag}")
+                if steps is None:
+                    steps = steady_steps(arms["baseline"].step_s)
                 first, second = interleave_steady(
                     (arms[order[0]], arms[order[1]]), steps, timeout=timeout
                 )
@@ -157,34 +202,28 @@ def _run_pairs(
             Outcome.BUDGET_CUT,
             f"{BUDGET_CUT} {done} fresh process pairs; an interval needs {MIN_REPLICATES}",
         )
-    if verdict.outcome is not Outcome.MEASURED:
-        return Confirmation(
-            key=key,
-            step=len(tuner.trials),
-            baseline_recipe=dict(baseline.recipe),
-            recipe=dict(best_recipe),
-            status=verdict.status,
-            outcome=verdict.outcome,
-            reason=verdict.reason,
-            wall_s=budget.clock() - start,
-        )
-    confidence = tuner.settings.plan.confidence
-    est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)
-    return Confirmation(
+    record = Confirmation(
         key=key,
-        step=len(tuner.trials),
-        baseline_recipe=dict(baseline.recipe),
-        recipe=dict(best_recipe),
+        step=step,
+        baseline_recipe=dict(baseline_recipe),
+        recipe=dict(recipe),
         status=verdict.status,
         outcome=verdict.outcome,
         reason=verdict.reason,
-        samples_per_s=statistics.median(rates["best"]),
-        baseline_samples_per_s=statistics.median(rates["baseline"]),
-        speedup=est.speedup,
-        speedup_ci=(est.ci_low, est.ci_high),
-        peak_memory_bytes=peak,
-        rates=rates["best"],
-        baseline_rates=rates["baseline"],
-        steps=steps,
-        wall_s=budget.clock() - start,
+        wall_s=clock() - start,
+    )
+    if verdict.outcome is not Outcome.MEASURED:
+        return record
+    est = replicated_speedup(scores["baseline"], scores["best"], confidence=confidence)
+    return record.model_copy(
+        update={
+            "samples_per_s": statistics.median(rates["best"]),
+            "baseline_samples_per_s": statistics.median(rates["baseline"]),
+            "speedup": est.speedup,
+            "speedup_ci": (est.ci_low, est.ci_high),
+            "peak_memory_bytes": peak,
+            "rates": rates["best"],
+            "baseline_rates": rates["baseline"],
+            "steps": steps,
+        }
     )

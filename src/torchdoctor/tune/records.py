@@ -194,7 +194,8 @@ class TrialResult(Record):
 
 
 class Confirmation(Record):
-    """The final A/B of the ladder's best recipe against the baseline recipe.
+    """The final A/B of the ladder's best recipe against the baseline recipe (and of `torchdoctor
+    run --recipe R --vs-baseline`: a recipe against a script as it is, `tune.recheck`).
 
     The headline speedup: `speedup` is the geometric mean of baseline_i / best_i over fresh
     process pairs with Student's t interval (`torchdoctor.measure.replicated_speedup`), at
@@ -299,7 +300,15 @@ class Rung(Record):
 
     step: int = Field(ge=0)
     change: dict[str, Any]
+    #: As measured in the rung's own trial; with `best_samples_per_s`, both arms of the A/B
+    #: that kept it. Rungs' trials run minutes apart on a host whose speed drifts, so these
+    #: raw rates do not compare down the ladder; `scaled_samples_per_s` does.
     samples_per_s: float
+    #: The previous best's samples/s in the same A/B (None: the baseline, or an old record).
+    best_samples_per_s: float | None = None
+    #: The baseline's measured samples/s times `speedup_vs_baseline`: every rung on one scale
+    #: (None in records written before it).
+    scaled_samples_per_s: float | None = None
     speedup_vs_previous: float
     speedup_vs_previous_ci: tuple[float, float]
     speedup_vs_baseline: float
@@ -322,6 +331,7 @@ class Rung(Record):
             peak_memory_bytes=result.peak_memory_bytes,
             loss_deviation=0.0,
             verdict="baseline",
+            scaled_samples_per_s=result.samples_per_s,
         )
 
     @classmethod
@@ -333,6 +343,7 @@ class Rung(Record):
             step=prev.step + 1,
             change=change,
             samples_per_s=result.samples_per_s or 0.0,
+            best_samples_per_s=result.best_samples_per_s,
             speedup_vs_previous=ratio,
             speedup_vs_previous_ci=(low, high),
             # Chained: the product of the step ratios; its interval is the product of the
@@ -345,7 +356,14 @@ class Rung(Record):
             peak_memory_bytes=result.peak_memory_bytes,
             loss_deviation=result.loss_deviation,
             verdict="kept",
+            scaled_samples_per_s=prev.scaled(ratio),
         )
+
+    def scaled(self, ratio: float | None) -> float | None:
+        """Samples/s on the baseline's scale of a recipe `ratio` times faster than this rung."""
+        if self.scaled_samples_per_s is None or ratio is None:
+            return None
+        return self.scaled_samples_per_s * ratio
 
 
 class Rejection(Record):
@@ -358,6 +376,12 @@ class Rejection(Record):
     reason: str
     speedup_vs_best: float | None = None
     speedup_vs_best_ci: tuple[float, float] | None = None
+    #: Both arms of the A/B that decided it, as measured then (candidate, best).
+    samples_per_s: float | None = None
+    best_samples_per_s: float | None = None
+    #: On the ladder's one scale: the best's `Rung.scaled_samples_per_s` times
+    #: `speedup_vs_best`.
+    scaled_samples_per_s: float | None = None
 
 
 class Ladder(Record):

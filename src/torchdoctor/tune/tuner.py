@@ -159,6 +159,13 @@ class Tuner:
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
         #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
         self.own_settings: dict[str, Any] = {}
+        #: Called with a change as its trial starts to run (not when replayed): what a live
+        #: terminal shows as the current trial. Set by whoever watches (tune's `on_start`).
+        self.on_begin: Callable[[dict[str, Any]], None] | None = None
+        #: Called at each look of a trial's A/B with the estimate so far and the rounds.
+        self.on_look: Callable[[PairedSpeedup, int], None] | None = None
+        #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
+        self.planned_order: list[str] = []
 
     # budget
 
@@ -352,6 +359,8 @@ class Tuner:
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
 
         def run() -> TrialResult:
+            if self.on_begin is not None:
+                self.on_begin(change)
             return self._run_change(key, kind, change, candidate, safety)
 
         return self.run_or_replay(
@@ -422,6 +431,7 @@ class Tuner:
                 plan,
                 threshold=1.0 + self.settings.min_gain,
                 timeout=self.budget.request_timeout,
+                on_look=self.on_look,
             )
             speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
             if speed.faster:
@@ -544,6 +554,9 @@ class Tuner:
                     reason=result.reason,
                     speedup_vs_best=result.speedup_vs_best,
                     speedup_vs_best_ci=result.speedup_vs_best_ci,
+                    samples_per_s=result.samples_per_s,
+                    best_samples_per_s=result.best_samples_per_s,
+                    scaled_samples_per_s=self.rungs[-1].scaled(result.speedup_vs_best),
                 )
             )
             return

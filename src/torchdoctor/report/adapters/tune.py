@@ -26,6 +26,15 @@ from torchdoctor.report.model import (
     TrialView,
 )
 
+#: What the ladder's throughput columns mean, under its tables in every form.
+LADDER_CAPTION = (
+    "Throughput (baseline scale): the baseline's measured samples/s times the change's "
+    "speedup, so every row reads on one scale. Its A/B: both arms of the paired comparison "
+    "that decided it, samples/s as measured then; trials run minutes apart on a host whose "
+    "speed drifts, so compare within a row, not down the column. Raw figures: the trials "
+    "table and tune.json."
+)
+
 #: Schema id of the final A/B's record (`torchdoctor.tune.records.Confirmation`).
 CONFIRMATION_SCHEMA = "torchdoctor/tune_confirmation"
 
@@ -68,6 +77,8 @@ def _rung(data: JsonDict) -> RungView:
         peak_memory_bytes=integer(data, "peak_memory_bytes"),
         loss_deviation=num(data, "loss_deviation"),
         verdict=text(data, "verdict") or "",
+        scaled_samples_per_s=num(data, "scaled_samples_per_s"),
+        best_samples_per_s=num(data, "best_samples_per_s"),
     )
 
 
@@ -81,6 +92,9 @@ def _rejected(data: JsonDict) -> RejectedView:
         speedup=num(data, "speedup_vs_best"),
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
+        scaled_samples_per_s=num(data, "scaled_samples_per_s"),
+        samples_per_s=num(data, "samples_per_s"),
+        best_samples_per_s=num(data, "best_samples_per_s"),
     )
 
 
@@ -108,6 +122,7 @@ def ladder_section(tune: JsonDict) -> LadderSection:
         rejected=[_rejected(r) for r in items(ladder, "rejected") if isinstance(r, dict)],
         facts=facts,
         notes=[str(n) for n in items(tune, "notes")],
+        caption=LADDER_CAPTION,
     )
 
 

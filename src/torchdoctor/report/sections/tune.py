@@ -31,14 +31,24 @@ def tune_markdown(view: TuneView) -> list[str]:
     if view.ladder:
         out += ["## Tuning ladder", ""]
         out += table_lines(
-            ["step", "change", "throughput", "speedup", "CI", "peak memory", "verdict"],
+            [
+                "step",
+                "change",
+                "throughput (baseline scale)",
+                "speedup",
+                "CI",
+                "its A/B: best \u2192 with it",
+                "peak memory",
+                "verdict",
+            ],
             [
                 (
                     r.step,
                     r.change,
-                    fmt.rate(r.samples_per_s),
+                    fmt.rate(r.scaled_samples_per_s),
                     fmt.speedup(r.speedup),
                     fmt.interval(r.ci_low, r.ci_high),
+                    fmt.ab_rates(r.best_samples_per_s, r.samples_per_s) if r.step else "",
                     fmt.nbytes(r.peak_memory_bytes),
                     r.verdict,
                 )
@@ -48,12 +58,27 @@ def tune_markdown(view: TuneView) -> list[str]:
         if view.ladder.rejected:
             out += ["### Rejected changes", ""]
             out += table_lines(
-                ["change", "status", "speedup vs best", "why"],
                 [
-                    (r.change, r.status, fmt.speedup(r.speedup), r.reason)
+                    "change",
+                    "status",
+                    "throughput (baseline scale)",
+                    "speedup vs best",
+                    "its A/B: best \u2192 with it",
+                    "why",
+                ],
+                [
+                    (
+                        r.change,
+                        r.status,
+                        fmt.rate(r.scaled_samples_per_s),
+                        fmt.speedup(r.speedup),
+                        fmt.ab_rates(r.best_samples_per_s, r.samples_per_s),
+                        r.reason,
+                    )
                     for r in view.ladder.rejected
                 ],
             )
+        out += [view.ladder.caption, ""]
     if view.trials:
         out += ["### Trials", ""]
         out += table_lines(

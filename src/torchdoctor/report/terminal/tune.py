@@ -25,6 +25,17 @@ def _fmt_mem(value: int | None) -> str:
     return f"{value / 2**20:.0f} MiB" if value else "-"
 
 
+def _fmt_rate(value: float | None) -> str:
+    return f"{value:,.1f}" if value is not None else "-"
+
+
+def _ab(best: float | None, candidate: float | None) -> str:
+    """Both arms of one A/B in whole samples/s ('529\u2192612'): narrow enough for 80 columns."""
+    if best is None or candidate is None:
+        return "-"
+    return f"{best:,.0f}\u2192{candidate:,.0f}"
+
+
 def _fmt_range(ci: tuple[float, float] | None) -> str:
     return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""
 
@@ -35,26 +46,31 @@ def render_result(result: TuneResult, console: Console) -> None:
     # columns are sized to fit an 80-column terminal with the change names whole.
     table = Table(
         title=f"Ladder: {result.workload} ({result.objective})",
-        caption="Samples/s: as measured in the rung's own trial (the machine drifts between "
-        "trials). Speedup: vs the baseline, the product of each rung's paired A/B. Loss: "
-        "late-loss deviation from the baseline's.",
+        caption="Samples/s: the baseline's measured rate times the speedup, one scale down "
+        "the ladder. A/B: best\u2192with it, both arms of the paired comparison that "
+        "decided the row, as measured then (the host drifts between trials; compare within "
+        "a row). Speedup: vs "
+        "the baseline, the product of each rung's paired A/B. Loss: late-loss deviation from "
+        "the baseline's. Raw figures: tune.json, report.html.",
         box=box.SIMPLE_HEAD,
     )
     table.add_column("#", justify="right")
-    # Wide enough for the catalogue's usual knob=value (compile=max-autotune).
-    table.add_column("Change", overflow="fold", min_width=20)
+    # Long knob=value changes (compile=max-autotune) fold onto a second line, so that the
+    # table fits an 80-column terminal.
+    table.add_column("Change", overflow="fold", min_width=15)
     table.add_column("Samples/s", justify="right")
-    table.add_column("Speedup", justify="right")
-    table.add_column("CI", justify="right", no_wrap=True)
+    table.add_column("Speedup, CI", justify="right", no_wrap=True)
+    table.add_column("A/B", justify="right", no_wrap=True)
     table.add_column("Memory", justify="right", no_wrap=True)
     table.add_column("Loss", justify="right", no_wrap=True)
     for rung in result.ladder.rungs:
         table.add_row(
             str(rung.step),
             fmt_change(rung.change),
-            f"{rung.samples_per_s:,.1f}",
-            f"{rung.speedup_vs_baseline:.2f}x",
-            _fmt_range(rung.speedup_vs_baseline_ci) if rung.step else "",
+            _fmt_rate(rung.scaled_samples_per_s),
+            f"{rung.speedup_vs_baseline:.2f}x"
+            + (f" {_fmt_range(rung.speedup_vs_baseline_ci)}" if rung.step else ""),
+            _ab(rung.best_samples_per_s, rung.samples_per_s) if rung.step else "",
             _fmt_mem(rung.peak_memory_bytes),
             f"{rung.loss_deviation:+.1%}" if rung.step and rung.loss_deviation is not None else "",
         )
@@ -62,12 +78,20 @@ def render_result(result: TuneResult, console: Console) -> None:
     if result.ladder.rejected:
         rejected = Table(title="Rejected changes", box=box.SIMPLE_HEAD)
         rejected.add_column("Change", overflow="fold", min_width=20)
-        rejected.add_column("Speedup vs best", justify="right")
+        rejected.add_column("Samples/s", justify="right")
+        rejected.add_column("vs best", justify="right")
+        rejected.add_column("A/B", justify="right", no_wrap=True)
         rejected.add_column("Why")
         for rej in result.ladder.rejected:
             speed = f"{rej.speedup_vs_best:.2f}x" if rej.speedup_vs_best else "-"
             why = rej.reason if rej.status == "ok" else f"{rej.status}: {rej.reason}"
-            rejected.add_row(fmt_change(rej.change), speed, why)
+            rejected.add_row(
+                fmt_change(rej.change),
+                _fmt_rate(rej.scaled_samples_per_s),
+                speed,
+                _ab(rej.best_samples_per_s, rej.samples_per_s),
+                why,
+            )
         console.print(rejected)
     if result.pareto_front:
         front = Table(title="Pareto front (throughput vs peak memory)")

@@ -1,0 +1,64 @@
+"""A recipe against the script as it is, in fresh process pairs: `torchdoctor run --recipe R
+--vs-baseline -- python train.py`.
+
+The check a user runs to see a tuner's claim for themselves. It is the tuner's final A/B
+(`confirm.measure_fresh_pairs`): each pair launches the script twice, once as it is and once
+with the recipe injected (`ScriptArms`), warms both up by the settle rule, times `run`'s
+steady window of each in alternating chunks, and the ratio's interval comes from the pairs
+(`measure.replicated_speedup`), so it covers how much one process differs from another.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from torchdoctor.tune.arms import Arm, MeasurePlan
+from torchdoctor.tune.budget import DEFAULT_TRIAL_TIMEOUT_S
+from torchdoctor.tune.confirm import CONFIRM_PAIRS, measure_fresh_pairs
+from torchdoctor.tune.records import Confirmation, recipe_key
+from torchdoctor.tune.sources import ScriptArms, ScriptCommand
+
+#: Key of the record `recheck_script` returns (one A/B, not a study's trial).
+RECHECK_KEY: Final = "run-vs-baseline"
+
+
+def recheck_script(
+    command: ScriptCommand,
+    recipe: dict[str, Any],
+    *,
+    pairs: int = CONFIRM_PAIRS,
+    steps: int | None = None,
+    seed: int | None = 0,
+    log_dir: Path | None = None,
+    timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
+    confidence: float = MeasurePlan().confidence,
+) -> Confirmation:
+    """`recipe` against the script as it is: the speedup a new process sees, with its
+    interval (a `Confirmation` whose baseline recipe is empty).
+
+    `steps`: steady steps each process times (default: `run`'s window at the baseline's step
+    time). Each request may take `timeout_s`; a failed launch is recorded, not raised.
+    """
+    source = ScriptArms(command, MeasurePlan(), "throughput", seed=seed)
+    opened = 0
+
+    def open_arm(arm_recipe: dict[str, Any], tag: str) -> Arm:
+        nonlocal opened
+        opened += 1
+        log = log_dir / f"worker-{opened:03d}-{tag}.log" if log_dir is not None else None
+        return source.open(arm_recipe, timeout=lambda: timeout_s, log_path=log)
+
+    return measure_fresh_pairs(
+        open_arm,
+        {},
+        dict(recipe),
+        key=f"{RECHECK_KEY}:{recipe_key(recipe)}",
+        step=0,
+        steps=steps,
+        pairs=pairs,
+        timeout=lambda: timeout_s,
+        confidence=confidence,
+        clock=time.monotonic,
+    )

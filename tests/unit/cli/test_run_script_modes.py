@@ -1,0 +1,96 @@
+"""`torchdoctor run -- python train.py`: the script as it is without --recipe; with --recipe and
+--vs-baseline, the recipe against it in fresh process pairs. The launches are faked: what is
+checked is what the command asks for and prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import torchdoctor.collect as collect_mod
+import torchdoctor.tune as tune_mod
+from cli_output import one_error_line
+from torchdoctor.cli.main import main
+from torchdoctor.collect import ScriptProfile
+from torchdoctor.core.steps import StepTiming
+from torchdoctor.tune import Confirmation
+from torchdoctor.tune.outcome import Outcome
+from torchdoctor.tune.sources import ScriptCommand
+
+
+def _script(tmp_path: Path) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text("print('training')\n")
+    return script
+
+
+def test_a_script_without_a_recipe_runs_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[dict[str, Any]] = []
+
+    def run_script(argv: list[str], **kwargs: Any) -> ScriptProfile:
+        asked.append(kwargs["recipe"])
+        steps = [StepTiming(index=i, total_s=0.1, samples=8) for i in range(12)]
+        return ScriptProfile(argv=argv, steps=steps)
+
+    monkeypatch.setattr(collect_mod, "run_script", run_script)
+    script = _script(tmp_path)
+    code = main(["--json", "run", "--out", str(tmp_path / "r"), "--", "python", str(script)])
+    assert code == 0
+    assert asked == [{}]  # nothing injected
+    data = json.loads(capsys.readouterr().out)
+    assert data["recipe"] == {} and data["samples_per_s"] == pytest.approx(80.0)
+
+
+def test_vs_baseline_without_a_recipe_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--vs-baseline", "--", "python", str(_script(tmp_path))])
+    assert code == 2
+    assert "--vs-baseline needs --recipe" in one_error_line(capsys.readouterr().err)
+
+
+def test_vs_baseline_prints_the_pairs_record_and_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[tuple[ScriptCommand, dict[str, Any], dict[str, Any]]] = []
+
+    def recheck(command: ScriptCommand, recipe: dict[str, Any], **kw: Any) -> Confirmation:
+        calls.append((command, recipe, kw))
+        return Confirmation(
+            key="run-vs-baseline:x",
+            step=0,
+            baseline_recipe={},
+            recipe=recipe,
+            status="ok",
+            outcome=Outcome.MEASURED,
+            samples_per_s=150.0,
+            baseline_samples_per_s=100.0,
+            speedup=1.5,
+            speedup_ci=(1.4, 1.6),
+            rates=[150.0] * 3,
+            baseline_rates=[100.0] * 3,
+            steps=40,
+        )
+
+    monkeypatch.setattr(tune_mod, "recheck_script", recheck)
+    recipe = tmp_path / "best_recipe.json"
+    recipe.write_text(json.dumps({"num_workers": 2}))
+    script = _script(tmp_path)
+    out = tmp_path / "r"
+    code = main(
+        ["--json", "run", "--recipe", str(recipe), "--vs-baseline", "--pairs", "3",
+         "--out", str(out), "--", "python", str(script), "--epochs", "1"]
+    )  # fmt: skip
+    assert code == 0
+    (command, asked, kw) = calls[0]
+    assert command.argv == (str(script), "--epochs", "1") and not command.module
+    assert asked == {"num_workers": 2} and kw["pairs"] == 3
+    data = json.loads(capsys.readouterr().out)  # stdout: the record and nothing else
+    assert data["schema"] == "torchdoctor/tune_confirmation" and data["speedup"] == 1.5
+    assert json.loads((out / "vs_baseline.json").read_text())["speedup_ci"] == [1.4, 1.6]
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
