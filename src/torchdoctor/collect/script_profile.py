@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from torchdoctor.core.copies import CopyCounts
+from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import StepTiming
 
@@ -109,6 +110,9 @@ class ScriptProfile(Record):
     threads: ThreadInfo | None = None
     trace_path: str | None = None
     trace_steps: list[int] = Field(default_factory=list)
+    host_lines: HostLineProfile | None = Field(
+        default=None, description="host time by Python line over the steady steps (sampled)"
+    )
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
