@@ -263,7 +263,9 @@ def aggregate(
         for fn in {(f[0], f[2], f[3]) for f in stack}:  # once per sample: inclusive
             functions[fn] += weight
     if total <= 0:
-        return HostLineProfile(sampler=sampler, interval_s=interval_s, samples=0, steps=0, sampled_s=0)
+        return HostLineProfile(
+            sampler=sampler, interval_s=interval_s, samples=0, steps=0, sampled_s=0
+        )
     per_step = 1.0 / max(1, len(steps))
     ranked = sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))[:top_lines]
     host_lines = [

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from torchdoctor.core.copies import CopyCounts
+from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 
@@ -184,8 +185,8 @@ class Evidence(Record):
 
     schema_name: ClassVar[str] = "evidence"
     # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
-    # mix. Older records still read.
-    schema_version: ClassVar[int] = 3
+    # mix; 4: host_lines. Older records still read.
+    schema_version: ClassVar[int] = 4
 
     source: EvidenceSource
     target: str = ""
@@ -213,6 +214,9 @@ class Evidence(Record):
     compile: CompileEvidence | None = None
     batch_scaling: BatchScalingEvidence | None = None
     ceilings: CeilingEvidence | None = None
+    host_lines: HostLineProfile | None = Field(
+        default=None, description="the steady steps' host time by Python line (sampled)"
+    )
     world_size: int | None = None
     rank: int | None = None
     notes: list[str] = Field(default_factory=list)

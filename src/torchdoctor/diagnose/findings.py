@@ -89,10 +89,17 @@ def severity_for_share(share: float) -> Severity:
 
 
 class Prescription(SubRecord):
-    """What to change: knob settings from the catalogue, and the code change in words."""
+    """What to change: knob settings from the catalogue, and the code change in words.
+
+    A change no knob can make (an algorithm written another way) is handed back, not
+    measured: `site` is the `file:line` it applies at when the evidence names one, and
+    `snippet` the code to put there.
+    """
 
     knobs: dict[str, int | bool | str | None] = Field(default_factory=dict)
     code_change: str
+    site: str | None = None
+    snippet: str | None = None
 
 
 class Finding(Record):
