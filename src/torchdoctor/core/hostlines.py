@@ -58,10 +58,15 @@ class HostLineProfile(SubRecord):
     interval_s: float = Field(gt=0, description="the sampling period asked for")
     samples: int = Field(ge=0, description="samples kept: steady steps only")
     steps: int = Field(ge=0, description="steady steps the samples fall in")
-    sampled_s: float = Field(ge=0, description="step time the kept samples stand for")
-    phase_shares: dict[Phase, float] = Field(default_factory=dict)
+    sampled_s: float = Field(ge=0, description="the steady steps' time the shares divide")
+    phase_shares: dict[Phase, float] = Field(
+        default_factory=dict, description="each phase's measured share of that time"
+    )
     outside_user_share: float = Field(
-        0.0, ge=0, le=1, description="share of samples with no user frame on the stack"
+        0.0, ge=0, le=1, description="share of time whose samples had no user frame"
+    )
+    unsampled_share: float = Field(
+        0.0, ge=0, le=1, description="share of time in phases no sample fell in"
     )
     lines: list[HostLine] = Field(default_factory=list, description="largest share first")
     functions: list[HostFunction] = Field(default_factory=list, description="largest first")
