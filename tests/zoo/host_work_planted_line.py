@@ -4,7 +4,9 @@ A small pre-batched MLP whose step is dominated by Python after the update: `tok
 splits and hashes a synthetic log line per sample, in a pure-Python loop. The line sampler
 must name the marked line as the top line, in a single process and on every torchrun rank
 (`python -m torch.distributed.run --nproc-per-node 2 host_work_planted_line.py N`: each rank
-trains its own copy, DDP-free, with a gloo barrier per step so the ranks run in lockstep).
+trains its own copy, DDP-free, and meets the others at one gloo barrier after the loop; a
+barrier per step would put the faster rank's wait for the slower one at the barrier's line,
+which is where that rank's time really goes).
 """
 
 import os
@@ -41,9 +43,8 @@ def main(iters: int = 30) -> None:
         loss.backward()
         optimizer.step()
         tokenize(it)
-        if dist is not None:
-            dist.barrier()
     if dist is not None:
+        dist.barrier()
         dist.destroy_process_group()
 
 
