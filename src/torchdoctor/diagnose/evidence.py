@@ -152,6 +152,10 @@ class TraceEvidence(SubRecord):
     gpu_generation: str | None = Field(
         default=None, description="GPU generation read from kernel names (Volta, Ampere, ...)"
     )
+    # Schema 4. Attention written by hand (analyze.attention): blocks per profiled step, and
+    # the share of step time their matmul, softmax, matmul took (CPU traces only).
+    handwritten_attention_per_step: float | None = None
+    handwritten_attention_share: float | None = None
 
 
 class MemoryEvidence(SubRecord):
@@ -185,7 +189,7 @@ class Evidence(Record):
 
     schema_name: ClassVar[str] = "evidence"
     # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
-    # mix; 4: host_lines. Older records still read.
+    # mix; 4: host_lines, hand-written attention. Older records still read.
     schema_version: ClassVar[int] = 4
 
     source: EvidenceSource

@@ -18,6 +18,7 @@ from torchdoctor.diagnose.rules import (
     ddp_communication,
     eval_without_no_grad,
     framework_overhead,
+    handwritten_attention,
     host_python_lines,
     host_sync,
     lower_precision_available,
@@ -45,6 +46,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     compile_graph_breaks,
     memory_headroom,
     ddp_communication,
+    handwritten_attention,
 )
 
 Rule = Callable[[Evidence], Finding | None]
