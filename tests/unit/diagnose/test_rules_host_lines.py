@@ -76,3 +76,20 @@ def test_host_sync_hands_back_the_site_and_an_accumulate_snippet() -> None:
     )
     assert f is not None and f.prescription.site == "train.py:44"
     assert f.prescription.snippet is not None and "loss.detach()" in f.prescription.snippet
+
+
+def test_framework_overhead_points_at_the_line_issuing_the_ops() -> None:
+    from torchdoctor.diagnose.evidence import BatchScalingEvidence
+    from torchdoctor.diagnose.rules import framework_overhead
+
+    lines = profile(line(33, 0.5, "main", backward=1.0), line(22, 0.3, "forward", forward=1.0))
+    ev = evidence(
+        steps=phases(forward=0.4, backward=0.5),
+        batch_scaling=BatchScalingEvidence(points={2: 0.010, 8: 0.011}),
+        host_lines=lines,
+    )
+    f = framework_overhead.check(ev)
+    assert f is not None and f.prescription.site == "train.py:22"  # not backward's line
+    assert f.prescription.snippet is not None and "torch.bmm" in f.prescription.snippet
+    bare = framework_overhead.check(ev.model_copy(update={"host_lines": None}))
+    assert bare is not None and bare.prescription.site is None
