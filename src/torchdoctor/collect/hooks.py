@@ -233,7 +233,7 @@ class Instrumentation:
             sync_seconds=syncs.seconds[: len(steps)],
             sync_outside_seconds=syncs.outside_seconds[: len(steps)],
             sync_sites=dict(syncs.sites.most_common()),
-            h2d=self.copies.counts.record(),
+            h2d=self.copies.counts.record(self.copies.constants),
             forward=self.forward.counts.record(),
             zero_grad=ZeroGradEvidence(
                 calls=self.zero_grad.counts.calls,

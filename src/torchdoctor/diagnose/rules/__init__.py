@@ -12,6 +12,7 @@ from torchdoctor.diagnose.findings import Finding
 from torchdoctor.diagnose.rules import (
     channels_last,
     compile_graph_breaks,
+    constant_to_device,
     cpu_threads,
     cudnn_benchmark_off,
     dataloader_wait,
@@ -47,6 +48,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     memory_headroom,
     ddp_communication,
     handwritten_attention,
+    constant_to_device,
 )
 
 Rule = Callable[[Evidence], Finding | None]
