@@ -33,7 +33,7 @@ def test_run_result_carries_the_disturbance(
     args = ["run", "mlp", "--param", "rows=512", "--steps", "3", "--warmup", "1"]
     assert main(["--json", *args]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["schema"] == "torchdoctor/run_result" and data["version"] == 3
+    assert data["schema"] == "torchdoctor/run_result" and data["version"] == 4
     assert data["machine_load"]["disturbed"] is True
     assert main(args) == 0
     assert "machine disturbed during the measurement" in capsys.readouterr().out

@@ -78,10 +78,18 @@ Stack = tuple[Frame, ...]
 SampleKey = tuple[int, Phase, Stack]
 
 
+#: The built-in workloads are the user's code of a `diagnose --workload` run, though they ship
+#: inside torchdoctor.
+WORKLOADS_DIR: Final = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads", ""
+)
+
+
 def _library_dirs() -> tuple[str, ...]:
-    """Folders whose code is not the user's: the standard library, site-packages, ours."""
+    """Folders whose code is not the user's: the standard library, site-packages, the
+    environment's console scripts (`torchdoctor` itself), ours."""
     paths = sysconfig.get_paths()
-    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return tuple(sorted(os.path.abspath(d) + os.sep for d in {*dirs, ours} if d))
 
@@ -90,10 +98,12 @@ LIBRARY_DIRS: Final = _library_dirs()
 
 
 def is_user_file(filename: str, library_dirs: Sequence[str] = LIBRARY_DIRS) -> bool:
-    """Whether `filename` is the user's code (not `<frozen ...>`, stdlib, site-packages, ours)."""
+    """Whether `filename` is the user's code (not `<frozen ...>`, stdlib, site-packages, ours
+    except the built-in workloads)."""
     if not filename or filename.startswith("<"):
         return False
-    return not os.path.abspath(filename).startswith(tuple(library_dirs))
+    path = os.path.abspath(filename)
+    return path.startswith(WORKLOADS_DIR) or not path.startswith(tuple(library_dirs))
 
 
 def user_stack(

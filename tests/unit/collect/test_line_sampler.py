@@ -166,3 +166,12 @@ def test_the_real_thread_starts_and_stops_and_sees_this_test() -> None:
     sampler.stop()
     stacks = [key[2] for key in sampler.counts.count]
     assert any(f[0] == __file__ for s in stacks for f in s)
+
+
+def test_the_builtin_workloads_are_user_code_and_the_console_script_is_not() -> None:
+    import sysconfig
+
+    from torchdoctor.collect.line_sampler import WORKLOADS_DIR
+
+    assert is_user_file(WORKLOADS_DIR + "gpt.py")
+    assert not is_user_file(sysconfig.get_paths()["scripts"] + "/torchdoctor")

@@ -93,3 +93,16 @@ def test_framework_overhead_points_at_the_line_issuing_the_ops() -> None:
     assert f.prescription.snippet is not None and "torch.bmm" in f.prescription.snippet
     bare = framework_overhead.check(ev.model_copy(update={"host_lines": None}))
     assert bare is not None and bare.prescription.site is None
+
+
+def test_a_workload_samples_about_a_second_of_its_steps() -> None:
+    from types import SimpleNamespace
+
+    from torchdoctor.diagnose.workload_profile import LINE_SAMPLE_S, MIN_LINE_STEPS, line_steps
+
+    def run(median: float) -> object:
+        return SimpleNamespace(step_time=SimpleNamespace(median=median))
+
+    assert line_steps(run(LINE_SAMPLE_S / 10), 40) == 10  # type: ignore[arg-type]
+    assert line_steps(run(LINE_SAMPLE_S / 100), 40) == 40  # type: ignore[arg-type]
+    assert line_steps(run(LINE_SAMPLE_S * 5), 40) == MIN_LINE_STEPS  # type: ignore[arg-type]

@@ -20,8 +20,10 @@ def _main_phase(phases: dict[str, float]) -> str:
 
 
 def host_lines_view(found: RunRecords) -> Blocks | None:
-    profile = found.records.get("profile")
-    lines = get(profile, "host_lines")
+    # A script's profile, or a workload's run (its diagnosis samples the lines).
+    lines = get(found.records.get("profile"), "host_lines") or get(
+        found.records.get("run_result"), "host_lines"
+    )
     if not isinstance(lines, dict):
         return None
     rows = [

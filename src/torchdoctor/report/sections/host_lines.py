@@ -1,4 +1,5 @@
-"""Host time by Python line: the top lines of the steady steps (profile.json's host_lines)."""
+"""Host time by Python line: the top lines of the steady steps (profile.json's or
+run_result.json's host_lines)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from torchdoctor.report.registry import Section, register_section
 HOST_LINES = register_section(
     Section(
         name="host_lines",
-        reads=("profile",),
+        reads=("profile", "run_result"),
         adapter=host_lines_view,
         order=65,
         markdown_order=75,
