@@ -3,6 +3,7 @@ and host_sync's findings."""
 
 from __future__ import annotations
 
+import pytest
 from diagnose_builders import evidence, phases
 
 from torchdoctor.core.hostlines import HostLine, HostLineProfile
@@ -106,3 +107,13 @@ def test_a_workload_samples_about_a_second_of_its_steps() -> None:
     assert line_steps(run(LINE_SAMPLE_S / 10), 40) == 10  # type: ignore[arg-type]
     assert line_steps(run(LINE_SAMPLE_S / 100), 40) == 40  # type: ignore[arg-type]
     assert line_steps(run(LINE_SAMPLE_S * 5), 40) == MIN_LINE_STEPS  # type: ignore[arg-type]
+
+
+def test_a_line_that_syncs_is_left_to_host_sync_and_the_share_is_capped() -> None:
+    lines = profile(line(44, 0.5, "log"), line(30, 0.2, "tokenize"))
+    syncs = SyncEvidence(
+        per_step={"print": 1.0}, sites={"train.py:44": 40}, outside_phases_share=0.45
+    )
+    f = host_python_lines.check(evidence(steps=phases(other=0.6), syncs=syncs, host_lines=lines))
+    assert f is not None and f.evidence["top_line"] == "train.py:30"
+    assert f.share == pytest.approx(0.6 - 0.45)

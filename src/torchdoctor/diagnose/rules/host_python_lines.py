@@ -9,6 +9,7 @@ line, handed back unmeasured.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Final
 
 from torchdoctor.core.hostlines import HostLine, HostLineProfile
@@ -41,9 +42,19 @@ def other_share(line: HostLine) -> float:
     return line.share * line.phases.get("other", 0.0)
 
 
-def top_other_line(lines: HostLineProfile) -> HostLine | None:
-    best = max(lines.lines, key=other_share, default=None)
+def top_other_line(lines: HostLineProfile, skip: Collection[str] = ()) -> HostLine | None:
+    """The line with the most time outside the phases, leaving out the sites in `skip`."""
+    candidates = [h for h in lines.lines if h.site not in skip]
+    best = max(candidates, key=other_share, default=None)
     return best if best is not None and other_share(best) > 0 else None
+
+
+def _cap(ev: Evidence) -> float:
+    """The most the lines can hold: the `other` phase less the sync calls made outside the
+    phases, which are host_sync's time."""
+    other = ev.phase("other")
+    syncs = (ev.syncs.outside_phases_share if ev.syncs is not None else None) or 0.0
+    return max(0.0, (1.0 if other is None else other) - syncs)
 
 
 def line_evidence(line: HostLine, share: float) -> dict[str, EvidenceValue]:
@@ -62,14 +73,22 @@ def check(ev: Evidence) -> Finding | None:
     lines = ev.host_lines
     if lines is None:
         return None
-    top = top_other_line(lines)
-    if top is None or other_share(top) < MIN_LINE_SHARE:
+    # A line that makes the script's sync calls is host_sync's finding, not this one's.
+    sync_sites = set(ev.syncs.sites) if ev.syncs is not None else set()
+    top = top_other_line(lines, sync_sites)
+    if top is None:
         return None
-    share = other_share(top)
+    share = min(other_share(top), _cap(ev))
+    if share < MIN_LINE_SHARE:
+        return None
     evidence = line_evidence(top, share)
     evidence["sampled_steps"] = lines.steps
     evidence["samples"] = lines.samples
-    others = sorted((h for h in lines.lines if h is not top), key=other_share, reverse=True)
+    others = sorted(
+        (h for h in lines.lines if h is not top and h.site not in sync_sites),
+        key=other_share,
+        reverse=True,
+    )
     for i, h in enumerate(others[:MORE_LINES], start=2):
         if other_share(h) >= MIN_LINE_SHARE:
             evidence[f"line_{i}"] = f"{h.site} ({other_share(h):.0%})"
