@@ -15,8 +15,9 @@ from torchdoctor.diagnose.from_profile import evidence_from_profile
 pytestmark = pytest.mark.study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "zoo" / "host_work_planted_line.py"
-#: Steps per run: after the warm-up, ~30 steady steps of ~10-20 ms hold ~50 samples.
-STEPS = "40"
+#: Steps per run: after the warm-up, ~50 steady steps of ~10-20 ms hold ~80 samples, well
+#: above what the rule asks for (`core.hostlines.MIN_SAMPLES`).
+STEPS = "60"
 
 
 def planted_site() -> str:
@@ -27,6 +28,7 @@ def planted_site() -> str:
 
 def assert_names_the_planted_line(profile: ScriptProfile) -> None:
     assert profile.host_lines is not None, profile.errors
+    assert profile.host_lines.enough, profile.host_lines.samples
     top = profile.host_lines.top()
     assert top is not None and top.site == planted_site(), profile.host_lines.lines[:3]
     assert top.function == "tokenize" and top.main_phase == "other"

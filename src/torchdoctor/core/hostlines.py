@@ -7,10 +7,18 @@ plain data. The sampler itself is `collect/line_sampler.py`.
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import Field
 
 from torchdoctor.core.records import SubRecord
 from torchdoctor.core.steps import Phase
+
+#: Samples from which the lines are evidence a rule may act on: a share p estimated from n
+#: samples has a binomial standard error sqrt(p(1-p)/n), at most 0.5/sqrt(n): 0.11 at 20
+#: samples, so a line holding half the step is known to be a large part of it. Fewer (a run of
+#: a few millisecond steps) are shown, not acted on.
+MIN_SAMPLES: Final = 20
 
 
 class HostLine(SubRecord):
@@ -70,6 +78,11 @@ class HostLineProfile(SubRecord):
     )
     lines: list[HostLine] = Field(default_factory=list, description="largest share first")
     functions: list[HostFunction] = Field(default_factory=list, description="largest first")
+
+    @property
+    def enough(self) -> bool:
+        """Whether there are enough samples for a rule to act on (`MIN_SAMPLES`)."""
+        return self.samples >= MIN_SAMPLES
 
     def top(self, phase: Phase | None = None) -> HostLine | None:
         """The line with the most time (in `phase` when given), None when there is none."""

@@ -117,3 +117,9 @@ def test_a_line_that_syncs_is_left_to_host_sync_and_the_share_is_capped() -> Non
     f = host_python_lines.check(evidence(steps=phases(other=0.6), syncs=syncs, host_lines=lines))
     assert f is not None and f.evidence["top_line"] == "train.py:30"
     assert f.share == pytest.approx(0.6 - 0.45)
+
+
+def test_too_few_samples_are_shown_but_not_acted_on() -> None:
+    few = profile(line(30, 0.7, "tokenize")).model_copy(update={"samples": 3})
+    assert not few.enough
+    assert host_python_lines.check(evidence(steps=phases(other=0.7), host_lines=few)) is None

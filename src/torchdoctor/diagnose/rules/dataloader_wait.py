@@ -52,7 +52,8 @@ def check(ev: Evidence) -> Finding | None:
     }
     # Where the wait is spent in the script's own code (its Dataset's __getitem__, a
     # collate_fn, a get_batch), when the line sampler saw it.
-    top = ev.host_lines.top("data_wait") if ev.host_lines is not None else None
+    lines = ev.host_lines
+    top = lines.top("data_wait") if lines is not None and lines.enough else None
     if top is not None:
         evidence.update(line_evidence(top, top.share * top.phases.get("data_wait", 0.0)))
         steps.append(f"the wait is spent at {top.site} in {top.function}")

@@ -48,7 +48,7 @@ _ISSUING_PHASES: Final = ("forward", "other")
 
 def _issuing_line(ev: Evidence) -> HostLine | None:
     lines = ev.host_lines
-    if lines is None or not lines.lines:
+    if lines is None or not lines.enough or not lines.lines:
         return None
     best = max(
         lines.lines, key=lambda h: sum(h.phases.get(p, 0.0) for p in _ISSUING_PHASES) * h.share

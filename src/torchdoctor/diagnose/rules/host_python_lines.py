@@ -71,7 +71,7 @@ def line_evidence(line: HostLine, share: float) -> dict[str, EvidenceValue]:
 
 def check(ev: Evidence) -> Finding | None:
     lines = ev.host_lines
-    if lines is None:
+    if lines is None or not lines.enough:
         return None
     # A line that makes the script's sync calls is host_sync's finding, not this one's.
     sync_sites = set(ev.syncs.sites) if ev.syncs is not None else set()
