@@ -49,7 +49,7 @@ def trainer(attention: str, block: int, layers: int, batch: int) -> Callable[[in
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     return run
 
