@@ -16,7 +16,9 @@ with 26% of its step in one Python line, the forward drew 53% of the raw samples
 13% of the measured step). The step recorder times each phase exactly; the samples only say,
 within a phase, which lines its time went to. A line's time is therefore, summed over phases,
 the phase's measured time times the line's fraction of that phase's samples. A phase with time
-and no sample leaves its time unattributed (`unsampled_share`).
+and no sample leaves its time unattributed (`unsampled_share`). On a GPU the recorder times
+phases by CUDA events, on the device, which the host's samples cannot be weighed by: there
+each sample stands for an equal part of the steps' wall time.
 
 Why this sampler and not another (each was weighed for overhead, fidelity and what it needs):
 - py-spy reads the process from outside with ptrace: no overhead in the process, but an
@@ -207,12 +209,11 @@ class LineSampler:
         del frame  # a frame reference keeps the main thread's locals alive
 
     def profile(
-        self, steps: Sequence[StepTiming], *, exclude: Collection[int] = ()
+        self, steps: Sequence[StepTiming], *, exclude: Collection[int] = (), stratify: bool = True
     ) -> HostLineProfile:
         keep = steady_indices(steps, exclude=exclude)
-        return aggregate(
-            self.counts, [s for s in steps if s.index in keep], interval_s=self.interval_s
-        )
+        kept = [s for s in steps if s.index in keep]
+        return aggregate(self.counts, kept, interval_s=self.interval_s, stratify=stratify)
 
 
 def steady_indices(steps: Sequence[StepTiming], *, exclude: Collection[int] = ()) -> set[int]:
@@ -236,11 +237,15 @@ def aggregate(
     sampler: str = SAMPLER_NAME,
     top_lines: int = TOP_LINES,
     top_functions: int = TOP_FUNCTIONS,
+    stratify: bool = True,
 ) -> HostLineProfile:
     """The record of the samples that fell in `steps` (the steady ones), stratified by phase
     (module docstring): each innermost user line's share of those steps' time, by phase, with
     its commonest callers; each user function's inclusive share; each phase's measured share;
-    the share of time whose samples had no user frame, and of time no sample fell in."""
+    the share of time whose samples had no user frame, and of time no sample fell in.
+
+    Without `stratify` (phases timed on a device by CUDA events, not on the host the samples
+    see), every sample stands for an equal part of the steps' wall time."""
     keep = {s.index for s in steps}
     phase_s: dict[Phase, float] = {p: sum(s.phases.get(p, 0.0) for s in steps) for p in PHASES}
     total = sum(s.total_s for s in steps)
@@ -248,6 +253,9 @@ def aggregate(
     for (step, phase, _), n in counts.count.items():
         if step in keep:
             phase_n[phase] += n
+    if not stratify and phase_n:
+        every = sum(phase_n.values())
+        phase_s = {p: total * phase_n[p] / every for p in PHASES}
     # Seconds one sample of each phase stands for.
     per_sample = {p: phase_s[p] / n for p, n in phase_n.items() if n}
     empty = HostLineProfile(sampler=sampler, interval_s=interval_s, samples=0, steps=0, sampled_s=0)

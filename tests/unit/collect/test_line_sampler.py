@@ -175,3 +175,28 @@ def test_the_builtin_workloads_are_user_code_and_the_console_script_is_not() -> 
 
     assert is_user_file(WORKLOADS_DIR + "gpt.py")
     assert not is_user_file(sysconfig.get_paths()["scripts"] + "/torchdoctor")
+
+
+def test_without_stratification_each_sample_is_an_equal_part_of_wall_time() -> None:
+    counts = SampleCounts()
+    for _ in range(3):
+        counts.add((1, "forward", ((USER, 39, "main", 30),)))
+    counts.add((1, "other", ((USER, 23, "tokenize", 20),)))
+    found = aggregate(counts, [step(1, 0.010, forward=0.009)], stratify=False)
+    assert found.top() is not None and found.top().line == 39  # type: ignore[union-attr]
+    assert found.lines[0].share == pytest.approx(0.75)
+    assert found.phase_shares == {"forward": pytest.approx(0.75), "other": pytest.approx(0.25)}
+
+
+def test_a_probe_on_a_device_clock_does_not_stratify() -> None:
+    class DeviceClock:
+        def mark(self) -> float:
+            return 0.0
+
+        def seconds(self, start: float, end: float) -> float:
+            return 0.0
+
+    probe = LineProbe(StepRecorder(DeviceClock()))
+    probe.sampler.counts.add((0, "other", ((USER, 5, "f", 1),)))
+    found = probe.profile([step(0, 0.01, forward=0.009)])
+    assert found is not None and found.lines[0].share == pytest.approx(1.0)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 
 from torchdoctor.collect.line_sampler import SAMPLE_INTERVAL_S, LineSampler
 from torchdoctor.collect.probes import ProbeSite
-from torchdoctor.collect.step_recorder import StepRecorder
+from torchdoctor.collect.step_recorder import HostClock, StepRecorder
 from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.steps import Phase, StepTiming
 
@@ -42,5 +42,8 @@ class LineProbe:
     ) -> HostLineProfile | None:
         """The steady steps' record; None when no sample fell in them (a run too short to
         sample, or no step at all)."""
-        found = self.sampler.profile(steps, exclude=exclude)
+        # Phases timed by CUDA events are the device's: the host's samples cannot be
+        # stratified by them (line_sampler.aggregate).
+        stratify = isinstance(self.recorder.clock, HostClock)
+        found = self.sampler.profile(steps, exclude=exclude, stratify=stratify)
         return found if found.samples else None
