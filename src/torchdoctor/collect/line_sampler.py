@@ -9,9 +9,12 @@ same moment as the stack. It samples only inside steps; `aggregate` keeps the st
 (after the warm-up rule of `measure.warmup_length`, outside the profiled window, which the
 profiler slows).
 
-Samples are stratified by phase, because a sampler thread needs the GIL to look: it gets it at
-once while torch runs an operator (operators release it) but waits up to the switch interval
-behind pure Python, so raw samples over-count the phases that run operators (on a zoo script
+The sampler needs the GIL to look: it gets it at once while torch runs an operator
+(operators release it) but waits up to the switch interval behind pure Python. Two things
+keep that from biasing the lines. While it runs, the switch interval is lowered to
+`SWITCH_INTERVAL_S`, so a Python loop is seen within a fraction of a millisecond of the
+sample's time. And samples are stratified by phase, because raw samples still over-count the
+phases that run operators (on a zoo script
 with 26% of its step in one Python line, the forward drew 53% of the raw samples and held
 13% of the measured step). The step recorder times each phase exactly; the samples only say,
 within a phase, which lines its time went to. A line's time is therefore, summed over phases,
@@ -61,6 +64,15 @@ from torchdoctor.measure import warmup_length
 #: shorter period buys no resolution there. At 200 samples a second a 3 s steady window holds
 #: ~600 samples, and a line with 10% of the time is known to about +-1.2 points (binomial).
 SAMPLE_INTERVAL_S: Final = 0.005
+#: GIL switch interval while the sampler runs. The sampler reads the main thread's stack
+#: only once it holds the GIL: it takes it at once when the main thread releases it (an
+#: operator, a sleep), but behind pure Python it waits up to the switch interval (5 ms by
+#: default), and in that window any releasing call the main thread makes takes the sample,
+#: so a Python loop between two such calls goes unseen (measured here: a data loader whose
+#: `__getitem__` spent ~2 ms in a Python loop and then called torch.full had its samples on
+#: the torch.full line). At 0.2 ms the window is a tenth of such a loop; the main thread is
+#: asked to switch only when a thread waits, 1/SAMPLE_INTERVAL_S times a second here.
+SWITCH_INTERVAL_S: Final = 0.0002
 #: Most user frames kept per sample (the line and its callers); a training loop's host work
 #: is rarely deeper below the script's main.
 MAX_USER_FRAMES: Final = 8
@@ -176,11 +188,15 @@ class LineSampler:
         self._frames = frames
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._switch = self._ours = sys.getswitchinterval()
 
     def start(self) -> None:
         if self._thread is not None:
             return
         self._stop.clear()
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
+        self._ours = sys.getswitchinterval()  # as CPython rounds it
         self._thread = threading.Thread(
             target=self._run, name="torchdoctor-line-sampler", daemon=True
         )
@@ -191,6 +207,8 @@ class LineSampler:
         if thread is not None:
             self._stop.set()
             thread.join()
+            if sys.getswitchinterval() == self._ours:
+                sys.setswitchinterval(self._switch)  # unless the script set its own since
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -156,14 +156,20 @@ def test_probe_reads_the_open_step_and_phase_from_the_recorder() -> None:
 
 
 def test_the_real_thread_starts_and_stops_and_sees_this_test() -> None:
+    import sys
     import time
 
+    from torchdoctor.collect.line_sampler import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
     sampler = LineSampler(lambda: (0, "other"), interval_s=0.001)
     sampler.start()
+    assert sys.getswitchinterval() == pytest.approx(min(before, SWITCH_INTERVAL_S))
     deadline = time.monotonic() + 5
     while not sampler.counts.count and time.monotonic() < deadline:
         sum(i * i for i in range(1000))  # Python work for the sampler to catch
     sampler.stop()
+    assert sys.getswitchinterval() == before
     stacks = [key[2] for key in sampler.counts.count]
     assert any(f[0] == __file__ for s in stacks for f in s)
 
