@@ -13,15 +13,15 @@ The sampler needs the GIL to look: it gets it at once while torch runs an operat
 (operators release it) but waits up to the switch interval behind pure Python. Two things
 keep that from biasing the lines. While it runs, the switch interval is lowered to
 `SWITCH_INTERVAL_S`, so a Python loop is seen within a fraction of a millisecond of the
-sample's time. And samples are stratified by phase, because raw samples still over-count the
-phases that run operators (on a zoo script
-with 26% of its step in one Python line, the forward drew 53% of the raw samples and held
-13% of the measured step). The step recorder times each phase exactly; the samples only say,
-within a phase, which lines its time went to. A line's time is therefore, summed over phases,
-the phase's measured time times the line's fraction of that phase's samples. A phase with time
-and no sample leaves its time unattributed (`unsampled_share`). On a GPU the recorder times
-phases by CUDA events, on the device, which the host's samples cannot be weighed by: there
-each sample stands for an equal part of the steps' wall time.
+sample's time. And samples are stratified by phase, because raw samples still over-count
+the phases that run operators (at the default interval, on a zoo script with 26% of its step
+in one Python line, the forward drew 53% of the raw samples and held 13% of the measured
+step). The step recorder times each phase exactly; the samples only say, within a phase,
+which lines its time went to. A line's time is therefore, summed over phases, the phase's
+measured time times the line's fraction of that phase's samples. A phase with time and no
+sample leaves its time unattributed (`unsampled_share`). On a GPU the recorder times phases
+by CUDA events, on the device, which the host's samples cannot be weighed by: there each
+sample stands for an equal part of the steps' wall time.
 
 Why this sampler and not another (each was weighed for overhead, fidelity and what it needs):
 - py-spy reads the process from outside with ptrace: no overhead in the process, but an
@@ -33,6 +33,9 @@ Why this sampler and not another (each was weighed for overhead, fidelity and wh
 - torch.profiler's `with_stack=True` records a Python stack per operator: it names only lines
   that issue operators (pure-Python host work, the usual other-host time, is invisible), and
   only inside the profiled window, at several times the window's own overhead.
+- a timer signal (`setitimer`, vmprof's way) would run a handler in the main thread itself,
+  free of the GIL's timing, but it interrupts system calls in every thread of the process
+  (torch's pools, gloo's sockets) and collides with a script's own alarms.
 - This thread's cost does not depend on what the script runs: one `sys._current_frames()` and
   a walk of at most `MAX_STACK_DEPTH` frames per sample, 1/`SAMPLE_INTERVAL_S` times a second,
   only inside steps, with nothing installed and no privilege. Its overhead as a share of step
