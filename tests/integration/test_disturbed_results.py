@@ -47,7 +47,7 @@ def test_diagnosis_and_its_reports_warn_of_the_disturbance(
     args = ["diagnose", "mlp", "--steps", "6", "--warmup", "2", "--profile-steps", "2"]
     assert main(["--json", *args, "--out", str(out)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["version"] == 2 and d["machine_load"]["disturbed"] is True
+    assert d["version"] == 3 and d["machine_load"]["disturbed"] is True
     assert d["notes"][0].startswith("warning: machine disturbed")
     run = json.loads((out / "run_result.json").read_text())
     assert run["machine_load"]["disturbed"] is True

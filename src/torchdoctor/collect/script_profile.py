@@ -77,6 +77,8 @@ class ScriptProfile(Record):
     """One process of an instrumented script: steps, phases and the evidence the rules need."""
 
     schema_name: ClassVar[str] = "script_profile"
+    #: Version 2: `host_lines`, and the constant copies in `h2d`. Older records still read.
+    schema_version: ClassVar[int] = 2
 
     argv: list[str]
     module: bool = False

@@ -106,6 +106,8 @@ class Finding(Record):
     """One rule's verdict on one job."""
 
     schema_name: ClassVar[str] = "finding"
+    #: Version 2: the prescription's `site` and `snippet`. Older records still read.
+    schema_version: ClassVar[int] = 2
 
     rule_id: str
     title: str

@@ -83,7 +83,7 @@ def _sample_lines(session: object, steps: int) -> HostLineProfile | None:
     their own under the script instrumentation: its hooks see the engine's loop as a script's
     (optimizer steps, the DataLoader, module forwards), and the run's own numbers stay free of
     the hooks' and the sampler's cost. The workload's files count as the user's code."""
-    from torchdoctor.collect.hooks import CollectConfig, Instrumentation
+    from torchdoctor.collect import CollectConfig, Instrumentation
 
     config = CollectConfig(warmup=0, profile_steps=0, cuda_events=False)
     with session:  # type: ignore[attr-defined]
