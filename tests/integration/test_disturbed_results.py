@@ -33,7 +33,7 @@ def test_run_result_carries_the_disturbance(
     args = ["run", "mlp", "--param", "rows=512", "--steps", "3", "--warmup", "1"]
     assert main(["--json", *args]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["schema"] == "torchdoctor/run_result" and data["version"] == 3
+    assert data["schema"] == "torchdoctor/run_result" and data["version"] == 4
     assert data["machine_load"]["disturbed"] is True
     assert main(args) == 0
     assert "machine disturbed during the measurement" in capsys.readouterr().out
@@ -47,7 +47,7 @@ def test_diagnosis_and_its_reports_warn_of_the_disturbance(
     args = ["diagnose", "mlp", "--steps", "6", "--warmup", "2", "--profile-steps", "2"]
     assert main(["--json", *args, "--out", str(out)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["version"] == 2 and d["machine_load"]["disturbed"] is True
+    assert d["version"] == 3 and d["machine_load"]["disturbed"] is True
     assert d["notes"][0].startswith("warning: machine disturbed")
     run = json.loads((out / "run_result.json").read_text())
     assert run["machine_load"]["disturbed"] is True

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from torchdoctor.analyze.attention import handwritten_attention
 from torchdoctor.analyze.breakdown import dataloader_iter, step_breakdown
 from torchdoctor.analyze.devices import (
     CeilingsLike,
@@ -142,6 +143,7 @@ def analyze_timeline(
         launches=launch_stats(tl, selected),
         host_ops=host_op_stats(tl.dur[cpu_ops], self_t),
         syncs=sync_stats(tl, windows, selected),
+        attention=handwritten_attention(tl, steps.count if steps else None),
         idle=idle_stats(tl, selected),
         ceilings=info,
         ceilings_note=note,

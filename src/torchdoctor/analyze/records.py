@@ -138,6 +138,16 @@ class CeilingsInfo(SubRecord):
     mem_bandwidth_bytes_per_s: float | None
 
 
+class AttentionStats(SubRecord):
+    """Attention written by hand (matmul, softmax, matmul of matching size; analyze.attention):
+    the blocks found, per profiled step, and the host time and FLOPs of their three ops."""
+
+    blocks: int
+    per_step: float | None
+    time_us: float
+    flops: float
+
+
 class RankSummary(SubRecord):
     rank: int | None
     source: str
@@ -150,7 +160,7 @@ class TraceAnalysis(Record):
 
     schema_name = "trace_analysis"
     # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability;
-    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank.
+    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank, attention.
     # Older records still read.
     schema_version = 5
 
@@ -174,6 +184,7 @@ class TraceAnalysis(Record):
     # ("_SingleProcessDataLoaderIter": num_workers=0; "_MultiProcessingDataLoaderIter").
     dataloader_iter: str | None = None
     syncs: SyncStats
+    attention: AttentionStats | None = None  # schema 5
     idle: IdleStats | None
     ceilings: CeilingsInfo | None
     ceilings_note: str

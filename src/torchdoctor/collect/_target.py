@@ -70,6 +70,9 @@ def make_instrumentation(cfg: LaunchConfig) -> Any:
             # A driven script is timed by its controller on the host; CUDA events would add
             # an event pair per phase and a wait one step late for timings nobody reads.
             cuda_events=cfg.control is None,
+            # Nor lines: a tuning trial reads throughput only, and the sampler's few percent
+            # would be paid by every arm.
+            sample_lines=cfg.control is None,
         )
     )
 

@@ -11,7 +11,9 @@ Installed once in a process (by the launcher's bootstrap, a torchrun rank's site
   the outermost modules repeat step after step, on those modules alone (a global hook puts
   every inner module call on torch's slow path);
 - `Tensor.item/.cpu/.tolist/.numpy`, tensor printing and `torch.cuda.synchronize` (host sync
-  counters), `zero_grad` (set_to_none) and autocast, and reads the thread settings at the end.
+  counters), `zero_grad` (set_to_none) and autocast, and reads the thread settings at the end;
+- a sampler thread that attributes the steps' host time to Python lines (`line_sampler.py`),
+  unless `CollectConfig.sample_lines` is off.
 Each hook is a Python call and a few counter updates; nothing per op runs outside the
 profiled window (`window.py`), and no device sync is added on CPU.
 
@@ -33,6 +35,7 @@ from torchdoctor.collect.probes import Probe, ProbeSite
 from torchdoctor.collect.probes.backward import BackwardProbe
 from torchdoctor.collect.probes.data import CopyProbe, DataLoaderProbe
 from torchdoctor.collect.probes.forward import FORWARD_SETTLE_STEPS, ForwardProbe
+from torchdoctor.collect.probes.lines import LineProbe
 from torchdoctor.collect.probes.optimizer import OptimizerProbe, optimizer_impl
 from torchdoctor.collect.probes.settings import AutocastProbe, ZeroGradProbe
 from torchdoctor.collect.probes.syncs import SyncProbe
@@ -74,6 +77,8 @@ class CollectConfig:
     trace_path: Path | None = None
     cuda_events: bool = True
     cuda_sync_debug: bool = False
+    #: sample the main thread's Python stack inside steps (collect/line_sampler.py)
+    sample_lines: bool = True
 
 
 class Instrumentation:
@@ -104,6 +109,7 @@ class Instrumentation:
         self.copies = CopyProbe(recorder, self.syncs, on_device=self._saw_device)
         self.zero_grad = ZeroGradProbe()
         self.autocast = AutocastProbe(recorder)
+        self.lines = LineProbe(recorder) if self.config.sample_lines else None
         #: In install order (uninstalling undoes them in reverse). At a step end the forward
         #: probe settles its hooks before the sync probe closes the step's counts.
         self.probes: tuple[Probe, ...] = (
@@ -115,6 +121,7 @@ class Instrumentation:
             self.syncs,
             self.zero_grad,
             self.autocast,
+            *((self.lines,) if self.lines is not None else ()),
         )
         self._site = ProbeSite()
         self._installed = False
@@ -166,6 +173,8 @@ class Instrumentation:
         with self.syncs.uncounted():
             self.window.stop()
         self.recorder.finish()
+        if self.lines is not None:
+            self.lines.uninstall()
         self.forward.uninstall()
         self._site.remove()
         self._wall_s = time.perf_counter() - self._started
@@ -224,7 +233,7 @@ class Instrumentation:
             sync_seconds=syncs.seconds[: len(steps)],
             sync_outside_seconds=syncs.outside_seconds[: len(steps)],
             sync_sites=dict(syncs.sites.most_common()),
-            h2d=self.copies.counts.record(),
+            h2d=self.copies.counts.record(self.copies.constants),
             forward=self.forward.counts.record(),
             zero_grad=ZeroGradEvidence(
                 calls=self.zero_grad.counts.calls,
@@ -237,6 +246,9 @@ class Instrumentation:
             threads=thread_info(),
             trace_path=str(self.window.written) if self.window.written else None,
             trace_steps=list(self.window.profiled_steps) if self.window.written else [],
+            host_lines=self.lines.profile(steps, exclude=self.window.profiled_steps)
+            if self.lines is not None
+            else None,
             rank=where.rank,
             local_rank=where.local_rank,
             world_size=where.world_size,

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from torchdoctor.core.copies import CopyCounts
+from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import StepTiming
 
@@ -76,6 +77,8 @@ class ScriptProfile(Record):
     """One process of an instrumented script: steps, phases and the evidence the rules need."""
 
     schema_name: ClassVar[str] = "script_profile"
+    #: Version 2: `host_lines`, and the constant copies in `h2d`. Older records still read.
+    schema_version: ClassVar[int] = 2
 
     argv: list[str]
     module: bool = False
@@ -109,6 +112,9 @@ class ScriptProfile(Record):
     threads: ThreadInfo | None = None
     trace_path: str | None = None
     trace_steps: list[int] = Field(default_factory=list)
+    host_lines: HostLineProfile | None = Field(
+        default=None, description="host time by Python line over the steady steps (sampled)"
+    )
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None

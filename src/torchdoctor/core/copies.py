@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from torchdoctor.core.records import SubRecord
 
 
@@ -14,6 +16,12 @@ class CopyCounts(SubRecord):
     pinned_calls: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    #: Host tensors copied unchanged in several steps (collect/probes/constants.py): how many,
+    #: their copies and bytes over the run, and copies by the script's `file:line`.
+    constant_sources: int = 0
+    constant_copies: int = 0
+    constant_bytes: int = 0
+    constant_sites: dict[str, int] = Field(default_factory=dict)
 
     @property
     def pageable_calls(self) -> int:

@@ -28,7 +28,8 @@ class Diagnosis(Record):
 
     schema_name: ClassVar[str] = "diagnosis"
     #: Version 2: `machine_load`, the other work on the machine while the job was measured.
-    schema_version: ClassVar[int] = 2
+    #: Version 3: a finding's prescription may carry a `site` and a `snippet`.
+    schema_version: ClassVar[int] = 3
 
     source: EvidenceSource
     target: str

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from torchdoctor.core.copies import CopyCounts
+from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 
@@ -151,6 +152,10 @@ class TraceEvidence(SubRecord):
     gpu_generation: str | None = Field(
         default=None, description="GPU generation read from kernel names (Volta, Ampere, ...)"
     )
+    # Schema 4. Attention written by hand (analyze.attention): blocks per profiled step, and
+    # the share of step time their matmul, softmax, matmul took (CPU traces only).
+    handwritten_attention_per_step: float | None = None
+    handwritten_attention_share: float | None = None
 
 
 class StragglerEvidence(SubRecord):
@@ -204,7 +209,7 @@ class Evidence(Record):
 
     schema_name: ClassVar[str] = "evidence"
     # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
-    # mix; 4: straggler. Older records still read.
+    # mix; 4: straggler, host_lines, hand-written attention. Older records still read.
     schema_version: ClassVar[int] = 4
 
     source: EvidenceSource
@@ -233,6 +238,9 @@ class Evidence(Record):
     compile: CompileEvidence | None = None
     batch_scaling: BatchScalingEvidence | None = None
     ceilings: CeilingEvidence | None = None
+    host_lines: HostLineProfile | None = Field(
+        default=None, description="the steady steps' host time by Python line (sampled)"
+    )
     world_size: int | None = None
     rank: int | None = None
     straggler: StragglerEvidence | None = None

@@ -89,16 +89,25 @@ def severity_for_share(share: float) -> Severity:
 
 
 class Prescription(SubRecord):
-    """What to change: knob settings from the catalogue, and the code change in words."""
+    """What to change: knob settings from the catalogue, and the code change in words.
+
+    A change no knob can make (an algorithm written another way) is handed back, not
+    measured: `site` is the `file:line` it applies at when the evidence names one, and
+    `snippet` the code to put there.
+    """
 
     knobs: dict[str, int | bool | str | None] = Field(default_factory=dict)
     code_change: str
+    site: str | None = None
+    snippet: str | None = None
 
 
 class Finding(Record):
     """One rule's verdict on one job."""
 
     schema_name: ClassVar[str] = "finding"
+    #: Version 2: the prescription's `site` and `snippet`. Older records still read.
+    schema_version: ClassVar[int] = 2
 
     rule_id: str
     title: str

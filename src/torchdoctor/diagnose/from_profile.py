@@ -135,6 +135,7 @@ def evidence_from_profile(
         config=ConfigEvidence(precision=precision, optimizer_impl=_optimizer_impl(profile)),
         trace=trace_evidence(analysis, precision=precision) if analysis is not None else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),
+        host_lines=profile.host_lines,
         world_size=profile.world_size,
         rank=profile.rank,
         notes=notes,

@@ -101,4 +101,5 @@ def evidence_from_run(
         memory=_memory(run, memory_limit_bytes),
         batch_scaling=BatchScalingEvidence(points=batch_scaling) if batch_scaling else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),
+        host_lines=run.host_lines,
     )

@@ -250,7 +250,18 @@ def trace_evidence(ta: TraceAnalysis, *, precision: str | None = None) -> TraceE
         tensor_core_kernel_frac=_ratio(mix.tensor_core_us, kernel_us) if mix else None,
         fp32_cuda_core_math_frac=_ratio(mix.fp32_cuda_core_math_us, kernel_us) if mix else None,
         gpu_generation=mix.generation if mix else None,
+        handwritten_attention_per_step=ta.attention.per_step if ta.attention else None,
+        handwritten_attention_share=_attention_share(ta, on_device),
     )
+
+
+def _attention_share(ta: TraceAnalysis, on_device: bool) -> float | None:
+    """The step share of the hand-written attention's ops: their host time over the profiled
+    steps' on CPU, where the host runs them; None on a device, where host time is launches."""
+    att, steps = ta.attention, ta.steps
+    if att is None or on_device or steps is None or steps.count <= 0:
+        return None
+    return _ratio(att.time_us, steps.count * steps.mean_us)
 
 
 def _ratio(part: float | None, whole: float | None) -> float | None:

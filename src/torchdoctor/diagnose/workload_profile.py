@@ -6,6 +6,7 @@ fractions come from unprofiled steps and the op table from the profiled ones.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -13,10 +14,25 @@ from typing import TYPE_CHECKING, Any, Final
 from torchdoctor.core.errors import DiagnoseError
 
 if TYPE_CHECKING:
+    from torchdoctor.core.hostlines import HostLineProfile
     from torchdoctor.engine import RunResult
 
 #: Steps run before the profiler starts in the profiling session (lazy init, autotuning).
 PROFILE_WARMUP_STEPS: Final = 2
+#: Seconds of steps the line sampler samples in a workload's diagnosis: at its 5 ms period
+#: ~200 samples, enough to place a line holding 10% of the step within a few points
+#: (collect/line_sampler.py), while adding about a second to the diagnosis.
+LINE_SAMPLE_S: Final = 1.0
+#: Fewest steps sampled, so that a slow step still leaves a steady step after the warm-up rule.
+MIN_LINE_STEPS: Final = 3
+
+
+def line_steps(run: RunResult, steps: int) -> int:
+    """Steps to sample: `LINE_SAMPLE_S` of the run's median step, at least MIN_LINE_STEPS, at
+    most the steps the run measured."""
+    step_s = run.step_time.median
+    wanted = math.ceil(LINE_SAMPLE_S / step_s) if step_s > 0 else steps
+    return max(MIN_LINE_STEPS, min(steps, wanted))
 
 
 def usable_cores() -> int | None:
@@ -54,10 +70,29 @@ def profile_workload(
     workload = get_workload(name)
     recipe = Recipe.parse([f"{k}={v}" for k, v in settings.items()], workload=workload)
     run = run_workload(workload, recipe, steps=steps, warmup_steps=warmup, device=device)
+    lines = _sample_lines(prepare(workload, recipe, device=device), line_steps(run, steps))
+    run = run.model_copy(update={"host_lines": lines})
     trace: Path | None = None
     if profile_steps > 0:
         trace = _profile_window(prepare(workload, recipe, device=device), profile_steps, trace_path)
     return run, getattr(workload, "kind", None), trace, usable_cores()
+
+
+def _sample_lines(session: object, steps: int) -> HostLineProfile | None:
+    """The host time by line of `steps` steps (after PROFILE_WARMUP_STEPS), in a session of
+    their own under the script instrumentation: its hooks see the engine's loop as a script's
+    (optimizer steps, the DataLoader, module forwards), and the run's own numbers stay free of
+    the hooks' and the sampler's cost. The workload's files count as the user's code."""
+    from torchdoctor.collect import CollectConfig, Instrumentation
+
+    config = CollectConfig(warmup=0, profile_steps=0, cuda_events=False)
+    with session:  # type: ignore[attr-defined]
+        inst = Instrumentation(config)
+        with inst:
+            session.run_steps(PROFILE_WARMUP_STEPS + steps, measure_phases=False)  # type: ignore[attr-defined]
+    if inst.lines is None:
+        return None
+    return inst.lines.profile(inst.recorder.steps)
 
 
 def _profile_window(session: object, steps: int, trace_path: Path) -> Path:

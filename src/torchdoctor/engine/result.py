@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.core.steps import Phase, StepTiming
@@ -39,7 +40,8 @@ class RunResult(Record):
     schema_name: ClassVar[str] = "run_result"
     #: Version 2: `machine_load`, other work on the machine during the run (set by callers).
     #: Version 3: `phase_steps`; `steps` no longer carry phases; throughput is a chunk median.
-    schema_version: ClassVar[int] = 3
+    #: Version 4: `host_lines`, the host time by Python line (set by a workload's diagnosis).
+    schema_version: ClassVar[int] = 4
 
     workload: str
     workload_params: dict[str, RecipeValue | float] = Field(default_factory=dict)
@@ -66,6 +68,7 @@ class RunResult(Record):
     nonfinite_loss_step: int | None = None
     nonfinite_loss_value: Literal["nan", "inf", "-inf"] | None = None
     machine_load: MachineLoad | None = None
+    host_lines: HostLineProfile | None = None
 
     @property
     def diverged(self) -> bool:

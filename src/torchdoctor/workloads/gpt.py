@@ -14,6 +14,7 @@ one decode step per token).
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -96,10 +97,16 @@ class KVCache:
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
+#: How attention is computed: torch's fused kernel, or written by hand as nanoGPT's slow path
+#: does (matmul, mask, softmax, matmul), which `handwritten_attention` detects in a trace.
+ATTENTION_KINDS = ("sdpa", "manual")
+
+
 class CausalSelfAttention(nn.Module):
-    def __init__(self, embd: int, heads: int) -> None:
+    def __init__(self, embd: int, heads: int, attention: str = "sdpa") -> None:
         super().__init__()
         self.heads = heads
+        self.manual = attention == "manual"
         self.qkv = nn.Linear(embd, 3 * embd)
         self.proj = nn.Linear(embd, embd)
 
@@ -109,29 +116,39 @@ class CausalSelfAttention(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        if cache is None or cache.length == 0:
-            if cache is not None:
-                cache.append(layer, k, v)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
+        mask: torch.Tensor | None = None
+        causal = True  # the top-left-aligned causal mask: keys and queries are the same tokens
+        if cache is not None:
             past = cache.length
-            k, v = cache.append(layer, k, v)
-            # New position i (absolute past + i) sees every position up to itself. SDPA's
-            # is_causal aligns the mask to the top-left corner, wrong when keys outnumber
-            # queries, so the mask is explicit (None for one new token: it sees everything).
-            mask = None
-            if t > 1:
-                rows = torch.arange(t, device=x.device).unsqueeze(1) + past
-                mask = torch.arange(past + t, device=x.device).unsqueeze(0) <= rows
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if past == 0:
+                cache.append(layer, k, v)
+            else:
+                k, v = cache.append(layer, k, v)
+                # New position i (absolute past + i) sees every position up to itself. SDPA's
+                # is_causal aligns the mask to the top-left corner, wrong when keys outnumber
+                # queries, so the mask is explicit (None for one new token: it sees everything).
+                causal = False
+                if t > 1:
+                    rows = torch.arange(t, device=x.device).unsqueeze(1) + past
+                    mask = torch.arange(past + t, device=x.device).unsqueeze(0) <= rows
+        if self.manual:
+            # nanoGPT's attention without flash: the scores are materialized.
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            if causal:
+                mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            if mask is not None:
+                att = att.masked_fill(~mask, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
 class Block(nn.Module):
-    def __init__(self, embd: int, heads: int) -> None:
+    def __init__(self, embd: int, heads: int, attention: str = "sdpa") -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(embd)
-        self.attn = CausalSelfAttention(embd, heads)
+        self.attn = CausalSelfAttention(embd, heads, attention)
         self.ln2 = nn.LayerNorm(embd)
         self.mlp = nn.Sequential(nn.Linear(embd, 4 * embd), nn.GELU(), nn.Linear(4 * embd, embd))
 
@@ -151,11 +168,13 @@ def _init_weights(module: nn.Module) -> None:
 
 
 class TinyGPT(nn.Module):
-    def __init__(self, block: int, layers: int, heads: int, embd: int) -> None:
+    def __init__(
+        self, block: int, layers: int, heads: int, embd: int, attention: str = "sdpa"
+    ) -> None:
         super().__init__()
         self.tok = nn.Embedding(VOCAB, embd)
         self.pos = nn.Embedding(block, embd)
-        self.blocks = nn.ModuleList(Block(embd, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(embd, heads, attention) for _ in range(layers))
         self.ln_f = nn.LayerNorm(embd)
         self.head = nn.Linear(embd, VOCAB, bias=False)
         self.head.weight = self.tok.weight  # weight tying, as in nanoGPT
@@ -230,7 +249,7 @@ class GptWorkload(SyntheticWorkload):
     name = "gpt"
     description = "nanoGPT-style decoder (SDPA attention) on a synthetic character stream"
 
-    param_names = ("block", "layers", "heads", "embd", "characters")
+    param_names = ("block", "layers", "heads", "embd", "characters", "attention")
 
     def __init__(
         self,
@@ -239,8 +258,14 @@ class GptWorkload(SyntheticWorkload):
         heads: int = 4,
         embd: int = 128,
         characters: int = 65536,
+        attention: str = "sdpa",
         batch_size: int = 16,
     ) -> None:
+        if attention not in ATTENTION_KINDS:
+            raise WorkloadError(
+                f"gpt: unknown attention {attention!r}", hint=f"one of {', '.join(ATTENTION_KINDS)}"
+            )
+        self.attention = attention
         self.block, self.layers, self.heads, self.embd = block, layers, heads, embd
         self.characters = characters
         self.default_batch_size = batch_size
@@ -249,7 +274,7 @@ class GptWorkload(SyntheticWorkload):
         self.input_shapes = {"tokens": (block,)}
 
     def build_model(self) -> TinyGPT:
-        return TinyGPT(self.block, self.layers, self.heads, self.embd)
+        return TinyGPT(self.block, self.layers, self.heads, self.embd, self.attention)
 
     def build_dataset(self, seed: int) -> CharChunks:
         return CharChunks(markov_text(self.characters, seed), self.block)

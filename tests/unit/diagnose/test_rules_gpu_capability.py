@@ -141,7 +141,10 @@ def test_cuda_capability_from_the_environment_fingerprint() -> None:
 def test_evidence_round_trips_the_capability_and_reads_version_1() -> None:
     ev = evidence(device="cuda", cuda_capability=T4)
     data = ev.to_json_dict()
-    assert data["version"] == 4 and Evidence.from_json_dict(data).cuda_capability == T4
+    assert (
+        data["version"] == Evidence.schema_version
+        and Evidence.from_json_dict(data).cuda_capability == T4
+    )
     old = {k: v for k, v in data.items() if k != "cuda_capability"} | {"version": 1}
     assert Evidence.from_json_dict(old).cuda_capability is None
 

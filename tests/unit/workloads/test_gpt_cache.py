@@ -26,13 +26,14 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(previous)
 
 
-def _model(block: int = 24) -> TinyGPT:
+def _model(block: int = 24, attention: str = "sdpa") -> TinyGPT:
     torch.manual_seed(0)
-    return TinyGPT(block=block, layers=2, heads=2, embd=16).eval()
+    return TinyGPT(block=block, layers=2, heads=2, embd=16, attention=attention).eval()
 
 
-def test_cached_logits_match_the_full_forward_position_by_position() -> None:
-    model = _model()
+@pytest.mark.parametrize("attention", ["sdpa", "manual"])
+def test_cached_logits_match_the_full_forward_position_by_position(attention: str) -> None:
+    model = _model(attention=attention)
     tokens = torch.randint(64, (3, 20), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(tokens)

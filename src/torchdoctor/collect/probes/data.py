@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,6 +14,7 @@ import torch.utils.data.dataloader as dl_mod
 
 from torchdoctor.collect._patching import batch_size_of, non_blocking_flag, target_device
 from torchdoctor.collect.probes import ProbeSite
+from torchdoctor.collect.probes.constants import ConstantCopies
 from torchdoctor.collect.probes.syncs import SyncProbe
 from torchdoctor.collect.script_profile import DataLoaderInfo, H2DInfo
 from torchdoctor.collect.step_recorder import StepRecorder
@@ -102,8 +104,18 @@ class CopyCounts:
     bytes: int = 0
     seconds: float = 0.0
 
-    def record(self) -> H2DInfo:
-        return H2DInfo(**asdict(self))
+    def record(self, constants: ConstantCopies | None = None) -> H2DInfo:
+        found = constants.constants() if constants is not None else []
+        sites: Counter[str] = Counter()
+        for src in found:
+            sites[src.site or "(unknown)"] += src.copies
+        return H2DInfo(
+            **asdict(self),
+            constant_sources=len(found),
+            constant_copies=sum(s.copies for s in found),
+            constant_bytes=sum(s.copies * s.nbytes for s in found),
+            constant_sites=dict(sites.most_common()),
+        )
 
 
 class CopyProbe:
@@ -121,6 +133,7 @@ class CopyProbe:
         #: Told of each CUDA device the script copies to (the step clock times that one).
         self.on_device = on_device
         self.counts = CopyCounts()
+        self.constants = ConstantCopies()
 
     def install(self, site: ProbeSite) -> None:
         original_to, original_cuda = torch.Tensor.to, torch.Tensor.cuda
@@ -151,6 +164,9 @@ class CopyProbe:
         counts = self.counts
         counts.calls += 1
         counts.bytes += t.numel() * t.element_size()
+        if self.recorder.in_step:
+            # Depth 3: this frame, then the hooking wrapper the script's line called.
+            self.constants.saw(t, self.recorder.closed_count, depth=3)
         if non_blocking_flag(args, kwargs):
             counts.non_blocking_calls += 1
         if t.is_pinned():

@@ -12,12 +12,15 @@ from torchdoctor.diagnose.findings import Finding
 from torchdoctor.diagnose.rules import (
     channels_last,
     compile_graph_breaks,
+    constant_to_device,
     cpu_threads,
     cudnn_benchmark_off,
     dataloader_wait,
     ddp_communication,
     eval_without_no_grad,
     framework_overhead,
+    handwritten_attention,
+    host_python_lines,
     host_sync,
     lower_precision_available,
     memory_bound_elementwise,
@@ -32,6 +35,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     dataloader_wait,
     host_sync,
     framework_overhead,
+    host_python_lines,
     memory_bound_elementwise,
     lower_precision_available,
     channels_last,
@@ -45,6 +49,8 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     memory_headroom,
     ddp_communication,
     rank_straggler,
+    handwritten_attention,
+    constant_to_device,
 )
 
 Rule = Callable[[Evidence], Finding | None]

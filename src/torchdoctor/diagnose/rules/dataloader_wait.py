@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
-from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import data_wait_share, knob_default_workers
+from torchdoctor.diagnose.rules.host_python_lines import line_evidence
 from torchdoctor.knobs import NUM_WORKERS, PERSISTENT_WORKERS, PIN_MEMORY, PREFETCH_FACTOR
 
 RULE_ID: Final = "dataloader_wait"
@@ -44,11 +45,18 @@ def check(ev: Evidence) -> Finding | None:
             knobs[PIN_MEMORY.name] = True
     else:
         steps.append("move per-batch preparation (decode, augmentation) out of the loop")
-    evidence = {
+    evidence: dict[str, EvidenceValue] = {
         "data_wait_share": round(share, 4),
         "num_workers": dl.num_workers if dl else None,
         "uses_dataloader": dl.uses_dataloader if dl else None,
     }
+    # Where the wait is spent in the script's own code (its Dataset's __getitem__, a
+    # collate_fn, a get_batch), when the line sampler saw it.
+    lines = ev.host_lines
+    top = lines.top("data_wait") if lines is not None and lines.enough else None
+    if top is not None:
+        evidence.update(line_evidence(top, top.share * top.phases.get("data_wait", 0.0)))
+        steps.append(f"the wait is spent at {top.site} in {top.function}")
     return make_finding(
         rule_id=RULE_ID,
         title=TITLE,
@@ -56,7 +64,9 @@ def check(ev: Evidence) -> Finding | None:
         bottleneck="data_loading",
         share=share,
         evidence=evidence,
-        prescription=Prescription(knobs=knobs, code_change="; ".join(steps)),
+        prescription=Prescription(
+            knobs=knobs, code_change="; ".join(steps), site=top.site if top else None
+        ),
         # Data wait is measured directly around the iterator's __next__: high confidence.
         confidence=0.9 if ev.steps is not None else 0.6,
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from torchdoctor.core.hostlines import HostLine
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
 from torchdoctor.diagnose.rules._common import compute_share, unexplained_idle_share
+from torchdoctor.diagnose.rules.host_python_lines import line_evidence
 from torchdoctor.knobs import BATCH_SIZE, COMPILE, CUDA_GRAPHS
 
 RULE_ID: Final = "framework_overhead"
@@ -29,6 +31,29 @@ MIN_OPS_PER_STEP: Final = 1000
 #: GPU: share of the device window idle from which a trace is overhead-bound (the device is
 #: waiting on the host more than it works). TraceLens/HTA call such traces "idle-dominated".
 MIN_GPU_IDLE_SHARE: Final = 0.5
+
+
+#: What vectorizing a loop over slices looks like, handed back with the line that loops.
+VECTORIZE_SNIPPET: Final = """\
+# before: one small op per slice, each paying the per-op overhead
+#     for i in range(x.shape[0]):
+#         out[i] = torch.relu(x[i] @ w[i]) + b[i]
+# after: one batched op over all slices
+out = torch.relu(torch.bmm(x, w)) + b
+"""
+#: Phases in which the script's own Python issues operators one call at a time (backward and
+#: torch.optim's step are torch's loops, not a line of the script's).
+_ISSUING_PHASES: Final = ("forward", "other")
+
+
+def _issuing_line(ev: Evidence) -> HostLine | None:
+    lines = ev.host_lines
+    if lines is None or not lines.enough or not lines.lines:
+        return None
+    best = max(
+        lines.lines, key=lambda h: sum(h.phases.get(p, 0.0) for p in _ISSUING_PHASES) * h.share
+    )
+    return best
 
 
 def _batch_growth(ev: Evidence) -> float | None:
@@ -105,6 +130,11 @@ def _finding(
     knobs: dict[str, int | bool | str | None] = {
         COMPILE.name: "reduce-overhead" if ev.is_gpu else "default"
     }
+    # The line issuing the tiny ops, when the line sampler saw one: the user line with the
+    # most time in the phases that issue operators (a Python loop over slices shows there).
+    line = _issuing_line(ev)
+    if line is not None:
+        evidence = {**evidence, **line_evidence(line, line.share)}
     if ev.is_gpu:
         knobs[CUDA_GRAPHS.name] = True
     if ev.config.batch_size:
@@ -122,7 +152,10 @@ def _finding(
                 "fuse ops with torch.compile(model) (CUDA graphs with mode='reduce-overhead' "
                 "on GPU), replace Python loops over small tensors with batched ops, or raise "
                 "the batch size so each op does more work"
+                + (f"; the ops are issued at {line.site} in {line.function}" if line else "")
             ),
+            site=line.site if line else None,
+            snippet=VECTORIZE_SNIPPET if line else None,
         ),
         confidence=confidence,
     )

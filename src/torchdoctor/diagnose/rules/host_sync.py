@@ -20,6 +20,18 @@ MIN_SYNCS_PER_STEP: Final = 1.5
 MIN_SHARE: Final = 0.05
 
 
+#: The change handed back for a per-step `.item()`/print of the loss: accumulate on the device
+#: and read once every `log_every` steps (one sync per interval instead of one per step).
+ACCUMULATE_SNIPPET: Final = """\
+loss_sum = torch.zeros((), device=loss.device)  # once, before the loop
+...
+loss_sum += loss.detach()  # every step: stays on the device, no sync
+if step % log_every == 0:
+    print(f"loss {(loss_sum / log_every).item():.4f}")  # one sync per interval
+    loss_sum.zero_()
+"""
+
+
 def _syncs_per_step(ev: Evidence) -> float | None:
     if ev.syncs is not None:
         return ev.syncs.total_per_step
@@ -106,7 +118,9 @@ def check(ev: Evidence) -> Finding | None:
                 "accumulate metrics on the device and read them every N steps; remove "
                 "per-step print(tensor)/.item()/.cpu(); on CUDA find the rest with "
                 "torch.cuda.set_sync_debug_mode('warn')"
-            )
+            ),
+            site=top[0][0] if top else None,
+            snippet=ACCUMULATE_SNIPPET,
         ),
         # Phases without any sync timing at all (a workload run) say less: 0.4 as the idle.
         confidence=_CONFIDENCE[basis]

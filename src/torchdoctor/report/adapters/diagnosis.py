@@ -36,6 +36,9 @@ def _prescription(value: Any) -> tuple[str, list[str]]:
     """(the change in words, the knobs it names)."""
     if isinstance(value, dict):
         words = text(value, "code_change") or ""
+        site = text(value, "site")
+        if site:
+            words = f"{words} (at {site})"
         knobs_value = get(value, "knobs")
         if isinstance(knobs_value, dict):
             knobs = [f"{k}={v}" for k, v in knobs_value.items()]

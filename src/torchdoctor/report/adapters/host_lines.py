@@ -1,0 +1,65 @@
+"""The host time by Python line (the line sampler's record in profile.json) as a `Blocks`."""
+
+from __future__ import annotations
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import get, items, mapping, num, text
+from torchdoctor.report.blocks import Blocks, Table
+from torchdoctor.report.load import RunRecords
+from torchdoctor.report.model import KeyValue
+
+#: Lines shown in the table (the record keeps more).
+SHOWN_LINES = 10
+
+
+def _main_phase(phases: dict[str, float]) -> str:
+    if not phases:
+        return fmt.NA
+    phase = max(phases, key=lambda p: phases[p])
+    return f"{phase} ({fmt.percent(phases[phase], 0)})"
+
+
+def host_lines_view(found: RunRecords) -> Blocks | None:
+    # A script's profile, or a workload's run (its diagnosis samples the lines).
+    lines = get(found.records.get("profile"), "host_lines") or get(
+        found.records.get("run_result"), "host_lines"
+    )
+    if not isinstance(lines, dict):
+        return None
+    rows = [
+        [
+            f"{text(line, 'file')}:{text(line, 'line')}",
+            text(line, "function") or "",
+            fmt.percent(num(line, "share")),
+            fmt.seconds(num(line, "seconds_per_step")),
+            _main_phase(mapping(line, "phases")),
+        ]
+        for line in items(lines, "lines")[:SHOWN_LINES]
+        if isinstance(line, dict)
+    ]
+    if not rows:
+        return None
+    phases = mapping(lines, "phase_shares")
+    facts = [
+        KeyValue(
+            "sampled",
+            f"{fmt.number(num(lines, 'samples'))} samples over "
+            f"{fmt.number(num(lines, 'steps'))} steady steps",
+        ),
+        KeyValue(
+            "sampler", f"{text(lines, 'sampler')}, every {fmt.seconds(num(lines, 'interval_s'))}"
+        ),
+        KeyValue("by phase", ", ".join(f"{p} {fmt.percent(v, 0)}" for p, v in phases.items())),
+        KeyValue("outside user code", fmt.percent(num(lines, "outside_user_share"))),
+    ]
+    callers = [
+        f"{text(line, 'file')}:{text(line, 'line')} called from {items(line, 'callers')[0]}"
+        for line in items(lines, "lines")[:1]
+        if isinstance(line, dict) and items(line, "callers")
+    ]
+    return Blocks(
+        title="Host time by Python line",
+        facts=facts,
+        tables=[Table(["line", "function", "share of step", "per step", "phase"], rows)],
+        notes=callers,
+    )
