@@ -15,11 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from types import FrameType
+from typing import Any, Final
 
 from torchdoctor.core.errors import ScaleError
 
@@ -93,6 +96,9 @@ def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
         raise ScaleError(f"cannot make two network namespaces: {why}")
     tag = uuid.uuid4().hex[:6]
     hosts = TwoHosts(names=(f"td{tag}a", f"td{tag}b"))
+    # SIGTERM (`timeout`, a scheduler, `kill`) would end the process without this `finally`,
+    # leaving the namespaces behind: made an exit, it unwinds through the cleanup.
+    previous = _exit_on_sigterm()
     try:
         for name in hosts.names:
             _ip("ip", "netns", "add", name)
@@ -123,3 +129,17 @@ def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
         for name in hosts.names:  # deleting a namespace deletes the veth end inside it
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         subprocess.run(["ip", "link", "del", f"td{tag}0"], capture_output=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm() -> signal.Handlers | Callable[[int, FrameType | None], Any] | int | None:
+    """Make SIGTERM raise SystemExit in this (main) thread; the handler it replaces, or None
+    where signals cannot be set (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def _exit(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, _exit)

@@ -63,3 +63,23 @@ def test_namespaces_are_removed_when_the_body_fails() -> None:
         assert set(hosts.names) <= _namespaces()
         raise ScaleError("the job failed")
     assert _namespaces() == before
+
+
+_HOLD = """
+import sys, time
+from torchdoctor.scale.netns import two_hosts
+with two_hosts() as hosts:
+    print(*hosts.names, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_namespaces_are_removed_when_the_process_is_terminated() -> None:
+    # `timeout`, a scheduler or `kill` ends a long benchmark with SIGTERM.
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    names = set(holder.stdout.readline().split())
+    assert len(names) == 2 and names <= _namespaces()
+    holder.terminate()
+    assert holder.wait(timeout=30) == 128 + 15  # SystemExit(128 + SIGTERM), after the cleanup
+    assert not names & _namespaces()
