@@ -12,8 +12,6 @@ A factory that fails, or a model whose eval-mode forward fails on its example in
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +23,13 @@ from torch import nn
 from torchdoctor.core.errors import WorkloadError
 from torchdoctor.knobs import CALLED, RAW, ModelContext, Recipe, apply_to_model
 from torchdoctor.measure import make_sync
-from torchdoctor.workloads import ModelSpec, example_inputs, get_workload, move_to_device
+from torchdoctor.workloads import (
+    ModelSpec,
+    example_inputs,
+    get_workload,
+    import_factory,
+    move_to_device,
+)
 
 Request = Callable[[], object]
 
@@ -110,23 +114,13 @@ def _from_spec(spec: ModelSpec, device: str, batch_size: int) -> tuple[nn.Module
 
 def _from_factory(spec: str) -> tuple[nn.Module, Any]:
     path_text, _, factory_name = spec.rpartition(":")
-    path = Path(path_text)
-    if not path.is_file():
-        raise WorkloadError(f"model file '{path}' does not exist", hint="check the path")
-    module_name = f"torchdoctor_user_model_{abs(hash(str(path.resolve())))}"
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise WorkloadError(f"model file '{path}' cannot be imported as Python")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
+    factory = import_factory(
+        Path(path_text),
+        factory_name,
+        noun="model",
+        hint="name a function that returns (module, example_inputs)",
+    )
     try:
-        module_spec.loader.exec_module(module)
-        factory = getattr(module, factory_name, None)
-        if not callable(factory):
-            raise WorkloadError(
-                f"model file '{path}' has no callable '{factory_name}'",
-                hint="name a function that returns (module, example_inputs)",
-            )
         made = factory()
     except WorkloadError:
         raise

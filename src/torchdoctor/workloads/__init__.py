@@ -18,7 +18,12 @@ from torchdoctor.workloads.base import (
     move_to_device,
 )
 from torchdoctor.workloads.gpt import KVCache, TinyGPT
-from torchdoctor.workloads.registry import get_workload, list_workloads, load_user_workload
+from torchdoctor.workloads.registry import (
+    get_workload,
+    import_factory,
+    list_workloads,
+    load_user_workload,
+)
 
 __all__ = [
     "WORKLOAD_KINDS",
@@ -32,6 +37,7 @@ __all__ = [
     "collate_first",
     "example_inputs",
     "get_workload",
+    "import_factory",
     "list_workloads",
     "load_user_workload",
     "move_to_device",

@@ -58,13 +58,27 @@ def load_user_workload(spec: str, **params: Any) -> Workload:
             f"cannot read workload {spec!r}",
             hint="write a user workload as path/to/file.py:factory",
         )
-    path = Path(path_text)
+    factory = import_factory(
+        Path(path_text),
+        factory_name,
+        noun="workload",
+        hint="name a function in that file that returns a Workload",
+    )
+    return _call_factory(factory, spec, params)
+
+
+def import_factory(path: Path, factory_name: str, *, noun: str, hint: str) -> Callable[..., Any]:
+    """Import the Python file at `path` by path and return its callable `factory_name`.
+
+    `noun` names the file in errors ("workload file", "model file"); `hint` says what the
+    function should return.
+    """
     if not path.is_file():
-        raise WorkloadError(f"workload file '{path}' does not exist", hint="check the path")
-    module_name = f"torchdoctor_user_workload_{abs(hash(str(path.resolve())))}"
+        raise WorkloadError(f"{noun} file '{path}' does not exist", hint="check the path")
+    module_name = f"torchdoctor_user_{noun}_{abs(hash(str(path.resolve())))}"
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None or module_spec.loader is None:
-        raise WorkloadError(f"workload file '{path}' cannot be imported as Python")
+        raise WorkloadError(f"{noun} file '{path}' cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
     # Registered before executing so dataclasses/pickling inside the file can find it.
     sys.modules[module_name] = module
@@ -73,15 +87,12 @@ def load_user_workload(spec: str, **params: Any) -> Workload:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise WorkloadError(
-            f"importing workload file '{path}' failed: {type(exc).__name__}: {exc}"
+            f"importing {noun} file '{path}' failed: {type(exc).__name__}: {exc}"
         ) from exc
     factory = getattr(module, factory_name, None)
     if factory is None or not callable(factory):
-        raise WorkloadError(
-            f"workload file '{path}' has no callable '{factory_name}'",
-            hint="name a function in that file that returns a Workload",
-        )
-    return _call_factory(factory, spec, params)
+        raise WorkloadError(f"{noun} file '{path}' has no callable '{factory_name}'", hint=hint)
+    return factory
 
 
 def _call_factory(factory: Callable[..., Any], name: str, params: dict[str, Any]) -> Workload:
