@@ -132,6 +132,37 @@ class ServiceTime(SubRecord):
     seconds: float
 
 
+class ResidualQuantiles(SubRecord):
+    """Quantiles (evenly spaced, 0 to 1) of one kind of delay the batcher saw, in seconds."""
+
+    #: The batch size they were seen at; None when pooled over all sizes.
+    batch_size: int | None = None
+    #: Whether the batches had slept before they started (idle server) or followed at once.
+    after_sleep: bool
+    n: int = Field(ge=1)
+    quantiles_s: list[float]
+
+
+class ServiceCalibration(SubRecord):
+    """What a real batcher run adds to the closed-loop table t(b), fitted from its trace.
+
+    `overhead_s`: the loop's own time from one batch's end to the next's start when the next
+    starts at once; `overshoot_s`: how late a batch starts after a sleep (timer slack,
+    wake-up); `service`: each batch's service time as the batcher saw it minus t(b), after a
+    sleep (intra-op threads and caches gone cold) or back to back, by batch size where it was
+    seen often enough and pooled. The simulation draws from these at other rates.
+    """
+
+    arrivals: ArrivalKind
+    rate: float
+    requests: int
+    batches: int
+    table: list[ServiceTime]
+    overhead_s: list[float]
+    overshoot_s: list[float]
+    service: list[ResidualQuantiles]
+
+
 class CurvePoint(SubRecord):
     """Closed-loop throughput and request-latency percentiles at one setting."""
 
@@ -202,6 +233,9 @@ class ServeResult(Record):
     sla_search: SlaSearch | None = None
     #: The batching simulation's predictions from `service_table` at other arrival rates.
     predictions: list[LoadRun] = Field(default_factory=list)
+    #: The real batcher's run the predictions' overheads were fitted on (None: predicted from
+    #: the closed-loop table alone).
+    calibration: ServiceCalibration | None = None
     #: Each variant of the model (`ServePlan`'s `variants`) against the eager model at batch 1.
     comparisons: list[VariantComparison] = Field(default_factory=list)
     #: Each variant's setup (compile, export, quantization time, apart from its requests) and
@@ -222,7 +256,9 @@ __all__ = [
     "LoadRun",
     "PercentileComparison",
     "PercentileEstimate",
+    "ResidualQuantiles",
     "ServeResult",
+    "ServiceCalibration",
     "ServiceTime",
     "SlaPoint",
     "SlaSearch",

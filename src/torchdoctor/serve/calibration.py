@@ -1,0 +1,194 @@
+"""The batching simulation calibrated on one real batcher run, to predict other rates.
+
+A service-time table t(b) measured closed-loop (calls back to back) under-states what a real
+batcher sees: between batches it sleeps, each sleep overshoots its target (timer slack, the
+scheduler's wake-up), the intra-op threads and the caches go cold while it is idle, and its
+own loop takes time between one batch's end and the next's start. On a 2-core host the
+closed-loop table's simulation put p99 at about half the real batcher's (benchmarks/
+bench_serve_batching.py). So one real run at one rate is traced (each batch's wake-up target,
+start and end: `LoadTrace`), and `calibrate` fits from it the distributions of
+
+- the loop's overhead (a batch that starts at once: start - previous end),
+- the overshoot of a sleep (a batch that slept: start - wake-up target),
+- the service time as seen minus t(b), after a sleep or back to back, per batch size where
+  seen `MIN_SAMPLES_PER_SIZE` times, else pooled over sizes.
+
+`simulate_calibrated` runs the same batcher loop on virtual time drawing each batch's delays
+from those distributions (seeded). Which batches sleep, and for how long they are idle, is the
+simulation's own at each rate; only the distributions come from the calibration run, so a
+prediction at another rate is a prediction, not a fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+import numpy as np
+
+from torchdoctor.core.errors import MeasureError
+from torchdoctor.serve.arrivals import arrival_times
+from torchdoctor.serve.batcher import BatchPolicy, LoadTrace, run_batcher, service_time
+from torchdoctor.serve.clock import RealClock, ServeClock, VirtualClock
+from torchdoctor.serve.records import (
+    ArrivalKind,
+    ResidualQuantiles,
+    ServiceCalibration,
+    ServiceTime,
+)
+
+#: Quantiles kept of each distribution (0%, 1%, ..., 100%): the tail to 1% resolution, which
+#: a p99 prediction needs, and the maximum.
+QUANTILE_POINTS: Final = 101
+#: Batches of one size (after a sleep, or back to back) below which that size's own service
+#: times are not trusted and the pooled ones are drawn instead: 30, the usual rule of thumb
+#: for an empirical distribution's middle (its 1% tail is then the pooled one's anyway).
+MIN_SAMPLES_PER_SIZE: Final = 30
+
+
+def _quantiles(values: np.ndarray) -> list[float]:
+    return [float(v) for v in np.quantile(values, np.linspace(0.0, 1.0, QUANTILE_POINTS))]
+
+
+def _draw(quantiles: Sequence[float], rng: np.random.Generator) -> float:
+    """One draw from the distribution whose evenly spaced quantiles are `quantiles`."""
+    grid = np.linspace(0.0, 1.0, len(quantiles))
+    return float(np.interp(rng.random(), grid, quantiles))
+
+
+def slept(trace: LoadTrace) -> np.ndarray:
+    """Per batch: whether the batcher slept before it (its wake-up target came after the
+    previous batch's end), rather than starting it at once."""
+    previous_done = np.concatenate(([0.0], trace.dones_s[:-1]))
+    return np.asarray(trace.wakes_s > previous_done)
+
+
+def calibrate(
+    trace: LoadTrace,
+    table: Sequence[ServiceTime],
+    *,
+    arrivals: ArrivalKind,
+    rate: float,
+) -> ServiceCalibration:
+    """Fit the batcher's overheads over `table` from the trace of one real run."""
+    sizes = np.asarray(trace.batch_sizes)
+    if sizes.size == 0 or trace.starts_s.size != sizes.size:
+        raise MeasureError("a calibration needs a real batcher run's per-batch trace")
+    previous_done = np.concatenate(([0.0], trace.dones_s[:-1]))
+    after_sleep = slept(trace)
+    # The first batch has no previous one: its start is not the loop's overhead.
+    at_once = ~after_sleep
+    at_once[0] = False
+    overhead = trace.starts_s[at_once] - previous_done[at_once]
+    overshoot = trace.starts_s[after_sleep] - trace.wakes_s[after_sleep]
+    seen = trace.dones_s - trace.starts_s
+    residual = seen - np.asarray([service_time(table, int(b)) for b in sizes])
+    service: list[ResidualQuantiles] = []
+    for flag in (True, False):
+        in_class = after_sleep == flag
+        if not in_class.any():
+            continue
+        service.append(
+            ResidualQuantiles(
+                after_sleep=flag,
+                n=int(in_class.sum()),
+                quantiles_s=_quantiles(residual[in_class]),
+            )
+        )
+        for b in np.unique(sizes[in_class]):
+            mask = in_class & (sizes == b)
+            if mask.sum() >= MIN_SAMPLES_PER_SIZE:
+                service.append(
+                    ResidualQuantiles(
+                        batch_size=int(b),
+                        after_sleep=flag,
+                        n=int(mask.sum()),
+                        quantiles_s=_quantiles(residual[mask]),
+                    )
+                )
+    return ServiceCalibration(
+        arrivals=arrivals,
+        rate=rate,
+        requests=int(trace.latencies_s.size),
+        batches=int(sizes.size),
+        table=list(table),
+        overhead_s=_quantiles(overhead) if overhead.size else [0.0],
+        overshoot_s=_quantiles(overshoot) if overshoot.size else [0.0],
+        service=service,
+    )
+
+
+def _residuals(calibration: ServiceCalibration, batch_size: int, after_sleep: bool) -> list[float]:
+    """The service residuals to draw for a batch: its size's, else its class's pooled, else
+    the other class's pooled (a class the calibration run never saw), else none."""
+    pooled = {r.after_sleep: r for r in calibration.service if r.batch_size is None}
+    for r in calibration.service:
+        if r.batch_size == batch_size and r.after_sleep == after_sleep:
+            return r.quantiles_s
+    chosen = pooled.get(after_sleep) or pooled.get(not after_sleep)
+    return chosen.quantiles_s if chosen else [0.0]
+
+
+class _LateClock(VirtualClock):
+    """Virtual time on which the batcher's loop costs its overhead before each sleep, and a
+    sleep ends late by a drawn overshoot: the real clock's behaviour, as calibrated."""
+
+    def __init__(self, calibration: ServiceCalibration, rng: np.random.Generator) -> None:
+        super().__init__()
+        self._calibration = calibration
+        self._rng = rng
+        self.slept = True
+
+    def sleep_until(self, when: float) -> None:
+        # The batcher sleeps once per batch, right after the last batch's bookkeeping.
+        self.slept = when > self.now()
+        self.advance(_draw(self._calibration.overhead_s, self._rng))
+        if self.slept and when > self.now():
+            super().sleep_until(when + _draw(self._calibration.overshoot_s, self._rng))
+
+
+def simulate_calibrated(
+    arrivals: Sequence[float] | np.ndarray,
+    calibration: ServiceCalibration,
+    policy: BatchPolicy,
+    *,
+    seed: int = 0,
+) -> LoadTrace:
+    """The batcher on virtual time, each batch taking t(b) plus the calibrated delays."""
+    rng = np.random.default_rng(seed)
+    clock = _LateClock(calibration, rng)
+
+    def serve(b: int) -> None:
+        extra = _draw(_residuals(calibration, b, clock.slept), rng)
+        clock.advance(service_time(calibration.table, b) + extra)
+
+    return run_batcher(serve, arrivals, policy, clock)
+
+
+def calibration_run(
+    calls: Mapping[int, Callable[[], object]],
+    table: Sequence[ServiceTime],
+    policy: BatchPolicy,
+    *,
+    arrivals: ArrivalKind,
+    rate: float,
+    requests: int,
+    seed: int,
+    sync: Callable[[], None] = lambda: None,
+    clock: ServeClock | None = None,
+) -> tuple[ServiceCalibration, LoadTrace]:
+    """Serve `requests` at `rate` for real under `policy` (`calls[b]` serves a batch of b) and
+    calibrate on its trace; the trace too, for the run's own percentiles."""
+    times = arrival_times(arrivals, rate, requests, seed=seed)
+    trace = run_batcher(lambda b: calls[b](), times, policy, clock or RealClock(), sync)
+    return calibrate(trace, table, arrivals=arrivals, rate=rate), trace
+
+
+__all__ = [
+    "MIN_SAMPLES_PER_SIZE",
+    "QUANTILE_POINTS",
+    "calibrate",
+    "calibration_run",
+    "simulate_calibrated",
+    "slept",
+]
