@@ -156,6 +156,7 @@ def load_record(
     policy: BatchPolicy,
     simulated: bool,
     bound_s: float | None = None,
+    calibrated_at_rate: float | None = None,
 ) -> LoadRun:
     """The typed record of one load run (goodput counted against `bound_s` when given)."""
     n = trace.latencies_s.size
@@ -176,6 +177,7 @@ def load_record(
         summary=summarize_latencies(trace.latencies_s),
         goodput=goodput,
         goodput_bound_s=bound_s,
+        calibrated_at_rate=calibrated_at_rate,
     )
 
 

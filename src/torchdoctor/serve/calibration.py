@@ -37,6 +37,17 @@ from torchdoctor.serve.records import (
     ServiceTime,
 )
 
+#: The load (a fraction of the table's capacity) a calibration run serves: between the loads
+#: `serve` predicts at (25-90%) and the benchmark tests at (30, 60, 85%), and equal to none,
+#: so that every prediction is at a rate the calibration did not see.
+CALIBRATION_LOAD: Final = 0.45
+#: Requests of a calibration run: 1000 give ~400 batches at 45% load, each class seen often.
+CALIBRATION_REQUESTS: Final = 1000
+#: ...but no more than this many seconds of arrivals for a slow model,
+CALIBRATION_MAX_S: Final = 5.0
+#: ...and never fewer requests than this (a p99 needs 100 to be an order statistic at all).
+CALIBRATION_MIN_REQUESTS: Final = 200
+
 #: Quantiles kept of each distribution (0%, 1%, ..., 100%): the tail to 1% resolution, which
 #: a p99 prediction needs, and the maximum.
 QUANTILE_POINTS: Final = 101
@@ -184,10 +195,21 @@ def calibration_run(
     return calibrate(trace, table, arrivals=arrivals, rate=rate), trace
 
 
+def calibration_requests(rate: float) -> int:
+    """Requests for a calibration run at `rate`: `CALIBRATION_REQUESTS`, fewer for a slow
+    model (at most `CALIBRATION_MAX_S` of arrivals), never under the minimum."""
+    return max(CALIBRATION_MIN_REQUESTS, min(CALIBRATION_REQUESTS, int(rate * CALIBRATION_MAX_S)))
+
+
 __all__ = [
+    "CALIBRATION_LOAD",
+    "CALIBRATION_MAX_S",
+    "CALIBRATION_MIN_REQUESTS",
+    "CALIBRATION_REQUESTS",
     "MIN_SAMPLES_PER_SIZE",
     "QUANTILE_POINTS",
     "calibrate",
+    "calibration_requests",
     "calibration_run",
     "simulate_calibrated",
     "slept",

@@ -123,6 +123,9 @@ class LoadRun(Record):
     #: Requests per second that met `goodput_bound_s` (None: no bound given).
     goodput: float | None = None
     goodput_bound_s: float | None = None
+    #: A simulated run's calibration: the rate of the real run its overheads were fitted on
+    #: (None: simulated from the closed-loop table alone, or not simulated).
+    calibrated_at_rate: float | None = None
 
 
 class ServiceTime(SubRecord):

@@ -2,8 +2,9 @@
 
 One function walks the steps in the order their results feed each other: the per-request
 latency at batch 1; the batch-size curve, whose medians are the service-time table t(b); the
-thread curve (CPU); the batching simulation's predicted percentiles at fractions of the
-capacity the table implies; each variant of the plan against the eager model; and, when an
+thread curve (CPU); one short real batcher run that calibrates the simulation's overheads
+(`serve.calibration`); the batching simulation's predicted percentiles at fractions of the
+capacity the table implies, rates the calibration did not see; each variant of the plan against the eager model; and, when an
 SLA is given, the search for the highest rate that meets it, measured for real under the
 dynamic batcher.
 """
@@ -18,6 +19,12 @@ import torch
 
 from torchdoctor.serve.arrivals import arrival_times
 from torchdoctor.serve.batcher import BatchPolicy, load_record, run_batcher, simulate_batcher
+from torchdoctor.serve.calibration import (
+    CALIBRATION_LOAD,
+    calibration_requests,
+    calibration_run,
+    simulate_calibrated,
+)
 from torchdoctor.serve.clock import RealClock, ServeClock
 from torchdoctor.serve.compare import compare_variants
 from torchdoctor.serve.curves import batch_curve, doubling, thread_curve
@@ -27,6 +34,7 @@ from torchdoctor.serve.records import (
     Curve,
     LoadRun,
     ServeResult,
+    ServiceCalibration,
     ServiceTime,
     SlaPoint,
     SlaSearch,
@@ -70,6 +78,9 @@ class ServePlan:
     arrivals: ArrivalKind = "poisson"
     max_queue_delay_s: float = DEFAULT_MAX_QUEUE_DELAY_S
     seed: int = 0
+    #: Calibrate the simulation on one real batcher run before predicting (False: predict
+    #: from the closed-loop table alone, which under-states a real batcher's tail).
+    calibrate: bool = True
     #: Other ways of serving the model, by name: each a zero-argument request at batch 1
     #: (a prepared variant's call bound to the target's inputs), compared with the eager
     #: model's request by `compare_variants`, interleaved, at p50 and p99.
@@ -97,15 +108,20 @@ def predictions(
     arrivals: ArrivalKind,
     seed: int,
     bound_s: float | None = None,
+    calibration: ServiceCalibration | None = None,
 ) -> list[LoadRun]:
     """The simulation's percentiles at `PREDICTED_LOADS` of the table's capacity (and its
-    goodput against `bound_s` when given)."""
+    goodput against `bound_s` when given), calibrated when `calibration` is given."""
     cap = capacity(table, policy.max_batch_size)
     runs = []
     for load in PREDICTED_LOADS:
         rate = load * cap
         times = arrival_times(arrivals, rate, PREDICTION_REQUESTS, seed=seed)
-        trace = simulate_batcher(times, table, policy)
+        trace = (
+            simulate_batcher(times, table, policy)
+            if calibration is None
+            else simulate_calibrated(times, calibration, policy, seed=seed)
+        )
         runs.append(
             load_record(
                 trace,
@@ -115,9 +131,22 @@ def predictions(
                 policy=policy,
                 simulated=True,
                 bound_s=bound_s,
+                calibrated_at_rate=calibration.rate if calibration else None,
             )
         )
     return runs
+
+
+def warmed_calls(
+    request_for: Callable[[int], Request], largest: int, sync: Callable[[], None]
+) -> dict[int, Request]:
+    """A call for every batch size the batcher may form, each run once: a shape's first call
+    sets up its kernels (oneDNN primitives, cuBLAS plans), which is not serving."""
+    calls = {b: request_for(b) for b in range(1, largest + 1)}
+    for call in calls.values():
+        call()
+    sync()
+    return calls
 
 
 def real_measure(
@@ -130,12 +159,7 @@ def real_measure(
     clock: ServeClock | None = None,
 ) -> MeasureAt:
     """A `MeasureAt` that serves the model for real under the batcher."""
-    calls = {b: request_for(b) for b in range(1, policy.max_batch_size + 1)}
-    for call in calls.values():
-        # Every batch size the batcher may form runs once first: a shape's first call sets up
-        # its kernels (oneDNN primitives, cuBLAS plans), which is not serving.
-        call()
-    sync()
+    calls = warmed_calls(request_for, policy.max_batch_size, sync)
     n = requests_for(sla)
     real = clock or RealClock()
 
@@ -202,7 +226,21 @@ def serve_target(
     largest = curves[0].points[knee if knee is not None else -1].batch_size
     policy = BatchPolicy(max_batch_size=largest, max_queue_delay_s=plan.max_queue_delay_s)
     bound = plan.sla.bound_s if plan.sla is not None else None
-    predicted = predictions(table, policy, plan.arrivals, plan.seed, bound)
+    calibration = None
+    if plan.calibrate:
+        rate = CALIBRATION_LOAD * capacity(table, largest)
+        say(f"calibrating the batching simulation on a real run at {rate:.0f} requests/s")
+        calibration, _ = calibration_run(
+            warmed_calls(target.request, largest, sync),
+            table,
+            policy,
+            arrivals=plan.arrivals,
+            rate=rate,
+            requests=calibration_requests(rate),
+            seed=plan.seed,
+            sync=sync,
+        )
+    predicted = predictions(table, policy, plan.arrivals, plan.seed, bound, calibration)
     sla_search = None
     if plan.sla is not None:
         say(f"searching for the highest rate that meets {plan.sla.text}")
@@ -237,6 +275,7 @@ def serve_target(
         curves=curves,
         sla_search=sla_search,
         predictions=predicted,
+        calibration=calibration,
         comparisons=comparisons,
         notes=notes,
     )
@@ -251,5 +290,6 @@ __all__ = [
     "predictions",
     "real_measure",
     "serve_target",
+    "warmed_calls",
     "table_from",
 ]

@@ -28,6 +28,10 @@ def test_a_tiny_model_is_measured_and_its_variant_compared() -> None:
     ]
     assert result.curves[1].axis == "threads" and set_to[-1] == torch.get_num_threads()
     assert len(result.predictions) == 4 and all(r.simulated for r in result.predictions)
+    # The predictions come from the simulation calibrated on one real run, at other rates.
+    assert result.calibration is not None and result.calibration.requests >= 200
+    assert all(r.calibrated_at_rate == result.calibration.rate for r in result.predictions)
+    assert result.calibration.rate not in {r.target_rate for r in result.predictions}
     (comparison,) = result.comparisons
     assert comparison.candidate == "autograd" and comparison.requests_per_side >= 459
     assert "comparing autograd with the eager model" in said

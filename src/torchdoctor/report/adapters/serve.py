@@ -109,10 +109,18 @@ def _prediction_table(serve: Any) -> Table | None:
         ]
         for r in runs
     ]
+    calibration = mapping(serve, "calibration")
+    title = "Predicted by the batching simulation from t(b)"
+    if calibration:
+        title += (
+            f", calibrated on one real batcher run at "
+            f"{fmt.rate(num(calibration, 'rate'), 'requests/s')} "
+            f"({fmt.number(integer(calibration, 'requests'))} requests)"
+        )
     return Table(
         header=["arrival rate", "mean batch", "p50", "p99", "goodput (within the SLA)"],
         rows=rows,
-        title="Predicted by the batching simulation from t(b)",
+        title=title,
     )
 
 
