@@ -16,7 +16,7 @@ from torchdoctor.serve.variants import VariantSetup
 
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 SlaStatus = Literal["VALID", "INVALID"]
-CurveAxis = Literal["batch_size", "threads"]
+CurveAxis = Literal["batch_size", "threads", "instances"]
 
 
 class PercentileEstimate(SubRecord):
@@ -171,6 +171,9 @@ class CurvePoint(SubRecord):
 
     batch_size: int
     threads: int | None
+    #: Model instances (processes) serving side by side, each with `threads` threads; None:
+    #: one instance (the batch-size and thread curves).
+    instances: int | None = None
     samples_per_s: float
     p50_s: float
     p95_s: float
