@@ -166,8 +166,9 @@ def serve_instance(conn: _Connection, stop: Any, spec: str, device: str, batch_s
 
 
 class InstancePool:
-    """`count` instances of the model named by `spec`, each its own process; a context
-    manager that ends them. `run(instances, threads)` serves one point (a `RunPoint`).
+    """Up to `count` instances of the model named by `spec`, each its own process, started as
+    the points need them; a context manager that ends them. `run(instances, threads)` serves
+    one point (a `RunPoint`).
 
     `context` is a multiprocessing context (spawn by default); tests pass one whose
     processes are threads, to check the protocol without starting processes.
@@ -191,23 +192,24 @@ class InstancePool:
         self._procs: list[Any] = []
 
     def __enter__(self) -> InstancePool:
-        try:
-            for _ in range(self._count):
-                parent, child = self._ctx.Pipe()
-                proc = self._ctx.Process(
-                    target=serve_instance,
-                    args=(child, self._stop, self._spec, self._device, self._batch_size),
-                    daemon=True,
-                )
-                proc.start()
-                self._conns.append(parent)
-                self._procs.append(proc)
-            for conn in self._conns:
-                self._expect(conn, "ready", START_TIMEOUT_S)
-        except BaseException:
-            self.close()
-            raise
         return self
+
+    def _grow(self, count: int) -> None:
+        """Start instances until there are `count` (a sweep that stops early starts fewer)."""
+        started: list[_Connection] = []
+        while len(self._conns) < count:
+            parent, child = self._ctx.Pipe()
+            proc = self._ctx.Process(
+                target=serve_instance,
+                args=(child, self._stop, self._spec, self._device, self._batch_size),
+                daemon=True,
+            )
+            proc.start()
+            self._conns.append(parent)
+            self._procs.append(proc)
+            started.append(parent)
+        for conn in started:
+            self._expect(conn, "ready", START_TIMEOUT_S)
 
     def __exit__(
         self,
@@ -234,8 +236,9 @@ class InstancePool:
 
     def run(self, instances: int, threads: int) -> list[InstanceRun]:
         """The first `instances` serve together, each with `threads` intra-op threads."""
-        if not 1 <= instances <= len(self._conns):
-            raise MeasureError(f"{instances} instances asked of a pool of {len(self._conns)}")
+        if not 1 <= instances <= self._count:
+            raise MeasureError(f"{instances} instances asked of a pool of {self._count}")
+        self._grow(instances)
         active = self._conns[:instances]
         for conn in active:
             conn.send(("warm", threads))

@@ -28,6 +28,7 @@ from torchdoctor.serve.calibration import (
 from torchdoctor.serve.clock import RealClock, ServeClock
 from torchdoctor.serve.compare import compare_variants
 from torchdoctor.serve.curves import batch_curve, doubling, thread_curve
+from torchdoctor.serve.instances import InstancePool, instance_curve
 from torchdoctor.serve.latency import measure_latency
 from torchdoctor.serve.records import (
     ArrivalKind,
@@ -73,6 +74,9 @@ class ServePlan:
     latency_budget_s: float = 10.0
     curve_calls: int = 100
     threads: bool = True
+    #: Also sweep model instances x threads (CPU; each instance a spawned process holding its
+    #: own copy of the model, so off unless asked).
+    instances: bool = False
     sla: SlaSpec | None = None
     search: Literal["binary", "sweep"] = "binary"
     arrivals: ArrivalKind = "poisson"
@@ -222,6 +226,17 @@ def serve_target(
             )
         finally:
             set_threads(before)
+    notes: list[str] = []
+    if plan.instances and target.device == "cpu":
+        if target.spec is None:
+            notes.append(
+                "no instances x threads curve: the model was built in this process only, and "
+                "an instance needs a workload's name or file.py:factory to build its own"
+            )
+        else:
+            cores = torch.get_num_threads()
+            with InstancePool(target.spec, cores, calls=plan.curve_calls) as pool:
+                curves.append(instance_curve(pool.run, 1, cores, progress=say))
     knee = curves[0].knee_index
     largest = curves[0].points[knee if knee is not None else -1].batch_size
     policy = BatchPolicy(max_batch_size=largest, max_queue_delay_s=plan.max_queue_delay_s)
@@ -259,14 +274,11 @@ def serve_target(
                 sync=sync,
             )
         )
-    notes = (
-        []
-        if latency.settled
-        else [
+    if not latency.settled:
+        notes.append(
             "the latency windows did not settle within the budget: the percentiles moved by more "
             "than 10% between the last windows"
-        ]
-    )
+        )
     return ServeResult(
         target=target.name,
         device=target.device,

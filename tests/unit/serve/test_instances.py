@@ -119,7 +119,7 @@ def test_an_instance_that_cannot_build_its_model_fails_the_pool(tmp_path: Path) 
     before = threading.active_count()
     with (
         pytest.raises(MeasureError, match="failed: WorkloadError: .*weights missing"),
-        InstancePool(_spec(tmp_path, FAILS), 2, context=ThreadContext()),
+        InstancePool(_spec(tmp_path, FAILS), 2, context=ThreadContext()) as pool,
     ):
-        pass
+        pool.run(2, 1)
     assert threading.active_count() == before
