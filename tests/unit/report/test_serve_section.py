@@ -117,7 +117,7 @@ def test_the_serving_section_shows_latency_curves_and_the_sla(tmp_path: Path) ->
     assert "### Request latency at batch size 1" in md and "| p99 |" in md
     assert "(knee)" in md and "Predicted by the batching simulation" in md
     assert "calibrated on one real batcher run at 500.0 requests/s (300 requests)" in md
-    assert "### Throughput and latency vs instances x threads" in md and "| 2 x 2 |" in md
+    assert "### Throughput and latency vs instances x threads" in md and "| 2 x 2 (knee) |" in md
     assert "| goodput (within the SLA) |" in md
     assert "### Variants against the eager model" in md and "| inference\\_mode | p99 |" in md
     assert "| faster |" in md
