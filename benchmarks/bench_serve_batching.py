@@ -66,7 +66,10 @@ def main() -> None:
     print(f"nproc={os.cpu_count()} torch={torch.__version__} threads={torch.get_num_threads()} "
           f"model={args.model} device={args.device} requests={n} policy={policy} "
           f"capacity={cap:.0f}/s")  # fmt: skip
-    print("t(b) ms (closed loop): " + ", ".join(f"{r.batch_size}:{r.seconds * 1e3:.3f}" for r in table))
+    print(
+        "t(b) ms (closed loop): "
+        + ", ".join(f"{r.batch_size}:{r.seconds * 1e3:.3f}" for r in table)
+    )
     cal, cal_trace = calibration_run(
         calls, table, policy, arrivals="poisson", rate=CALIBRATION_LOAD * cap, requests=n,
         seed=100, sync=sync,

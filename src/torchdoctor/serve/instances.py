@@ -20,6 +20,7 @@ a fork) and building its own model from the target's spec, as a deployment's pro
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable, Sequence
@@ -256,10 +257,8 @@ class InstancePool:
     def close(self) -> None:
         self._stop.set()
         for conn in self._conns:
-            try:
+            with contextlib.suppress(OSError, ValueError):  # that instance has ended
                 conn.send(None)
-            except (OSError, ValueError):
-                pass  # that instance has already ended
         for proc in self._procs:
             proc.join(timeout=10.0)
             if proc.is_alive() and hasattr(proc, "terminate"):

@@ -4,9 +4,9 @@ One function walks the steps in the order their results feed each other: the per
 latency at batch 1; the batch-size curve, whose medians are the service-time table t(b); the
 thread curve (CPU); one short real batcher run that calibrates the simulation's overheads
 (`serve.calibration`); the batching simulation's predicted percentiles at fractions of the
-capacity the table implies, rates the calibration did not see; each variant of the plan against the eager model; and, when an
-SLA is given, the search for the highest rate that meets it, measured for real under the
-dynamic batcher.
+capacity the table implies, rates the calibration did not see; each variant of the plan
+against the eager model; and, when an SLA is given, the search for the highest rate that meets
+it, measured for real under the dynamic batcher.
 """
 
 from __future__ import annotations
@@ -302,6 +302,6 @@ __all__ = [
     "predictions",
     "real_measure",
     "serve_target",
-    "warmed_calls",
     "table_from",
+    "warmed_calls",
 ]

@@ -18,10 +18,13 @@ from torchdoctor.serve import (
     LatencyWindow,
     ServeResult,
     VariantComparison,
+    VirtualClock,
+    arrival_times,
     compare_percentiles,
+    run_batcher,
+    service_time,
     summarize_latencies,
 )
-from torchdoctor.serve import VirtualClock, arrival_times, run_batcher, service_time
 from torchdoctor.serve.calibration import calibrate
 from torchdoctor.serve.curves import batch_curve, doubling
 from torchdoctor.serve.instances import InstanceRun, instance_curve

@@ -98,9 +98,7 @@ def test_calibrated_on_one_rate_the_simulation_predicts_p99_at_three_others() ->
         arrivals = arrival_times("poisson", load * cap, 4000, seed=i)
         real = percentile(host_batcher(arrivals, seed=i + 10).latencies_s, 99.0)
         table_only = percentile(simulate_batcher(arrivals, TABLE, POLICY).latencies_s, 99.0)
-        predicted = percentile(
-            simulate_calibrated(arrivals, cal, POLICY, seed=i).latencies_s, 99.0
-        )
+        predicted = percentile(simulate_calibrated(arrivals, cal, POLICY, seed=i).latencies_s, 99.0)
         assert predicted == pytest.approx(real, rel=0.15), load
         # The closed-loop table alone misses the host's costs: always further off, and by
         # more than the claim's 15% where most batches start after a sleep.

@@ -118,7 +118,7 @@ def test_the_pool_serves_points_on_command_and_ends_its_instances(tmp_path: Path
 def test_an_instance_that_cannot_build_its_model_fails_the_pool(tmp_path: Path) -> None:
     before = threading.active_count()
     with (
-        pytest.raises(MeasureError, match="failed: WorkloadError: .*weights missing"),
+        pytest.raises(MeasureError, match=r"failed: WorkloadError: .*weights missing"),
         InstancePool(_spec(tmp_path, FAILS), 2, context=ThreadContext()) as pool,
     ):
         pool.run(2, 1)
