@@ -10,13 +10,15 @@ start and end: `LoadTrace`), and `calibrate` fits from it the distributions of
 
 - the loop's overhead (a batch that starts at once: start - previous end),
 - the overshoot of a sleep (a batch that slept: start - wake-up target),
-- the service time as seen minus t(b), after a sleep or back to back, per batch size where
-  seen `MIN_SAMPLES_PER_SIZE` times, else pooled over sizes.
+- the service time as seen minus t(b), by how long the server was idle before the batch
+  (`IDLE_EDGES_S`), per batch size where seen `MIN_SAMPLES_PER_SIZE` times, else pooled over
+  sizes.
 
 `simulate_calibrated` runs the same batcher loop on virtual time drawing each batch's delays
-from those distributions (seeded). Which batches sleep, and for how long they are idle, is the
-simulation's own at each rate; only the distributions come from the calibration run, so a
-prediction at another rate is a prediction, not a fit.
+from those distributions (seeded). Which batches sleep, and for how long the server is idle
+before each, is the simulation's own at each rate (a low rate idles long before most batches,
+a high one serves them back to back); only the distributions come from the calibration run,
+so a prediction at another rate is a prediction, not a fit.
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ CALIBRATION_MIN_REQUESTS: Final = 200
 #: Quantiles kept of each distribution (0%, 1%, ..., 100%): the tail to 1% resolution, which
 #: a p99 prediction needs, and the maximum.
 QUANTILE_POINTS: Final = 101
-#: Batches of one size (after a sleep, or back to back) below which that size's own service
+#: Edges of the idle-time bins (seconds the server was idle before a batch) whose service
+#: times are told apart. 0.2 ms: about how long idle OpenMP threads spin before they sleep
+#: (libgomp's default GOMP_SPINCOUNT, 300,000 spins; below it the threads are warm), then
+#: decades (2 ms, 20 ms), since caches and the cores' idle states cool with time.
+IDLE_EDGES_S: Final = (0.0, 2e-4, 2e-3, 2e-2)
+#: A bin with fewer batches than this is not drawn from; the nearest bin that has enough is.
+MIN_SAMPLES_PER_BIN: Final = 10
+#: Batches of one size (in one idle bin) below which that size's own service
 #: times are not trusted and the pooled ones are drawn instead: 30, the usual rule of thumb
 #: for an empirical distribution's middle (its 1% tail is then the pooled one's anyway).
 MIN_SAMPLES_PER_SIZE: Final = 30
@@ -65,6 +74,16 @@ def _draw(quantiles: Sequence[float], rng: np.random.Generator) -> float:
     """One draw from the distribution whose evenly spaced quantiles are `quantiles`."""
     grid = np.linspace(0.0, 1.0, len(quantiles))
     return float(np.interp(rng.random(), grid, quantiles))
+
+
+def idle_bin(idle_s: float) -> int:
+    """The index of the `IDLE_EDGES_S` bin an idle time falls in."""
+    return max(0, int(np.searchsorted(IDLE_EDGES_S, idle_s, side="right")) - 1)
+
+
+def _bin_edges(index: int) -> tuple[float, float | None]:
+    upper = IDLE_EDGES_S[index + 1] if index + 1 < len(IDLE_EDGES_S) else None
+    return IDLE_EDGES_S[index], upper
 
 
 def slept(trace: LoadTrace) -> np.ndarray:
@@ -94,25 +113,30 @@ def calibrate(
     overshoot = trace.starts_s[after_sleep] - trace.wakes_s[after_sleep]
     seen = trace.dones_s - trace.starts_s
     residual = seen - np.asarray([service_time(table, int(b)) for b in sizes])
+    # The first batch's "idle" is from the run's start, as in the simulation.
+    bins = np.asarray([idle_bin(g) for g in trace.starts_s - previous_done])
     service: list[ResidualQuantiles] = []
-    for flag in (True, False):
-        in_class = after_sleep == flag
-        if not in_class.any():
+    for index in range(len(IDLE_EDGES_S)):
+        in_bin = bins == index
+        if in_bin.sum() < MIN_SAMPLES_PER_BIN:
             continue
+        low, high = _bin_edges(index)
         service.append(
             ResidualQuantiles(
-                after_sleep=flag,
-                n=int(in_class.sum()),
-                quantiles_s=_quantiles(residual[in_class]),
+                idle_from_s=low,
+                idle_to_s=high,
+                n=int(in_bin.sum()),
+                quantiles_s=_quantiles(residual[in_bin]),
             )
         )
-        for b in np.unique(sizes[in_class]):
-            mask = in_class & (sizes == b)
+        for b in np.unique(sizes[in_bin]):
+            mask = in_bin & (sizes == b)
             if mask.sum() >= MIN_SAMPLES_PER_SIZE:
                 service.append(
                     ResidualQuantiles(
                         batch_size=int(b),
-                        after_sleep=flag,
+                        idle_from_s=low,
+                        idle_to_s=high,
                         n=int(mask.sum()),
                         quantiles_s=_quantiles(residual[mask]),
                     )
@@ -129,15 +153,20 @@ def calibrate(
     )
 
 
-def _residuals(calibration: ServiceCalibration, batch_size: int, after_sleep: bool) -> list[float]:
-    """The service residuals to draw for a batch: its size's, else its class's pooled, else
-    the other class's pooled (a class the calibration run never saw), else none."""
-    pooled = {r.after_sleep: r for r in calibration.service if r.batch_size is None}
+def _residuals(calibration: ServiceCalibration, batch_size: int, idle_s: float) -> list[float]:
+    """The service residuals to draw for a batch: its size's in its idle bin, else its bin's
+    pooled, else the nearest bin's pooled (idle times the calibration run seldom saw), else
+    none."""
+    index = idle_bin(idle_s)
+    low = IDLE_EDGES_S[index]
+    pooled = [r for r in calibration.service if r.batch_size is None]
     for r in calibration.service:
-        if r.batch_size == batch_size and r.after_sleep == after_sleep:
+        if r.batch_size == batch_size and r.idle_from_s == low:
             return r.quantiles_s
-    chosen = pooled.get(after_sleep) or pooled.get(not after_sleep)
-    return chosen.quantiles_s if chosen else [0.0]
+    if not pooled:
+        return [0.0]
+    nearest = min(pooled, key=lambda r: abs(idle_bin(r.idle_from_s) - index))
+    return nearest.quantiles_s
 
 
 class _LateClock(VirtualClock):
@@ -149,6 +178,8 @@ class _LateClock(VirtualClock):
         self._calibration = calibration
         self._rng = rng
         self.slept = True
+        #: When the last batch ended: the server is idle from then to the next start.
+        self.last_done = 0.0
 
     def sleep_until(self, when: float) -> None:
         # The batcher sleeps once per batch, right after the last batch's bookkeeping.
@@ -170,8 +201,10 @@ def simulate_calibrated(
     clock = _LateClock(calibration, rng)
 
     def serve(b: int) -> None:
-        extra = _draw(_residuals(calibration, b, clock.slept), rng)
+        idle = clock.now() - clock.last_done
+        extra = _draw(_residuals(calibration, b, idle), rng)
         clock.advance(service_time(calibration.table, b) + extra)
+        clock.last_done = clock.now()
 
     return run_batcher(serve, arrivals, policy, clock)
 
@@ -206,11 +239,14 @@ __all__ = [
     "CALIBRATION_MAX_S",
     "CALIBRATION_MIN_REQUESTS",
     "CALIBRATION_REQUESTS",
+    "IDLE_EDGES_S",
+    "MIN_SAMPLES_PER_BIN",
     "MIN_SAMPLES_PER_SIZE",
     "QUANTILE_POINTS",
     "calibrate",
     "calibration_requests",
     "calibration_run",
+    "idle_bin",
     "simulate_calibrated",
     "slept",
 ]

@@ -136,12 +136,14 @@ class ServiceTime(SubRecord):
 
 
 class ResidualQuantiles(SubRecord):
-    """Quantiles (evenly spaced, 0 to 1) of one kind of delay the batcher saw, in seconds."""
+    """Quantiles (evenly spaced, 0 to 1) of the service time the batcher saw minus t(b), in
+    seconds, for batches that started after the server had been idle `idle_from_s` up to
+    `idle_to_s` (None: unbounded) since its last batch ended."""
 
     #: The batch size they were seen at; None when pooled over all sizes.
     batch_size: int | None = None
-    #: Whether the batches had slept before they started (idle server) or followed at once.
-    after_sleep: bool
+    idle_from_s: float
+    idle_to_s: float | None
     n: int = Field(ge=1)
     quantiles_s: list[float]
 
@@ -151,9 +153,10 @@ class ServiceCalibration(SubRecord):
 
     `overhead_s`: the loop's own time from one batch's end to the next's start when the next
     starts at once; `overshoot_s`: how late a batch starts after a sleep (timer slack,
-    wake-up); `service`: each batch's service time as the batcher saw it minus t(b), after a
-    sleep (intra-op threads and caches gone cold) or back to back, by batch size where it was
-    seen often enough and pooled. The simulation draws from these at other rates.
+    wake-up); `service`: each batch's service time as the batcher saw it minus t(b), by how
+    long the server had been idle before it (intra-op threads and caches go cold), by batch
+    size where it was seen often enough and pooled. The simulation draws from these at other
+    rates.
     """
 
     arrivals: ArrivalKind
