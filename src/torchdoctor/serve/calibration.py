@@ -23,6 +23,7 @@ so a prediction at another rate is a prediction, not a fit.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -71,14 +72,20 @@ def _quantiles(values: np.ndarray) -> list[float]:
 
 
 def _draw(quantiles: Sequence[float], rng: np.random.Generator) -> float:
-    """One draw from the distribution whose evenly spaced quantiles are `quantiles`."""
-    grid = np.linspace(0.0, 1.0, len(quantiles))
-    return float(np.interp(rng.random(), grid, quantiles))
+    """One draw from the distribution whose evenly spaced quantiles are `quantiles`: the
+    quantile function at a uniform draw, linear between the kept quantiles (plain Python:
+    the simulation draws a few times per batch)."""
+    if len(quantiles) == 1:
+        return float(quantiles[0])
+    position = rng.random() * (len(quantiles) - 1)
+    index = min(int(position), len(quantiles) - 2)
+    low, high = quantiles[index], quantiles[index + 1]
+    return float(low + (high - low) * (position - index))
 
 
 def idle_bin(idle_s: float) -> int:
     """The index of the `IDLE_EDGES_S` bin an idle time falls in."""
-    return max(0, int(np.searchsorted(IDLE_EDGES_S, idle_s, side="right")) - 1)
+    return max(0, bisect.bisect_right(IDLE_EDGES_S, idle_s) - 1)
 
 
 def _bin_edges(index: int) -> tuple[float, float | None]:
@@ -153,20 +160,30 @@ def calibrate(
     )
 
 
-def _residuals(calibration: ServiceCalibration, batch_size: int, idle_s: float) -> list[float]:
+class _Residuals:
     """The service residuals to draw for a batch: its size's in its idle bin, else its bin's
     pooled, else the nearest bin's pooled (idle times the calibration run seldom saw), else
-    none."""
-    index = idle_bin(idle_s)
-    low = IDLE_EDGES_S[index]
-    pooled = [r for r in calibration.service if r.batch_size is None]
-    for r in calibration.service:
-        if r.batch_size == batch_size and r.idle_from_s == low:
-            return r.quantiles_s
-    if not pooled:
-        return [0.0]
-    nearest = min(pooled, key=lambda r: abs(idle_bin(r.idle_from_s) - index))
-    return nearest.quantiles_s
+    none. Looked up once per (size, bin)."""
+
+    def __init__(self, calibration: ServiceCalibration) -> None:
+        self._service = calibration.service
+        self._found: dict[tuple[int, int], list[float]] = {}
+
+    def __call__(self, batch_size: int, idle_s: float) -> list[float]:
+        key = (batch_size, idle_bin(idle_s))
+        if key not in self._found:
+            self._found[key] = self._lookup(*key)
+        return self._found[key]
+
+    def _lookup(self, batch_size: int, index: int) -> list[float]:
+        low = IDLE_EDGES_S[index]
+        for r in self._service:
+            if r.batch_size == batch_size and r.idle_from_s == low:
+                return r.quantiles_s
+        pooled = [r for r in self._service if r.batch_size is None]
+        if not pooled:
+            return [0.0]
+        return min(pooled, key=lambda r: abs(idle_bin(r.idle_from_s) - index)).quantiles_s
 
 
 class _LateClock(VirtualClock):
@@ -199,10 +216,11 @@ def simulate_calibrated(
     """The batcher on virtual time, each batch taking t(b) plus the calibrated delays."""
     rng = np.random.default_rng(seed)
     clock = _LateClock(calibration, rng)
+    residuals = _Residuals(calibration)
 
     def serve(b: int) -> None:
         idle = clock.now() - clock.last_done
-        extra = _draw(_residuals(calibration, b, idle), rng)
+        extra = _draw(residuals(b, idle), rng)
         clock.advance(service_time(calibration.table, b) + extra)
         clock.last_done = clock.now()
 
