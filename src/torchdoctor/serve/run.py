@@ -175,6 +175,22 @@ def real_measure(
     return measure
 
 
+def instances_curve(
+    target: InferenceTarget, plan: ServePlan, say: Callable[[str], None]
+) -> tuple[Curve | None, str | None]:
+    """The instances x threads curve over this host's threads, or why there is none."""
+    if target.device != "cpu":
+        return None, "no instances x threads curve: it is for a CPU, and this run is on a GPU"
+    if target.spec is None:
+        return None, (
+            "no instances x threads curve: the model was built in this process only, and an "
+            "instance needs a workload's name or file.py:factory to build its own"
+        )
+    cores = torch.get_num_threads()
+    with InstancePool(target.spec, cores, device="cpu", calls=plan.curve_calls) as pool:
+        return instance_curve(pool.run, 1, cores, progress=say), None
+
+
 def search(measure: MeasureAt, sla: SlaSpec, cap: float, plan: ServePlan) -> SlaSearch:
     low, high = SLA_LOW_LOAD * cap, SLA_HIGH_LOAD * cap
     if plan.search == "sweep":
@@ -227,16 +243,10 @@ def serve_target(
         finally:
             set_threads(before)
     notes: list[str] = []
-    if plan.instances and target.device == "cpu":
-        if target.spec is None:
-            notes.append(
-                "no instances x threads curve: the model was built in this process only, and "
-                "an instance needs a workload's name or file.py:factory to build its own"
-            )
-        else:
-            cores = torch.get_num_threads()
-            with InstancePool(target.spec, cores, calls=plan.curve_calls) as pool:
-                curves.append(instance_curve(pool.run, 1, cores, progress=say))
+    if plan.instances:
+        instances, why_not = instances_curve(target, plan, say)
+        curves += [instances] if instances else []
+        notes += [why_not] if why_not else []
     knee = curves[0].knee_index
     largest = curves[0].points[knee if knee is not None else -1].batch_size
     policy = BatchPolicy(max_batch_size=largest, max_queue_delay_s=plan.max_queue_delay_s)
@@ -299,6 +309,7 @@ __all__ = [
     "PREDICTED_LOADS",
     "ServePlan",
     "capacity",
+    "instances_curve",
     "predictions",
     "real_measure",
     "serve_target",
