@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 
+import numpy as np
 import torch
 
 from torchdoctor.serve import (
     BatchPolicy,
+    LoadTrace,
     RealClock,
     ServiceTime,
     arrival_times,
@@ -89,6 +91,10 @@ def main() -> None:
             f"  service minus t(b) after {r.idle_from_s * 1e3:g}..{high} ms idle: median "
             f"{median_ms(r.quantiles_s)} ms, p99 {tail * 1e3:.3f} ms (n={r.n})"
         )
+
+    def mean_service_ms(trace: LoadTrace) -> str:
+        return f"{float(np.mean(trace.dones_s - trace.starts_s)) * 1e3:.3f}"
+
     print("predicted at rates the calibration did not see:")
     within = 0
     for i, load in enumerate(LOADS):
@@ -108,7 +114,8 @@ def main() -> None:
             f"({'within' if ok else 'outside'} 15%); table only {p_table * 1e3:.3f} ms, ratio "
             f"{p_table / p_real:.3f}; mean batch real {n / len(real.batch_sizes):.2f} "
             f"calibrated {n / len(calibrated.batch_sizes):.2f} "
-            f"table only {n / len(table_only.batch_sizes):.2f}"
+            f"table only {n / len(table_only.batch_sizes):.2f}; mean service real "
+            f"{mean_service_ms(real)} ms calibrated {mean_service_ms(calibrated)} ms"
         )
     print(f"calibrated simulation within 15% at {within}/{len(LOADS)} rates (claim: all)")
 
