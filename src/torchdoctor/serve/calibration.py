@@ -44,11 +44,13 @@ from torchdoctor.serve.records import (
 #: `serve` predicts at (25-90%) and the benchmark tests at (30, 60, 85%), and equal to none,
 #: so that every prediction is at a rate the calibration did not see.
 CALIBRATION_LOAD: Final = 0.45
-#: Requests of a calibration run: 1000 give ~400 batches at 45% load, each class seen often.
+#: Requests of a calibration run: 1000 give several hundred batches at 45% load, dozens at
+#: least in each idle bin that load visits often.
 CALIBRATION_REQUESTS: Final = 1000
 #: ...but no more than this many seconds of arrivals for a slow model,
 CALIBRATION_MAX_S: Final = 5.0
-#: ...and never fewer requests than this (a p99 needs 100 to be an order statistic at all).
+#: ...and never fewer requests than this: about a hundred batches, a bin's minimum several
+#: times over.
 CALIBRATION_MIN_REQUESTS: Final = 200
 
 #: Quantiles kept of each distribution (0%, 1%, ..., 100%): the tail to 1% resolution, which
@@ -59,7 +61,8 @@ QUANTILE_POINTS: Final = 101
 #: (libgomp's default GOMP_SPINCOUNT, 300,000 spins; below it the threads are warm), then
 #: decades (2 ms, 20 ms), since caches and the cores' idle states cool with time.
 IDLE_EDGES_S: Final = (0.0, 2e-4, 2e-3, 2e-2)
-#: A bin with fewer batches than this is not drawn from; the nearest bin that has enough is.
+#: A bin with fewer batches than this is not drawn from (a handful of points is no
+#: distribution); the nearest bin that has enough is.
 MIN_SAMPLES_PER_BIN: Final = 10
 #: Batches of one size (in one idle bin) below which that size's own service
 #: times are not trusted and the pooled ones are drawn instead: 30, the usual rule of thumb
