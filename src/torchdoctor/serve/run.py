@@ -180,7 +180,9 @@ def instances_curve(
 ) -> tuple[Curve | None, str | None]:
     """The instances x threads curve over this host's threads, or why there is none."""
     if target.device != "cpu":
-        return None, "no instances x threads curve: it is for a CPU, and this run is on a GPU"
+        return None, (
+            f"no instances x threads curve: it is for a CPU, and this run is on {target.device}"
+        )
     if target.spec is None:
         return None, (
             "no instances x threads curve: the model was built in this process only, and an "
