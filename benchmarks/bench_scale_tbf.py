@@ -32,7 +32,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from torchdoctor.scale import StudyPlan, build_study, project, run_worlds
+from torchdoctor.scale import (
+    COMMUNICATION_BAR,
+    SKEW_BAR,
+    StudyPlan,
+    build_study,
+    project,
+    run_worlds,
+)
 from torchdoctor.scale.netns import two_hosts, unavailable
 
 #: The issue's bar for the exposed communication against the model.
@@ -82,7 +89,8 @@ def one_round(
         # the last rank joins), so the model's skew goes with its exposed communication.
         at_rate = project(study.model, 2, busbw=rate * 1e6 / 8)
         nominal = at_rate.exposed_s + at_rate.skew_s
-        measured = two.waterfall[1].seconds + two.waterfall[4].seconds
+        bars = {p.label: p.seconds for p in two.waterfall}
+        measured = bars[COMMUNICATION_BAR] + bars[SKEW_BAR]
         out[rate] = (measured, two.projected.exposed_s + two.projected.skew_s, nominal)
         print(
             f"round {k} {rate:>6g} Mbit/s: exposed measured {measured * 1e3:7.2f} ms, model "

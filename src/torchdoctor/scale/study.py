@@ -6,17 +6,16 @@ Karp-Flatt serial fraction, the step the model projects from N=1 and the collect
 at N (ratio projected/measured), and the gap to linear scaling split into its parts (the
 waterfall). The waterfall is made of per-step means, so its parts add up to the gap exactly:
 ideal is the N=1 step (weak scaling) or the N=1 step over N (strong scaling), and each phase's
-excess over its ideal share is one bar. The backward's excess is the exposed communication,
-and the waits for a later rank with it: DDP waits for the all-reduce inside the backward pass,
-and an all-reduce ends only when the last rank has joined, so a rank that arrives early waits
-there (telling the two apart per rank is the cross-rank diagnosis's work). The skew bar is
-the job's mean step (the slowest rank's, step by step) over the ranks' mean step: what is left
-of the ranks' differences after the all-reduce has lined them up.
+excess over its ideal share is one bar. The backward's excess, less the ranks' waits for a
+later rank (`MeasuredWorld.rank_wait_s`: DDP waits for the all-reduce inside the backward
+pass, and a rank that arrives early waits there for the last), is the exposed communication.
+Those waits go to the skew bar, with the job's mean step (the slowest rank's, step by step)
+over the ranks' mean step: waiting for a straggler is the straggler's cost, not the network's.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, SubRecord
@@ -24,6 +23,12 @@ from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
 from torchdoctor.scale.model import Projection, ScalingModel, project
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
+
+#: The waterfall's bars whose place others read (benchmarks, the report): compute, exposed
+#: communication, optimizer, data, skew, in that order.
+COMPUTE_BAR: Final = "compute (forward, other)"
+COMMUNICATION_BAR: Final = "exposed communication (in backward, waits excluded)"
+SKEW_BAR: Final = "skew and waits for the slowest rank"
 
 
 class GapPart(SubRecord):
@@ -80,16 +85,13 @@ def waterfall(
 
     ideal = share * sum(b.values())
     parts = [
-        GapPart(label="compute (forward, other)", seconds=excess("forward", "other")),
-        GapPart(
-            label="exposed communication and waits for other ranks (in backward)",
-            seconds=excess("backward"),
-        ),
+        GapPart(label=COMPUTE_BAR, seconds=excess("forward", "other")),
+        GapPart(label=COMMUNICATION_BAR, seconds=excess("backward") - world.rank_wait_s),
         GapPart(label="optimizer", seconds=excess("optimizer")),
         GapPart(label="data", seconds=excess("data_wait", "h2d")),
         GapPart(
-            label="skew (the slowest rank's step over the ranks' mean)",
-            seconds=world.job_step_mean_s - world.rank_step_s,
+            label=SKEW_BAR,
+            seconds=world.job_step_mean_s - world.rank_step_s + world.rank_wait_s,
         ),
     ]
     return ideal, parts

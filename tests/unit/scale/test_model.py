@@ -8,6 +8,7 @@ from torchdoctor.core.steps import StepTiming
 from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES, ddp_buckets, exposed_communication
 from torchdoctor.scale.fit import fit_alpha_beta
 from torchdoctor.scale.model import ScalingModel, project, projections
+from torchdoctor.scale.study import COMMUNICATION_BAR, SKEW_BAR, waterfall
 from torchdoctor.scale.worlds import karp_flatt, measured_world
 
 MB = 1024 * 1024
@@ -120,3 +121,28 @@ def test_karp_flatt_serial_fraction() -> None:
     assert karp_flatt(2.0, 2) == pytest.approx(0.0)
     assert karp_flatt(1.0, 2) == pytest.approx(1.0)
     assert karp_flatt(1.0, 1) is None
+
+
+def _rank(data: float, backward: float, n: int = 12) -> list[StepTiming]:
+    phases = {"data_wait": data, "forward": 0.010, "backward": backward, "optimizer": 0.002}
+    return [StepTiming(index=i, total_s=sum(phases.values()), phases=phases) for i in range(n)]
+
+
+def test_a_wait_for_a_straggler_goes_to_the_skew_bar_not_communication() -> None:
+    base = measured_world([_rank(0.0, 0.020)])
+    # rank 1 waits 40 ms on its data; rank 0, early at the all-reduce, waits those 40 ms in its
+    # backward; both hold 20 ms of backward compute and 1 ms of exposed communication
+    two = measured_world([_rank(0.0, 0.020 + 0.001 + 0.040), _rank(0.040, 0.020 + 0.001)])
+    assert two.rank_wait_s == pytest.approx(0.020)  # 40 ms on one rank of two
+    ideal, parts = waterfall(base, two, "weak")
+    bars = {p.label: p.seconds for p in parts}
+    assert bars[COMMUNICATION_BAR] == pytest.approx(0.001)
+    assert bars[SKEW_BAR] == pytest.approx(0.020)
+    assert bars["data"] == pytest.approx(0.020)  # the ranks' mean data wait
+    assert ideal + sum(bars.values()) == pytest.approx(two.job_step_mean_s)
+    # ranks in step, no wait: the backward's whole excess is communication
+    even = measured_world([_rank(0.0, 0.021), _rank(0.0, 0.021)])
+    assert even.rank_wait_s == 0.0
+    assert dict((p.label, p.seconds) for p in waterfall(base, even, "weak")[1])[
+        COMMUNICATION_BAR
+    ] == pytest.approx(0.001)
