@@ -187,6 +187,7 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
             return None
         sizes, cap = params
         bench = benches[n]
+        probe = bench.colocation
         return ScalingModel(
             mode=plan.mode,
             base=measured[1],
@@ -194,6 +195,8 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
             buckets=ddp_buckets(sizes, bucket_cap_mb=cap or DEFAULT_BUCKET_CAP_MB),
             ring=bench.fit("all_reduce"),
             parameter_server=bench.fit("reduce_broadcast"),
+            colocation_slowdown=probe.slowdown if probe else 1.0,
+            colocation_ci=probe.slowdown_ci if probe else (1.0, 1.0),
         )
 
     base = measured.get(1) or measured[worlds[0]]

@@ -146,3 +146,17 @@ def test_a_wait_for_a_straggler_goes_to_the_skew_bar_not_communication() -> None
     assert dict((p.label, p.seconds) for p in waterfall(base, even, "weak")[1])[
         COMMUNICATION_BAR
     ] == pytest.approx(0.001)
+
+
+def test_the_colocation_slowdown_scales_what_the_host_computes_at_n_of_two_and_more() -> None:
+    alone = _model()
+    slowed = alone.model_copy(update={"colocation_slowdown": 1.25, "colocation_ci": (1.2, 1.3)})
+    assert project(slowed, 1).step_s == pytest.approx(project(alone, 1).step_s)  # N=1 is N=1
+    a, s = project(alone, 2), project(slowed, 2)
+    assert s.compute_s == pytest.approx(1.25 * a.compute_s)
+    assert s.optimizer_s == pytest.approx(1.25 * a.optimizer_s)
+    assert s.data_s == pytest.approx(1.25 * a.data_s)
+    # one bucket, ready only when the backward ends: the communication is exposed either way
+    assert s.exposed_s == pytest.approx(a.exposed_s)
+    assert s.colocation_slowdown == 1.25
+    assert s.high_s - s.low_s > a.high_s - a.low_s  # its interval widens the band
