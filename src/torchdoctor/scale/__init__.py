@@ -39,6 +39,7 @@ from torchdoctor.scale.model import (
 )
 from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
 from torchdoctor.scale.study import (
+    COLOCATION_BAR,
     COMMUNICATION_BAR,
     SKEW_BAR,
     GapPart,
@@ -56,6 +57,7 @@ from torchdoctor.scale.worlds import (
 __all__ = [
     "ARCHITECTURES",
     "COLLECTIVES",
+    "COLOCATION_BAR",
     "COMMUNICATION_BAR",
     "DEFAULT_BUCKET_CAP_MB",
     "FULL_SIZES",

@@ -8,7 +8,13 @@ from torchdoctor.core.steps import StepTiming
 from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES, ddp_buckets, exposed_communication
 from torchdoctor.scale.fit import fit_alpha_beta
 from torchdoctor.scale.model import ScalingModel, project, projections
-from torchdoctor.scale.study import COMMUNICATION_BAR, SKEW_BAR, waterfall
+from torchdoctor.scale.study import (
+    COLOCATION_BAR,
+    COMMUNICATION_BAR,
+    COMPUTE_BAR,
+    SKEW_BAR,
+    waterfall,
+)
 from torchdoctor.scale.worlds import karp_flatt, measured_world
 
 MB = 1024 * 1024
@@ -123,8 +129,10 @@ def test_karp_flatt_serial_fraction() -> None:
     assert karp_flatt(1.0, 1) is None
 
 
-def _rank(data: float, backward: float, n: int = 12) -> list[StepTiming]:
-    phases = {"data_wait": data, "forward": 0.010, "backward": backward, "optimizer": 0.002}
+def _rank(
+    data: float, backward: float, n: int = 12, forward: float = 0.010, optimizer: float = 0.002
+) -> list[StepTiming]:
+    phases = {"data_wait": data, "forward": forward, "backward": backward, "optimizer": optimizer}
     return [StepTiming(index=i, total_s=sum(phases.values()), phases=phases) for i in range(n)]
 
 
@@ -160,3 +168,17 @@ def test_the_colocation_slowdown_scales_what_the_host_computes_at_n_of_two_and_m
     assert s.exposed_s == pytest.approx(a.exposed_s)
     assert s.colocation_slowdown == 1.25
     assert s.high_s - s.low_s > a.high_s - a.low_s  # its interval widens the band
+
+
+def test_the_colocation_slowdown_has_a_bar_of_its_own() -> None:
+    base = measured_world([_rank(0.0, 0.020)])  # 32 ms: 10 forward, 20 backward, 2 optimizer
+    # both ranks compute 25% slower than N=1 did, and expose 1 ms of communication
+    slow = _rank(0.0, 1.25 * 0.020 + 0.001, forward=1.25 * 0.010, optimizer=1.25 * 0.002)
+    two = measured_world([slow, slow])
+    bars = dict((p.label, p.seconds) for p in waterfall(base, two, "weak", 1.25)[1])
+    assert bars[COLOCATION_BAR] == pytest.approx(0.25 * 0.032)
+    assert bars[COMMUNICATION_BAR] == pytest.approx(0.001)
+    assert bars[COMPUTE_BAR] == pytest.approx(0.0) and bars["optimizer"] == pytest.approx(0.0)
+    # without the probe, the backward's slowdown reads as communication
+    unprobed = dict((p.label, p.seconds) for p in waterfall(base, two, "weak")[1])
+    assert unprobed[COMMUNICATION_BAR] == pytest.approx(0.001 + 0.25 * 0.020)
