@@ -103,17 +103,21 @@ def across_namespaces(rate: float, run_dir: Path, args: argparse.Namespace) -> N
             cmd += ["--quick"] if args.quick else []
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         ends = time.monotonic() + deadline + NODE_GRACE_S
+        failed = []
         for k, proc in enumerate(procs):
             try:
                 _, err = proc.communicate(timeout=max(1.0, ends - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise JobTimedOut(
+                failed.append(
                     f"node {k} ran past {deadline + NODE_GRACE_S:.0f} s (its job's deadline "
                     f"{deadline:.0f} s plus {NODE_GRACE_S:.0f} s)"
-                ) from None
+                )
+                continue
             if proc.returncode != 0:
                 why = err.decode(errors="replace").strip().splitlines()
-                raise JobTimedOut(f"node {k} exited {proc.returncode}: {why[-1] if why else ''}")
+                failed.append(f"node {k} exited {proc.returncode}: {why[-1] if why else ''}")
+        if failed:  # every node's reason: the first to fail is often not the first listed
+            raise JobTimedOut("; ".join(failed))
 
 
 def one_round(
