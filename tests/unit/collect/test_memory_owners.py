@@ -1,0 +1,115 @@
+"""A step's owners measured from the tensors, and the GPU path through a fake CUDA allocator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torchdoctor.analyze.memory import split_owners
+from torchdoctor.collect.memory_owners import LiveTensorBytes, SavedActivations, measure_step_memory
+from torchdoctor.workloads import get_workload
+
+# The CUDA caching allocator rounds every block up to 512 bytes, and takes memory from the
+# device in segments: 2 MiB for blocks up to 1 MiB, else the size rounded up to 2 MiB
+# (c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize, kSmallBuffer, kRoundLarge); freed blocks
+# stay reserved.
+_BLOCK, _SMALL_SEGMENT, _ROUND_LARGE, _SMALL = 512, 2 << 20, 2 << 20, 1 << 20
+
+
+class FakeCachingAllocator:
+    """`torch.cuda`'s memory statistics, driven by the storages a step creates and frees."""
+
+    def __init__(self) -> None:
+        self.allocated = self.reserved = self.free_cached = 0
+        self.allocated_peak = self.reserved_peak = 0
+
+    def observe(self, delta: int) -> None:
+        size = -(-abs(delta) // _BLOCK) * _BLOCK
+        if delta < 0:
+            self.allocated -= size
+            self.free_cached += size
+            return
+        if self.free_cached >= size:
+            self.free_cached -= size
+        else:
+            segment = _SMALL_SEGMENT if size <= _SMALL else -(-size // _ROUND_LARGE) * _ROUND_LARGE
+            self.reserved += segment
+            self.free_cached += segment - size
+        self.allocated += size
+        self.allocated_peak = max(self.allocated_peak, self.allocated)
+        self.reserved_peak = max(self.reserved_peak, self.reserved)
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        self.allocated_peak, self.reserved_peak = self.allocated, self.reserved
+
+    def memory_stats(self, device: Any = None) -> dict[str, Any]:
+        return {
+            "allocated_bytes.all.peak": self.allocated_peak,
+            "allocated_bytes.all.current": self.allocated,
+            "reserved_bytes.all.peak": self.reserved_peak,
+            "reserved_bytes.all.current": self.reserved,
+        }
+
+
+def _tiny() -> Any:
+    return get_workload("mlp", features=8, hidden=32, layers=2, classes=4, rows=64)
+
+
+def test_live_tensor_bytes_counts_new_storages_once_until_freed() -> None:
+    x = torch.ones(256)  # made before the mode: not the step's
+    with LiveTensorBytes() as live:
+        y = x * 2  # 1 KiB
+        view = y[:10]  # a view: no new storage
+        y.add_(1)  # in place: no new storage
+        z = torch.empty(512)  # 2 KiB
+        assert live.current == 3072
+        del z
+        assert live.current == 1024 and live.peak == 3072
+        assert live.mark() == 3072 and live.peak == 1024
+    assert live.maxima == [3072]  # the one allocation followed by a free
+    del view, y
+
+
+def test_saved_activations_skip_parameters_and_count_shared_storage_once() -> None:
+    layer = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16, requires_grad=True)
+    saved = SavedActivations(exclude={p.untyped_storage()._cdata for p in layer.parameters()})
+    with saved.hooks():
+        hidden = layer(x)
+        out = (hidden * hidden).sum()  # hidden saved twice, one storage
+    out.backward()
+    assert saved.nbytes == x.nbytes + hidden.nbytes
+
+
+def test_a_cpu_step_splits_into_its_owners() -> None:
+    job = _tiny()
+    small, large = (measure_step_memory(job, b) for b in (4, 16))
+    params = sum(p.numel() * 4 for p in job.build_model().parameters())
+    assert small.source == "tensors" and small.phase_reserved_peaks is None
+    assert small.parameters_bytes == params and small.gradients_bytes == params
+    assert small.optimizer_state_bytes >= 2 * params  # AdamW's two moments
+    # Activations grow with the batch in proportion; the resident owners do not.
+    assert large.activations_bytes > small.activations_bytes > 0
+    # (up to a few scalars the loss saves, which do not grow with the batch)
+    assert abs(large.activations_bytes - 4 * small.activations_bytes) <= 64
+    assert large.parameters_bytes == small.parameters_bytes
+    owners = split_owners(small)
+    assert owners.peak_bytes >= small.parameters_bytes + small.optimizer_state_bytes
+    assert max(small.timeline) == small.peak_bytes
+    assert len(small.timeline) == len(large.timeline)  # same ops: the timelines align
+
+
+def test_the_gpu_path_reads_the_allocator_and_its_slack() -> None:
+    fake = FakeCachingAllocator()
+    step = measure_step_memory(_tiny(), 8, allocator=fake, listeners=[fake.observe])
+    assert step.source == "cuda_allocator"
+    assert step.phase_reserved_peaks is not None
+    tensors_only = measure_step_memory(_tiny(), 8)
+    # Rounded to 512-byte blocks, the allocator's peak is at least the tensors'; its reserved
+    # segments at least that. The difference is the allocator's slack.
+    owners = split_owners(step)
+    assert step.peak_bytes >= tensors_only.peak_bytes - tensors_only.parameters_bytes * 3
+    assert owners.slack_bytes is not None and owners.slack_bytes > 0
+    assert owners.slack_bytes == max(step.phase_reserved_peaks.values()) - step.peak_bytes
+    assert owners.footprint_bytes == max(step.phase_reserved_peaks.values())
