@@ -153,8 +153,8 @@ def predict_max_batch(fits: MemoryPlan | Sequence[LinearFit] | LinearFit, budget
     best = min(limits) if limits else None
     if budget_bytes < fixed or (best is not None and best < 1):
         raise UsageError(
-            f"memory budget {budget_bytes} B fits no batch: a step needs {fixed:.0f} B before "
-            f"its first sample and {max(line.at(1) for line in lines):.0f} B at batch 1",
+            f"memory budget {_mib(budget_bytes)} fits no batch: a step needs {_mib(fixed)} "
+            f"before its first sample and {_mib(max(line.at(1) for line in lines))} at batch 1",
             hint="raise the budget, or shrink the model or its optimizer state",
         )
     if best is None:
@@ -163,6 +163,11 @@ def predict_max_batch(fits: MemoryPlan | Sequence[LinearFit] | LinearFit, budget
             hint="measure at batch sizes further apart",
         )
     return best
+
+
+def _mib(nbytes: float) -> str:
+    # (report/format.py formats sizes for people, but sits to the right of this stage)
+    return f"{nbytes / 2**20:.1f} MiB"
 
 
 def _binding(lines: Sequence[LinearFit], batch: float) -> LinearFit:

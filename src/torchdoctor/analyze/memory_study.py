@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from torchdoctor.analyze.memory import phase_footprints, plan_memory
-from torchdoctor.collect.memory_owners import measure_step_memory
+from torchdoctor.collect import measure_step_memory
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import MemoryPlan, StepMemory
 from torchdoctor.knobs import Recipe

@@ -74,11 +74,10 @@ def memory_command(
 
     Example: torchdoctor memory gpt --max-memory 2GiB --batch-sizes 4,8,16
     """
-    from torchdoctor.analyze.memory_study import study_memory
+    from torchdoctor.analyze import study_memory
     from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
     from torchdoctor.knobs import Recipe
-    from torchdoctor.report.adapters.memory import memory_blocks
-    from torchdoctor.report.blocks import blocks_terminal
+    from torchdoctor.report import render_memory
     from torchdoctor.workloads import get_workload
 
     budget = parse_size(max_memory) if max_memory is not None else None
@@ -100,7 +99,7 @@ def memory_command(
     finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
-        blocks_terminal(console, memory_blocks(plan.to_json_dict()))
+        render_memory(console, plan)
 
     emit(plan, render)
     write_run_reports(run_dir)

@@ -101,7 +101,9 @@ def test_unaligned_timelines_fall_back_to_the_peak_line() -> None:
 
 
 def test_a_budget_below_the_fixed_memory_is_a_usage_error() -> None:
-    line = LinearFit(fixed_bytes=1000.0, per_sample_bytes=10.0, residual_bytes=0.0, batch_sizes=[1, 2])
+    line = LinearFit(
+        fixed_bytes=1000.0, per_sample_bytes=10.0, residual_bytes=0.0, batch_sizes=[1, 2]
+    )
     assert predict_max_batch(line, 1100) == 10
     with pytest.raises(UsageError, match="fits no batch"):
         predict_max_batch(line, 999)

@@ -41,9 +41,11 @@ def memory_line(plan: dict[str, Any]) -> str:
         for key, header in OWNERS[:-1]
         if num(last, key) is not None
     )
-    out = f"memory at batch {integer(last, 'batch_size')}: {owners}; peak {fmt.nbytes(num(last, 'peak_bytes'))}"
+    peak = fmt.nbytes(num(last, "peak_bytes"))
+    out = f"memory at batch {integer(last, 'batch_size')}: {owners}; peak {peak}"
     if integer(plan, "max_batch") is not None:
-        out += f"; largest batch under {fmt.nbytes(num(plan, 'budget_bytes'))}: {integer(plan, 'max_batch')}"
+        budget = fmt.nbytes(num(plan, "budget_bytes"))
+        out += f"; largest batch under {budget}: {integer(plan, 'max_batch')}"
     return out
 
 
