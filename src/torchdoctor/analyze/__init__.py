@@ -27,7 +27,7 @@ from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
-    from torchdoctor.analyze.memory_study import measured_edge, study_memory
+    from torchdoctor.analyze.memory_study import measured_edge, study_memory, under_cap
 
 _LAZY_EXPORTS = {
     "plan_memory": "torchdoctor.analyze.memory",
@@ -35,6 +35,7 @@ _LAZY_EXPORTS = {
     "split_owners": "torchdoctor.analyze.memory",
     "measured_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
+    "under_cap": "torchdoctor.analyze.memory_study",
 }
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "predict_max_batch",
     "split_owners",
     "study_memory",
+    "under_cap",
     "timeline_step_samples",
     "trace_step_samples",
 ]

@@ -56,19 +56,25 @@ def footprint(step: StepMemory) -> int:
     return max(phase_footprints(step).values())
 
 
-def measured_edge(measure: Measure, cap_bytes: int, *, low: int, high: int) -> int:
-    """The largest batch in [low, high] whose measured footprint is at most `cap_bytes`.
+def under_cap(measure: Measure, cap_bytes: int) -> Callable[[int], bool]:
+    """fits(batch): whether the measured footprint of a step at `batch` is at most the cap."""
+    return lambda batch: footprint(measure(batch)) <= cap_bytes
 
-    Bisection, so it assumes the footprint grows with the batch. Returns `low - 1` when even
-    `low` does not fit and `high` when `high` fits.
+
+def measured_edge(fits: Callable[[int], bool], *, low: int, high: int) -> int:
+    """The largest batch in [low, high] that `fits` (a measurement under a cap, or a real
+    step that does not run out of memory under an allocator's limit).
+
+    Bisection, so it assumes that what fits at a batch fits at every smaller one. Returns
+    `low - 1` when even `low` does not fit and `high` when `high` fits.
     """
-    if footprint(measure(high)) <= cap_bytes:
+    if fits(high):
         return high
-    fits, over = low - 1, high  # invariant: fits fits (or is below low), over does not
-    while over - fits > 1:
-        mid = (fits + over) // 2
-        if footprint(measure(mid)) <= cap_bytes:
-            fits = mid
+    good, bad = low - 1, high  # invariant: `good` fits (or is below low), `bad` does not
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
         else:
-            over = mid
-    return fits
+            bad = mid
+    return good

@@ -23,6 +23,7 @@ One warm-up step first creates the optimizer's state, so the measured step is a 
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -233,6 +234,12 @@ def measure_step_memory(
     and frees (a timeline of the step, or a model of an allocator fed by it).
     """
     base = recipe if recipe is not None else Recipe()
+    if allocator is None and device.startswith("cuda"):
+        allocator = torch.cuda
+    if allocator is torch.cuda:
+        # Blocks an earlier session left cached would count as this step's reserved memory.
+        gc.collect()
+        torch.cuda.empty_cache()
     session = prepare(workload, base.with_changes(batch_size=batch_size), device=device, seed=seed)
     try:
         if len(session.dataset) < batch_size:  # type: ignore[arg-type]
@@ -250,8 +257,6 @@ def measure_step_memory(
         gradients = sum(p.numel() * p.element_size() for p in trainable)
         state = unique_bytes(_state_tensors(optimizer), exclude=weight_keys)
         grads_now = unique_bytes(p.grad for p in trainable if p.grad is not None)
-        if allocator is None and session.device.type == "cuda":
-            allocator = torch.cuda
         resident = parameters + state + grads_now
         peaks = _PhasePeaks(allocator, session.device, resident)
         saved = SavedActivations(exclude=weight_keys)

@@ -12,7 +12,7 @@ from torchdoctor.analyze.memory import (
     predict_max_batch,
     split_owners,
 )
-from torchdoctor.analyze.memory_study import measured_edge
+from torchdoctor.analyze.memory_study import measured_edge, under_cap
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import LinearFit, MemoryPlan, StepMemory
 
@@ -123,7 +123,7 @@ def test_measured_edge_bisects_to_the_largest_batch_under_the_cap() -> None:
 
     cap = 60_000
     truth = max(b for b in range(1, 2000) if _step(b).peak_bytes <= cap)
-    assert measured_edge(measure, cap, low=1, high=1024) == truth
+    assert measured_edge(under_cap(measure, cap), low=1, high=1024) == truth
     assert len(calls) <= 12  # bisection, not a sweep
-    assert measured_edge(measure, 10**9, low=1, high=64) == 64
-    assert measured_edge(measure, 10, low=1, high=64) == 0
+    assert measured_edge(under_cap(measure, 10**9), low=1, high=64) == 64
+    assert measured_edge(under_cap(measure, 10), low=1, high=64) == 0
