@@ -60,9 +60,9 @@ __all__ = [
     "predict_max_batch",
     "split_owners",
     "study_memory",
-    "under_cap",
     "timeline_step_samples",
     "trace_step_samples",
+    "under_cap",
 ]
 
 __getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

@@ -1,7 +1,7 @@
 """`torchdoctor diagnose`: name the bottleneck of a script, a workload or a trace.
 
 torchdoctor diagnose [--steps N] [--warmup K] [--profile-steps M] [--out DIR] -- python train.py ...
-torchdoctor diagnose WORKLOAD [--set knob=value ...]
+torchdoctor diagnose WORKLOAD [--set knob=value ...] [--memory]
 torchdoctor diagnose TRACE.json[.gz] | TRACE_FOLDER
 
 A torchrun launch (`-- torchrun --nproc_per_node 2 train.py`) or a folder of per-rank traces
@@ -21,7 +21,7 @@ from rich.console import Console
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit, err_console
+from torchdoctor.cli.state import console, emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
@@ -72,6 +72,14 @@ def diagnose(
     out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
     device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
+    memory: bool = typer.Option(
+        False,
+        "--memory",
+        help="For a workload: also split a step's memory into its owners (parameters, "
+        "gradients, optimizer state, activations, temporaries, allocator slack) at its batch "
+        "and half of it: one line here, memory.json and a report section. `torchdoctor "
+        "memory` predicts the largest batch under a budget.",
+    ),
 ) -> None:
     from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
 
@@ -79,6 +87,11 @@ def diagnose(
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py"):
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
+    if memory and (command or target is None or Path(target).exists()):
+        raise UsageError(
+            "--memory applies to a workload only",
+            hint="torchdoctor diagnose WORKLOAD --memory, or torchdoctor memory WORKLOAD",
+        )
     if command:
         argv, module = _split_command(command)
         exam = examine_script(
@@ -134,6 +147,14 @@ def diagnose(
             render_diagnosis(d, c, exam.run_dir if last else None)
 
         emit(d, render)
+    if memory and target is not None and exam.diagnoses and not exam.error:
+        from torchdoctor.cli.memory import memory_beside
+        from torchdoctor.report import memory_summary
+
+        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
+        (err_console if cli_settings.json else console).print(
+            memory_summary(plan), highlight=False, markup=False, soft_wrap=True
+        )
     if exam.diagnoses:
         write_run_reports(exam.run_dir)
     else:

@@ -68,3 +68,16 @@ def test_json_is_the_plan_and_the_report_shows_its_owners(
     assert "## Memory to its owners" in md
     assert "| batch | parameters | gradients | optimizer state | activations |" in md
     assert f"| largest batch that fits | {plan.max_batch} under 1.0 MiB |" in md
+
+
+def test_diagnose_memory_is_refused_for_a_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["diagnose", "--memory", "--", "python", "train.py"]) == 2
+    assert "--memory applies to a workload only" in capsys.readouterr().err
+
+
+def test_diagnose_memory_writes_the_owners_beside_the_diagnosis(tmp_path: Path) -> None:
+    from torchdoctor.cli.memory import memory_beside
+
+    plan = memory_beside("mlp", {"batch_size": "4", "set_to_none": "true"}, "cpu", tmp_path)
+    assert [s.batch_size for s in plan.steps] == [2, 4]
+    assert MemoryPlan.read(tmp_path / rundir.MEMORY) == plan
