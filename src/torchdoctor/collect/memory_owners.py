@@ -19,6 +19,9 @@ The step's peak:
   dispatcher, so this peak is a lower bound of what the process touched.
 
 One warm-up step first creates the optimizer's state, so the measured step is a steady one.
+A batch that DataLoader workers collate arrives in shared memory the dispatcher never saw, so
+with workers the batch itself is not in the CPU peak (the built-in workloads load in-process
+by default).
 """
 
 from __future__ import annotations
@@ -234,6 +237,14 @@ def measure_step_memory(
     and frees (a timeline of the step, or a model of an allocator fed by it).
     """
     base = recipe if recipe is not None else Recipe()
+    resolved = base.resolved("cuda" if device.startswith("cuda") else "cpu")
+    if resolved.get("compile", "off") != "off" or resolved.get("cuda_graphs", False):
+        # The tensor count runs every op through a dispatch mode, which compiled graphs and
+        # captured CUDA graphs bypass or refuse.
+        raise UsageError(
+            "memory is measured on the eager step: compile and cuda_graphs are not supported",
+            hint="drop --set compile=... and --set cuda_graphs=...",
+        )
     if allocator is None and device.startswith("cuda"):
         allocator = torch.cuda
     if allocator is torch.cuda:

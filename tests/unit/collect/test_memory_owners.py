@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from torchdoctor.analyze.memory import split_owners
 from torchdoctor.collect.memory_owners import LiveTensorBytes, SavedActivations, measure_step_memory
+from torchdoctor.core.errors import UsageError
+from torchdoctor.knobs import Recipe
 from torchdoctor.workloads import get_workload
 
 # The CUDA caching allocator rounds every block up to 512 bytes, and takes memory from the
@@ -113,3 +116,8 @@ def test_the_gpu_path_reads_the_allocator_and_its_slack() -> None:
     assert owners.slack_bytes is not None and owners.slack_bytes > 0
     assert owners.slack_bytes == max(step.phase_reserved_peaks.values()) - step.peak_bytes
     assert owners.footprint_bytes == max(step.phase_reserved_peaks.values())
+
+
+def test_a_compiled_step_is_refused_before_it_runs() -> None:
+    with pytest.raises(UsageError, match="eager step"):
+        measure_step_memory(_tiny(), 4, recipe=Recipe({"compile": "default"}))
