@@ -253,10 +253,12 @@ def measure_step_memory(
         torch.cuda.empty_cache()
     session = prepare(workload, base.with_changes(batch_size=batch_size), device=device, seed=seed)
     try:
-        if len(session.dataset) < batch_size:  # type: ignore[arg-type]
+        samples = len(session.dataset) if hasattr(session.dataset, "__len__") else None
+        if samples is not None and samples < batch_size:
+            # A short last batch would be measured in its place.
             raise UsageError(
                 f"batch size {batch_size} is larger than {workload.name}'s dataset "
-                f"({len(session.dataset)} samples)",  # type: ignore[arg-type]
+                f"({samples} samples)",
                 hint="pass smaller batch sizes, or a larger dataset (--param rows=... or size=...)",
             )
         session.run_steps(WARMUP_STEPS, measure_phases=False)

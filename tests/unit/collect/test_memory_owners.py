@@ -121,3 +121,8 @@ def test_the_gpu_path_reads_the_allocator_and_its_slack() -> None:
 def test_a_compiled_step_is_refused_before_it_runs() -> None:
     with pytest.raises(UsageError, match="eager step"):
         measure_step_memory(_tiny(), 4, recipe=Recipe({"compile": "default"}))
+
+
+def test_a_batch_larger_than_the_dataset_is_refused() -> None:
+    with pytest.raises(UsageError, match="larger than mlp's dataset"):
+        measure_step_memory(_tiny(), 65)  # the tiny dataset holds 64 rows
