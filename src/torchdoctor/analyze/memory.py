@@ -35,14 +35,21 @@ CHECKPOINT_PAYS_SHARE = 0.5
 
 
 def split_owners(step: StepMemory) -> MemoryOwners:
-    """The step's memory by owner: what is left of the peak after the others is temporaries."""
+    """The step's peak by owner: what each held at the step's highest moment.
+
+    The measured step says which of its own storages were alive then (`StepMemory.at_peak`);
+    the parameters and optimizer state were resident throughout. On a GPU the allocator's peak
+    also holds its rounding of every block, which goes to temporaries with what no owner
+    claims. Without `at_peak` (a step measured otherwise) the owners are taken whole and the
+    temporaries are what is left of the peak, never below 0.
+    """
     peak = step.peak_bytes
-    held = (
-        step.parameters_bytes
-        + step.gradients_bytes
-        + step.optimizer_state_bytes
-        + step.activations_bytes
-    )
+    resident = step.parameters_bytes + step.optimizer_state_bytes
+    if step.at_peak:
+        grads = step.at_peak.get("gradients", 0)
+        acts = step.at_peak.get("activations", 0)
+    else:
+        grads, acts = step.gradients_bytes, step.activations_bytes
     slack = None
     if step.phase_reserved_peaks:
         slack = max(0, max(step.phase_reserved_peaks.values()) - peak)
@@ -51,13 +58,14 @@ def split_owners(step: StepMemory) -> MemoryOwners:
         device=step.device,
         source=step.source,
         parameters_bytes=step.parameters_bytes,
-        gradients_bytes=step.gradients_bytes,
+        gradients_at_peak_bytes=grads,
         optimizer_state_bytes=step.optimizer_state_bytes,
-        activations_bytes=step.activations_bytes,
-        temporaries_bytes=max(0, peak - held),
+        activations_at_peak_bytes=acts,
+        temporaries_bytes=max(0, peak - resident - grads - acts),
+        gradients_bytes=step.gradients_bytes,
+        activations_saved_bytes=step.activations_bytes,
         slack_bytes=slack,
         peak_bytes=peak,
-        overlap_bytes=max(0, held - peak),
     )
 
 

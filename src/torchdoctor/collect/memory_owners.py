@@ -103,6 +103,15 @@ class LiveTensorBytes(TorchDispatchMode):
         self.maxima: list[int] = []
         self._rising = False
         self._live: dict[int, weakref.finalize[Any, Any]] = {}
+        # Each storage's number in the order of creation, and its bytes: an address can be
+        # reused once its storage is freed, a number is not.
+        self._numbers: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}
+        self._created = 0
+        #: The highest `current` of the whole time on (marks do not reset it), and the
+        #: storages alive at that moment (number -> bytes): whose memory the peak is.
+        self.top = 0
+        self.top_live: dict[int, int] = {}
         self._listeners = tuple(listeners)
 
     def __torch_dispatch__(
@@ -129,12 +138,21 @@ class LiveTensorBytes(TorchDispatchMode):
         nbytes = storage.nbytes()
         if key in inputs or key in self._live or nbytes == 0:
             return
+        self._created += 1
         self._live[key] = weakref.finalize(storage, self._freed, key, nbytes)
+        self._numbers[key] = self._created
+        self._sizes[self._created] = nbytes
         self._change(nbytes)
 
     def _freed(self, key: int, nbytes: int) -> None:
         if self._live.pop(key, None) is not None:
+            del self._sizes[self._numbers.pop(key)]
             self._change(-nbytes)
+
+    def numbers(self, tensors: Iterable[torch.Tensor]) -> set[int]:
+        """The numbers of the live storages behind `tensors` that this step created."""
+        keys = storage_keys(tensors)
+        return {self._numbers[k] for k in keys if k in self._numbers}
 
     def mark(self) -> int:
         """The peak since the last mark (or the start); the next peak starts from now."""
@@ -147,6 +165,9 @@ class LiveTensorBytes(TorchDispatchMode):
         self._rising = delta > 0
         self.current += delta
         self.peak = max(self.peak, self.current)
+        if self.current > self.top:
+            self.top = self.current
+            self.top_live = dict(self._sizes)
         for listener in self._listeners:
             listener(delta)
 
@@ -157,6 +178,8 @@ class LiveTensorBytes(TorchDispatchMode):
         for finalizer in self._live.values():
             finalizer.detach()
         self._live.clear()
+        self._numbers.clear()
+        self._sizes.clear()
 
 
 class SavedActivations:
@@ -165,6 +188,9 @@ class SavedActivations:
     def __init__(self, exclude: set[int]) -> None:
         self.exclude = exclude
         self._bytes: dict[int, int] = {}
+        #: When set, the numbers it gives the saved storages are kept (`numbers`).
+        self.tracker: LiveTensorBytes | None = None
+        self.numbers: set[int] = set()
 
     @property
     def nbytes(self) -> int:
@@ -174,6 +200,8 @@ class SavedActivations:
         storage = _storage(t)
         if storage is not None and _key(storage) not in self.exclude:
             self._bytes[_key(storage)] = storage.nbytes()
+            if self.tracker is not None:
+                self.numbers |= self.tracker.numbers([t])
         return t
 
     @contextmanager
@@ -218,6 +246,20 @@ class _PhasePeaks:
             self.allocator.reset_peak_memory_stats(self.device)
         elif self.live is not None:
             self.allocated[phase] = self.resident + self.live.mark()
+
+
+def _owners_at_peak(
+    live: LiveTensorBytes, saved: set[int], grads: set[int], grads_before: int
+) -> dict[str, int]:
+    """The step's own storages alive at its highest moment, by owner: activations saved for
+    backward, gradients (those the step began with included), and the rest, temporaries."""
+    acts = sum(n for number, n in live.top_live.items() if number in saved)
+    made = sum(n for number, n in live.top_live.items() if number in grads and number not in saved)
+    return {
+        "activations": acts,
+        "gradients": grads_before + made,
+        "temporaries": live.top - acts - made,
+    }
 
 
 def measure_step_memory(
@@ -273,11 +315,18 @@ def measure_step_memory(
         resident = parameters + state + grads_now
         peaks = _PhasePeaks(allocator, session.device, resident)
         saved = SavedActivations(exclude=weight_keys)
-        hook = optimizer.register_step_pre_hook(lambda *_: peaks.end_phase(FORWARD_BACKWARD))
+        grads: set[int] = set()
+
+        def before_optimizer(*_: Any) -> None:
+            peaks.end_phase(FORWARD_BACKWARD)
+            if peaks.live is not None:
+                grads.update(peaks.live.numbers(p.grad for p in trainable if p.grad is not None))
+
+        hook = optimizer.register_step_pre_hook(before_optimizer)
         try:
             peaks.start()
             with saved.hooks(), LiveTensorBytes(listeners) as live:
-                peaks.live = live
+                peaks.live = saved.tracker = live
                 session.run_steps(1, measure_phases=False)
                 peaks.end_phase(OPTIMIZER)
         finally:
@@ -290,6 +339,7 @@ def measure_step_memory(
             gradients_bytes=gradients,
             optimizer_state_bytes=state,
             activations_bytes=saved.nbytes,
+            at_peak=_owners_at_peak(live, saved.numbers, grads, grads_now),
             phase_peaks=peaks.allocated,
             phase_reserved_peaks=peaks.reserved if allocator is not None else None,
             timeline=[resident + m for m in live.maxima],

@@ -43,6 +43,9 @@ class StepMemory(SubRecord):
     optimizer_state_bytes: int
     #: Unique storages saved for backward during the forward, parameters excluded.
     activations_bytes: int
+    #: The step's storages alive at its highest moment, by owner ("activations",
+    #: "gradients", "temporaries"; the resident parameters and optimizer state come on top).
+    at_peak: dict[str, int] = Field(default_factory=dict)
     #: Each phase's peak ("forward_backward", "optimizer"): allocated bytes at their
     #: high-water mark, counting what was resident when the step began (parameters,
     #: optimizer state).
@@ -60,26 +63,29 @@ class StepMemory(SubRecord):
 
 
 class MemoryOwners(SubRecord):
-    """One step's memory split into its owners (bytes).
+    """One step's memory at its peak, split into its owners (bytes).
 
     The owners do not all peak at once: backward frees activations as it makes gradients. So
-    `temporaries_bytes` is the peak less the other owners, never below 0, and where the owners
-    together exceed the peak `overlap_bytes` says by how much.
+    each owner is what it held at the step's highest moment, and parameters, gradients,
+    optimizer state, activations and temporaries add up to the peak. `activations_saved_bytes`
+    and `gradients_bytes` are the whole of each over the step.
     """
 
     batch_size: int
     device: str
     source: PeakSource
     parameters_bytes: int
-    gradients_bytes: int
+    gradients_at_peak_bytes: int
     optimizer_state_bytes: int
-    activations_bytes: int
+    activations_at_peak_bytes: int
     temporaries_bytes: int
+    #: Every gradient (one per trainable parameter) and every activation saved for backward.
+    gradients_bytes: int
+    activations_saved_bytes: int
     #: Reserved less allocated at the peak: memory the caching allocator holds that no tensor
     #: uses (None on CPU, where malloc's retained pages cannot be told from the process's own).
     slack_bytes: int | None
     peak_bytes: int
-    overlap_bytes: int = 0
 
     @property
     def footprint_bytes(self) -> int:

@@ -53,13 +53,30 @@ def test_fit_line_recovers_a_line_and_its_residual() -> None:
         fit_line([4, 4], [1.0, 2.0])
 
 
-def test_split_owners_gives_temporaries_the_rest_and_the_overlap() -> None:
+def test_split_owners_at_the_peak_adds_up_to_it() -> None:
+    step = _step(100).model_copy(
+        update={"at_peak": {"activations": 25_000, "gradients": 0, "temporaries": 5_500}}
+    )
+    owners = split_owners(step)
+    assert owners.activations_at_peak_bytes == 25_000 and owners.gradients_at_peak_bytes == 0
+    assert owners.activations_saved_bytes == ACT_PER_SAMPLE * 100
+    parts = (
+        owners.parameters_bytes
+        + owners.optimizer_state_bytes
+        + owners.gradients_at_peak_bytes
+        + owners.activations_at_peak_bytes
+        + owners.temporaries_bytes
+    )
+    assert parts == owners.peak_bytes
+    assert owners.slack_bytes is None
+
+
+def test_split_owners_without_the_peak_moment_takes_owners_whole() -> None:
     small = split_owners(_step(1))  # the optimizer's step binds: room for temporaries
     assert small.peak_bytes == PARAMS + STATE + 3 * PARAMS + 5
     assert small.temporaries_bytes == small.peak_bytes - (2 * PARAMS + STATE + ACT_PER_SAMPLE)
-    assert small.slack_bytes is None and small.overlap_bytes == 0
     big = split_owners(_step(100))  # activations and gradients never held together
-    assert big.temporaries_bytes == 0 and big.overlap_bytes > 0
+    assert big.temporaries_bytes == 0  # never below 0
     gpu = split_owners(_step(100, reserved_extra=4096))
     assert gpu.slack_bytes == 4096 and gpu.footprint_bytes == gpu.peak_bytes + 4096
 

@@ -65,7 +65,7 @@ def test_json_is_the_plan_and_the_report_shows_its_owners(
     assert plan.footprint_at(plan.max_batch + 1) > 2**20
     assert MemoryPlan.read(run_dir / rundir.MEMORY) == plan
     md = render_forms(run_dir, tmp_path)["md"]
-    assert "## Memory to its owners" in md
+    assert "## Memory to its owners, at each step's peak" in md
     assert "| batch | parameters | gradients | optimizer state | activations |" in md
     assert f"| largest batch that fits | {plan.max_batch} under 1.0 MiB |" in md
 

@@ -99,6 +99,12 @@ def test_a_cpu_step_splits_into_its_owners() -> None:
     assert large.parameters_bytes == small.parameters_bytes
     owners = split_owners(small)
     assert owners.peak_bytes >= small.parameters_bytes + small.optimizer_state_bytes
+    # At the peak, the owners add up to it; activations are at most all that was saved.
+    assert sum(small.at_peak.values()) + small.parameters_bytes + small.optimizer_state_bytes == (
+        small.peak_bytes
+    )
+    assert 0 <= owners.activations_at_peak_bytes <= small.activations_bytes
+    assert owners.gradients_at_peak_bytes <= small.gradients_bytes
     assert max(small.timeline) == small.peak_bytes
     assert len(small.timeline) == len(large.timeline)  # same ops: the timelines align
 

@@ -14,9 +14,9 @@ from torchdoctor.report.model import KeyValue
 #: The owners' columns: (field of `MemoryOwners`, header).
 OWNERS: tuple[tuple[str, str], ...] = (
     ("parameters_bytes", "parameters"),
-    ("gradients_bytes", "gradients"),
+    ("gradients_at_peak_bytes", "gradients"),
     ("optimizer_state_bytes", "optimizer state"),
-    ("activations_bytes", "activations"),
+    ("activations_at_peak_bytes", "activations"),
     ("temporaries_bytes", "temporaries"),
     ("slack_bytes", "allocator slack"),
     ("peak_bytes", "peak"),
@@ -86,12 +86,13 @@ def memory_blocks(plan: dict[str, Any]) -> Blocks:
         if without is not None:
             facts.append(KeyValue("with no activations kept (bound)", str(without)))
     return Blocks(
-        title="Memory to its owners",
+        title="Memory to its owners, at each step's peak",
         facts=facts,
         tables=[Table(["batch", *(header for _, header in OWNERS)], rows)],
         notes=[
-            "Owners do not all peak at once: backward frees activations as it makes "
-            "gradients, so temporaries are the peak less the others, never below 0."
+            "Each owner is what it held at the step's peak (backward frees activations as it "
+            "makes gradients), so the owners add up to the peak; the activations fit counts "
+            "every activation saved for backward."
         ],
     )
 
