@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis
+
+if TYPE_CHECKING:
+    from torchdoctor.core.memory_owners import MemoryPlan
 
 #: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
 TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
@@ -148,7 +151,6 @@ def diagnose(
 
         emit(d, render)
     if memory and target is not None and exam.diagnoses and not exam.error:
-        from torchdoctor.cli.memory import memory_beside
         from torchdoctor.report import memory_summary
 
         plan = memory_beside(target, settings, default_device(device), exam.run_dir)
@@ -165,3 +167,23 @@ def diagnose(
     if exam.error:
         where = display_path(exam.run_dir)
         raise DiagnoseError(exam.error, hint=f"what was measured is in {where}")
+
+
+def memory_beside(
+    workload: str, settings: dict[str, str], device: str, run_dir: Path
+) -> MemoryPlan:
+    """`diagnose WORKLOAD --memory`: the owners at the diagnosed batch and half of it, written
+    to the diagnosis's run folder (memory.json, so its report shows them)."""
+    from torchdoctor.analyze import study_memory
+    from torchdoctor.core.rundir import MEMORY
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    job = get_workload(workload)
+    others = [f"{k}={v}" for k, v in settings.items() if k != "batch_size"]
+    recipe = Recipe.parse(others, workload=job, device=device)
+    batch = int(settings.get("batch_size", job.default_batch_size))
+    sizes = [max(1, batch // 2), batch] if batch > 1 else [1, 2]
+    plan = study_memory(job, batch_sizes=sizes, device=device, recipe=recipe)
+    plan.write(run_dir / MEMORY)
+    return plan

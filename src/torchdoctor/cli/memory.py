@@ -10,7 +10,6 @@ checkpointing pays. Writes a run folder with memory.json (`MemoryPlan`) and the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -26,9 +25,6 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.tune import parse_size
 from torchdoctor.core.errors import UsageError
-
-if TYPE_CHECKING:
-    from torchdoctor.core.memory_owners import MemoryPlan
 
 
 def parse_batch_sizes(text: str) -> list[int]:
@@ -107,23 +103,3 @@ def memory_command(
 
     emit(plan, render)
     write_run_reports(run_dir)
-
-
-def memory_beside(
-    workload: str, settings: dict[str, str], device: str, run_dir: Path
-) -> MemoryPlan:
-    """`diagnose WORKLOAD --memory`: the owners at the diagnosed batch and half of it, written
-    to the diagnosis's run folder (memory.json, so its report shows them)."""
-    from torchdoctor.analyze import study_memory
-    from torchdoctor.core.rundir import MEMORY
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads import get_workload
-
-    job = get_workload(workload)
-    others = [f"{k}={v}" for k, v in settings.items() if k != "batch_size"]
-    recipe = Recipe.parse(others, workload=job, device=device)
-    batch = int(settings.get("batch_size", job.default_batch_size))
-    sizes = [max(1, batch // 2), batch] if batch > 1 else [1, 2]
-    plan = study_memory(job, batch_sizes=sizes, device=device, recipe=recipe)
-    plan.write(run_dir / MEMORY)
-    return plan

@@ -76,7 +76,7 @@ def test_diagnose_memory_is_refused_for_a_script(capsys: pytest.CaptureFixture[s
 
 
 def test_diagnose_memory_writes_the_owners_beside_the_diagnosis(tmp_path: Path) -> None:
-    from torchdoctor.cli.memory import memory_beside
+    from torchdoctor.cli.diagnose import memory_beside
 
     plan = memory_beside("mlp", {"batch_size": "4", "set_to_none": "true"}, "cpu", tmp_path)
     assert [s.batch_size for s in plan.steps] == [2, 4]
