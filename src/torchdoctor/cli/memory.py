@@ -80,6 +80,10 @@ def memory_command(
     from torchdoctor.report import render_memory
     from torchdoctor.workloads import get_workload
 
+    if any(item.partition("=")[0].strip() == "batch_size" for item in settings):
+        raise UsageError(
+            "memory sets the batch size itself", hint="give the sizes as --batch-sizes 8,16,32"
+        )
     budget = parse_size(max_memory) if max_memory is not None else None
     sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
     device = default_device(device)

@@ -32,6 +32,7 @@ def test_help_teaches_the_budget_and_the_fit(capsys: pytest.CaptureFixture[str])
         (["--max-memory", "lots"], "cannot read memory size 'lots'"),
         (["--batch-sizes", "8"], "cannot read batch sizes '8'"),
         (["--batch-sizes", "0,4"], "cannot read batch sizes '0,4'"),
+        (["--set", "batch_size=64"], "memory sets the batch size itself"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
