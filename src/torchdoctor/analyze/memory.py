@@ -213,6 +213,11 @@ def plan_memory(
         ]
         if any(line.per_sample_bytes > 0 for line in lean):
             without = predict_max_batch(lean, budget_bytes)
+    bases = [
+        s.process_rss_bytes - s.parameters_bytes - s.optimizer_state_bytes
+        for s in ordered
+        if s.process_rss_bytes is not None and s.source == "tensors"
+    ]
     edge = _binding(envelope, where)
     slope = edge.per_sample_bytes
     share = min(1.0, max(0.0, activations.per_sample_bytes / slope)) if slope > 0 else 0.0
@@ -226,6 +231,7 @@ def plan_memory(
         activations_fit=activations,
         activation_share=share,
         checkpointing_pays=share >= CHECKPOINT_PAYS_SHARE,
+        process_base_bytes=float(np.mean(bases)) if bases else None,
         budget_bytes=budget_bytes,
         max_batch=max_batch,
         max_batch_without_activations=without,

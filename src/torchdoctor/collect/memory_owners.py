@@ -248,6 +248,18 @@ class _PhasePeaks:
             self.allocated[phase] = self.resident + self.live.mark()
 
 
+def _resident_set_bytes() -> int | None:
+    """This process's resident set now (VmRSS of /proc/self/status; None off Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _owners_at_peak(
     live: LiveTensorBytes, saved: set[int], grads: set[int], grads_before: int
 ) -> dict[str, int]:
@@ -313,6 +325,7 @@ def measure_step_memory(
         state = unique_bytes(_state_tensors(optimizer), exclude=weight_keys)
         grads_now = unique_bytes(p.grad for p in trainable if p.grad is not None)
         resident = parameters + state + grads_now
+        rss = _resident_set_bytes()
         peaks = _PhasePeaks(allocator, session.device, resident)
         saved = SavedActivations(exclude=weight_keys)
         grads: set[int] = set()
@@ -343,6 +356,7 @@ def measure_step_memory(
             phase_peaks=peaks.allocated,
             phase_reserved_peaks=peaks.reserved if allocator is not None else None,
             timeline=[resident + m for m in live.maxima],
+            process_rss_bytes=rss,
         )
     finally:
         session.close()

@@ -56,6 +56,10 @@ class StepMemory(SubRecord):
     #: resident bytes included). Steps of one model at other batch sizes run the same ops, so
     #: their timelines align point by point, and each point is a line in the batch size.
     timeline: list[int] = Field(default_factory=list)
+    #: The process's resident set when the measured step began (None where unread): with the
+    #: resident tensors taken off, what the process holds besides the step (interpreter,
+    #: libraries, the dataset, pages malloc keeps).
+    process_rss_bytes: int | None = None
 
     @property
     def peak_bytes(self) -> int:
@@ -130,6 +134,11 @@ class MemoryPlan(Record):
     activation_share: float
     #: Whether activation checkpointing pays here (analyze/memory.py, `CHECKPOINT_PAYS_SHARE`).
     checkpointing_pays: bool
+    #: What the process holds besides the step's tensors on the CPU (mean over the steps of
+    #: the resident set at the step's start less the tensors resident then; None on a GPU).
+    #: A cap on the resident set (the tuner's on the CPU) leaves the step this much less:
+    #: `predict_max_batch(plan, cap - plan.process_base_bytes)`.
+    process_base_bytes: float | None = None
     budget_bytes: int | None = None
     #: The largest batch whose predicted footprint fits the budget (None: no budget given).
     max_batch: int | None = None

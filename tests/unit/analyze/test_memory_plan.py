@@ -144,3 +144,11 @@ def test_measured_edge_bisects_to_the_largest_batch_under_the_cap() -> None:
     assert len(calls) <= 12  # bisection, not a sweep
     assert measured_edge(under_cap(measure, 10**9), low=1, high=64) == 64
     assert measured_edge(under_cap(measure, 10), low=1, high=64) == 0
+
+
+def test_the_process_base_is_the_resident_set_less_the_resident_tensors() -> None:
+    steps = [_step(b).model_copy(update={"process_rss_bytes": 10**6 + b}) for b in (2, 4)]
+    plan = plan_memory("toy", steps)
+    assert plan.process_base_bytes == pytest.approx(10**6 + 3 - PARAMS - STATE)
+    gpu = plan_memory("toy", [_step(b, reserved_extra=0) for b in (2, 4)])
+    assert gpu.process_base_bytes is None

@@ -75,6 +75,14 @@ def memory_blocks(plan: dict[str, Any]) -> Blocks:
             f"{fmt.percent(num(plan, 'activation_share'), 0)} of the per-sample slope",
         ),
     ]
+    if num(plan, "process_base_bytes") is not None:
+        facts.append(
+            KeyValue(
+                "process besides the step",
+                f"{fmt.nbytes(num(plan, 'process_base_bytes'))} resident (a cap on the "
+                "resident set leaves the step that much less)",
+            )
+        )
     if integer(plan, "max_batch") is not None:
         facts.append(
             KeyValue(
