@@ -105,9 +105,9 @@ def envelope_lines(steps: Sequence[StepMemory]) -> list[LinearFit] | None:
 
     Each local maximum of a step's tensor timeline is fitted against the batch size; the step's
     footprint at any batch is the largest of these lines (the activations' point binds at a
-    large batch, the gradients' or the optimizer's at a small one), plus the allocator's slack
-    fitted on its own. Only the lines that are the largest at some batch are kept. None when
-    the timelines do not align (the steps ran different ops).
+    large batch, the gradients' or the optimizer's at a small one), plus what the allocator
+    holds beyond the tensors, fitted on its own. Only the lines that are the largest at some
+    batch are kept. None when the timelines do not align (the steps ran different ops).
     """
     lengths = {len(s.timeline) for s in steps}
     if len(lengths) != 1 or 0 in lengths or len({s.batch_size for s in steps}) < 2:
@@ -117,8 +117,10 @@ def envelope_lines(steps: Sequence[StepMemory]) -> list[LinearFit] | None:
     design = np.stack([np.ones_like(x), x], axis=1)
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)  # 2 x points
     residual = np.sqrt(np.mean((y - design @ coef) ** 2, axis=0))
+    # What the footprint holds beyond the tensors: on a GPU the allocator's rounding of each
+    # block, its workspaces (cuBLAS) and its slack (reserved less allocated); nothing on the CPU.
     slack = fit_line(
-        [s.batch_size for s in steps], [max(0, _footprint(s) - s.peak_bytes) for s in steps]
+        [s.batch_size for s in steps], [max(0, _footprint(s) - max(s.timeline)) for s in steps]
     )
     binding = sorted(set(np.argmax(coef[0][None, :] + np.outer(_ENVELOPE_PROBES, coef[1]), axis=1)))
     return [
