@@ -1,15 +1,21 @@
 """Memory to its owners, and the largest batch that fits a budget.
 
-`split_owners` turns one measured step (`StepMemory`) into its owners. `plan_memory` fits each
-phase's footprint at two or three batch sizes with a straight line, memory(batch) = fixed +
-per_sample * batch (least squares, with its residual), and `predict_max_batch` reads the
-largest batch under a budget from the fits. The step's footprint is the larger of its phases'
-at each batch: the forward and backward grow with the activations, the optimizer's phase with
-little but the batch's leftovers, so a small batch can peak in the optimizer and a large one in
-the backward; one line through the step's peaks would bend there.
+`split_owners` turns one measured step (`StepMemory`) into its owners at the step's peak.
+`plan_memory` fits the steps measured at two or three batch sizes against the batch size,
+memory(batch) = fixed + per_sample * batch (least squares, with its residual), and
+`predict_max_batch` reads the largest batch under a budget.
 
-Where activations make up most of the binding phase's per-sample slope, activation
-checkpointing pays: it trades recomputation for the activations' share of the slope.
+A step's peak is not one line in the batch: a small batch peaks in the optimizer's step
+(per-parameter temporaries, growing slowly), a large one at the end of the forward (the
+activations), so a line through a few small batches' peaks misses the bend. Each local maximum
+of the step's memory timeline is fitted as its own line instead, and the footprint at any batch
+is the largest of them (`envelope_lines`). Where activations make up most of the binding line's
+per-sample slope, activation checkpointing pays: it trades recomputation for that share.
+
+For another stage that needs the prediction (the tuner's memory objective)::
+
+    plan = analyze.study_memory(workload, batch_sizes=[8, 16, 32], device="cuda")
+    analyze.predict_max_batch(plan, budget_bytes)
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from torchdoctor.core.memory_owners import (
     StepMemory,
 )
 
-#: Checkpointing pays where activations are at least half of the binding phase's per-sample
+#: Checkpointing pays where activations are at least half of the binding line's per-sample
 #: slope: dropping them at least doubles the batch that fits, worth the one extra forward it
 #: costs (about 30% more compute per step: Chen et al. 2016, "Training Deep Nets with
 #: Sublinear Memory Cost", section 4).

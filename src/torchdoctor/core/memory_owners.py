@@ -4,8 +4,9 @@
 each owner from the tensors themselves, the step's peak from the live tensors or, on a GPU,
 the CUDA caching allocator). `MemoryOwners` is analyze/memory.py's split of it into owners
 (parameters, gradients, optimizer state, activations saved for backward, temporaries,
-allocator slack). `MemoryPlan` holds the owners at two or more batch sizes, the straight-line
-fit memory(batch) = fixed + per_sample * batch, and what it predicts under a budget.
+allocator slack) at the step's peak. `MemoryPlan` holds the owners at two or more batch
+sizes, the lines memory(batch) = fixed + per_sample * batch whose maximum is the footprint,
+and what they predict under a budget.
 
 The records are here, in `core`, so the collector, the analysis, the report and the CLI share
 them without importing one another. Nothing here imports torch.
