@@ -16,7 +16,10 @@ The step's peak:
   op creates during the step and a finalizer sees it freed (`LiveTensorBytes`); the peak is
   the high-water mark of the step's live storages plus what was resident when it began.
   Buffers a kernel allocates inside itself (oneDNN's scratch space) do not pass through the
-  dispatcher, so this peak is a lower bound of what the process touched.
+  dispatcher, so this peak is a lower bound of what C10's CPU allocator handed out: the two
+  agreed to the byte on a steady step of `mlp` and `gpt`, and the allocator counted 1.4% more
+  on `cnn`'s convolutions (its count from the profiler's memory events, as
+  benchmarks/bench_memory_fit.py reads it).
 
 One warm-up step first creates the optimizer's state, so the measured step is a steady one.
 A batch that DataLoader workers collate arrives in shared memory the dispatcher never saw, so
