@@ -21,9 +21,15 @@ _BLOCK, _SMALL_SEGMENT, _ROUND_LARGE, _SMALL = 512, 2 << 20, 2 << 20, 1 << 20
 
 
 class FakeCachingAllocator:
-    """`torch.cuda`'s memory statistics, driven by the storages a step creates and frees."""
+    """`torch.cuda`'s memory statistics, driven by the storages a step creates and frees.
 
-    def __init__(self) -> None:
+    `scale` shrinks the segments (not the 512-byte blocks) so that a tiny model's step spans
+    many of them, as a real model's does on a GPU.
+    """
+
+    def __init__(self, scale: int = 1) -> None:
+        self.small, self.segment = _SMALL // scale, _SMALL_SEGMENT // scale
+        self.round_large = _ROUND_LARGE // scale
         self.allocated = self.reserved = self.free_cached = 0
         self.allocated_peak = self.reserved_peak = 0
 
@@ -36,7 +42,8 @@ class FakeCachingAllocator:
         if self.free_cached >= size:
             self.free_cached -= size
         else:
-            segment = _SMALL_SEGMENT if size <= _SMALL else -(-size // _ROUND_LARGE) * _ROUND_LARGE
+            large = -(-size // self.round_large) * self.round_large
+            segment = self.segment if size <= self.small else large
             self.reserved += segment
             self.free_cached += segment - size
         self.allocated += size
@@ -132,3 +139,22 @@ def test_a_compiled_step_is_refused_before_it_runs() -> None:
 def test_a_batch_larger_than_the_dataset_is_refused() -> None:
     with pytest.raises(UsageError, match="larger than mlp's dataset"):
         measure_step_memory(_tiny(), 65)  # the tiny dataset holds 64 rows
+
+
+def test_the_gpu_prediction_lands_near_the_fake_allocators_edge() -> None:
+    from torchdoctor.analyze import plan_memory, predict_max_batch
+    from torchdoctor.analyze.memory_study import footprint
+
+    job = get_workload("mlp", features=16, hidden=64, layers=1, classes=4, rows=512)
+
+    def measure(batch: int) -> Any:
+        fake = FakeCachingAllocator(scale=256)  # 8 KiB segments; a fresh process each time
+        return measure_step_memory(job, batch, allocator=fake, listeners=[fake.observe])
+
+    cap = 96 * 1024
+    plan = plan_memory("mlp", [measure(b) for b in (4, 8, 16)], budget_bytes=cap)
+    predicted = predict_max_batch(plan, cap)
+    assert predicted > 4 * 16  # far past the measured batches
+    # The edge lies within 10% of the prediction: a step fits 10% below it, not 10% above.
+    assert footprint(measure(int(predicted * 0.9))) <= cap
+    assert footprint(measure(int(predicted * 1.1) + 1)) > cap
