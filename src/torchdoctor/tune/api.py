@@ -238,6 +238,7 @@ def tune(
         if storage is not None and config.storage is None:
             config = config.model_copy(update={"storage": storage.public})
         _check_workload(config)
+        _check_fit(config)
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
         early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)
@@ -347,14 +348,27 @@ def _run(
     return _finish(config, run_dir, tuner, outcome, pareto)
 
 
-def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
-    """The memory ladder of `config` (`--objective fit`): its cap, and the effective batch to
-    hold when the baseline recipe names a batch (else the largest batch that fits)."""
+def _check_fit(config: TuneConfig) -> None:
+    """A fit study names its cap, and tunes a workload (a script's batch is its own)."""
+    if config.objective != "fit":
+        return
     if config.max_memory_bytes is None:
         raise TuneError(
             "--objective fit needs the memory cap to fit under",
             hint="give --max-memory, e.g. --max-memory 4GiB",
         )
+    if config.is_script:
+        raise TuneError(
+            "--objective fit tunes a workload, not a script",
+            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
+        )
+
+
+def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
+    """The memory ladder of `config` (`--objective fit`): its cap, and the effective batch to
+    hold when the baseline recipe names a batch (else the largest batch that fits)."""
+    _check_fit(config)
+    assert config.max_memory_bytes is not None  # checked just above
     recipe = config.baseline_recipe
     target = None
     if recipe.get(BATCH_SIZE.name) is not None:
