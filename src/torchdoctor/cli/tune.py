@@ -135,7 +135,7 @@ def tune_command(
         None,
         "--max-memory",
         help="Memory cap per trial, e.g. 4GiB (with --objective fit: the cap to fit under, "
-        "held to each recipe's measured peak).",
+        "held to each recipe's measured peak; 75% there: three quarters of the baseline's).",
     ),
     storage: str = typer.Option(
         None,
@@ -210,7 +210,7 @@ def tune_command(
         device = default_device(device)
         baseline = _baseline(workload, settings, device)
         budget_s = parse_duration(budget)
-        max_memory_bytes = parse_size(max_memory) if max_memory else None
+        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
         prescribed: list[str] = []
         if diagnose and objective != "fit":  # the memory ladder's order is its own
             given = dict(item.split("=", 1) for item in settings)  # checked by _baseline
@@ -229,6 +229,7 @@ def tune_command(
             budget_s=budget_s,
             min_gain=min_gain,
             max_memory_bytes=max_memory_bytes,
+            max_memory_fraction=max_memory_fraction,
             storage=shared.public if shared else None,
             baseline_recipe=baseline,
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
@@ -238,6 +239,28 @@ def tune_command(
         )
         result = run_with_progress(config=config, out=out, storage=shared)
     finish_with_report(result)
+
+
+def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | None]:
+    """--max-memory as (bytes, None), or with --objective fit as (None, fraction) for a
+    percentage of the baseline's peak ('75%')."""
+    if not text:
+        return None, None
+    if not text.strip().endswith("%"):
+        return parse_size(text), None
+    if objective != "fit":
+        raise UsageError(
+            f"--max-memory {text} is a share of the baseline's peak, known only to the memory "
+            "ladder",
+            hint="give a size (e.g. 4GiB), or use --objective fit",
+        )
+    try:
+        percent = float(text.strip()[:-1])
+    except ValueError:
+        percent = -1.0
+    if not 0 < percent <= 100:
+        raise UsageError(f"cannot read memory share {text!r}", hint="write e.g. 75%")
+    return None, percent / 100
 
 
 def _check_objective(objective: str, max_memory: str | None) -> None:

@@ -352,7 +352,7 @@ def _check_fit(config: TuneConfig) -> None:
     """A fit study names its cap, and tunes a workload (a script's batch is its own)."""
     if config.objective != "fit":
         return
-    if config.max_memory_bytes is None:
+    if config.max_memory_bytes is None and config.max_memory_fraction is None:
         raise TuneError(
             "--objective fit needs the memory cap to fit under",
             hint="give --max-memory, e.g. --max-memory 4GiB",
@@ -368,13 +368,13 @@ def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
     """The memory ladder of `config` (`--objective fit`): its cap, and the effective batch to
     hold when the baseline recipe names a batch (else the largest batch that fits)."""
     _check_fit(config)
-    assert config.max_memory_bytes is not None  # checked just above
     recipe = config.baseline_recipe
     target = None
     if recipe.get(BATCH_SIZE.name) is not None:
         target = int(recipe[BATCH_SIZE.name]) * int(recipe.get(GRAD_ACCUM.name) or 1)
     return FitPlan(
         max_memory_bytes=config.max_memory_bytes,
+        max_memory_fraction=config.max_memory_fraction,
         target_batch=target,
         default_batch=_default_batch(config),
         max_batch=config.max_batch,
@@ -398,7 +398,7 @@ def _run_fit(
         outcome = climb_fit(tuner, memory)
     finally:
         tuner.close()
-    return _finish(config, run_dir, tuner, outcome, [], fit=fit_ladder(tuner, memory))
+    return _finish(config, run_dir, tuner, outcome, [], fit=fit_ladder(tuner, outcome.plan))
 
 
 def _finish(

@@ -35,9 +35,10 @@ peak is known); a CUDA allocator that runs out anyway is an out-of-memory trial,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Safety
 from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, GRAD_ACCUM, PRECISION
 from torchdoctor.knobs.batching import MAX_GRAD_ACCUM
@@ -79,9 +80,10 @@ ACCUMULATION_SAFETY: Final[Safety] = "close"
 
 @dataclass(frozen=True)
 class FitPlan:
-    """What the memory ladder tries (module docstring)."""
+    """What the memory ladder tries (module docstring). The cap is `max_memory_bytes`, or
+    `max_memory_fraction` of the baseline's measured peak (`resolved`)."""
 
-    max_memory_bytes: int
+    max_memory_bytes: int | None
     #: The effective batch to make fit; None: search the largest batch that fits.
     target_batch: int | None
     default_batch: int
@@ -90,6 +92,21 @@ class FitPlan:
     #: Which batch to try next (`tune.memory.next_batch`): the seam a memory model fills.
     choose_batch: ChooseBatch = next_batch
     steps: Sequence[tuple[str, Any, Safety]] = MEMORY_STEPS
+    max_memory_fraction: float | None = None
+
+    @property
+    def cap(self) -> int:
+        if self.max_memory_bytes is None:
+            raise TuneError("internal: the memory cap is used before the baseline resolved it")
+        return self.max_memory_bytes
+
+    def resolved(self, baseline: PeakMemory | None) -> FitPlan:
+        """This plan with its cap in bytes: a fraction taken of the baseline's median peak."""
+        if self.max_memory_bytes is not None:
+            return self
+        if baseline is None or self.max_memory_fraction is None:
+            raise TuneError("the baseline reported no peak memory to take a fraction of")
+        return replace(self, max_memory_bytes=int(baseline.median * self.max_memory_fraction))
 
 
 @dataclass
@@ -103,6 +120,8 @@ class FitOutcome:
     cut: dict[str, Any] | None = None
     cut_after_s: float = 0.0
     confirmation: None = None
+    #: The plan the ladder ran, its cap in bytes (`FitPlan.resolved`).
+    plan: FitPlan | None = None
 
 
 def best_peak(tuner: Tuner) -> PeakMemory | None:
@@ -121,7 +140,7 @@ def _batch(tuner: Tuner, plan: FitPlan) -> tuple[int, int]:
 
 def _best_fits(tuner: Tuner, plan: FitPlan) -> bool:
     peak = best_peak(tuner)
-    return peak is not None and fits(peak, plan.max_memory_bytes)
+    return peak is not None and fits(peak, plan.cap)
 
 
 def try_memory_change(
@@ -221,8 +240,8 @@ def judge_memory(
         return Verdict("error", Outcome.ERROR, "the worker reported no peak memory")
     if kind == "memory" and before is not None and not lowers_memory(before, peak):
         return Verdict("ok", Outcome.NO_MEMORY_SAVING, no_saving_reason(before, peak))
-    if kind == "batch" and not fits(peak, plan.max_memory_bytes):
-        return Verdict("ok", Outcome.OVER_CAP, over_cap_reason(peak, plan.max_memory_bytes))
+    if kind == "batch" and not fits(peak, plan.cap):
+        return Verdict("ok", Outcome.OVER_CAP, over_cap_reason(peak, plan.cap))
     safety = loosest([*tuner.kept_safety, safety])
     return judge(
         losses,
@@ -278,7 +297,7 @@ def _largest_batch(tuner: Tuner, plan: FitPlan) -> None:
     batch, _ = _batch(tuner, plan)
     tried = [BatchProbe(batch, _best_fits(tuner, plan))]
     while True:
-        nxt = plan.choose_batch(tried, plan.max_memory_bytes, plan.max_batch)
+        nxt = plan.choose_batch(tried, plan.cap, plan.max_batch)
         if nxt is None or any(p.batch == nxt for p in tried):
             return
         result = try_memory_change(
@@ -297,6 +316,7 @@ def climb_fit(tuner: Tuner, plan: FitPlan) -> FitOutcome:
     outcome = FitOutcome()
     tuner.run_baseline()
     tuner.close()  # each candidate is measured alone, in a process of its own
+    plan = outcome.plan = plan.resolved(best_peak(tuner))
     try:
         _one_knob_steps(tuner, plan, outcome)
         if plan.target_batch is not None:
@@ -308,8 +328,11 @@ def climb_fit(tuner: Tuner, plan: FitPlan) -> FitOutcome:
     return outcome
 
 
-def fit_ladder(tuner: Tuner, plan: FitPlan) -> FitLadder:
-    """The study's memory ladder as `TuneResult.fit` records it: every trial in order."""
+def fit_ladder(tuner: Tuner, plan: FitPlan | None) -> FitLadder | None:
+    """The study's memory ladder as `TuneResult.fit` records it: every trial in order (None
+    when it stopped before the baseline resolved its cap)."""
+    if plan is None or plan.max_memory_bytes is None:
+        return None
     rows = []
     for trial in tuner.trials:
         if not isinstance(trial, TrialResult) or trial.kind not in ("baseline", "memory", "batch"):
@@ -324,7 +347,7 @@ def fit_ladder(tuner: Tuner, plan: FitPlan) -> FitLadder:
                 grad_accum=int(trial.recipe.get(GRAD_ACCUM.name) or 1),
                 peak_memory_bytes=peak.median if peak else None,
                 peak_spread_bytes=(peak.low, peak.high) if peak else None,
-                fits=fits(peak, plan.max_memory_bytes) if peak else None,
+                fits=fits(peak, plan.cap) if peak else None,
                 kept=trial.outcome in (Outcome.BASELINE, Outcome.KEPT),
                 outcome=trial.outcome.value,
                 reason=trial.reason,
@@ -337,11 +360,12 @@ def fit_ladder(tuner: Tuner, plan: FitPlan) -> FitLadder:
     peak = best_peak(tuner)
     batch, accum = _batch(tuner, plan)
     return FitLadder(
-        max_memory_bytes=plan.max_memory_bytes,
+        max_memory_bytes=plan.cap,
+        max_memory_fraction=plan.max_memory_fraction,
         target_batch=plan.target_batch,
         baseline_peak_bytes=base_peak.median if base_peak else None,
-        baseline_fits=base_peak is not None and fits(base_peak, plan.max_memory_bytes),
-        fits=peak is not None and fits(peak, plan.max_memory_bytes),
+        baseline_fits=base_peak is not None and fits(base_peak, plan.cap),
+        fits=peak is not None and fits(peak, plan.cap),
         batch_size=batch,
         grad_accum=accum,
         peak_memory_bytes=peak.median if peak else None,

@@ -50,6 +50,8 @@ class FitLadder(Record):
     schema_name: ClassVar[str] = "tune_fit_ladder"
 
     max_memory_bytes: int = Field(gt=0)
+    #: The cap as given when it was a fraction of the baseline's peak (`--max-memory 75%`).
+    max_memory_fraction: float | None = None
     target_batch: int | None = None
     baseline_peak_bytes: int | None = None
     baseline_fits: bool = False
