@@ -265,9 +265,7 @@ def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | N
 
 def _check_objective(objective: str, max_memory: str | None) -> None:
     if objective not in ("throughput", "latency", "fit"):
-        raise UsageError(
-            f"unknown objective {objective!r}", hint="use throughput, latency or fit"
-        )
+        raise UsageError(f"unknown objective {objective!r}", hint="use throughput, latency or fit")
     if objective == "fit" and not max_memory:
         raise UsageError(
             "--objective fit needs the memory cap to fit under",

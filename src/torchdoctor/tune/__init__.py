@@ -15,7 +15,9 @@ from torchdoctor.tune.prescriptions import diagnose_before_tuning
 from torchdoctor.tune.recheck import recheck_script
 from torchdoctor.tune.records import (
     Confirmation,
+    FitLadder,
     Ladder,
+    MemoryRung,
     ParetoPoint,
     Rejection,
     Rung,
@@ -32,9 +34,11 @@ from torchdoctor.tune.tuner import Tuner
 __all__ = [
     "TOLERANCES",
     "Confirmation",
+    "FitLadder",
     "KnobSpec",
     "Ladder",
     "MeasurePlan",
+    "MemoryRung",
     "Outcome",
     "ParetoPoint",
     "Rejection",

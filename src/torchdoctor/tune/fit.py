@@ -333,7 +333,7 @@ def fit_ladder(tuner: Tuner, plan: FitPlan | None) -> FitLadder | None:
     when it stopped before the baseline resolved its cap)."""
     if plan is None or plan.max_memory_bytes is None:
         return None
-    rows = []
+    rows: list[MemoryRung] = []
     for trial in tuner.trials:
         if not isinstance(trial, TrialResult) or trial.kind not in ("baseline", "memory", "batch"):
             continue
@@ -341,7 +341,7 @@ def fit_ladder(tuner: Tuner, plan: FitPlan | None) -> FitLadder | None:
         rows.append(
             MemoryRung(
                 step=len(rows),
-                kind=trial.kind,  # type: ignore[arg-type]  # filtered just above
+                kind=trial.kind,  # filtered just above: baseline, memory or batch
                 change=dict(trial.change),
                 batch_size=int(trial.recipe.get(BATCH_SIZE.name) or plan.default_batch),
                 grad_accum=int(trial.recipe.get(GRAD_ACCUM.name) or 1),
@@ -356,7 +356,9 @@ def fit_ladder(tuner: Tuner, plan: FitPlan | None) -> FitLadder | None:
             )
         )
     base = tuner.baseline
-    base_peak = PeakMemory.of(base.chunk_peak_memory_bytes, base.peak_memory_bytes) if base else None
+    base_peak = None
+    if base is not None:
+        base_peak = PeakMemory.of(base.chunk_peak_memory_bytes, base.peak_memory_bytes)
     peak = best_peak(tuner)
     batch, accum = _batch(tuner, plan)
     return FitLadder(

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from torchdoctor.core.errors import TuneError
+from torchdoctor.report import render_result, write_reports
 from torchdoctor.tune import TuneConfig, tune
 from torchdoctor.tune.memory import (
     MIN_MEMORY_SAVING,
@@ -98,6 +100,16 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     assert [r["batch_size"] for r in rows] == [32, 32, 32]
     low, high = rows[1]["peak_spread_bytes"]
     assert low <= rows[1]["peak_memory_bytes"] <= high < rows[0]["peak_spread_bytes"][0]
+    # The terminal and the report show it too.
+    console = Console(record=True, width=120)
+    render_result(result, console)
+    shown = console.export_text()
+    assert "Memory ladder: the effective batch of 32 under 112 MiB" in shown
+    assert "precision=bf16" in shown and "checkpointing=True" in shown
+    markdown = next(p for p in write_reports(tmp_path / "run") if p.suffix == ".md")
+    page = markdown.read_text()
+    assert "## Memory ladder" in page and "fit the effective batch of 32" in page
+    assert "over the cap" in page  # the baseline's peak, over the cap
 
 
 def test_steps_that_save_nothing_or_train_differently_are_rejected(tmp_path: Path) -> None:
