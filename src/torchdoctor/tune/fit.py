@@ -40,8 +40,7 @@ from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, GRAD_ACCUM, PRECISION
-from torchdoctor.knobs.batching import MAX_GRAD_ACCUM
+from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, GRAD_ACCUM, PRECISION, IntRange
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
@@ -273,12 +272,18 @@ def _one_knob_steps(tuner: Tuner, plan: FitPlan, outcome: FitOutcome) -> None:
         try_memory_change(tuner, change, kind="memory", safety=safety, plan=plan)
 
 
+def _max_accumulation() -> int:
+    """The catalogue's largest `grad_accum`."""
+    domain = GRAD_ACCUM.domain
+    return domain.upper if isinstance(domain, IntRange) else 1
+
+
 def _accumulation_steps(tuner: Tuner, plan: FitPlan, outcome: FitOutcome) -> None:
     """Halve the micro-batch and double the accumulation (the effective batch held) until
     the best fits, a halving saves nothing, or the batch no longer divides."""
     while not _best_fits(tuner, plan):
         batch, accum = _batch(tuner, plan)
-        if batch % 2 or accum * 2 > MAX_GRAD_ACCUM:
+        if batch % 2 or accum * 2 > _max_accumulation():
             return
         change = {BATCH_SIZE.name: batch // 2, GRAD_ACCUM.name: accum * 2}
         reason = plan.validate({**tuner.best_recipe, **change}) if plan.validate else None
