@@ -6,7 +6,7 @@ the ladder's steps move the worker's measured peak by tens of MiB. The cap is 90
 baseline's own measured peak (`--max-memory 90%`), which the baseline exceeds by construction
 on any machine, whatever its interpreter and libraries take. The measurement plan is the
 smallest the tuner accepts (one warm-up step, three one-step chunks, a four-step parity
-window), so the study costs two worker processes and about 30 training steps.
+window), so the study costs a worker process per trial and about 40 training steps.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ import pytest
 
 from torchdoctor.tune import MeasurePlan, TuneConfig, tune
 
-#: A real tuning run of two worker processes: about 10 s on an idle 2-core host.
+#: A real tuning run of three worker processes (the baseline, then one per step until it fits):
+#: about 12 s on an idle 2-core host by its parts (process start and import about 2 s, some 40
+#: steps of 30-50 ms, the baseline's six reference sessions); 92-103 s measured on a host
+#: running 15 such jobs at once.
 pytestmark = pytest.mark.study
 
 WORKLOAD = Path(__file__).parents[1] / "data" / "workloads" / "wide_blocks.py"

@@ -9,6 +9,7 @@ from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
@@ -41,6 +42,7 @@ __all__ = [
     "MemoryRung",
     "Outcome",
     "ParetoPoint",
+    "PeakMemory",
     "Rejection",
     "Rung",
     "ScriptCommand",
