@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.report import render_result, write_reports
+from torchdoctor.report import render_report, render_result
 from torchdoctor.tune import TuneConfig, tune
 from torchdoctor.tune.memory import (
     MIN_MEMORY_SAVING,
@@ -106,8 +106,7 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     shown = console.export_text()
     assert "Memory ladder: the effective batch of 32 under 112 MiB" in shown
     assert "precision=bf16" in shown and "checkpointing=True" in shown
-    markdown = next(p for p in write_reports(tmp_path / "run") if p.suffix == ".md")
-    page = markdown.read_text()
+    page = render_report(tmp_path / "run", "md").read_text()  # (the HTML draws charts: slow)
     assert "## Memory ladder" in page and "fit the effective batch of 32" in page
     assert "over the cap" in page  # the baseline's peak, over the cap
 
@@ -148,6 +147,24 @@ def test_without_a_target_the_largest_batch_that_fits_is_found(tmp_path: Path) -
     assert over and min(over) * 0.5 * MiB > 100 * MiB  # the smallest batch over is over
     assert min(over) - batch <= batch // 8  # and within the search's resolution of it
     assert fit.batch_size == batch and fit.effective_batch == batch
+
+
+def test_a_share_of_the_baseline_is_resolved_once_and_a_resume_replays_it(
+    tmp_path: Path,
+) -> None:
+    # --max-memory 90%: 90% of the baseline's 132 MiB; bf16 (x0.5: 116 MiB) fits it.
+    config = _fit_config(
+        100, {"batch_size": 32}, fixed_bytes=100 * MiB, memory_effects={"precision": {"bf16": 0.5}}
+    ).model_copy(update={"max_memory_bytes": None, "max_memory_fraction": 0.9})
+    first = tune(config=config, out=tmp_path / "run")
+    fit = first.fit
+    assert fit is not None and fit.fits and not fit.baseline_fits
+    assert fit.baseline_peak_bytes is not None and fit.max_memory_fraction == 0.9
+    assert fit.max_memory_bytes == pytest.approx(0.9 * fit.baseline_peak_bytes, rel=1e-6)
+    assert first.best_recipe == {"batch_size": 32, "precision": "bf16"}
+    again = tune(resume=tmp_path / "run")
+    assert again.n_reused == again.n_trials == first.n_trials
+    assert again.fit == fit and again.best_recipe == first.best_recipe
 
 
 def test_fit_needs_a_cap(tmp_path: Path) -> None:
