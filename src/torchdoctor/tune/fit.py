@@ -300,7 +300,8 @@ def _accumulation_steps(tuner: Tuner, plan: FitPlan, outcome: FitOutcome) -> Non
 def _largest_batch(tuner: Tuner, plan: FitPlan) -> None:
     """The batch search (module docstring); each probe a "batch" trial of its own."""
     batch, _ = _batch(tuner, plan)
-    tried = [BatchProbe(batch, _best_fits(tuner, plan))]
+    start = best_peak(tuner)
+    tried = [BatchProbe(batch, _best_fits(tuner, plan), start.high if start else None)]
     while True:
         nxt = plan.choose_batch(tried, plan.cap, plan.max_batch)
         if nxt is None or any(p.batch == nxt for p in tried):
@@ -308,10 +309,12 @@ def _largest_batch(tuner: Tuner, plan: FitPlan) -> None:
         result = try_memory_change(
             tuner, {BATCH_SIZE.name: nxt}, kind="batch", safety=BATCH_SIZE.safety, plan=plan
         )
+        peak = PeakMemory.of(result.chunk_peak_memory_bytes, result.peak_memory_bytes)
+        high = peak.high if peak else None
         if result.outcome is Outcome.KEPT:
-            tried.append(BatchProbe(nxt, True))
+            tried.append(BatchProbe(nxt, True, high))
         elif result.outcome in (Outcome.OVER_CAP, Outcome.OUT_OF_MEMORY):
-            tried.append(BatchProbe(nxt, False))
+            tried.append(BatchProbe(nxt, False, high))
         else:
             return  # it fits but does not train alike, or failed: larger ones will not help
 

@@ -101,10 +101,13 @@ def over_cap_reason(candidate: PeakMemory, cap_bytes: int) -> str:
 
 @dataclass(frozen=True)
 class BatchProbe:
-    """One batch size tried by the search: whether it fit under the cap."""
+    """One batch size tried by the search: whether it fit under the cap, and its highest
+    measured chunk peak (None when the trial failed before a peak: a CUDA out-of-memory), the
+    points a model of peak memory against batch size fits."""
 
     batch: int
     fits: bool
+    peak_bytes: int | None = None
 
 
 #: The search's seam: the batches tried so far (the start first), the cap and the largest batch

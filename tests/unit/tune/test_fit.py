@@ -5,6 +5,7 @@ the micro-batch, times each knob's memory factor)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,11 @@ import pytest
 from rich.console import Console
 
 from torchdoctor.core.errors import TuneError
+from torchdoctor.procs import SessionSpec
 from torchdoctor.report import render_report, render_result
-from torchdoctor.tune import TuneConfig, tune
+from torchdoctor.tune import Study, TuneConfig, Tuner, tune
+from torchdoctor.tune.api import fit_plan
+from torchdoctor.tune.fit import climb_fit
 from torchdoctor.tune.memory import (
     MIN_MEMORY_SAVING,
     BatchProbe,
@@ -23,6 +27,7 @@ from torchdoctor.tune.memory import (
     next_batch,
 )
 from torchdoctor.tune.records import TuneResult
+from torchdoctor.tune.tuner import TuneSettings
 from tune_sim import sim_config
 
 MiB = 2**20
@@ -38,6 +43,20 @@ def _fit_config(cap_mib: int, baseline: dict[str, Any] | None = None, **model: A
             "baseline_recipe": dict(baseline or {}),
         }
     )
+
+
+def _sim_tuner(config: TuneConfig) -> Tuner:
+    """A tuner over the simulated sessions, its study in memory (a ladder driven directly)."""
+    spec = SessionSpec(
+        workload="sim",
+        recipe=dict(config.baseline_recipe),
+        factory=config.factory,
+        options=dict(config.factory_options),
+    )
+    settings = TuneSettings(
+        objective="fit", plan=config.plan, isolate=False, trial_timeout_s=config.trial_timeout_s
+    )
+    return Tuner(spec, settings, Study("sqlite://"))
 
 
 def _rows(result: TuneResult) -> list[tuple[str, dict[str, Any], str]]:
@@ -165,6 +184,29 @@ def test_a_share_of_the_baseline_is_resolved_once_and_a_resume_replays_it(
     again = tune(resume=tmp_path / "run")
     assert again.n_reused == again.n_trials == first.n_trials
     assert again.fit == fit and again.best_recipe == first.best_recipe
+
+
+def test_the_batch_seam_sees_each_probe_and_its_peak() -> None:
+    # A chooser in place of `next_batch` (as a memory model would be) is told every probe's
+    # measured peak, and its choice is what the search tries.
+    seen: list[list[BatchProbe]] = []
+
+    def one_guess(tried: Any, cap: int, max_batch: int) -> int | None:
+        seen.append(list(tried))
+        return 96 if len(tried) == 1 else None
+
+    config = _fit_config(100, memory_noise=0.0)
+    plan = replace(fit_plan(config, None), max_memory_bytes=100 * MiB, choose_batch=one_guess)
+    tuner = _sim_tuner(config)
+    try:
+        climb_fit(tuner, plan)
+    finally:
+        tuner.close()
+    assert [[(p.batch, p.fits, p.peak_bytes) for p in probes] for probes in seen] == [
+        [(32, True, 32 * MiB)],
+        [(32, True, 32 * MiB), (96, True, 96 * MiB)],
+    ]
+    assert tuner.best_recipe["batch_size"] == 96
 
 
 def test_fit_needs_a_cap(tmp_path: Path) -> None:
