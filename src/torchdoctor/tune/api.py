@@ -39,7 +39,7 @@ from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
-from torchdoctor.tune.fit import FitPlan, climb_fit, fit_ladder, fit_notes
+from torchdoctor.tune.fit import MEMORY_STEPS, FitPlan, climb_fit, fit_ladder, fit_notes
 from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, Validator, climb
@@ -372,6 +372,7 @@ def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
     target = None
     if recipe.get(BATCH_SIZE.name) is not None:
         target = int(recipe[BATCH_SIZE.name]) * int(recipe.get(GRAD_ACCUM.name) or 1)
+    wanted = set(config.knobs) if config.knobs is not None else None  # --knobs: only these
     return FitPlan(
         max_memory_bytes=config.max_memory_bytes,
         max_memory_fraction=config.max_memory_fraction,
@@ -379,6 +380,8 @@ def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
         default_batch=_default_batch(config),
         max_batch=config.max_batch,
         validate=validate,
+        steps=[step for step in MEMORY_STEPS if wanted is None or step[0] in wanted],
+        accumulate=wanted is None or GRAD_ACCUM.name in wanted,
     )
 
 

@@ -91,6 +91,8 @@ class FitPlan:
     #: Which batch to try next (`tune.memory.next_batch`): the seam a memory model fills.
     choose_batch: ChooseBatch = next_batch
     steps: Sequence[tuple[str, Any, Safety]] = MEMORY_STEPS
+    #: Whether accumulation that keeps the effective batch is tried (with a batch target).
+    accumulate: bool = True
     max_memory_fraction: float | None = None
 
     @property
@@ -328,7 +330,8 @@ def climb_fit(tuner: Tuner, plan: FitPlan) -> FitOutcome:
     try:
         _one_knob_steps(tuner, plan, outcome)
         if plan.target_batch is not None:
-            _accumulation_steps(tuner, plan, outcome)
+            if plan.accumulate:
+                _accumulation_steps(tuner, plan, outcome)
         else:
             _largest_batch(tuner, plan)
     except BudgetExhausted:

@@ -195,8 +195,9 @@ def test_the_batch_seam_sees_each_probe_and_its_peak() -> None:
         seen.append(list(tried))
         return 96 if len(tried) == 1 else None
 
-    config = _fit_config(100, memory_noise=0.0)
-    plan = replace(fit_plan(config, None), max_memory_bytes=100 * MiB, choose_batch=one_guess)
+    # --knobs checkpointing: the memory ladder tries that step alone before the batch search.
+    config = _fit_config(100, memory_noise=0.0).model_copy(update={"knobs": ["checkpointing"]})
+    plan = replace(fit_plan(config, None), choose_batch=one_guess)
     tuner = _sim_tuner(config)
     try:
         climb_fit(tuner, plan)
@@ -207,6 +208,11 @@ def test_the_batch_seam_sees_each_probe_and_its_peak() -> None:
         [(32, True, 32 * MiB), (96, True, 96 * MiB)],
     ]
     assert tuner.best_recipe["batch_size"] == 96
+    assert [(t.kind, t.change) for t in tuner.trials] == [
+        ("baseline", {}),
+        ("memory", {"checkpointing": True}),
+        ("batch", {"batch_size": 96}),
+    ]
 
 
 def test_fit_needs_a_cap(tmp_path: Path) -> None:
