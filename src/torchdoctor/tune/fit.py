@@ -113,7 +113,7 @@ class FitPlan:
 @dataclass
 class FitOutcome:
     """How the memory ladder ended, in the shape of the speed ladder's `ClimbOutcome` (no
-    trial is cut mid-way: each is one process measured alone; no final A/B)."""
+    final A/B: each recipe is measured alone)."""
 
     budget_exhausted: bool = False
     #: Why -> the knobs skipped for that reason.
@@ -165,6 +165,10 @@ def try_memory_change(
             tuner.on_begin(change)
         start = budget.clock()
         verdict, figures = _measure(tuner, candidate, change, kind=kind, safety=safety, plan=plan)
+        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
+            # Cut by the budget, not a property of the recipe: not stored, so a resumed study
+            # with more budget runs it again (as the speed ladder's `Tuner._run_change`).
+            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
         return TrialResult.of(
             key=key,
             kind=kind,
@@ -334,8 +338,9 @@ def climb_fit(tuner: Tuner, plan: FitPlan) -> FitOutcome:
                 _accumulation_steps(tuner, plan, outcome)
         else:
             _largest_batch(tuner, plan)
-    except BudgetExhausted:
+    except BudgetExhausted as exc:
         outcome.budget_exhausted = True
+        outcome.cut, outcome.cut_after_s = exc.cut, exc.cut_after_s
     return outcome
 
 
