@@ -39,10 +39,10 @@ from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
-from torchdoctor.tune.fit import MEMORY_STEPS, FitPlan, climb_fit, fit_ladder, fit_notes
+from torchdoctor.tune.fit import check_fit_config, climb_fit, fit_ladder, fit_notes, fit_plan
 from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
-from torchdoctor.tune.ladder import LadderPlan, Validator, climb
+from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
@@ -238,7 +238,7 @@ def tune(
         if storage is not None and config.storage is None:
             config = config.model_copy(update={"storage": storage.public})
         _check_workload(config)
-        _check_fit(config)
+        check_fit_config(config)
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
         early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)
@@ -348,43 +348,6 @@ def _run(
     return _finish(config, run_dir, tuner, outcome, pareto)
 
 
-def _check_fit(config: TuneConfig) -> None:
-    """A fit study names its cap, and tunes a workload (a script's batch is its own)."""
-    if config.objective != "fit":
-        return
-    if config.max_memory_bytes is None and config.max_memory_fraction is None:
-        raise TuneError(
-            "--objective fit needs the memory cap to fit under",
-            hint="give --max-memory, e.g. --max-memory 4GiB",
-        )
-    if config.is_script:
-        raise TuneError(
-            "--objective fit tunes a workload, not a script",
-            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
-        )
-
-
-def fit_plan(config: TuneConfig, validate: Validator | None) -> FitPlan:
-    """The memory ladder of `config` (`--objective fit`): its cap, and the effective batch to
-    hold when the baseline recipe names a batch (else the largest batch that fits)."""
-    _check_fit(config)
-    recipe = config.baseline_recipe
-    target = None
-    if recipe.get(BATCH_SIZE.name) is not None:
-        target = int(recipe[BATCH_SIZE.name]) * int(recipe.get(GRAD_ACCUM.name) or 1)
-    wanted = set(config.knobs) if config.knobs is not None else None  # --knobs: only these
-    return FitPlan(
-        max_memory_bytes=config.max_memory_bytes,
-        max_memory_fraction=config.max_memory_fraction,
-        target_batch=target,
-        default_batch=_default_batch(config),
-        max_batch=config.max_batch,
-        validate=validate,
-        steps=[step for step in MEMORY_STEPS if wanted is None or step[0] in wanted],
-        accumulate=wanted is None or GRAD_ACCUM.name in wanted,
-    )
-
-
 def _run_fit(
     config: TuneConfig,
     run_dir: Path,
@@ -393,7 +356,7 @@ def _run_fit(
     on_start: Callable[[Tuner, int], None] | None,
 ) -> TuneResult:
     """The memory ladder (`tune.fit`) in place of the speed ladder."""
-    memory = fit_plan(config, plan.validate)
+    memory = fit_plan(config, plan.validate, default_batch=_default_batch(config))
     tuner.planned_order = [name for name, _, _ in memory.steps]
     if on_start is not None:
         on_start(tuner, 1 + len(memory.steps) + 3)

@@ -44,6 +44,7 @@ from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, GRAD_ACCUM, PRECISION, 
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
+from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.decision import judge
 from torchdoctor.tune.fit_records import FitLadder, MemoryRung
 from torchdoctor.tune.ladder import Validator
@@ -123,6 +124,44 @@ class FitOutcome:
     confirmation: None = None
     #: The plan the ladder ran, its cap in bytes (`FitPlan.resolved`).
     plan: FitPlan | None = None
+
+
+def check_fit_config(config: TuneConfig) -> None:
+    """A fit study names its cap, and tunes a workload (a script's batch is its own)."""
+    if config.objective != "fit":
+        return
+    if config.max_memory_bytes is None and config.max_memory_fraction is None:
+        raise TuneError(
+            "--objective fit needs the memory cap to fit under",
+            hint="give --max-memory, e.g. --max-memory 4GiB",
+        )
+    if config.is_script:
+        raise TuneError(
+            "--objective fit tunes a workload, not a script",
+            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
+        )
+
+
+def fit_plan(config: TuneConfig, validate: Validator | None, *, default_batch: int) -> FitPlan:
+    """The memory ladder of `config` (`--objective fit`): its cap, and the effective batch to
+    hold when the baseline recipe names a batch (else the largest batch that fits, from
+    `default_batch`, the workload's own)."""
+    check_fit_config(config)
+    recipe = config.baseline_recipe
+    target = None
+    if recipe.get(BATCH_SIZE.name) is not None:
+        target = int(recipe[BATCH_SIZE.name]) * int(recipe.get(GRAD_ACCUM.name) or 1)
+    wanted = set(config.knobs) if config.knobs is not None else None  # --knobs: only these
+    return FitPlan(
+        max_memory_bytes=config.max_memory_bytes,
+        max_memory_fraction=config.max_memory_fraction,
+        target_batch=target,
+        default_batch=default_batch,
+        max_batch=config.max_batch,
+        validate=validate,
+        steps=[step for step in MEMORY_STEPS if wanted is None or step[0] in wanted],
+        accumulate=wanted is None or GRAD_ACCUM.name in wanted,
+    )
 
 
 def best_peak(tuner: Tuner) -> PeakMemory | None:

@@ -16,8 +16,7 @@ from torchdoctor.core.errors import TuneError
 from torchdoctor.procs import SessionSpec
 from torchdoctor.report import render_report, render_result
 from torchdoctor.tune import Study, TuneConfig, Tuner, tune
-from torchdoctor.tune.api import fit_plan
-from torchdoctor.tune.fit import climb_fit
+from torchdoctor.tune.fit import climb_fit, fit_plan
 from torchdoctor.tune.memory import (
     MIN_MEMORY_SAVING,
     BatchProbe,
@@ -197,7 +196,7 @@ def test_the_batch_seam_sees_each_probe_and_its_peak() -> None:
 
     # --knobs checkpointing: the memory ladder tries that step alone before the batch search.
     config = _fit_config(100, memory_noise=0.0).model_copy(update={"knobs": ["checkpointing"]})
-    plan = replace(fit_plan(config, None), choose_batch=one_guess)
+    plan = replace(fit_plan(config, None, default_batch=32), choose_batch=one_guess)
     tuner = _sim_tuner(config)
     try:
         climb_fit(tuner, plan)
