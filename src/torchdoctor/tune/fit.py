@@ -14,6 +14,11 @@ accumulation), cheapest in speed first:
    per optimizer step, again while it saves memory and the batch divides (with a batch
    target only: see below).
 
+Attention through `scaled_dot_product_attention` (the memory case study's flash-attention
+step) is not a step yet: no knob switches a model's attention without a code change (the
+`handwritten_attention` rule hands it back as code); once one does, it is one more
+`(knob, value, safety)` entry at the head of `MEMORY_STEPS`.
+
 Two questions, by whether the study has a batch target:
 
 - **a batch target** (the baseline recipe names `batch_size`): make that effective batch fit.
