@@ -301,9 +301,17 @@ class Tuner:
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self._budget_too_small() from None
+            hint = "check that it runs on its own (`torchdoctor run`; a script: plain python)"
+            if exc.kind == "oom":
+                # Every trial is judged against the baseline's losses, so it must run: start
+                # from the same effective batch in micro-batches (`--objective fit` lowers
+                # memory from there).
+                hint = (
+                    "start from a recipe that runs: the same effective batch in smaller "
+                    "micro-batches (--set batch_size=B/k --set grad_accum=k)"
+                )
             raise TuneError(
-                f"the baseline recipe failed ({exc.kind}): {exc.reason}",
-                hint="check that it runs on its own (`torchdoctor run`; a script: plain python)",
+                f"the baseline recipe failed ({exc.kind}): {exc.reason}", hint=hint
             ) from None
         bad = first_non_finite(arm.losses)
         if bad is not None or self.budget.remaining_s() <= 0:

@@ -214,6 +214,16 @@ def test_the_batch_seam_sees_each_probe_and_its_peak() -> None:
     ]
 
 
+def test_a_baseline_the_device_cannot_hold_says_where_to_start(tmp_path: Path) -> None:
+    # The simulated device holds 40 MiB; the baseline's 32 samples take 132 MiB.
+    config = _fit_config(
+        100, {"batch_size": 32}, fixed_bytes=100 * MiB, memory_limit_bytes=40 * MiB
+    )
+    with pytest.raises(TuneError, match=r"baseline recipe failed \(oom\)") as failed:
+        tune(config=config, out=tmp_path / "run")
+    assert "grad_accum=k" in (failed.value.hint or "")
+
+
 def test_fit_needs_a_cap(tmp_path: Path) -> None:
     config = _fit_config(100).model_copy(update={"max_memory_bytes": None})
     with pytest.raises(TuneError, match="--max-memory"):
