@@ -18,10 +18,10 @@ import pytest
 
 from torchdoctor.tune import MeasurePlan, TuneConfig, tune
 
-#: A real tuning run of three worker processes (the baseline, then one per step until it fits):
-#: about 12 s on an idle 2-core host by its parts (process start and import about 2 s, some 40
-#: steps of 30-50 ms, the baseline's six reference sessions); 92-103 s measured on a host
-#: running 15 such jobs at once.
+#: A real tuning run of a worker process per trial (the baseline, then one per step until it
+#: fits, two or three): about 12 s on an idle 2-core host by its parts (process start and
+#: import about 2 s each, some 40 steps of 30-50 ms, the baseline's six reference sessions);
+#: measured 19 s at a load average of 5 on 2 cores, 73-103 s at 15.
 pytestmark = pytest.mark.study
 
 WORKLOAD = Path(__file__).parents[1] / "data" / "workloads" / "wide_blocks.py"
