@@ -130,6 +130,13 @@ def _hook_name(value: KnobValue) -> str | None:
     return COMM_HOOKS.get(str(value))
 
 
+def _hook_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:
+    if value == "bf16" and ctx.device_type != "cuda":
+        # torch's bf16_compress_hook checks for it (ddp_comm_hooks/default_hooks.py)
+        return "bf16 gradient compression needs CUDA 11+ with NCCL 2.10+"
+    return None
+
+
 DDP_COMM_HOOK = Knob(
     name="ddp_comm_hook",
     family="ddp",
@@ -139,6 +146,7 @@ DDP_COMM_HOOK = Knob(
     domain=Choice(("none", "fp16", "bf16")),
     default="none",
     not_applicable=_only_ddp,
+    value_not_applicable=_hook_applies,
     applies_to=DDPArgument(hook=_hook_name),
     write_back=Snippet(
         "after the DistributedDataParallel(...) call",

@@ -74,7 +74,12 @@ class DDPInjector:
             for knob, what in acted:
                 ledger.applied(knob, where(at, f"DistributedDataParallel({what})"))
             for knob, (hook, value) in hooks.items():
-                _register(module_arg, hook)
+                try:
+                    _register(module_arg, hook)
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    # torch refuses it here (bf16 wants NCCL 2.10+ on CUDA): the job runs as is
+                    ledger.skipped(knob, f"torch refused {hook}: {exc}")
+                    continue
                 ledger.applied(knob, where(at, f"register_comm_hook({hook}) for {describe(value)}"))
 
         return __init__
