@@ -73,6 +73,7 @@ def run_script_with_recipe(
 ) -> None:
     from torchdoctor.cli.diagnose import _split_command
     from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, run_script
+    from torchdoctor.collect.rank_agreement import check_ranks_agree
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
 
@@ -96,6 +97,11 @@ def run_script_with_recipe(
             # --json: stdout holds the record only; the script's prints go to stderr.
             stdout_to_stderr=settings.json,
         )
+    except TorchDoctorError as exc:
+        rundir.finish_run_dir(run_dir, error=str(exc))
+        raise
+    try:
+        check_ranks_agree(collect_dir)  # a torchrun job: one recipe on every rank
     except TorchDoctorError as exc:
         rundir.finish_run_dir(run_dir, error=str(exc))
         raise

@@ -48,45 +48,11 @@ from torchdoctor.collect.control import (
     seed_everything,
 )
 from torchdoctor.collect.hooks import StopCollection
+from torchdoctor.collect.rank_agreement import disagreement, recipe_view
 from torchdoctor.core.rank import RankIdentity
 
 #: The peak-memory slot of a gathered row when a rank has no figure.
 _NO_STEP = -1.0
-
-
-def recipe_view(injection: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
-    """What ranks must agree on: each knob of an `InjectionRecord` (JSON) with its value and
-    status, in record order; empty without a recipe."""
-    if not injection:
-        return []
-    return [
-        (str(k["knob"]), k.get("value"), str(k.get("status"))) for k in injection.get("knobs", [])
-    ]
-
-
-def disagreement(views: list[list[tuple[str, Any, str]]]) -> str | None:
-    """One line naming the first knob the ranks' recipe views differ on, or None."""
-    first = views[0]
-    for rank, view in enumerate(views[1:], start=1):
-        if view == first:
-            continue
-        mine, theirs = dict((k, (v, s)) for k, v, s in first), {k: (v, s) for k, v, s in view}
-        for knob in sorted(set(mine) | set(theirs)):
-            if mine.get(knob) != theirs.get(knob):
-                return (
-                    f"the ranks of the torchrun job disagree on the recipe: rank 0 has "
-                    f"{knob} {_show(mine.get(knob))}, rank {rank} {_show(theirs.get(knob))} "
-                    "(every rank must build the same DataLoaders, optimizer and model)"
-                )
-        return f"the ranks of the torchrun job disagree on the recipe (rank 0 and rank {rank})"
-    return None
-
-
-def _show(entry: tuple[Any, str] | None) -> str:
-    if entry is None:
-        return "absent"
-    value, status = entry
-    return f"={value} {status.replace('_', ' ')}"
 
 
 def combine_rows(gathered: list[list[float]], losses: list[float | None]) -> list[Row]:
