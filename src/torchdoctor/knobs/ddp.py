@@ -65,7 +65,7 @@ BUCKET_CAP_MB = Knob(
     applies_to=DDPArgument(keyword="bucket_cap_mb"),
     write_back=_keyword_line("bucket_cap_mb"),
     ladder=Ladder(gpu=200, cpu=200),
-    script=Script(injector="ddp", unchanged=(None,)),
+    script=Script(injector="ddp"),
     prescribed=Prescribed(("ddp_communication",)),
 )
 
@@ -118,7 +118,7 @@ FIND_UNUSED_PARAMETERS = Knob(
     applies_to=DDPArgument(keyword="find_unused_parameters"),
     write_back=_keyword_line("find_unused_parameters"),
     ladder=Ladder(gpu=190, cpu=190),
-    script=Script(injector="ddp", unchanged=(None,)),
+    script=Script(injector="ddp"),
     prescribed=Prescribed(("ddp_unused_parameter_search",)),
 )
 
