@@ -72,8 +72,13 @@ def run_script_with_recipe(
     out: Path | None,
 ) -> None:
     from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, run_script
-    from torchdoctor.collect.rank_agreement import check_ranks_agree
+    from torchdoctor.collect import (
+        INJECTION_STEM,
+        InjectionRecord,
+        ScriptRun,
+        check_ranks_agree,
+        run_script,
+    )
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
 

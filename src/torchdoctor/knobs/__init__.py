@@ -48,6 +48,7 @@ from torchdoctor.knobs.dataloading import (
 from torchdoctor.knobs.ddp import (
     BUCKET_CAP_MB,
     DDP_COMM_HOOK,
+    DDP_DEFAULT_BUCKET_MB,
     FIND_UNUSED_PARAMETERS,
     GRADIENT_AS_BUCKET_VIEW,
     STATIC_GRAPH,
@@ -117,6 +118,7 @@ __all__ = [
     "CUDA_GRAPHS",
     "CUDNN_BENCHMARK",
     "DDP_COMM_HOOK",
+    "DDP_DEFAULT_BUCKET_MB",
     "FIND_UNUSED_PARAMETERS",
     "GRADIENT_AS_BUCKET_VIEW",
     "GRAD_ACCUM",

@@ -20,6 +20,10 @@ one process, and the tuner offers them only on a torchrun command (`tune/torchru
   the forward did not use, a traversal every step (DDP docs: "this flag results in an extra
   traversal of the autograd graph every iteration, which can slow down training"). A script
   whose forward does use every parameter gains it; one that leaves some unused fails under it.
+The ladder tries them after the general knobs (they are offered to a torchrun job only,
+`tune/torchrun.py`), the unused-parameter search first: it costs a traversal every step where
+the others change how the same bytes move.
+
 - `ddp_comm_hook`: gradients all-reduced in fp16 or bf16 and cast back
   (`ddp_comm_hooks.default_hooks.fp16_compress_hook`, `bf16_compress_hook`): half the bytes
   on the network, numerically close (safety "close", judged by the quality check).
@@ -64,7 +68,7 @@ BUCKET_CAP_MB = Knob(
     not_applicable=_only_ddp,
     applies_to=DDPArgument(keyword="bucket_cap_mb"),
     write_back=_keyword_line("bucket_cap_mb"),
-    ladder=Ladder(gpu=200, cpu=200),
+    ladder=Ladder(gpu=115, cpu=200),
     script=Script(injector="ddp"),
     prescribed=Prescribed(("ddp_communication",)),
 )
@@ -80,7 +84,7 @@ GRADIENT_AS_BUCKET_VIEW = Knob(
     not_applicable=_only_ddp,
     applies_to=DDPArgument(keyword="gradient_as_bucket_view"),
     write_back=_keyword_line("gradient_as_bucket_view"),
-    ladder=Ladder(gpu=210, cpu=210),
+    ladder=Ladder(gpu=125, cpu=210),
     script=Script(injector="ddp", unchanged=(False,)),
     prescribed=Prescribed(
         none_because="it saves a copy per gradient, which no diagnosis measures apart"
@@ -98,7 +102,7 @@ STATIC_GRAPH = Knob(
     not_applicable=_only_ddp,
     applies_to=DDPArgument(keyword="static_graph"),
     write_back=_keyword_line("static_graph"),
-    ladder=Ladder(gpu=220, cpu=220),
+    ladder=Ladder(gpu=135, cpu=220),
     script=Script(injector="ddp", unchanged=(False,)),
     prescribed=Prescribed(
         none_because="whether a graph is static is only known by running it, as its trial does"
@@ -117,7 +121,7 @@ FIND_UNUSED_PARAMETERS = Knob(
     not_applicable=_only_ddp,
     applies_to=DDPArgument(keyword="find_unused_parameters"),
     write_back=_keyword_line("find_unused_parameters"),
-    ladder=Ladder(gpu=190, cpu=190),
+    ladder=Ladder(gpu=105, cpu=190),
     script=Script(injector="ddp"),
     prescribed=Prescribed(("ddp_unused_parameter_search",)),
 )
@@ -157,7 +161,7 @@ DDP_COMM_HOOK = Knob(
             f"model.register_comm_hook(None, default_hooks.{_hook_name(value)})"
         ),
     ),
-    ladder=Ladder(gpu=230, cpu=230),
+    ladder=Ladder(gpu=145, cpu=230),
     script=Script(injector="ddp", unchanged=("none",)),
     prescribed=Prescribed(("ddp_communication",)),
 )

@@ -18,8 +18,7 @@ import torch
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import DDPArgument, get_knob
-from torchdoctor.knobs.ddp import DDP_DEFAULT_BUCKET_MB
+from torchdoctor.knobs import DDP_DEFAULT_BUCKET_MB, DDPArgument, get_knob
 
 
 def ddp_class() -> type[Any]:
