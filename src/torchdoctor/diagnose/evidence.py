@@ -187,6 +187,8 @@ class DistributedEvidence(SubRecord):
     local_world_size: int | None = None
     #: whether a DistributedDataParallel module searched for unused parameters every step
     find_unused_parameters: bool | None = None
+    #: the world size the job's baseline ran at (a recipe tuned at another N), when known
+    baseline_world_size: int | None = None
 
 
 class MemoryEvidence(SubRecord):

@@ -95,3 +95,11 @@ def ddp_knob_names() -> frozenset[str]:
     from torchdoctor.knobs import DDPArgument, catalogue
 
     return frozenset(k.name for k in catalogue() if isinstance(k.applies_to, DDPArgument))
+
+
+def job_world_size(argv: Sequence[str]) -> int | None:
+    """The ranks a one-node torchrun command starts (`--nproc_per_node N`); None when it does
+    not say in a number ("auto", "gpu": decided on the host)."""
+    options = torchrun_options(argv)
+    value = options.get("--nproc_per_node", options.get("--nproc-per-node"))
+    return int(value) if value is not None and value.isdigit() else None

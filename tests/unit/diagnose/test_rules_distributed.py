@@ -18,6 +18,7 @@ from torchdoctor.diagnose.rules import (
     ddp_unused_parameter_search,
     distributed_debug_detail,
     ranks_oversubscribed,
+    world_size_changed,
 )
 
 STEPS = phases(forward=0.3, backward=0.5)
@@ -77,7 +78,12 @@ def test_ranks_and_their_workers_over_the_cores_are_found() -> None:
 
 
 def test_every_distributed_rule_is_registered() -> None:
-    for module in (ddp_unused_parameter_search, distributed_debug_detail, ranks_oversubscribed):
+    for module in (
+        ddp_unused_parameter_search,
+        distributed_debug_detail,
+        ranks_oversubscribed,
+        world_size_changed,
+    ):
         assert RULES[module.RULE_ID] is module.check
 
 

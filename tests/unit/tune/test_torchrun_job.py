@@ -15,11 +15,13 @@ from torchdoctor.collect.rank_agreement import check_ranks_agree
 from torchdoctor.core.errors import CollectError, TuneError
 from torchdoctor.tune.api import _space
 from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.rescale import world_size_note
 from torchdoctor.tune.torchrun import (
     arm_argv,
     check_tunable,
     ddp_knob_names,
     is_torchrun,
+    job_world_size,
     torchrun_options,
 )
 
@@ -100,3 +102,16 @@ def test_a_run_whose_ranks_disagree_is_one_line(tmp_path: Path) -> None:
         "applied, rank 1 num_workers=2 not applied (every rank must build the same "
         "DataLoaders, optimizer and model)"
     )
+
+
+def test_a_recipe_run_at_another_world_size_gets_the_learning_rate_note(tmp_path: Path) -> None:
+    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "train.py"])
+    assert job_world_size(argv) == 2
+    assert job_world_size(["torch.distributed.run", "--nproc-per-node=auto", "t.py"]) is None
+    config = TuneConfig(workload="script:train", command=argv, module=module, search_batch=False)
+    config.write(tmp_path / "tune_config.json")
+    assert world_size_note(tmp_path, 2, 32) is None  # the tuned world size
+    note = world_size_note(tmp_path, 4, 32)
+    assert note is not None and "32 x 2 = 64 to 32 x 4 = 128 samples" in note
+    assert "\n" not in note and "scale the learning rate by 2" in note
+    assert world_size_note(tmp_path / "elsewhere", 4, 32) is None  # no tune folder

@@ -31,6 +31,7 @@ from torchdoctor.diagnose.rules import (
     pageable_h2d,
     rank_straggler,
     ranks_oversubscribed,
+    world_size_changed,
     zero_grad_set_to_none,
 )
 
@@ -54,6 +55,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     ddp_unused_parameter_search,
     distributed_debug_detail,
     ranks_oversubscribed,
+    world_size_changed,
     rank_straggler,
     handwritten_attention,
     constant_to_device,
