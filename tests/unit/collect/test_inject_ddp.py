@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from torch import nn
 
-import torchdoctor.collect.inject.ddp as ddp_injector
+import torchdoctor.collect.probes.ddp as ddp_probe
+from torchdoctor.collect.hooks import CollectConfig, Instrumentation
 from torchdoctor.collect.inject import Injection, InjectionRecord
 from torchdoctor.knobs import Recipe
 from torchdoctor.tune.space import catalogue_space
@@ -43,6 +44,7 @@ class FakeDDP:
         static_graph: bool = DEFAULTS["static_graph"],
     ) -> None:
         self.module = module
+        self.find_unused_parameters = find_unused_parameters  # as DDP keeps it
         self.kwargs = {
             "bucket_cap_mb": bucket_cap_mb,
             "find_unused_parameters": find_unused_parameters,
@@ -57,7 +59,7 @@ class FakeDDP:
 
 @pytest.fixture(autouse=True)
 def fake_ddp(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ddp_injector, "ddp_class", lambda: FakeDDP)
+    monkeypatch.setattr(ddp_probe, "ddp_class", lambda: FakeDDP)
 
 
 def _outcome(record: InjectionRecord, knob: str) -> tuple[str, str | None, list[str]]:
@@ -143,3 +145,19 @@ def test_ddp_knobs_do_not_apply_to_a_workload_and_bf16_needs_cuda() -> None:
     values = {s.name: s.values for s in catalogue_space("cpu")}
     assert values["bucket_cap_mb"] == (100, 5)  # around DDP's 25 MB, larger first
     assert values["find_unused_parameters"] == (False,)
+
+
+def test_under_the_instrumentation_the_probe_sees_what_the_recipe_built() -> None:
+    # A rank's order: the probes first, the injection over them (collect/_rank.py).
+    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
+    injection = Injection({"find_unused_parameters": False, "static_graph": True}, device="cpu")
+    inst.install()
+    injection.install()
+    try:
+        model = FakeDDP(nn.Linear(4, 2), find_unused_parameters=True)
+    finally:
+        injection.uninstall()
+        inst.uninstall()
+    assert model.kwargs["find_unused_parameters"] is False and model.kwargs["static_graph"]
+    assert inst.ddp.find_unused == [False]
+    assert _outcome(injection.record(), "static_graph")[0] == "applied"

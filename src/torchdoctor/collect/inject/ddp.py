@@ -14,15 +14,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.collect.probes import ddp as ddp_probe
 from torchdoctor.knobs import DDP_DEFAULT_BUCKET_MB, DDPArgument, get_knob
-
-
-def ddp_class() -> type[Any]:
-    return torch.nn.parallel.DistributedDataParallel
 
 
 class DDPInjector:
@@ -43,20 +38,21 @@ class DDPInjector:
                     self.hooks[knob] = (hook, value)
 
     def install(self, site: InjectSite) -> None:
-        cls = ddp_class()
+        cls = ddp_probe.ddp_class()
         site.patcher.set(cls, "__init__", self._constructor(cls.__init__))
 
     def _constructor(self, original: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(original)
         keywords, hooks, ledger = self.keywords, self.hooks, self.ledger
 
-        def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
+        # Positional-only: DDP's own first parameter is called `module`, and a wrapper under
+        # this one (the DDP probe's) takes the keywords as DDP names them.
+        def __init__(ddp: Any, /, *args: Any, **kwargs: Any) -> None:
             at = user_site(2)
-            bound = signature.bind_partial(module, *args, **kwargs)
-            given = dict(bound.arguments)
+            bound = signature.bind_partial(ddp, *args, **kwargs)
             acted = []
             for knob, (keyword, value) in keywords.items():
-                own = given.get(keyword, signature.parameters[keyword].default)
+                own = bound.arguments.get(keyword, signature.parameters[keyword].default)
                 if keyword == "bucket_cap_mb" and own is None:
                     own = DDP_DEFAULT_BUCKET_MB
                 if own == value:
@@ -66,15 +62,14 @@ class DDPInjector:
                         f"{keyword}={describe(value)}",
                     )
                     continue
-                given[keyword] = value
+                bound.arguments[keyword] = value
                 acted.append((knob, f"{keyword}={describe(value)} (was {describe(own)})"))
-            module_arg = given.pop("self")
-            original(module_arg, **given)
+            original(*bound.args, **bound.kwargs)
             for knob, what in acted:
                 ledger.applied(knob, where(at, f"DistributedDataParallel({what})"))
             for knob, (hook, value) in hooks.items():
                 try:
-                    _register(module_arg, hook)
+                    _register(ddp, hook)
                 except (RuntimeError, TypeError, ValueError) as exc:
                     # torch refuses it here (bf16 wants NCCL 2.10+ on CUDA): the job runs as is
                     ledger.skipped(knob, f"torch refused {hook}: {exc}")

@@ -19,6 +19,12 @@ DEBUG_ENV = "TORCH_DISTRIBUTED_DEBUG"
 LOCAL_WORLD_SIZE_ENV = "LOCAL_WORLD_SIZE"
 
 
+def ddp_class() -> type[Any]:
+    """The class patched here and by the injection (collect/inject/ddp.py); a test's stand-in
+    replaces it."""
+    return torch.nn.parallel.DistributedDataParallel
+
+
 class DDPProbe:
     """`DistributedDataParallel.__init__`, wrapped to read each built module's settings (after
     any injected recipe changed them: the injection wraps this probe's wrapper)."""
@@ -28,15 +34,15 @@ class DDPProbe:
         self.find_unused: list[bool] = []
 
     def install(self, site: ProbeSite) -> None:
-        cls = torch.nn.parallel.DistributedDataParallel
+        cls = ddp_class()
         original: Callable[..., None] = cls.__init__
         found = self.find_unused
 
         # wraps: the injection (collect/inject/ddp.py) reads DDP's signature through it
         @functools.wraps(original)
-        def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
-            original(module, *args, **kwargs)
-            found.append(bool(getattr(module, "find_unused_parameters", False)))
+        def __init__(ddp: Any, /, *args: Any, **kwargs: Any) -> None:
+            original(ddp, *args, **kwargs)
+            found.append(bool(getattr(ddp, "find_unused_parameters", False)))
 
         site.patcher.set(cls, "__init__", __init__)
 
