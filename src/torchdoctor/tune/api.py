@@ -55,7 +55,7 @@ from torchdoctor.tune.space import (
 )
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.torchrun import check_tunable, ddp_knob_names, is_torchrun
+from torchdoctor.tune.torchrun import check_tunable, ddp_knob_names, is_torchrun, job_script
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
 BEST_RECIPE_JSON = "best_recipe.json"
@@ -150,6 +150,12 @@ def _check_script(config: TuneConfig) -> None:
     assert config.command is not None
     if is_torchrun(config.command, config.module):
         check_tunable(config.command)
+        script = job_script(config.command)
+        if script is not None and not (Path(config.cwd or ".") / script).is_file():
+            raise TuneError(
+                f"script {script!r} not found",
+                hint="give the path of a training script, e.g. -- torchrun ... train.py",
+            )
         return
     if config.module or not config.command:
         return

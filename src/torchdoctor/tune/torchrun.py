@@ -64,6 +64,21 @@ def torchrun_options(argv: Sequence[str]) -> dict[str, str | None]:
     return options
 
 
+def job_script(argv: Sequence[str]) -> str | None:
+    """The script a torchrun command runs (the first word after its options), or None (a
+    module, `-m`, or nothing)."""
+    options = torchrun_options(argv)
+    if "-m" in options or "--module" in options:
+        return None
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-"):
+        word = rest.pop(0)
+        name, eq, _ = word.partition("=")
+        if not eq and name not in _FLAGS and rest:
+            rest.pop(0)
+    return rest[0] if rest else None
+
+
 def check_tunable(argv: Sequence[str]) -> None:
     """Raise TuneError when the torchrun command cannot be run as two arms on this host."""
     options = torchrun_options(argv)

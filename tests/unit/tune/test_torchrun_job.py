@@ -21,6 +21,7 @@ from torchdoctor.tune.torchrun import (
     check_tunable,
     ddp_knob_names,
     is_torchrun,
+    job_script,
     job_world_size,
     torchrun_options,
 )
@@ -42,6 +43,11 @@ def test_the_cli_split_reads_as_a_torchrun_job() -> None:
     assert torchrun_options(argv) == {"--nproc_per_node": "2"}
     opts = torchrun_options(["torch.distributed.run", "--standalone", "--nnodes=1", "t.py", "-x"])
     assert opts == {"--standalone": None, "--nnodes": "1"}
+    assert job_script(argv) == "train.py"
+    assert (
+        job_script(["torch.distributed.run", "--standalone", "--nnodes=1", "t.py", "-x"]) == "t.py"
+    )
+    assert job_script(["torch.distributed.run", "-m", "pkg.train"]) is None
 
 
 def test_each_arm_gets_a_rendezvous_of_its_own() -> None:
@@ -115,3 +121,20 @@ def test_a_recipe_run_at_another_world_size_gets_the_learning_rate_note(tmp_path
     assert note is not None and "32 x 2 = 64 to 32 x 4 = 128 samples" in note
     assert "\n" not in note and "scale the learning rate by 2" in note
     assert world_size_note(tmp_path / "elsewhere", 4, 32) is None  # no tune folder
+
+
+def test_a_missing_script_is_one_line_before_any_launch(tmp_path: Path) -> None:
+    from torchdoctor.tune.api import _check_script
+
+    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "nowhere.py"])
+    config = TuneConfig(
+        workload="script:nowhere",
+        command=argv,
+        module=module,
+        cwd=str(tmp_path),
+        search_batch=False,
+    )
+    with pytest.raises(TuneError, match="script 'nowhere.py' not found"):
+        _check_script(config)
+    (tmp_path / "nowhere.py").write_text("")
+    _check_script(config)
