@@ -134,7 +134,7 @@ def test_a_missing_script_is_one_line_before_any_launch(tmp_path: Path) -> None:
         cwd=str(tmp_path),
         search_batch=False,
     )
-    with pytest.raises(TuneError, match="script 'nowhere.py' not found"):
+    with pytest.raises(TuneError, match=r"script 'nowhere\.py' not found"):
         _check_script(config)
     (tmp_path / "nowhere.py").write_text("")
     _check_script(config)
