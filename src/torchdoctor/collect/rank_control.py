@@ -52,7 +52,7 @@ from torchdoctor.collect.rank_agreement import disagreement, recipe_view
 from torchdoctor.core.rank import RankIdentity
 
 #: The peak-memory slot of a gathered row when a rank has no figure.
-_NO_STEP = -1.0
+_NO_PEAK = -1.0
 
 
 def combine_rows(gathered: list[list[float]], losses: list[float | None]) -> list[Row]:
@@ -132,7 +132,7 @@ class RankController(StepController):
         n = len(self._seconds)
         samples = [float(-1 if s is None else s) for s in self._samples[:n]]
         mine = torch.tensor(
-            [*self._seconds, *samples, float(reply.peak_memory_bytes or _NO_STEP)],
+            [*self._seconds, *samples, float(reply.peak_memory_bytes or _NO_PEAK)],
             dtype=torch.float64,
         )
         parts = [torch.empty_like(mine) for _ in range(dist.get_world_size(self.group))]
