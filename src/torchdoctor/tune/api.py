@@ -150,10 +150,10 @@ def _check_script(config: TuneConfig) -> None:
     assert config.command is not None
     if is_torchrun(config.command, config.module):
         check_tunable(config.command)
-        script = job_script(config.command)
-        if script is not None and not (Path(config.cwd or ".") / script).is_file():
+        job_file = job_script(config.command)
+        if job_file is not None and not (Path(config.cwd or ".") / job_file).is_file():
             raise TuneError(
-                f"script {script!r} not found",
+                f"script {job_file!r} not found",
                 hint="give the path of a training script, e.g. -- torchrun ... train.py",
             )
         return
@@ -435,6 +435,8 @@ def _finish(
 def _command_text(config: TuneConfig) -> str:
     import shlex
 
+    if is_torchrun(config.command, config.module):  # as the user typed it
+        return shlex.join(["torchrun", *(config.command or [])[1:]])
     return shlex.join(["python", *(["-m"] if config.module else []), *(config.command or [])])
 
 

@@ -95,6 +95,8 @@ class ScriptCommand:
     cwd: str | None = None
 
     def display(self) -> str:
+        if is_torchrun(self.argv, self.module):  # as the user typed it
+            return " ".join(["torchrun", *self.argv[1:]])
         return " ".join(["python", *(["-m"] if self.module else []), *self.argv])
 
 

@@ -13,7 +13,8 @@ from torchdoctor.cli.diagnose import _split_command
 from torchdoctor.collect.inject.record import InjectionRecord, KnobOutcome
 from torchdoctor.collect.rank_agreement import check_ranks_agree
 from torchdoctor.core.errors import CollectError, TuneError
-from torchdoctor.tune.api import _space
+from torchdoctor.tune import ScriptCommand
+from torchdoctor.tune.api import _command_text, _space
 from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.rescale import world_size_note
 from torchdoctor.tune.torchrun import (
@@ -41,6 +42,11 @@ def test_the_cli_split_reads_as_a_torchrun_job() -> None:
     assert not is_torchrun(*_split_command(["python", "train.py"]))
     assert not is_torchrun(*_split_command(["python", "-m", "pkg.train"]))
     assert torchrun_options(argv) == {"--nproc_per_node": "2"}
+    # shown, and handed back for `run --recipe`, as the user typed it
+    shown = "torchrun --nproc_per_node 2 train.py --lr 1"
+    assert ScriptCommand(tuple(argv), module=module).display() == shown
+    config = TuneConfig(workload="script:train", command=argv, module=module, search_batch=False)
+    assert _command_text(config) == shown
     opts = torchrun_options(["torch.distributed.run", "--standalone", "--nnodes=1", "t.py", "-x"])
     assert opts == {"--standalone": None, "--nnodes": "1"}
     assert job_script(argv) == "train.py"
