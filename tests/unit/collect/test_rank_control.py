@@ -15,6 +15,7 @@ import torch
 from test_control import Loop, ScriptedChannel
 
 from torchdoctor.collect import DriverRun, DriverStop, ScriptChunk, ScriptError, ScriptReady
+from torchdoctor.collect._target import LaunchConfig, launches_ranks
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation, StopCollection
 from torchdoctor.collect.inject import Injection
 from torchdoctor.collect.rank_agreement import recipe_view
@@ -188,3 +189,11 @@ def test_a_script_without_a_process_group_cannot_be_driven_as_a_job(
         inst.uninstall()
     [error] = channel.sent
     assert isinstance(error, ScriptError) and "init_process_group" in error.reason
+
+
+def test_under_torchrun_the_launcher_process_leaves_the_driving_to_the_ranks() -> None:
+    cfg = LaunchConfig(out_dir=".", module=True, control="127.0.0.1:1")
+    assert launches_ranks(cfg, ["torch.distributed.run", "--nproc_per_node", "2", "t.py"])
+    assert not launches_ranks(cfg, ["pkg.train"])
+    script = LaunchConfig(out_dir=".", module=False, control="127.0.0.1:1")
+    assert not launches_ranks(script, ["torch.distributed.run"])  # a file of that name
