@@ -72,7 +72,13 @@ def run_script_with_recipe(
     out: Path | None,
 ) -> None:
     from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, run_script
+    from torchdoctor.collect import (
+        INJECTION_STEM,
+        InjectionRecord,
+        ScriptRun,
+        check_ranks_agree,
+        run_script,
+    )
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
 
@@ -96,6 +102,11 @@ def run_script_with_recipe(
             # --json: stdout holds the record only; the script's prints go to stderr.
             stdout_to_stderr=settings.json,
         )
+    except TorchDoctorError as exc:
+        rundir.finish_run_dir(run_dir, error=str(exc))
+        raise
+    try:
+        check_ranks_agree(collect_dir)  # a torchrun job: one recipe on every rank
     except TorchDoctorError as exc:
         rundir.finish_run_dir(run_dir, error=str(exc))
         raise
@@ -129,6 +140,8 @@ def run_script_with_recipe(
         injection=injection,
     )
     run.write(run_dir / SCRIPT_RUN)
+    if recipe_path is not None:
+        _note_world_size(recipe_path, profile.world_size, profile.dataloaders)
     code = profile.exit_code
     error = profile.error or (f"the script exited with code {code}" if code else None)
     rundir.finish_run_dir(run_dir, error=error)
@@ -200,3 +213,14 @@ def recheck_recipe(
             f"the A/B gave no interval: {check.reason or check.status}",
             hint=f"each launch's output is in {display_path(logs)}",
         )
+
+
+def _note_world_size(recipe_path: Path, world_size: int | None, loaders: list[Any]) -> None:
+    """A recipe tuned on a torchrun job run at another world size: said on stderr (the run's
+    record is the run's own; `tune.world_size_note`)."""
+    from torchdoctor.tune import world_size_note
+
+    folder = recipe_path if recipe_path.is_dir() else recipe_path.parent
+    note = world_size_note(folder, world_size, loaders[0].batch_size if loaders else None)
+    if note is not None:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)

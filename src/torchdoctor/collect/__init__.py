@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     )
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
+    from torchdoctor.collect.rank_agreement import check_ranks_agree
     from torchdoctor.collect.script_profile import ScriptProfile
     from torchdoctor.collect.window import export_gz
 
@@ -58,6 +59,7 @@ _EXPORTS = {
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
     "check_script": "torchdoctor.collect.launcher",
+    "check_ranks_agree": "torchdoctor.collect.rank_agreement",
     "child_command": "torchdoctor.collect.launcher",
     "INJECTION_STEM": "torchdoctor.collect.inject.record",
     "NOT_INJECTABLE": "torchdoctor.collect.inject.coordinator",
@@ -101,6 +103,7 @@ __all__ = [
     "ScriptProfile",
     "ScriptReady",
     "ScriptRun",
+    "check_ranks_agree",
     "check_script",
     "child_command",
     "export_gz",

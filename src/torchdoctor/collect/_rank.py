@@ -41,6 +41,21 @@ def install_for_rank() -> None:
     cfg = LaunchConfig.read(config_path)
     inst = make_instrumentation(cfg)
     injection, _ = make_injection(cfg)  # a bad recipe is refused by the launching process
+    if injection is not None and injection.model is not None:
+        # No global module hooks inside a compiled forward (ForwardProbe.pin).
+        injection.model.on_compile = inst.forward.pin
+    controller = None
+    if cfg.control is not None:  # a tuner drives the job: rank 0 talks to it, the others follow
+        from torchdoctor.collect.control import ControlError
+        from torchdoctor.collect.rank_control import attach_rank_controller
+
+        try:
+            controller = attach_rank_controller(cfg.control, inst, seed=cfg.seed)
+        except ControlError as exc:
+            # Run undriven, the rank would train while the tuner waits for it: end the job.
+            print(f"torchdoctor: {exc}", file=sys.stderr, flush=True)
+            os._exit(2)
+        controller.injection = injection
     state: dict[str, Any] = {"code": 0, "ended_by": "completed", "error": None, "done": False}
     original_exit, original_hook = sys.exit, sys.excepthook
 
@@ -48,6 +63,8 @@ def install_for_rank() -> None:
         if state["done"]:
             return
         state["done"] = True
+        if controller is not None:
+            controller.finish(state["ended_by"], state["code"], state["error"])
         if injection is not None:
             injection.uninstall()
             injection.write(cfg.out_dir)

@@ -26,6 +26,16 @@ PROFILE_STEM = "script_profile"
 TRACE_STEM = "trace"
 
 
+#: Modules that launch a distributed job's ranks (torchrun and its predecessor): under one, the
+#: launcher process trains nothing, and each rank is instrumented from `sitecustomize`.
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def launches_ranks(cfg: LaunchConfig, target: list[str]) -> bool:
+    """Whether `target` is torchrun (its ranks, not this process, are the script)."""
+    return cfg.module and bool(target) and target[0] in TORCHRUN_MODULES
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     out_dir: str
@@ -41,6 +51,9 @@ class LaunchConfig:
     #: > 0: the trained model's floating parameters get the engine's no-op perturbation of this
     #: index before its first step (a quality-reference run of a tuned script); 0: untouched
     perturbation: int = 0
+    #: the seed a driven script's process is seeded with: a torchrun rank other than 0, which
+    #: does not talk to the tuner, reads it here (rank 0 gets it from the tuner's welcome)
+    seed: int | None = None
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -140,7 +153,8 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
         # No global module hooks inside a compiled forward (ForwardProbe.pin).
         injection.model.on_compile = inst.forward.pin
     controller = None
-    if cfg.control is not None:
+    # Under torchrun the ranks are driven, rank 0 talking to the tuner (collect/_rank.py).
+    if cfg.control is not None and not launches_ranks(cfg, target):
         from torchdoctor.collect.control import ControlError, attach_controller
 
         try:

@@ -139,9 +139,12 @@ def seed_everything(seed: int) -> None:
     numpy.random.seed(seed % 2**32)
 
 
-def attach_controller(address: str, inst: Any) -> StepController:
+def attach_controller(
+    address: str, inst: Any, *, controller_type: type[StepController] | None = None
+) -> StepController:
     """Connect to the tuner at `address`, seed as it says, and compose the controller with
-    `inst` (an `Instrumentation`, not yet installed). Raises `ControlError`."""
+    `inst` (an `Instrumentation`, not yet installed). `controller_type`: a subclass to make
+    (a torchrun rank's, collect/rank_control.py). Raises `ControlError`."""
     from multiprocessing import AuthenticationError
 
     key_hex = os.environ.pop(CONTROL_AUTHKEY_ENV, None)
@@ -161,13 +164,18 @@ def attach_controller(address: str, inst: Any) -> StepController:
     if seed is not None:
         seed_everything(int(seed))
     cap = welcome.device_memory_cap_bytes if isinstance(welcome, DriverWelcome) else None
-    controller = StepController(
+    controller = (controller_type or StepController)(
         conn,
         inst.recorder,
         uncounted=inst.syncs.uncounted,
         seed=None if seed is None else int(seed),
         device_memory_cap_bytes=cap,
     )
+    return compose(controller, inst)
+
+
+def compose(controller: StepController, inst: Any) -> StepController:
+    """Make `controller` one more probe of `inst` (an `Instrumentation`, not yet installed)."""
     controller.loaders = lambda: [s.record().model_dump() for s in inst.data.loaders.values()]
     inst.add_probe(controller)
     return controller
@@ -379,19 +387,7 @@ class StepController:
             return
         if not self.ready:
             self.ready = True
-            device = script_device()
-            if device == "cuda" and self.device_memory_cap_bytes:
-                _limit_device_memory(self.device_memory_cap_bytes)
-            self._send(
-                ScriptReady(
-                    startup_s=self._clock() - self._started,
-                    seed=self.seed,
-                    script_seeded=self.script_seed_calls > 0,
-                    injection=self._injection_record(),
-                    loaders=self.loaders(),
-                    device=device,
-                )
-            )
+            self._send_ready()
             self._await_command()
             return
         self._samples.append(samples)
@@ -408,6 +404,23 @@ class StepController:
         self._send(self._chunk_reply(values))
         self._await_command()
 
+    def _send_ready(self) -> None:
+        """At the ready boundary: the device cap applied, `ScriptReady` sent."""
+        device = script_device()
+        if device == "cuda" and self.device_memory_cap_bytes:
+            _limit_device_memory(self.device_memory_cap_bytes)
+        self._send(self._ready_message(device))
+
+    def _ready_message(self, device: str) -> ScriptReady:
+        return ScriptReady(
+            startup_s=self._clock() - self._started,
+            seed=self.seed,
+            script_seeded=self.script_seed_calls > 0,
+            injection=self._injection_record(),
+            loaders=self.loaders(),
+            device=device,
+        )
+
     def _injection_record(self) -> dict[str, Any] | None:
         if self.injection is None:
             return None
@@ -416,13 +429,16 @@ class StepController:
 
     # ---- commands --------------------------------------------------------------------------
 
+    def _next_command(self) -> object:
+        """The driver's next command; `DriverStop` when the driver went away."""
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            return DriverStop()
+
     def _await_command(self) -> None:
         while True:
-            try:
-                message = self.conn.recv()
-            except (EOFError, OSError):
-                self.stopping = True
-                raise StopCollection("the tuner driving this script went away") from None
+            message = self._next_command()
             if isinstance(message, DriverRun):
                 steps = message.steps
                 if not isinstance(steps, int) or steps < 1:

@@ -34,6 +34,7 @@ import torch
 from torchdoctor.collect.probes import Probe, ProbeSite
 from torchdoctor.collect.probes.backward import BackwardProbe
 from torchdoctor.collect.probes.data import CopyProbe, DataLoaderProbe
+from torchdoctor.collect.probes.ddp import DDPProbe
 from torchdoctor.collect.probes.forward import FORWARD_SETTLE_STEPS, ForwardProbe
 from torchdoctor.collect.probes.lines import LineProbe
 from torchdoctor.collect.probes.optimizer import OptimizerProbe, optimizer_impl
@@ -110,6 +111,7 @@ class Instrumentation:
         self.zero_grad = ZeroGradProbe()
         self.autocast = AutocastProbe(recorder)
         self.lines = LineProbe(recorder) if self.config.sample_lines else None
+        self.ddp = DDPProbe()
         #: In install order (uninstalling undoes them in reverse). At a step end the forward
         #: probe settles its hooks before the sync probe closes the step's counts.
         self.probes: tuple[Probe, ...] = (
@@ -121,6 +123,7 @@ class Instrumentation:
             self.syncs,
             self.zero_grad,
             self.autocast,
+            self.ddp,
             *((self.lines,) if self.lines is not None else ()),
         )
         self._site = ProbeSite()
@@ -252,6 +255,7 @@ class Instrumentation:
             rank=where.rank,
             local_rank=where.local_rank,
             world_size=where.world_size,
+            distributed=self.ddp.info() if where.rank is not None else None,
             pid=os.getpid(),
             wall_s=self._wall_s,
             errors=[*self.errors, *self.window.errors],

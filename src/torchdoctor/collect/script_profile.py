@@ -73,12 +73,24 @@ class ThreadInfo(SubRecord):
     usable_cores: int | None
 
 
+class DistributedInfo(SubRecord):
+    """A distributed rank's settings the rules read (collect/probes/ddp.py)."""
+
+    #: TORCH_DISTRIBUTED_DEBUG as the rank ran (None: unset, torch's OFF)
+    debug: str | None = None
+    #: ranks on this host (LOCAL_WORLD_SIZE, set by torchrun)
+    local_world_size: int | None = None
+    #: find_unused_parameters of each DistributedDataParallel module the rank built
+    find_unused_parameters: list[bool] = Field(default_factory=list)
+
+
 class ScriptProfile(Record):
     """One process of an instrumented script: steps, phases and the evidence the rules need."""
 
     schema_name: ClassVar[str] = "script_profile"
-    #: Version 2: `host_lines`, and the constant copies in `h2d`. Older records still read.
-    schema_version: ClassVar[int] = 2
+    #: Version 2: `host_lines`, and the constant copies in `h2d`; 3: `distributed`. Older
+    #: records still read.
+    schema_version: ClassVar[int] = 3
 
     argv: list[str]
     module: bool = False
@@ -118,6 +130,8 @@ class ScriptProfile(Record):
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    #: a distributed rank's settings (None outside a torchrun job)
+    distributed: DistributedInfo | None = None
     pid: int | None = None
     wall_s: float = 0.0
     errors: list[str] = Field(default_factory=list)

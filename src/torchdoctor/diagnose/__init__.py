@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import callable_module, lazy_getattr
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_findings
-from torchdoctor.diagnose.evidence import Evidence
+from torchdoctor.diagnose.evidence import DataLoaderEvidence, DistributedEvidence, Evidence
 from torchdoctor.diagnose.findings import (
     BOTTLENECKS,
     SEVERITY_ORDER,
@@ -59,7 +59,9 @@ __all__ = [
     "RULES",
     "SEVERITY_ORDER",
     "Bottleneck",
+    "DataLoaderEvidence",
     "Diagnosis",
+    "DistributedEvidence",
     "Evidence",
     "Finding",
     "JobDiagnosis",

@@ -178,6 +178,19 @@ class StragglerEvidence(SubRecord):
     world_size: int
 
 
+class DistributedEvidence(SubRecord):
+    """A distributed rank's own settings (an instrumented torchrun rank; collect/probes/ddp.py)."""
+
+    #: TORCH_DISTRIBUTED_DEBUG as the rank ran; None when unset (torch's OFF)
+    debug: str | None = None
+    #: ranks on this host; None when the launcher did not say
+    local_world_size: int | None = None
+    #: whether a DistributedDataParallel module searched for unused parameters every step
+    find_unused_parameters: bool | None = None
+    #: the world size the job's baseline ran at (a recipe tuned at another N), when known
+    baseline_world_size: int | None = None
+
+
 class MemoryEvidence(SubRecord):
     peak_bytes: int
     limit_bytes: int | None = None
@@ -244,6 +257,7 @@ class Evidence(Record):
     world_size: int | None = None
     rank: int | None = None
     straggler: StragglerEvidence | None = None
+    distributed: DistributedEvidence | None = None
     notes: list[str] = Field(default_factory=list)
 
     @property

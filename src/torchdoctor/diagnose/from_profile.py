@@ -9,6 +9,7 @@ from torchdoctor.diagnose.evidence import (
     CeilingEvidence,
     ConfigEvidence,
     DataLoaderEvidence,
+    DistributedEvidence,
     Evidence,
     SyncEvidence,
     ThreadEvidence,
@@ -121,6 +122,7 @@ def evidence_from_profile(
         else None,
         dataloader=_dataloader(profile),
         threads=threads,
+        distributed=_distributed(profile),
         copies=profile.h2d,
         syncs=_syncs(profile, warmup=warmup) if profile.steps else None,
         usage=UsageEvidence(
@@ -139,4 +141,15 @@ def evidence_from_profile(
         world_size=profile.world_size,
         rank=profile.rank,
         notes=notes,
+    )
+
+
+def _distributed(profile: ScriptProfile) -> DistributedEvidence | None:
+    d = profile.distributed
+    if d is None:
+        return None
+    return DistributedEvidence(
+        debug=d.debug,
+        local_world_size=d.local_world_size,
+        find_unused_parameters=any(d.find_unused_parameters) if d.find_unused_parameters else None,
     )

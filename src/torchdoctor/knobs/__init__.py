@@ -45,6 +45,14 @@ from torchdoctor.knobs.dataloading import (
     PIN_MEMORY,
     PREFETCH_FACTOR,
 )
+from torchdoctor.knobs.ddp import (
+    BUCKET_CAP_MB,
+    DDP_COMM_HOOK,
+    DDP_DEFAULT_BUCKET_MB,
+    FIND_UNUSED_PARAMETERS,
+    GRADIENT_AS_BUCKET_VIEW,
+    STATIC_GRAPH,
+)
 from torchdoctor.knobs.loader import loader_arguments, loader_kwargs
 from torchdoctor.knobs.memory_format import (
     CHANNELS_LAST,
@@ -55,6 +63,7 @@ from torchdoctor.knobs.memory_format import (
 from torchdoctor.knobs.optimizer import OPTIMIZER_IMPL, SET_TO_NONE
 from torchdoctor.knobs.parts import (
     CallEdit,
+    DDPArgument,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -100,6 +109,7 @@ from torchdoctor.knobs.threads import apply_threads
 
 __all__ = [
     "BATCH_SIZE",
+    "BUCKET_CAP_MB",
     "CALLED",
     "CHANNELS_LAST",
     "CHECKPOINTING",
@@ -107,6 +117,10 @@ __all__ = [
     "COMPILE_DYNAMIC",
     "CUDA_GRAPHS",
     "CUDNN_BENCHMARK",
+    "DDP_COMM_HOOK",
+    "DDP_DEFAULT_BUCKET_MB",
+    "FIND_UNUSED_PARAMETERS",
+    "GRADIENT_AS_BUCKET_VIEW",
     "GRAD_ACCUM",
     "NON_BLOCKING",
     "NUM_WORKERS",
@@ -117,6 +131,7 @@ __all__ = [
     "PREFETCH_FACTOR",
     "RAW",
     "SET_TO_NONE",
+    "STATIC_GRAPH",
     "TF32",
     "THREADS",
     "ApplicabilityContext",
@@ -124,6 +139,7 @@ __all__ = [
     "CheckpointedForward",
     "Choice",
     "CudaFlags",
+    "DDPArgument",
     "IntRange",
     "Knob",
     "KnobForward",

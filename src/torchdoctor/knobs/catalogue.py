@@ -12,6 +12,7 @@ from torchdoctor.knobs import (
     compilation,
     cuda,
     dataloading,
+    ddp,
     memory_format,
     optimizer,
     precision,
@@ -29,6 +30,7 @@ _BUILT_IN: tuple[Knob, ...] = (
     *threads.KNOBS,
     *checkpointing.KNOBS,
     *cuda.KNOBS,
+    *ddp.KNOBS,
 )
 _ALL: tuple[Knob, ...] = _BUILT_IN
 _BY_NAME: dict[str, Knob] = {k.name: k for k in _ALL}

@@ -44,7 +44,7 @@ NUM_WORKERS = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=80, cpu=20),
     script=Script(injector="dataloading"),
-    prescribed=Prescribed(("dataloader_wait", "rank_straggler")),
+    prescribed=Prescribed(("dataloader_wait", "rank_straggler", "ranks_oversubscribed")),
 )
 
 

@@ -81,7 +81,20 @@ class StepSetting:
     what: str
 
 
-AppliesTo = ProcessSetting | LoaderArgument | OptimizerArgument | ModelTransform | StepSetting
+@dataclass(frozen=True)
+class DDPArgument:
+    """Chosen when a `DistributedDataParallel` is built (a torchrun job's): `keyword`, the
+    constructor's keyword argument the value is passed as; None: `hook(value)` names the
+    `torch.distributed.algorithms.ddp_comm_hooks.default_hooks` function registered on the built
+    module (`register_comm_hook(None, hook)`), None for no hook."""
+
+    keyword: str | None = None
+    hook: Callable[[KnobValue], str | None] | None = None
+
+
+AppliesTo = (
+    ProcessSetting | LoaderArgument | OptimizerArgument | ModelTransform | StepSetting | DDPArgument
+)
 
 # ---- how a knob is written back into the user's files ------------------------------------------
 

@@ -39,6 +39,9 @@ def accept(listener: Listener, watch: Callable[[], None]) -> Connection:
     script died, the deadline passed), which closes the attempt."""
     box: dict[str, Any] = {}
     done = threading.Event()
+    # Read now: a `watch` that gives up closes the worker, and with it the listener, whose
+    # address then no longer reads.
+    address = listener.address
 
     def wait_for_it() -> None:
         while not done.is_set():
@@ -61,7 +64,7 @@ def accept(listener: Listener, watch: Callable[[], None]) -> Connection:
         if "conn" not in box:
             done.set()
             with contextlib.suppress(OSError):  # wake the accept: it fails and returns
-                socket.create_connection(listener.address, timeout=1).close()
+                socket.create_connection(address, timeout=1).close()
             thread.join(1)
 
 

@@ -211,7 +211,11 @@ class ScriptWorker(MemoryCapped):
             return self._run(message.steps, message.release, deadline)
         if isinstance(message, Release):
             if self._launch is not None:
+                # Under torchrun the ranks are the launcher's children, stopped between chunks
+                # with their DataLoader workers: they answer only once continued.
+                self._thaw()
                 self._exchange(DriverRelease(), ScriptFreed, deadline)
+                self._freeze()
             return Done()
         if isinstance(message, Exit):
             self.close()
@@ -341,6 +345,7 @@ class ScriptWorker(MemoryCapped):
             recipe=self.recipe,
             control=f"{host}:{port}",
             perturbation=self.perturbation,
+            seed=self.seed,
         )
         config_path = config.write(self._dir / "launch_config.json")
         cmd, env = child_command(config_path, self.argv, python=self._python, env=self._env)

@@ -26,6 +26,7 @@ from torchdoctor.tune.records import (
     TrialResult,
     TuneResult,
 )
+from torchdoctor.tune.rescale import world_size_note
 from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import StorageURL
@@ -57,6 +58,7 @@ __all__ = [
     "diagnose_before_tuning",
     "recheck_script",
     "tune",
+    "world_size_note",
 ]
 
 # `torchdoctor.tune(...)` is the Python API's function (torchdoctor/api.py).

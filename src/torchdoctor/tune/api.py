@@ -57,6 +57,7 @@ from torchdoctor.tune.space import (
 )
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
+from torchdoctor.tune.torchrun import check_tunable, ddp_knob_names, is_torchrun, job_script
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
 BEST_RECIPE_JSON = "best_recipe.json"
@@ -91,6 +92,9 @@ def _space(config: TuneConfig) -> list[KnobSpec]:
     if config.space is not None:
         return [m.spec() for m in config.space]
     specs = catalogue_space(config.device)
+    if not is_torchrun(config.command, config.module):
+        # Only a torchrun job builds a DistributedDataParallel (tune/torchrun.py).
+        specs = [s for s in specs if s.name not in ddp_knob_names()]
     if config.knobs is not None:
         specs = [s for s in specs if s.name in config.knobs]
     return _resolve_defaults(config, specs)
@@ -146,6 +150,15 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
 def _check_script(config: TuneConfig) -> None:
     """A script path that does not exist is bad input, said before any launch."""
     assert config.command is not None
+    if is_torchrun(config.command, config.module):
+        check_tunable(config.command)
+        job_file = job_script(config.command)
+        if job_file is not None and not (Path(config.cwd or ".") / job_file).is_file():
+            raise TuneError(
+                f"script {job_file!r} not found",
+                hint="give the path of a training script, e.g. -- torchrun ... train.py",
+            )
+        return
     if config.module or not config.command:
         return
     script = Path(config.cwd or ".") / config.command[0]
@@ -457,6 +470,8 @@ def _finish(
 def _command_text(config: TuneConfig) -> str:
     import shlex
 
+    if is_torchrun(config.command, config.module):  # as the user typed it
+        return shlex.join(["torchrun", *(config.command or [])[1:]])
     return shlex.join(["python", *(["-m"] if config.module else []), *(config.command or [])])
 
 

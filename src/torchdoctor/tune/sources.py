@@ -26,6 +26,7 @@ from typing import Any
 
 from torchdoctor.procs import Prepare, SessionSpec, start_worker
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
+from torchdoctor.tune.torchrun import arm_argv, is_torchrun
 
 __all__ = ["ArmSource", "ScriptArms", "ScriptCommand", "WorkloadArms", "not_applied_of"]
 
@@ -94,6 +95,8 @@ class ScriptCommand:
     cwd: str | None = None
 
     def display(self) -> str:
+        if is_torchrun(self.argv, self.module):  # as the user typed it
+            return " ".join(["torchrun", *self.argv[1:]])
         return " ".join(["python", *(["-m"] if self.module else []), *self.argv])
 
 
@@ -140,8 +143,11 @@ class ScriptArms(ArmSource):
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         from torchdoctor.procs import ScriptWorker
 
+        argv = list(self.command.argv)
+        if is_torchrun(argv, self.command.module):
+            argv = arm_argv(argv)  # a rendezvous of its own: two arms live at once
         worker = ScriptWorker(
-            list(self.command.argv),
+            argv,
             module=self.command.module,
             seed=self.seed,
             cwd=Path(self.command.cwd) if self.command.cwd else None,

@@ -79,6 +79,12 @@ class KnobSpec:
     default: Any = None
 
 
+#: bucket_cap_mb's candidates around DDP's 25 MB, larger first: fewer all-reduce calls win
+#: where each call's fixed cost dominates (gloo, small models, the common case of a job that
+#: fits one host), smaller ones start the first all-reduce earlier in backward (DDP paper,
+#: Li et al. VLDB 2020, section 5.3: the best size depends on model and network).
+BUCKET_CANDIDATES_MB: Final = (100, 5)
+
 #: torch.compile modes that only differ from "default" through CUDA graphs: on a CPU they
 #: compile the same code, so trying them would spend a compile-sized trial on a duplicate.
 CUDA_ONLY_COMPILE_MODES: Final = frozenset({"reduce-overhead"})
@@ -131,6 +137,7 @@ def _int_candidates(lo: int, hi: int) -> tuple[int, ...]:
 def catalogue_space(device: str) -> list[KnobSpec]:
     """The knob catalogue as KnobSpecs (batch knobs included; the ladder skips them)."""
     from torchdoctor.knobs import (
+        BUCKET_CAP_MB,
         COMPILE,
         NUM_WORKERS,
         OPTIMIZER_IMPL,
@@ -159,6 +166,8 @@ def catalogue_space(device: str) -> list[KnobSpec]:
                 # Loader workers beyond the core count only compete with the training loop.
                 upper = min(upper, cpu_count())
             values = _int_candidates(knob.domain.lo, upper)
+            if knob.name == BUCKET_CAP_MB.name:
+                values = BUCKET_CANDIDATES_MB
             if knob.name == NUM_WORKERS.name:
                 # Most workers first: a loader-bound step gains in proportion to the workers
                 # (one worker on 2 cores can hide at most the step's compute, 1.08x on the

@@ -13,6 +13,7 @@ import torchdoctor.knobs
 from torchdoctor.diagnose.rules import RULE_MODULES, RULES
 from torchdoctor.knobs import (
     CallEdit,
+    DDPArgument,
     Knob,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -39,6 +40,7 @@ INJECTORS = {
     "threads": (ProcessSetting,),
     "cuda": (ProcessSetting,),
     "process": (ProcessSetting,),
+    "ddp": (DDPArgument,),
 }
 #: knob name -> the name of the constant that declares it, as the package exports it
 CONSTANTS = {v.name: k for k, v in vars(torchdoctor.knobs).items() if isinstance(v, Knob)}

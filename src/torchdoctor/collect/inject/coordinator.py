@@ -18,6 +18,7 @@ import torch
 from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
 from torchdoctor.collect.inject.cuda import CudaFlagsInjector
 from torchdoctor.collect.inject.dataloading import DataLoaderInjector
+from torchdoctor.collect.inject.ddp import DDPInjector
 from torchdoctor.collect.inject.model import GradScalerFactory, ModelInjector, _default_scaler
 from torchdoctor.collect.inject.optimizer import OptimizerInjector
 from torchdoctor.collect.inject.process import ProcessInjector
@@ -96,6 +97,8 @@ class Injection:
                 perturbation=perturbation,
             )
             injectors.append(self.model)
+        if "ddp" in families:
+            injectors.append(DDPInjector(families["ddp"], ledger))
         if "process" in families:
             injectors.append(ProcessInjector(families["process"], ledger))
         self.injectors = tuple(injectors)

@@ -17,6 +17,8 @@ from torchdoctor.diagnose.rules import (
     cudnn_benchmark_off,
     dataloader_wait,
     ddp_communication,
+    ddp_unused_parameter_search,
+    distributed_debug_detail,
     eval_without_no_grad,
     framework_overhead,
     handwritten_attention,
@@ -28,6 +30,8 @@ from torchdoctor.diagnose.rules import (
     optimizer_share,
     pageable_h2d,
     rank_straggler,
+    ranks_oversubscribed,
+    world_size_changed,
     zero_grad_set_to_none,
 )
 
@@ -48,6 +52,10 @@ RULE_MODULES: tuple[ModuleType, ...] = (
     compile_graph_breaks,
     memory_headroom,
     ddp_communication,
+    ddp_unused_parameter_search,
+    distributed_debug_detail,
+    ranks_oversubscribed,
+    world_size_changed,
     rank_straggler,
     handwritten_attention,
     constant_to_device,
