@@ -80,7 +80,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
 
@@ -102,7 +102,9 @@ from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
-from torchdoctor.engine.park import CudaMover, DeviceMover, Parking
+
+if TYPE_CHECKING:
+    from torchdoctor.engine import DeviceMover, Parking
 
 #: Environment variable carrying the control channel's authkey (hex) to the script's process.
 CONTROL_AUTHKEY_ENV = "TORCHDOCTOR_CONTROL_AUTHKEY"
@@ -485,6 +487,10 @@ class StepController:
 
     def _move(self, *, off: bool) -> ScriptParked:
         """Park (`off`) or unpark the optimizers' state; nothing off a GPU (module docstring)."""
+        # The engine (and what it imports) is loaded only by a script on a GPU, on its first
+        # park: a CPU script's start-up is not slowed by it.
+        from torchdoctor.engine import CudaMover, Parking
+
         if self._parking is None:
             mover = self._mover
             if mover is None:

@@ -160,7 +160,7 @@ class SessionHost:
         session = self.session
         if not self._on_cuda or session is None or self.spec is None:
             return Parked()
-        from torchdoctor.engine.park import CudaMover, Parking, trained_state
+        from torchdoctor.engine import CudaMover, Parking, trained_state
 
         if self._parking is None:
             self._parking = Parking(self._mover or CudaMover(self.spec.device))
