@@ -467,7 +467,8 @@ class StepController:
                 if not isinstance(steps, int) or steps < 1:
                     self._send(_error(f"run needs a step count >= 1, got {steps!r}"))
                     continue
-                self._move(off=False)  # a driver that did not unpark first still runs
+                if self._parking is not None:  # a driver that did not unpark first still runs
+                    self._move(off=False)
                 self._want, self._release = steps, bool(message.release)
                 self._seconds, self._samples, self._losses = [], [], []
                 _reset_peak_memory()  # the chunk's peak, not the start-up's or warm-up's

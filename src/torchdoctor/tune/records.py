@@ -75,6 +75,7 @@ class TrialFigures:
     best_chunk_times_s: list[float] = field(default_factory=list)
     machine_load: MachineLoad | None = None
     remeasured: int = 0
+    device_switch_s: float | None = None
 
 
 class TrialResult(Record):
@@ -90,6 +91,9 @@ class TrialResult(Record):
     `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`). `outcome`
     is what became of it, which the tuner decides by (version 5; earlier versions read back
     with the outcome their status, decision and reason imply: `tune.outcome`).
+    `device_switch_s` is what parking the idle arm off the GPU and bringing it back cost in
+    the trial (tune/turns.py), counted in its wall time and in no step's (None: nothing was
+    parked; an optional field, so earlier records read back unchanged).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
@@ -121,6 +125,7 @@ class TrialResult(Record):
     best_chunk_times_s: list[float] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
     remeasured: int = Field(ge=0, default=0)
+    device_switch_s: float | None = None
     #: The baseline only: loss trajectories of the baseline recipe retrained with a no-op
     #: weight perturbation, the yardstick of the quality check (`torchdoctor.tune.parity`).
     reference_losses: list[list[float | None]] = Field(default_factory=list)
@@ -181,6 +186,7 @@ class TrialResult(Record):
             best_chunk_times_s=list(figures.best_chunk_times_s),
             machine_load=figures.machine_load,
             remeasured=figures.remeasured,
+            device_switch_s=figures.device_switch_s,
             wall_s=wall_s,
         )
 

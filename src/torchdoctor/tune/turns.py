@@ -79,7 +79,7 @@ class DeviceTurns:
         self._parked.pop(id(arm), None)
         self.pinned.pop(id(arm), None)
 
-    def beside_pinned(self, arm: Arm) -> str | None:
+    def beside_pinned(self, arm: object) -> str | None:
         """Why another arm's memory stayed on the device while `arm` ran (None: it did not)."""
         reasons = [why for key, why in self.pinned.items() if key != id(arm)]
         return reasons[0] if reasons else None
