@@ -109,13 +109,16 @@ class NoTurns(DeviceTurns):
         pass
 
 
-def _tune(tmp_path: Path, turns: DeviceTurns) -> tuple[Tuner, FakeGpuArms, FakeGpu]:
+def _tune(
+    tmp_path: Path, turns: DeviceTurns, *, reference_runs: int = 2
+) -> tuple[Tuner, FakeGpuArms, FakeGpu]:
+    tmp_path.mkdir(exist_ok=True)
     gpu = FakeGpu(CAPACITY)
     plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
     source = FakeGpuArms(gpu, plan, turns)
     tuner = Tuner(
         SessionSpec("job", {}, device="cuda"),
-        TuneSettings(plan=plan, budget_s=600, reference_runs=2),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=reference_runs),
         Study(f"sqlite:///{tmp_path / 'study.db'}"),
         arms=source,
     )
@@ -147,7 +150,11 @@ def test_a_60_percent_job_is_tuned_without_an_out_of_memory_trial(tmp_path: Path
 
 
 def test_without_turns_the_same_job_runs_out_of_memory(tmp_path: Path) -> None:
-    """The control: the same fake device and job, nothing parked (the tuner as it was)."""
+    """The control: the same fake device and job, nothing parked (the tuner as it was).
+
+    The quality reference beside the baseline runs out of memory, so the tune cannot start;
+    without references, every candidate does, and the batch search finds false edges down to
+    a batch of 36 (the job alone fits 128)."""
 
     def no_parking(self: SessionHost, *, park: bool) -> Parked:
         return Parked()
@@ -155,4 +162,9 @@ def test_without_turns_the_same_job_runs_out_of_memory(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(SessionHost, "_move", no_parking)
         with pytest.raises(TuneError, match="oom"):
-            _tune(tmp_path, NoTurns())
+            _tune(tmp_path / "a", NoTurns())
+        tuner, _, gpu = _tune(tmp_path / "b", NoTurns(), reference_runs=0)
+    tried = [t for t in tuner.trials if t.kind != "baseline"]
+    assert [t.change for t in tried if t.kind == "batch"][0] == {"batch_size": 64}
+    assert tried and all(t.outcome is Outcome.OUT_OF_MEMORY for t in tried)
+    assert gpu.ooms == len(tried)
