@@ -504,7 +504,7 @@ class StepController:
             pinned = GRAPHS_CAPTURED if self.graph_captures else None
             moved = self._parking.park([], optimizers, pinned=pinned)
         else:
-            moved = self._parking.unpark([], optimizers)
+            moved = self._parking.unpark()
         return ScriptParked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
 
     def _read(self) -> list[float | None]:

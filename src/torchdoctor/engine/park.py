@@ -97,15 +97,20 @@ class Moved:
 class Parking:
     """The trained state of a job (its modules and optimizers) and where it lives now.
 
-    `modules` and `optimizers` are given at each move (a script's optimizers are found as it
+    `modules` and `optimizers` are given at each park (a script's optimizers are found as it
     steps them); `park`'s `pinned` is a reason the state must stay on the device (CUDA
-    graphs), or None.
+    graphs), or None. Unparking moves back exactly what the park moved (`_slots`), never a
+    tensor that lived on the host of its own (Adam's step counter, a CPU-side buffer).
     """
 
     def __init__(self, mover: DeviceMover) -> None:
         self.mover = mover
-        #: the tensors parked on the host: where they go back to on unpark
-        self.parked = False
+        #: where each parked tensor was taken from, to put it back there on unpark
+        self._slots: list[_Slot] = []
+
+    @property
+    def parked(self) -> bool:
+        return bool(self._slots)
 
     def park(
         self, modules: Sequence[Any], optimizers: Sequence[Any], *, pinned: str | None = None
@@ -114,61 +119,80 @@ class Parking:
         start = time.perf_counter()
         if pinned is not None:
             return Moved(0, self.mover.allocated_bytes(), time.perf_counter() - start, pinned)
-        moved = self._move(modules, optimizers, off=True)
+        moved = 0
+        for slot in _slots(modules, optimizers):
+            tensor = slot.get()
+            if tensor is not None and self.mover.on_device(tensor):
+                moved += tensor.untyped_storage().nbytes()
+                slot.set(self.mover.to_host(tensor))
+                self._slots.append(slot)
+        # The last tensor read would hold its device block through empty_cache otherwise.
+        tensor = None
         self.mover.finish()
         self.mover.empty_cache()
-        self.parked = True
         return Moved(moved, self.mover.allocated_bytes(), time.perf_counter() - start)
 
-    def unpark(self, modules: Sequence[Any], optimizers: Sequence[Any]) -> Moved:
+    def unpark(self) -> Moved:
         """Move the parked state back onto the device (a no-op when nothing is parked)."""
         start = time.perf_counter()
+        if not self._slots:  # nothing parked: no copy to wait for
+            return Moved(0, 0, 0.0)
         moved = 0
-        if self.parked:
-            moved = self._move(modules, optimizers, off=False)
-            self.mover.finish()
-            self.parked = False
+        slots, self._slots = self._slots, []
+        for slot in slots:
+            tensor = slot.get()
+            if tensor is not None and not self.mover.on_device(tensor):
+                moved += tensor.untyped_storage().nbytes()
+                slot.set(self.mover.to_device(tensor))
+        self.mover.finish()
         return Moved(moved, self.mover.allocated_bytes(), time.perf_counter() - start)
 
-    def _move(self, modules: Sequence[Any], optimizers: Sequence[Any], *, off: bool) -> int:
-        """Move every trained tensor one way; the bytes moved. A tensor already on the
-        destination side is left alone, so one shared by several owners (tied weights; a
-        parameter of a module and of an optimizer) moves once. Parameters and gradients are
-        moved by assigning `.data`, in the order `nn.Module._apply` uses (the parameter, then
-        its gradient), so the script's own objects stay the ones it trains."""
-        mover = self.mover
-        moved = 0
 
-        def go(tensor: torch.Tensor) -> torch.Tensor | None:
-            nonlocal moved
-            if mover.on_device(tensor) is not off:
-                return None
-            moved += tensor.untyped_storage().nbytes()
-            return mover.to_host(tensor) if off else mover.to_device(tensor)
+@dataclass(frozen=True)
+class _Slot:
+    """Where a trained tensor lives: a parameter's data or gradient (moved by assigning
+    `.data`, in the order `nn.Module._apply` uses, so the script's own `Parameter` objects
+    stay the ones its optimizer steps), or an entry of a dict (a module's `_buffers`, an
+    optimizer's per-parameter state)."""
 
-        for param in _parameters(modules, optimizers):
-            new = go(param.data)
-            if new is not None:
-                param.data = new
-            if param.grad is not None:
-                grad = go(param.grad.data)
-                if grad is not None:
-                    param.grad.data = grad
-        for module in modules:
-            for owner in module.modules():
-                for name, buffer in list(owner._buffers.items()):
-                    if buffer is not None:
-                        new = go(buffer)
-                        if new is not None:
-                            owner._buffers[name] = new
-        for optimizer in optimizers:
-            for state in optimizer.state.values():
-                for key, value in list(state.items()):
-                    if isinstance(value, torch.Tensor):
-                        new = go(value)
-                        if new is not None:
-                            state[key] = new
-        return moved
+    owner: Any
+    key: Any
+
+    def get(self) -> torch.Tensor | None:
+        if self.key is _DATA:
+            return self.owner.data  # type: ignore[no-any-return]
+        if self.key is _GRAD:
+            grad = self.owner.grad
+            return None if grad is None else grad.data  # type: ignore[no-any-return]
+        value = self.owner.get(self.key)
+        return value if isinstance(value, torch.Tensor) else None
+
+    def set(self, tensor: torch.Tensor) -> None:
+        if self.key is _DATA:
+            self.owner.data = tensor
+        elif self.key is _GRAD:
+            self.owner.grad.data = tensor
+        else:
+            self.owner[self.key] = tensor
+
+
+_DATA, _GRAD = object(), object()
+
+
+def _slots(modules: Sequence[Any], optimizers: Sequence[Any]) -> Iterator[_Slot]:
+    """Every place a trained tensor lives, each parameter once (tied weights are one
+    `Parameter`, and a parameter of a module and of its optimizer too)."""
+    for param in _parameters(modules, optimizers):
+        yield _Slot(param, _DATA)
+        yield _Slot(param, _GRAD)
+    for module in modules:
+        for owner in module.modules():
+            for name in list(owner._buffers):
+                yield _Slot(owner._buffers, name)
+    for optimizer in optimizers:
+        for state in optimizer.state.values():
+            for key in list(state):
+                yield _Slot(state, key)
 
 
 def _parameters(modules: Sequence[Any], optimizers: Sequence[Any]) -> Iterator[torch.Tensor]:

@@ -168,7 +168,7 @@ class SessionHost:
         if park:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
-            moved = self._parking.unpark(modules, optimizers)
+            moved = self._parking.unpark()
         return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
 
     def _reference(self, perturbation: int, steps: int) -> Reply:
