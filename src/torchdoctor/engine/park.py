@@ -160,10 +160,10 @@ class _Slot:
 
     def get(self) -> torch.Tensor | None:
         if self.key is _DATA:
-            return self.owner.data  # type: ignore[no-any-return]
+            return self.owner.data
         if self.key is _GRAD:
             grad = self.owner.grad
-            return None if grad is None else grad.data  # type: ignore[no-any-return]
+            return None if grad is None else grad.data
         value = self.owner.get(self.key)
         return value if isinstance(value, torch.Tensor) else None
 

@@ -89,8 +89,8 @@ def test_an_unparked_job_trains_on_as_if_never_parked() -> None:
         assert back.moved_bytes == parked_job.state_bytes()
         assert parked_job.cuda.allocated() == parked_job.state_bytes()
     assert losses == twin_losses
-    for a, b in zip(parked_job.model.state_dict().values(), twin.model.state_dict().values()):
-        assert torch.equal(a, b)
+    mine, theirs = parked_job.model.state_dict(), twin.model.state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
 
 
 def test_a_pinned_job_moves_nothing() -> None:

@@ -165,6 +165,6 @@ def test_without_turns_the_same_job_runs_out_of_memory(tmp_path: Path) -> None:
             _tune(tmp_path / "a", NoTurns())
         tuner, _, gpu = _tune(tmp_path / "b", NoTurns(), reference_runs=0)
     tried = [t for t in tuner.trials if t.kind != "baseline"]
-    assert [t.change for t in tried if t.kind == "batch"][0] == {"batch_size": 64}
+    assert next(t.change for t in tried if t.kind == "batch") == {"batch_size": 64}
     assert tried and all(t.outcome is Outcome.OUT_OF_MEMORY for t in tried)
     assert gpu.ooms == len(tried)
