@@ -83,6 +83,7 @@ from multiprocessing.connection import Client
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
+import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect._channel import (
     DriverPark,
@@ -351,9 +352,7 @@ class StepController:
 
         site.patcher.set(torch.amp.GradScaler, "scale", scale)
         site.handles.append(
-            torch.optim.optimizer.register_optimizer_step_post_hook(
-                lambda opt, *_: self.optimizers.add(opt)
-            )
+            optim_mod.register_optimizer_step_post_hook(lambda opt, *_: self.optimizers.add(opt))
         )
         graph = getattr(torch.cuda, "CUDAGraph", None)
         if graph is not None:
