@@ -384,7 +384,6 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
     """`DriverPark`: the optimizer's parameters, gradients and state leave the (fake) GPU
     at the boundary, the freed blocks go back, and the script trains on as if never parked."""
     from fake_gpu import FakeCuda, FakeGpu
-
     from torchdoctor.collect import DriverPark, ScriptParked
 
     cuda = FakeCuda(FakeGpu(2**20))
