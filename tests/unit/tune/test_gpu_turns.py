@@ -168,3 +168,48 @@ def test_without_turns_the_same_job_runs_out_of_memory(tmp_path: Path) -> None:
     assert next(t.change for t in tried if t.kind == "batch") == {"batch_size": 64}
     assert tried and all(t.outcome is Outcome.OUT_OF_MEMORY for t in tried)
     assert gpu.ooms == len(tried)
+
+
+class LoggedWorker:
+    """Answers park and unpark (pinned: never moves), logging each request by name."""
+
+    def __init__(self, name: str, log: list[str], *, pinned: str | None = None) -> None:
+        self.name, self.log, self.pinned = name, log, pinned
+
+    def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
+        self.log.append(f"{type(message).__name__.lower()} {self.name}")
+        moved = 0 if self.pinned else 100
+        return message.expect(Parked(moved_bytes=moved, pinned=self.pinned))
+
+    def close(self) -> None:
+        self.log.append(f"close {self.name}")
+
+
+def test_the_resident_arm_is_parked_and_the_next_unparked_and_a_pinned_one_stays() -> None:
+    log: list[str] = []
+    turns = DeviceTurns()
+
+    def arm(name: str, pinned: str | None = None) -> Arm:
+        a = Arm(recipe={}, worker=LoggedWorker(name, log, pinned=pinned), objective="throughput")
+        a.turns = turns
+        return a
+
+    a, b, graphs = arm("a"), arm("b"), arm("graphs", pinned="CUDA graphs")
+    timeout = lambda: 1.0  # noqa: E731
+    turns.take(a, timeout=timeout)
+    turns.take(a, timeout=timeout)  # already resident: nothing to switch
+    turns.take(b, timeout=timeout)
+    turns.take(a, timeout=timeout)
+    assert log == ["park a", "park b", "unpark a"]
+    assert a.switches == 2 and b.switches == 1 and a.switch_s > 0 and a.parked_bytes == 100
+    log.clear()
+    turns.take(graphs, timeout=timeout)
+    turns.take(b, timeout=timeout)  # the graph arm cannot leave: b runs beside it
+    assert log == ["park a", "park graphs", "unpark b"]
+    assert turns.beside_pinned(b) == "CUDA graphs" and turns.beside_pinned(graphs) is None
+    graphs.close()
+    assert turns.beside_pinned(b) is None
+    log.clear()
+    b.close()  # a closed arm is never parked again
+    turns.clear(timeout=timeout)
+    assert log == ["close b"]
