@@ -93,9 +93,11 @@ def main() -> None:
     finally:
         for arm in arms:
             arm.close()
-    print(
-        f"out of memory: {failure.reason if failure else 'none'} ({time.perf_counter() - start:.0f} s)"
-    )
+    took = time.perf_counter() - start
+    if failure is None:
+        print(f"out of memory: none ({took:.0f} s)")
+    else:
+        print(f"failed ({failure.kind}): {failure.reason} ({took:.0f} s)")
     for name, arm in zip(("best", "candidate"), arms, strict=False):
         per = arm.switch_s / arm.switches * 1e3 if arm.switches else 0.0
         step = arm.step_s * 1e3
