@@ -181,6 +181,7 @@ class FakeGpuJob:
         batch_exponent: float = 1.0,
         effects: dict[str, dict[str, float]] | None = None,
         noise: float = 0.02,
+        graphs_knob: str | None = None,
     ) -> None:
         cuda = FakeCuda.active
         assert cuda is not None, "a fake GPU job is built in a fake GPU process"
@@ -205,6 +206,8 @@ class FakeGpuJob:
         self.rng = np.random.default_rng(seed + 7919 * perturbation)
         self.data = torch.Generator().manual_seed(seed)
         self.width = width
+        #: a recipe with `graphs_knob` set replays CUDA graphs: it cannot be parked
+        self.replays_graphs = bool(graphs_knob and recipe.get(graphs_knob))
 
     def run_steps(self, n: int, *, measure_phases: bool) -> list[JobStep]:
         threads = torch.get_num_threads()

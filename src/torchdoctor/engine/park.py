@@ -117,7 +117,8 @@ class Parking:
     ) -> Moved:
         """Move the state off the device and hand the freed blocks back."""
         start = time.perf_counter()
-        if pinned is not None:
+        if pinned is not None:  # its free blocks can go back all the same
+            self.mover.empty_cache()
             return Moved(0, self.mover.allocated_bytes(), time.perf_counter() - start, pinned)
         moved = 0
         for slot in _slots(modules, optimizers):

@@ -77,9 +77,11 @@ class FakeGpuWorker:
 class FakeGpuArms(ArmSource):
     """Arms of the job, each a worker process on `gpu`."""
 
-    def __init__(self, gpu: FakeGpu, plan: MeasurePlan, turns: DeviceTurns) -> None:
+    def __init__(
+        self, gpu: FakeGpu, plan: MeasurePlan, turns: DeviceTurns, job: dict[str, Any] = JOB
+    ) -> None:
         self.gpu, self.plan, self.turns = gpu, plan, turns
-        self.spec = SessionSpec("job", {}, device="cuda", factory="fake_gpu:make_job", options=JOB)
+        self.spec = SessionSpec("job", {}, device="cuda", factory="fake_gpu:make_job", options=job)
         self.workers: list[FakeGpuWorker] = []
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
@@ -213,3 +215,25 @@ def test_the_resident_arm_is_parked_and_the_next_unparked_and_a_pinned_one_stays
     b.close()  # a closed arm is never parked again
     turns.clear(timeout=timeout)
     assert log == ["close b"]
+
+
+def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: Path) -> None:
+    """A best arm replaying CUDA graphs cannot leave the GPU: the candidate beside it runs
+    out of memory, and its trial says the memory was another arm's."""
+    gpu = FakeGpu(CAPACITY)
+    plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
+    source = FakeGpuArms(gpu, plan, DeviceTurns(), {**JOB, "graphs_knob": "graphs"})
+    tuner = Tuner(
+        SessionSpec("job", {"graphs": True}, device="cuda"),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=0),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=source,
+    )
+    try:
+        tuner.run_baseline()
+        trial = tuner.try_change({"fast": True}, kind="ladder", safety="exact")
+    finally:
+        tuner.close()
+    assert trial.outcome is Outcome.OUT_OF_MEMORY
+    assert "another arm stayed on the GPU beside it" in trial.reason
+    assert "CUDA graphs" in trial.reason
