@@ -22,8 +22,8 @@ messages are the types of `collect/_channel.py`):
   again; with `release`, CUDA's cached free blocks go back to the device first;
 - `DriverRelease` -> `ScriptFreed`, the same on its own;
 - `DriverPark(off)` -> `ScriptParked`: on a GPU the parameters, gradients and optimizer state
-  of every torch.optim optimizer the script has stepped go to host memory (`off`) or back
-  (`torchdoctor.engine.park`), so that the other arm of an A/B has the whole device; a script
+  of every torch.optim optimizer the script has stepped, and the buffers of the modules owning
+  those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that the other arm of an A/B has the whole device; a script
   that captured CUDA graphs stays where it is, and says so. On a CPU, nothing moves;
 - `DriverStop`, or the tuner going away -> `StopCollection` is raised at the boundary
   and the bootstrap unwinds as after a step limit;
@@ -71,6 +71,7 @@ of the scaler's history, not of the training.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import random
@@ -268,6 +269,8 @@ class StepController:
         #: device, once the script runs on one; a fake GPU in tests)
         self._mover = mover
         self._parking: Parking | None = None
+        #: the modules whose buffers a park moves (`_trained_modules`), found at the first
+        self._modules: weakref.WeakSet[torch.nn.Module] | None = None
         #: the torch.optim optimizers the script has stepped (what a park moves)
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         #: CUDA graphs the script captured (its own, torch.compile's): it cannot be parked
@@ -501,10 +504,28 @@ class StepController:
         optimizers = list(self.optimizers)
         if off:
             pinned = GRAPHS_CAPTURED if self.graph_captures else None
-            moved = self._parking.park([], optimizers, pinned=pinned)
+            modules = self._trained_modules(optimizers)
+            moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
         return ScriptParked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+
+    def _trained_modules(self, optimizers: list[Any]) -> list[torch.nn.Module]:
+        """The modules owning a parameter the optimizers step, found once per launch (their
+        buffers, such as BatchNorm's running statistics, are parked with them).
+
+        Read from the garbage collector's objects, as the instrumentation's install reads
+        the optimizers already built: once, at the first park, outside every step.
+        """
+        if self._modules is None:
+            params = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+            self._modules = weakref.WeakSet(
+                o
+                for o in gc.get_objects()
+                if issubclass(type(o), torch.nn.Module)
+                and any(id(p) in params for p in o.parameters(recurse=False))
+            )
+        return list(self._modules)
 
     def _read(self) -> list[float | None]:
         with self._uncounted():

@@ -186,8 +186,12 @@ def _slots(modules: Sequence[Any], optimizers: Sequence[Any]) -> Iterator[_Slot]
     for param in _parameters(modules, optimizers):
         yield _Slot(param, _DATA)
         yield _Slot(param, _GRAD)
+    owners: set[int] = set()  # a module reached from two roots is visited once
     for module in modules:
         for owner in module.modules():
+            if id(owner) in owners:
+                continue
+            owners.add(id(owner))
             for name in list(owner._buffers):
                 yield _Slot(owner._buffers, name)
     for optimizer in optimizers:

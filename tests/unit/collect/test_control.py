@@ -381,8 +381,9 @@ def test_the_ready_report_says_whether_the_script_is_on_a_gpu_and_caps_its_memor
 
 
 def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
-    """`DriverPark`: the optimizer's parameters, gradients and state leave the (fake) GPU
-    at the boundary, the freed blocks go back, and the script trains on as if never parked."""
+    """`DriverPark`: the optimizer's parameters, gradients and state, and the buffers of the
+    modules it trains, leave the (fake) GPU at the boundary, the freed blocks go back, and
+    the script trains on as if never parked."""
     from fake_gpu import FakeCuda, FakeGpu
     from torchdoctor.collect import DriverPark, ScriptParked
 
@@ -394,6 +395,7 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
         def __init__(self) -> None:
             super().__init__()
             self.opt = torch.optim.Adam(self.model.parameters(), lr=0.1)
+            self.model.register_buffer("running", torch.zeros(4))  # BatchNorm-like
 
         def on_device(self) -> int:
             for p in self.model.parameters():
@@ -403,6 +405,7 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
             for state in self.opt.state.values():
                 cuda.adopt(state["exp_avg"])
                 cuda.adopt(state["exp_avg_sq"])
+            self.model.running = cuda.to_device(self.model.running)
             return cuda.allocated()
 
     loop = GpuLoop()
@@ -415,7 +418,7 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
     drive(twin, 100, ScriptedChannel([DriverRun(3), DriverStop()]))
     _, off, back, chunk = channel.sent
     state = 3 * 4 * sum(p.numel() for p in loop.model.parameters())  # weight, grad, 2 moments
-    state += 4 * sum(p.numel() for p in loop.model.parameters())
+    state += 4 * sum(p.numel() for p in loop.model.parameters()) + 4 * 4  # and the buffer
     assert isinstance(off, ScriptParked) and off.moved_bytes == held[0] == state
     assert off.left_bytes == 0 and off.pinned is None
     assert isinstance(back, ScriptParked) and back.moved_bytes == back.left_bytes == state
