@@ -23,8 +23,9 @@ messages are the types of `collect/_channel.py`):
 - `DriverRelease` -> `ScriptFreed`, the same on its own;
 - `DriverPark(off)` -> `ScriptParked`: on a GPU the parameters, gradients and optimizer state
   of every torch.optim optimizer the script has stepped, and the buffers of the modules owning
-  those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that the other arm of an A/B has the whole device; a script
-  that captured CUDA graphs stays where it is, and says so. On a CPU, nothing moves;
+  those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that
+  the other arm of an A/B has the whole device; a script that captured CUDA graphs stays
+  where it is, and says so. On a CPU, nothing moves;
 - `DriverStop`, or the tuner going away -> `StopCollection` is raised at the boundary
   and the bootstrap unwinds as after a step limit;
 - the script ending by itself mid-chunk -> `ScriptChunk` of the rows run with `ended` when it
