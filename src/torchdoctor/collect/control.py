@@ -126,6 +126,16 @@ GRAPHS_CAPTURED = (
 )
 
 
+#: Why a distributed script is not parked: DDP's reducer holds its gradients as views of its
+#: buckets, and a moved gradient would no longer be one.
+DISTRIBUTED = "the script runs torch.distributed, whose buckets hold its gradients: it stays"
+
+
+def _distributed() -> str | None:
+    dist = torch.distributed
+    return DISTRIBUTED if dist.is_available() and dist.is_initialized() else None
+
+
 class ControlError(CollectError):
     """The script's process cannot reach, or talk to, the process driving it."""
 
@@ -504,7 +514,7 @@ class StepController:
             self._parking = Parking(mover)
         optimizers = list(self.optimizers)
         if off:
-            pinned = GRAPHS_CAPTURED if self.graph_captures else None
+            pinned = GRAPHS_CAPTURED if self.graph_captures else _distributed()
             modules = self._trained_modules(optimizers)
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
