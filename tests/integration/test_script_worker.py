@@ -10,7 +10,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torchdoctor.procs import FailureKind, Prepare, Reference, Run, ScriptWorker, WorkerFailure
+from torchdoctor.procs import (
+    FailureKind,
+    Park,
+    Parked,
+    Prepare,
+    Reference,
+    Run,
+    ScriptWorker,
+    Unpark,
+    WorkerFailure,
+)
 from torchdoctor.tune.arms import Arm, MeasurePlan, interleave, paired_speedup, warm_arm
 from torchdoctor.tune.sources import not_applied_of
 
@@ -54,6 +64,11 @@ def test_two_script_arms_interleave_into_paired_chunks() -> None:
         assert est.ci_low <= est.speedup <= est.ci_high
         assert est.ci_low > 0 and math.isfinite(est.ci_high)
         assert [w.record().restarts for w in workers] == [0, 0]
+        # A script on a CPU answers a park with nothing moved (only a GPU's arms take
+        # turns), and its next chunk runs on.
+        for message in (Park(), Unpark()):
+            assert best.worker.request(message, timeout_s=TIMEOUT_S) == Parked()
+        assert len(best.worker.request(Run(2), timeout_s=TIMEOUT_S).steps) == 2
     finally:
         for w in workers:
             w.close()

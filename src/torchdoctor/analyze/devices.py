@@ -98,10 +98,14 @@ _TABLE: tuple[tuple[tuple[str, ...], str, dict[str, float], float, str], ...] = 
       "bfloat16": 989.4 * TERA, "float16": 989.4 * TERA, "float8": 1978.9 * TERA}, 3.35e12,
      _H100),
     # A100: FP64 tensor 19.5 TF, FP32 19.5 TF, TF32 156 TF, BF16/FP16 312 TF; HBM2 1,555 GB/s
-    # (40GB), HBM2e 2,039 GB/s (80GB SXM).
+    # (40GB), HBM2e 1,935 GB/s (80GB PCIe), HBM2e 2,039 GB/s (80GB SXM): the datasheet's
+    # memory bandwidth row, one column per form factor.
     (("A100", "40GB"), "A100 40GB",
      {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
       "bfloat16": 312 * TERA, "float16": 312 * TERA}, 1.555e12, _A100),
+    (("A100", "PCIE"), "A100 80GB PCIe",
+     {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
+      "bfloat16": 312 * TERA, "float16": 312 * TERA}, 1.935e12, _A100),
     (("A100",), "A100 80GB",
      {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
       "bfloat16": 312 * TERA, "float16": 312 * TERA}, 2.039e12, _A100),

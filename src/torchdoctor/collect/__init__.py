@@ -17,6 +17,7 @@ from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.collect._channel import (
+        DriverPark,
         DriverRelease,
         DriverRun,
         DriverStop,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         ScriptError,
         ScriptFreed,
         ScriptHello,
+        ScriptParked,
         ScriptReady,
     )
     from torchdoctor.collect._target import LaunchConfig
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
+    "DriverPark": "torchdoctor.collect._channel",
     "DriverRelease": "torchdoctor.collect._channel",
     "DriverRun": "torchdoctor.collect._channel",
     "DriverStop": "torchdoctor.collect._channel",
@@ -55,6 +58,7 @@ _EXPORTS = {
     "ScriptError": "torchdoctor.collect._channel",
     "ScriptFreed": "torchdoctor.collect._channel",
     "ScriptHello": "torchdoctor.collect._channel",
+    "ScriptParked": "torchdoctor.collect._channel",
     "ScriptReady": "torchdoctor.collect._channel",
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
@@ -87,6 +91,7 @@ __all__ = [
     "NOT_INJECTABLE",
     "PROFILE_SUMMARY",
     "CollectConfig",
+    "DriverPark",
     "DriverRelease",
     "DriverRun",
     "DriverStop",
@@ -100,6 +105,7 @@ __all__ = [
     "ScriptError",
     "ScriptFreed",
     "ScriptHello",
+    "ScriptParked",
     "ScriptProfile",
     "ScriptReady",
     "ScriptRun",

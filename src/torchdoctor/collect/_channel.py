@@ -7,8 +7,9 @@ control module's docstring describes is checked by type, not by string keys. The
 
 Script -> driver: `ScriptHello` on connecting, `ScriptReady` at the ready boundary,
 `ScriptChunk` after a chunk of steps (or with `ended` when the script ended mid-chunk),
-`ScriptFreed` after a release, `ScriptError` when it cannot go on. Driver -> script:
-`DriverWelcome` (the seed), then `DriverRun`, `DriverRelease` or `DriverStop`.
+`ScriptFreed` after a release, `ScriptParked` after a park or unpark, `ScriptError` when it
+cannot go on. Driver -> script: `DriverWelcome` (the seed), then `DriverRun`, `DriverRelease`,
+`DriverPark` or `DriverStop`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ class DriverRelease:
 
 
 @dataclass(frozen=True)
+class DriverPark:
+    """Move the script's trained state off the GPU (`off`), or back onto it, now
+    (`torchdoctor.engine.park`): another process runs on the device between its chunks."""
+
+    off: bool
+
+
+@dataclass(frozen=True)
 class DriverStop:
     """Stop the script at its boundary (it unwinds as after a step limit)."""
 
@@ -84,6 +93,17 @@ class ScriptChunk:
 @dataclass(frozen=True)
 class ScriptFreed:
     """The release was done."""
+
+
+@dataclass(frozen=True)
+class ScriptParked:
+    """A park or unpark was done: bytes moved, bytes still held on the device, seconds, and
+    why nothing could move (`pinned`: CUDA graphs), or None."""
+
+    moved_bytes: int = 0
+    left_bytes: int = 0
+    seconds: float = 0.0
+    pinned: str | None = None
 
 
 @dataclass(frozen=True)

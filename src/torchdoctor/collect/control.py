@@ -21,6 +21,11 @@ messages are the types of `collect/_channel.py`):
   `ScriptChunk` (rows of step seconds, samples and loss, and the peak memory) and it waits
   again; with `release`, CUDA's cached free blocks go back to the device first;
 - `DriverRelease` -> `ScriptFreed`, the same on its own;
+- `DriverPark(off)` -> `ScriptParked`: on a GPU the parameters, gradients and optimizer state
+  of every torch.optim optimizer the script has stepped, and the buffers of the modules owning
+  those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that
+  the other arm of an A/B has the whole device; a script that captured CUDA graphs stays
+  where it is, and says so. On a CPU, nothing moves;
 - `DriverStop`, or the tuner going away -> `StopCollection` is raised at the boundary
   and the bootstrap unwinds as after a step limit;
 - the script ending by itself mid-chunk -> `ScriptChunk` of the rows run with `ended` when it
@@ -67,6 +72,7 @@ of the scaler's history, not of the training.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import random
@@ -76,11 +82,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Client
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
+import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect._channel import (
+    DriverPark,
     DriverRelease,
     DriverRun,
     DriverStop,
@@ -90,12 +98,16 @@ from torchdoctor.collect._channel import (
     ScriptError,
     ScriptFreed,
     ScriptHello,
+    ScriptParked,
     ScriptReady,
 )
 from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
+
+if TYPE_CHECKING:
+    from torchdoctor.engine import DeviceMover, Parking
 
 #: Environment variable carrying the control channel's authkey (hex) to the script's process.
 CONTROL_AUTHKEY_ENV = "TORCHDOCTOR_CONTROL_AUTHKEY"
@@ -105,6 +117,23 @@ READY_BOUNDARY = 2
 #: The outermost backward() call at which a script with no torch.optim optimizer built is
 #: driven at its backward calls (module docstring).
 BACKWARD_DECIDES = 2
+
+
+#: Why a script that captured CUDA graphs is not parked (`torchdoctor.engine.park`).
+GRAPHS_CAPTURED = (
+    "the script captured CUDA graphs, which hold the device addresses of its tensors and a "
+    "private memory pool: it stays on the device"
+)
+
+
+#: Why a distributed script is not parked: DDP's reducer holds its gradients as views of its
+#: buckets, and a moved gradient would no longer be one.
+DISTRIBUTED = "the script runs torch.distributed, whose buckets hold its gradients: it stays"
+
+
+def _distributed() -> str | None:
+    dist = torch.distributed
+    return DISTRIBUTED if dist.is_available() and dist.is_initialized() else None
 
 
 class ControlError(CollectError):
@@ -252,8 +281,19 @@ class StepController:
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         device_memory_cap_bytes: int | None = None,
+        mover: DeviceMover | None = None,
     ) -> None:
         self.conn = conn
+        #: how the trained state leaves the GPU and comes back (default: the current CUDA
+        #: device, once the script runs on one; a fake GPU in tests)
+        self._mover = mover
+        self._parking: Parking | None = None
+        #: the modules whose buffers a park moves (`_trained_modules`), found at the first
+        self._modules: weakref.WeakSet[torch.nn.Module] | None = None
+        #: the torch.optim optimizers the script has stepped (what a park moves)
+        self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: CUDA graphs the script captured (its own, torch.compile's): it cannot be parked
+        self.graph_captures = 0
         #: the device memory the script may take once it is on a GPU (applied when ready)
         self.device_memory_cap_bytes = device_memory_cap_bytes
         self.recorder = recorder
@@ -333,6 +373,18 @@ class StepController:
             return scaled
 
         site.patcher.set(torch.amp.GradScaler, "scale", scale)
+        site.handles.append(
+            optim_mod.register_optimizer_step_post_hook(lambda opt, *_: self.optimizers.add(opt))
+        )
+        graph = getattr(torch.cuda, "CUDAGraph", None)
+        if graph is not None:
+            original_capture = graph.capture_begin
+
+            def capture_begin(*args: Any, **kwargs: Any) -> Any:
+                self.graph_captures += 1
+                return original_capture(*args, **kwargs)
+
+            site.patcher.set(graph, "capture_begin", capture_begin)
         for owner, name in self._seeders():
             site.patcher.set(owner, name, self._counting_seed(getattr(owner, name)))
 
@@ -444,6 +496,8 @@ class StepController:
                 if not isinstance(steps, int) or steps < 1:
                     self._send(_error(f"run needs a step count >= 1, got {steps!r}"))
                     continue
+                if self._parking is not None:  # a driver that did not unpark first still runs
+                    self._move(off=False)
                 self._want, self._release = steps, bool(message.release)
                 self._seconds, self._samples, self._losses = [], [], []
                 _reset_peak_memory()  # the chunk's peak, not the start-up's or warm-up's
@@ -456,7 +510,49 @@ class StepController:
                 _release_device_memory()
                 self._send(ScriptFreed())
                 continue
+            if isinstance(message, DriverPark):
+                self._send(self._move(off=bool(message.off)))
+                continue
             self._send(_error(f"unknown command {message!r}"))
+
+    def _move(self, *, off: bool) -> ScriptParked:
+        """Park (`off`) or unpark the optimizers' state; nothing off a GPU (module docstring)."""
+        # The engine (and what it imports) is loaded only by a script on a GPU, on its first
+        # park: a CPU script's start-up is not slowed by it.
+        from torchdoctor.engine import CudaMover, Parking
+
+        if self._parking is None:
+            mover = self._mover
+            if mover is None:
+                if script_device() != "cuda":
+                    return ScriptParked()
+                mover = CudaMover(torch.device("cuda", torch.cuda.current_device()))
+            self._parking = Parking(mover)
+        optimizers = list(self.optimizers)
+        if off:
+            pinned = GRAPHS_CAPTURED if self.graph_captures else _distributed()
+            modules = self._trained_modules(optimizers)
+            moved = self._parking.park(modules, optimizers, pinned=pinned)
+        else:
+            moved = self._parking.unpark()
+        return ScriptParked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+
+    def _trained_modules(self, optimizers: list[Any]) -> list[torch.nn.Module]:
+        """The modules owning a parameter the optimizers step, found once per launch (their
+        buffers, such as BatchNorm's running statistics, are parked with them).
+
+        Read from the garbage collector's objects, as the instrumentation's install reads
+        the optimizers already built: once, at the first park, outside every step.
+        """
+        if self._modules is None:
+            params = {id(p) for opt in optimizers for g in opt.param_groups for p in g["params"]}
+            self._modules = weakref.WeakSet(
+                o
+                for o in gc.get_objects()
+                if issubclass(type(o), torch.nn.Module)
+                and any(id(p) in params for p in o.parameters(recurse=False))
+            )
+        return list(self._modules)
 
     def _read(self) -> list[float | None]:
         with self._uncounted():

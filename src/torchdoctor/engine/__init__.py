@@ -5,6 +5,7 @@
 """
 
 from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.engine.park import CudaMover, DeviceMover, Moved, Parking, trained_state
 from torchdoctor.engine.perturb import PERTURBATION_SCALE, perturb_weights
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.run import mean_phase_fractions, run_workload
@@ -12,7 +13,11 @@ from torchdoctor.engine.session import TrainingSession, prepare, resolve_device
 
 __all__ = [
     "PERTURBATION_SCALE",
+    "CudaMover",
+    "DeviceMover",
     "MemoryStats",
+    "Moved",
+    "Parking",
     "RunResult",
     "TrainingSession",
     "mean_phase_fractions",
@@ -20,4 +25,5 @@ __all__ = [
     "prepare",
     "resolve_device",
     "run_workload",
+    "trained_state",
 ]

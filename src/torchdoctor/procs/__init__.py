@@ -26,6 +26,8 @@ from torchdoctor.procs._protocol import (
     Exit,
     Failed,
     Losses,
+    Park,
+    Parked,
     Prepare,
     Prepared,
     Ran,
@@ -36,6 +38,7 @@ from torchdoctor.procs._protocol import (
     Request,
     Run,
     StepRow,
+    Unpark,
 )
 from torchdoctor.procs._spec import (
     ENGINE_FACTORY,
@@ -68,6 +71,8 @@ __all__ = [
     "FailureKind",
     "InProcessWorker",
     "Losses",
+    "Park",
+    "Parked",
     "Prepare",
     "Prepared",
     "Ran",
@@ -84,6 +89,7 @@ __all__ = [
     "SessionSpec",
     "StepRow",
     "SubprocessWorker",
+    "Unpark",
     "WorkerFailure",
     "WorkerLike",
     "canonical_factory",

@@ -1,7 +1,7 @@
 """The request/reply protocol between a parent and a supervised worker.
 
 Every worker (a workload's session in a spawned process, the same session in this process, a
-user's live script) answers the same five requests with the same replies, so whoever drives
+user's live script) answers the same seven requests with the same replies, so whoever drives
 a worker (the tuner's arms today) does not know which kind it holds. Messages are small frozen
 dataclasses: they cross a `multiprocessing` pipe by pickling, and a reader sees typed fields
 where it used to look up string keys.
@@ -13,6 +13,8 @@ request            reply        what it does
 `Run`              `Ran`        run a chunk of steps; each step's time, samples and loss
 `Release`          `Done`       hand cached free device memory back (CUDA)
 `Reference`        `Losses`     the losses of a fresh session with a perturbed start
+`Park`             `Parked`     move the trained state off the device (CUDA; another runs)
+`Unpark`           `Parked`     move it back before the next chunk
 `Exit`             `Done`       stop serving (a worker process exits)
 =================  ===========  ==========================================================
 
@@ -83,6 +85,18 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Parked:
+    """A park or an unpark (`torchdoctor.engine.park`): the bytes moved, the bytes the process
+    still holds on the device after it, the seconds it took (no step's), and `pinned`, why
+    nothing could move (CUDA graphs), or None. A worker on a CPU answers with zeros."""
+
+    moved_bytes: int = 0
+    left_bytes: int = 0
+    seconds: float = 0.0
+    pinned: str | None = None
+
+
+@dataclass(frozen=True)
 class Failed:
     """The worker could not answer: why, as a kind and a one-line reason."""
 
@@ -90,10 +104,10 @@ class Failed:
     reason: str
 
 
-Reply = Prepared | Ran | Losses | Done | Failed
+Reply = Prepared | Ran | Losses | Done | Parked | Failed
 
 #: The successful reply a request asks for (`Request[ReplyT]`).
-ReplyT = TypeVar("ReplyT", Prepared, Ran, Losses, Done)
+ReplyT = TypeVar("ReplyT", Prepared, Ran, Losses, Done, Parked)
 
 
 # ---- requests --------------------------------------------------------------------------------
@@ -156,6 +170,21 @@ class Reference(Request[Losses]):
 
 
 @dataclass(frozen=True)
+class Park(Request[Parked]):
+    """Move the session's trained state (weights, gradients, buffers, optimizer state) off
+    the device and hand the freed blocks back: another worker runs on the GPU next."""
+
+    reply_type: ClassVar[type[Reply]] = Parked
+
+
+@dataclass(frozen=True)
+class Unpark(Request[Parked]):
+    """Move the parked state back onto the device (nothing when it is not parked)."""
+
+    reply_type: ClassVar[type[Reply]] = Parked
+
+
+@dataclass(frozen=True)
 class Exit(Request[Done]):
     """Stop serving: a worker process returns from its loop and exits."""
 
@@ -163,4 +192,12 @@ class Exit(Request[Done]):
 
 
 #: Every request type, for dispatch tables and tests.
-REQUESTS: tuple[type[Request[Any]], ...] = (Prepare, Run, Release, Reference, Exit)
+REQUESTS: tuple[type[Request[Any]], ...] = (
+    Prepare,
+    Run,
+    Release,
+    Reference,
+    Park,
+    Unpark,
+    Exit,
+)

@@ -21,6 +21,8 @@ an `Arm` drives it as it drives a built-in workload. It answers the requests of
   run: `restarts` counts that in this reply, `restart_s` the start-ups it cost, which are no
   step's.
 - `Release` -> `Done` (CUDA: the script's cached free blocks go back).
+- `Park` / `Unpark` -> `Parked`: the script's trained state leaves the GPU or comes back
+  (collect/control.py, `torchdoctor.engine.park`); nothing when it is not launched.
 - `Reference` -> `Losses`: the first n losses of a fresh launch of the same script, recipe and
   seed whose trained model (the injection's trained top-level module, collect/inject/model.py)
   gets the engine's no-op weight perturbation i before its first step
@@ -59,6 +61,7 @@ import psutil
 
 from torchdoctor.collect import (
     CONTROL_AUTHKEY_ENV,
+    DriverPark,
     DriverRelease,
     DriverRun,
     DriverStop,
@@ -68,6 +71,7 @@ from torchdoctor.collect import (
     ScriptError,
     ScriptFreed,
     ScriptHello,
+    ScriptParked,
     ScriptReady,
     child_command,
 )
@@ -85,6 +89,8 @@ from torchdoctor.procs._protocol import (
     Done,
     Exit,
     Losses,
+    Park,
+    Parked,
     Prepare,
     Prepared,
     Ran,
@@ -95,6 +101,7 @@ from torchdoctor.procs._protocol import (
     Request,
     Run,
     StepRow,
+    Unpark,
 )
 from torchdoctor.procs._supervisor import (
     LIVE_WORKERS,
@@ -109,7 +116,7 @@ EXIT_GRACE_S: Final = 5.0
 
 SeededBy = Literal["torchdoctor", "script", "both", "none"]
 
-_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed)
+_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed, ScriptParked)
 
 
 class ScriptWorkerRecord(SubRecord):
@@ -217,6 +224,11 @@ class ScriptWorker(MemoryCapped):
                 self._exchange(DriverRelease(), ScriptFreed, deadline)
                 self._freeze()
             return Done()
+        if isinstance(message, Park | Unpark):
+            if self._launch is None:
+                return Parked()
+            moved = self._exchange(DriverPark(isinstance(message, Park)), ScriptParked, deadline)
+            return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
         if isinstance(message, Exit):
             self.close()
             return Done()
@@ -392,7 +404,7 @@ class ScriptWorker(MemoryCapped):
         return startup
 
     def _exchange(
-        self, message: DriverRun | DriverRelease, expected: type[_T], deadline: float
+        self, message: DriverRun | DriverRelease | DriverPark, expected: type[_T], deadline: float
     ) -> _T:
         launch = self._launch
         assert launch is not None and launch.conn is not None
@@ -484,8 +496,10 @@ class ScriptWorker(MemoryCapped):
         return f"{reason}: {tail}" if tail else reason
 
 
-def _command_text(message: DriverRun | DriverRelease) -> str:
+def _command_text(message: DriverRun | DriverRelease | DriverPark) -> str:
     """A command as a timeout's reason names it (the words stored reasons already use)."""
     if isinstance(message, DriverRun):
         return str({"op": "run", "steps": message.steps, "release": message.release})
+    if isinstance(message, DriverPark):
+        return str({"op": "park" if message.off else "unpark"})
     return str({"op": "release"})

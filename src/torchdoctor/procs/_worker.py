@@ -7,7 +7,10 @@ kills at most this process. `Prepare` carries the `SessionSpec`; on CUDA its mem
 this process's device memory. `Run` with `release` hands the CUDA caching allocator's free
 blocks back to the device after the steps (see `release_device_memory`). `Reference` builds a
 fresh session of the prepared spec whose initial weights carry the no-op perturbation `i`
-(`torchdoctor.engine.perturb`) and returns its losses; the prepared session is untouched.
+(`torchdoctor.engine.perturb`) and returns its losses; the prepared session is untouched (on
+CUDA it is parked meanwhile, and the reference's blocks go back after it). `Park` and `Unpark`
+move the session's trained state off the GPU and back (`torchdoctor.engine.park`), so that
+another worker can use the whole device between this one's chunks.
 
 An exception raised by the session becomes a `Failed` reply, its kind from
 `classify_exception`.
@@ -30,6 +33,8 @@ from torchdoctor.procs._protocol import (
     Exit,
     Failed,
     Losses,
+    Park,
+    Parked,
     Prepare,
     Prepared,
     Ran,
@@ -39,6 +44,7 @@ from torchdoctor.procs._protocol import (
     Request,
     Run,
     StepRow,
+    Unpark,
 )
 from torchdoctor.procs._spec import SessionLike, SessionSpec, build_session, peak_memory_of
 
@@ -84,13 +90,17 @@ def release_device_memory(cuda: Any) -> None:
 class SessionHost:
     """Holds one session and answers requests; used in the child and by the in-process mode.
 
-    `cuda` is `torch.cuda` (imported on first CUDA use; a fake allocator in tests).
+    `cuda` is `torch.cuda` (imported on first CUDA use; a fake allocator in tests); `mover`
+    the `torchdoctor.engine.park.DeviceMover` parking goes through (default: the spec's CUDA
+    device; a fake GPU in tests).
     """
 
-    def __init__(self, cuda: Any = None) -> None:
+    def __init__(self, cuda: Any = None, mover: Any = None) -> None:
         self.session: SessionLike | None = None
         self.spec: SessionSpec | None = None
         self._cuda = cuda
+        self._mover = mover
+        self._parking: Any = None
         self._on_cuda = False
 
     @property
@@ -108,6 +118,7 @@ class SessionHost:
             if isinstance(request, Run):
                 if self.session is None:
                     return Failed(FailureKind.ERROR, "run before prepare")
+                self._move(park=False)  # a driver that did not unpark first still runs
                 # Each reply's peak is its own steps' (the session counts from its start
                 # otherwise, warm-up's autotuning workspaces included).
                 reset_peak = getattr(self.session, "reset_peak_memory", None)
@@ -125,6 +136,8 @@ class SessionHost:
                 if self._on_cuda:
                     release_device_memory(self.cuda)
                 return Done()
+            if isinstance(request, Park | Unpark):
+                return self._move(park=isinstance(request, Park))
             return Failed(FailureKind.ERROR, f"unknown request {type(request).__name__}")
         except Exception as exc:
             return Failed(classify_exception(exc), f"{type(exc).__name__}: {exc}".strip()[:500])
@@ -142,17 +155,38 @@ class SessionHost:
         self.spec = spec
         return Prepared(time.perf_counter() - start)
 
+    def _move(self, *, park: bool) -> Parked:
+        """Park or unpark the session's trained state (a no-op off CUDA)."""
+        session = self.session
+        if not self._on_cuda or session is None or self.spec is None:
+            return Parked()
+        from torchdoctor.engine import CudaMover, Parking, trained_state
+
+        if self._parking is None:
+            self._parking = Parking(self._mover or CudaMover(self.spec.device))
+        modules, optimizers, pinned = trained_state(session)
+        if park:
+            moved = self._parking.park(modules, optimizers, pinned=pinned)
+        else:
+            moved = self._parking.unpark()
+        return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+
     def _reference(self, perturbation: int, steps: int) -> Reply:
         if self.spec is None:
             return Failed(FailureKind.ERROR, "reference before prepare")
         # A second session in this process, built and run to the end, then dropped: one worker
-        # serves every reference run, so the cost is steps, not process starts.
+        # serves every reference run, so the cost is steps, not process starts. On a GPU the
+        # live session is parked meanwhile, so the two are never resident together.
+        self._move(park=True)
         session = build_session(dataclasses.replace(self.spec, perturbation=perturbation))
         try:
             rows = session.run_steps(steps, measure_phases=False)
             return Losses(tuple(_finite_or_none(r.loss) for r in rows))
         finally:
             _close_session(session)
+            del session
+            if self._on_cuda:
+                release_device_memory(self.cuda)  # the reference's blocks, cached
 
     def close(self) -> None:
         """Close the held session (its DataLoader workers and their queues) and drop it."""

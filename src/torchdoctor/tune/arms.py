@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Final
@@ -43,7 +44,8 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.procs import Reference, Release, Run, WorkerLike
+from torchdoctor.procs import Park, Parked, Reference, Release, Run, Unpark, WorkerLike
+from torchdoctor.tune.turns import DeviceTurns
 
 #: Seconds the next worker request may take. Called before every request, so that all the
 #: requests of a trial share one deadline: a slow candidate cannot run past the budget one
@@ -174,6 +176,30 @@ class Arm:
     #: knob -> the value a script runs with of its own (its DataLoader's num_workers, ...),
     #: read at its ready boundary; empty for a workload, whose defaults are known ahead
     own_settings: dict[str, object] = field(default_factory=dict)
+    #: The GPU's turns this arm takes before it runs (tune/turns.py): the idle arm is parked
+    #: off the device. None on a CPU, where nothing is parked.
+    turns: DeviceTurns | None = None
+    #: Seconds spent parking and unparking this arm (requests of their own, in no step's
+    #: time), how many times, and the bytes its last park moved to the host
+    switch_s: float = 0.0
+    switches: int = 0
+    parked_bytes: int = 0
+
+    def hold_device(self, timeout: Timeout) -> None:
+        """Take the GPU's turn (tune/turns.py) before running steps; a no-op on a CPU."""
+        if self.turns is not None:
+            self.turns.take(self, timeout=timeout)
+
+    def switch(self, *, park: bool, timeout: Timeout) -> Parked:
+        """Park this arm's worker off the GPU or bring it back (tune/turns.py): a request of
+        its own, timed here, so its cost is counted apart from every step."""
+        start = time.perf_counter()
+        reply = self.worker.request(Park() if park else Unpark(), timeout_s=timeout())
+        self.switch_s += time.perf_counter() - start
+        self.switches += 1
+        if park:
+            self.parked_bytes = reply.moved_bytes
+        return reply
 
     def scored_rows(self, rows: list[StepTiming]) -> list[StepTiming]:
         """The steps of one chunk that are scored (`release_after_run`: not the first)."""
@@ -212,6 +238,7 @@ class Arm:
         A warm-up request's peak is not the arm's: autotuning and cuDNN's benchmark mode try
         algorithms with scratch buffers the steady steps never need."""
         release = self.release_after_run if release is None else release
+        self.hold_device(timeout)
         reply = self.worker.request(Run(steps, release), timeout_s=timeout())
         rows = [
             StepTiming(
@@ -244,6 +271,7 @@ class Arm:
             self.worker.request(Release(), timeout_s=timeout())
 
     def _warm_up(self, plan: MeasurePlan, *, timeout: Timeout, give_up_above: float | None) -> None:
+        self.hold_device(timeout)
         first = self.worker.request(Run(1, False), timeout_s=timeout())
         self.compile_s = float(first.steps[0][0])
         self.losses.append(first.steps[0][2])
@@ -283,8 +311,11 @@ class Arm:
         """The loss trajectory of this arm's recipe with a no-op weight perturbation.
 
         Run by the worker in a fresh session beside the live one (`torchdoctor.procs`),
-        which it leaves as it was.
+        which it leaves as it was. On a GPU the live arm is parked first, so the reference
+        never shares the device with it (tune/turns.py).
         """
+        if self.turns is not None:
+            self.turns.clear(timeout=timeout)
         reply = self.worker.request(Reference(perturbation, steps), timeout_s=timeout())
         return list(reply.losses)
 
@@ -313,6 +344,8 @@ class Arm:
         return 1.0 if self.objective == "latency" else self.samples_per_step
 
     def close(self) -> None:
+        if self.turns is not None:
+            self.turns.forget(self)
         self.worker.close()
 
 

@@ -80,6 +80,7 @@ class TrialFigures:
     best_chunk_times_s: list[float] = field(default_factory=list)
     machine_load: MachineLoad | None = None
     remeasured: int = 0
+    device_switch_s: float | None = None
 
 
 class TrialResult(Record):
@@ -97,6 +98,9 @@ class TrialResult(Record):
     with the outcome their status, decision and reason imply: `tune.outcome`).
     `chunk_peak_memory_bytes` is the peak memory of each steady chunk, whose spread the
     memory ladder decides by (version 6; empty in earlier records).
+    `device_switch_s` is what parking the idle arm off the GPU and bringing it back cost in
+    the trial (tune/turns.py), counted in its wall time and in no step's (None: nothing was
+    parked; an optional field, so earlier records read back unchanged).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
@@ -129,6 +133,7 @@ class TrialResult(Record):
     best_chunk_times_s: list[float] = Field(default_factory=list)
     machine_load: MachineLoad | None = None
     remeasured: int = Field(ge=0, default=0)
+    device_switch_s: float | None = None
     #: The baseline only: loss trajectories of the baseline recipe retrained with a no-op
     #: weight perturbation, the yardstick of the quality check (`torchdoctor.tune.parity`).
     reference_losses: list[list[float | None]] = Field(default_factory=list)
@@ -190,6 +195,7 @@ class TrialResult(Record):
             best_chunk_times_s=list(figures.best_chunk_times_s),
             machine_load=figures.machine_load,
             remeasured=figures.remeasured,
+            device_switch_s=figures.device_switch_s,
             wall_s=wall_s,
         )
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchdoctor.procs import Prepare, SessionSpec, start_worker
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
 from torchdoctor.tune.torchrun import arm_argv, is_torchrun
+from torchdoctor.tune.turns import DeviceTurns
 
 __all__ = ["ArmSource", "ScriptArms", "ScriptCommand", "WorkloadArms", "not_applied_of"]
 
@@ -35,6 +36,8 @@ class ArmSource(ABC):
     """Opens live, warmed-up arms; a source says only how an arm is started and prepared."""
 
     plan: MeasurePlan
+    #: one arm of this source on the GPU at a time (tune/turns.py)
+    turns: DeviceTurns
 
     @abstractmethod
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
@@ -52,7 +55,12 @@ class ArmSource(ABC):
         """A live, warmed-up arm of `recipe` (raises WorkerFailure); one whose `changed` knobs
         include one that did not act is returned unwarmed (its trial ends as "does not
         apply")."""
+        # A new process is about to take device memory: the resident arm leaves it first.
+        self.turns.clear(timeout=timeout)
         arm = self.prepare(recipe, timeout=timeout, log_path=log_path)
+        if arm.release_after_run:  # on a GPU: the arm takes turns with the others
+            arm.turns = self.turns
+            self.turns.resident = arm
         if any(k in arm.not_applied for k in changed):
             return arm  # its trial ends as "does not apply": no warm-up spent on it
         return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
@@ -67,6 +75,7 @@ class WorkloadArms(ArmSource):
     objective: str
     isolate: bool = True
     memory_cap_bytes: int | None = None
+    turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         spec = self.spec.with_recipe(recipe)
@@ -139,6 +148,7 @@ class ScriptArms(ArmSource):
     objective: str
     seed: int | None = 0
     memory_cap_bytes: int | None = None
+    turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         from torchdoctor.procs import ScriptWorker

@@ -338,6 +338,7 @@ class Tuner:
             wall_s=measured_s,
             chunk_times_s=list(arm.chunk_scores),
             reference_losses=references,
+            device_switch_s=_switched(arm.switch_s),
         )
         self.best_arm = arm
         return result
@@ -422,6 +423,8 @@ class Tuner:
         plan = self.settings.plan
         speed: SpeedCheck | None = None
         cand: Arm | None = None
+        # the best arm's switching cost so far (it lives across trials): this trial's is after
+        switched_before = self.best_arm.switch_s if self.best_arm is not None else 0.0
         try:
             if self.best_arm is None:
                 self.best_arm = self.open_arm_for(self.best_recipe, "best")
@@ -449,12 +452,16 @@ class Tuner:
                 # 32 parity steps of it cost minutes of budget).
                 cand.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
         except WorkerFailure as exc:
+            reason = exc.reason
+            beside = self.arms.turns.beside_pinned(cand)
+            if exc.kind == "oom" and beside is not None:
+                reason = f"{reason} (another arm stayed on the GPU beside it: {beside})"
             if cand is not None:
                 # The failure came while both arms ran and either may have died: start the
                 # best afresh for the next trial rather than guess.
                 cand.close()
                 self.close()
-            return Verdict.failure(exc.kind, exc.reason), TrialFigures(), None
+            return Verdict.failure(exc.kind, reason), TrialFigures(), None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
         verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
@@ -481,6 +488,7 @@ class Tuner:
             best_chunk_times_s=list(best.chunk_scores),
             machine_load=est.load,
             remeasured=est.remeasured,
+            device_switch_s=_switched(best.switch_s - switched_before + cand.switch_s),
         )
         return verdict, figures, ends_with
 
@@ -577,3 +585,8 @@ class Tuner:
         self.best_trial = result
         self.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
+
+
+def _switched(seconds: float) -> float | None:
+    """A trial's parking cost as recorded: None when no arm was parked (a CPU job)."""
+    return seconds if seconds > 0 else None

@@ -37,6 +37,7 @@ def _row(tmp_path: Path, events: list[dict[str, Any]], **kw: Any) -> tuple[OpRow
     [
         ("NVIDIA A100-SXM4-80GB", "A100 80GB", 2.039e12),
         ("NVIDIA A100-PCIE-40GB", "A100 40GB", 1.555e12),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1.935e12),  # not the SXM's 2,039 GB/s
         ("NVIDIA H100 PCIe", "H100 PCIe", 2.0e12),
         ("NVIDIA H100 80GB HBM3", "H100 SXM", 3.35e12),
         ("AMD Instinct MI250X", "MI250X", 3.2e12),

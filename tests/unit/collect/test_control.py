@@ -378,3 +378,49 @@ def test_the_ready_report_says_whether_the_script_is_on_a_gpu_and_caps_its_memor
     (ready,) = channel.sent
     assert isinstance(ready, ScriptReady) and ready.device == device
     assert fractions == ([(0.25, 0)] if device == "cuda" else [])
+
+
+def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
+    """`DriverPark`: the optimizer's parameters, gradients and state, and the buffers of the
+    modules it trains, leave the (fake) GPU at the boundary, the freed blocks go back, and
+    the script trains on as if never parked."""
+    from fake_gpu import FakeCuda, FakeGpu
+    from torchdoctor.collect import DriverPark, ScriptParked
+
+    cuda = FakeCuda(FakeGpu(2**20))
+
+    class GpuLoop(Loop):
+        """`Loop` with Adam, its state on the device (as a GPU's step allocates it)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=0.1)
+            self.model.register_buffer("running", torch.zeros(4))  # BatchNorm-like
+
+        def on_device(self) -> int:
+            for p in self.model.parameters():
+                p.data = cuda.to_device(p.data) if not cuda.on_device(p.data) else p.data
+                if p.grad is not None:
+                    cuda.adopt(p.grad)
+            for state in self.opt.state.values():
+                cuda.adopt(state["exp_avg"])
+                cuda.adopt(state["exp_avg_sq"])
+            self.model.running = cuda.to_device(self.model.running)
+            return cuda.allocated()
+
+    loop = GpuLoop()
+    held: list[int] = []
+    commands = [DriverPark(True), DriverPark(False), DriverRun(3), DriverStop()]
+    # At the ready boundary the script's state is where a GPU's first steps put it.
+    channel = ScriptedChannel(commands, on_recv=lambda: held or held.append(loop.on_device()))
+    drive(loop, 100, channel, mover=cuda)
+    twin = GpuLoop()  # seeded as the loop was: the same batches, never parked
+    drive(twin, 100, ScriptedChannel([DriverRun(3), DriverStop()]))
+    _, off, back, chunk = channel.sent
+    state = 3 * 4 * sum(p.numel() for p in loop.model.parameters())  # weight, grad, 2 moments
+    state += 4 * sum(p.numel() for p in loop.model.parameters()) + 4 * 4  # and the buffer
+    assert isinstance(off, ScriptParked) and off.moved_bytes == held[0] == state
+    assert off.left_bytes == 0 and off.pinned is None
+    assert isinstance(back, ScriptParked) and back.moved_bytes == back.left_bytes == state
+    assert isinstance(chunk, ScriptChunk)
+    assert [r[2] for r in chunk.steps] == pytest.approx([s[0] for s in twin.losses[2:5]])

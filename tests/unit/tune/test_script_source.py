@@ -19,6 +19,7 @@ from torchdoctor.tune.sources import ArmSource, ScriptArms, WorkloadArms, not_ap
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
+from torchdoctor.tune.turns import DeviceTurns
 
 NO_LOADER = "the script built no torch DataLoader"
 
@@ -85,6 +86,7 @@ class NoLoaderScript(ArmSource):
 
     def __init__(self, plan: MeasurePlan) -> None:
         self.plan = plan
+        self.turns = DeviceTurns()
         self.opened: list[tuple[dict[str, Any], FakeScriptWorker]] = []
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
