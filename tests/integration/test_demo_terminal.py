@@ -1,0 +1,91 @@
+"""`torchdoctor demo --quick` at a real terminal (a pseudo-terminal): the diagnosis table is on
+the screen while the first trial (the baseline) runs, and each trial's ladder row appears in
+the live view as that trial is decided, before the study ends and its result is printed.
+
+Order is read from the terminal stream itself, which is the order things were drawn; the read
+times only label what the failure messages show. The fake-event test of the same view is
+tests/unit/report/test_live_tune.py.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from pty_terminal import TerminalRun, run_in_terminal
+from torchdoctor.measure import get_ceilings
+from torchdoctor.report.terminal.live import row_of
+from torchdoctor.tune.records import read_trial
+
+#: The demo's tuning budget here. The diagnosis runs before it and is not counted. A study
+#: ends as soon as no further trial fits (tune/budget.py reserves about six baseline
+#: measurements for the final A/B), so on a 2-core machine this budget measures the baseline
+#: and stops, and the run costs the diagnosis, the baseline and the report; a budget close to
+#: the baseline's own time would instead fail when a busy machine slows the baseline (the
+#: demo says its budget is too small). A faster machine fits a knob trial in it, whose row
+#: the test then checks too.
+BUDGET = "45s"
+#: Past this, the demo is killed and the test fails: the budget, its grace, the diagnosis and
+#: the report with a busy machine's margin.
+TIMEOUT_S = 300.0
+
+
+def _frames(text: str, start: int, end: int) -> list[str]:
+    """The live ladder as drawn, frame by frame: from each 'Ladder so far' title to the
+    frame's status line ('... ends by HH:MM:SS'), between `start` and `end`."""
+    frames = []
+    for m in re.finditer("Ladder so far", text[start:end]):
+        begin = start + m.start()
+        stop = text.find("ends by", begin, end)
+        frames.append(text[begin : stop if stop != -1 else end])
+    return frames
+
+
+def _first_frame_with(frames: list[str], number: int, what: str) -> int | None:
+    row = re.compile(rf"^\s*{number}\s+{re.escape(what.split(' ')[0])}", re.MULTILINE)
+    return next((k for k, frame in enumerate(frames) if row.search(frame)), None)
+
+
+def _shown(run: TerminalRun, text: str, offset: int) -> str:
+    return f"{text!r} at {offset} (read at {run.seen_at(offset):.1f} s)"
+
+
+@pytest.mark.study
+def test_demo_quick_draws_the_diagnosis_first_and_each_row_as_its_trial_ends(
+    tmp_path: Path,
+) -> None:
+    get_ceilings(device="cpu")  # cached here (the test's brief measurement) for the demo's own
+    out = tmp_path / "demo"
+    argv = [sys.executable, "-m", "torchdoctor", "demo", "--quick", "--budget", BUDGET]
+    run = run_in_terminal([*argv, "--out", str(out)], timeout_s=TIMEOUT_S)
+    text = run.text
+    assert run.exit_code == 0, text[-3000:]
+
+    diagnosis = text.find("primary bottleneck")
+    first_row = text.find("Ladder so far")
+    final = text.find("Ladder: cnn")  # the result, printed once the study has ended
+    report = text.find("Report:")
+    assert 0 <= diagnosis < first_row < final < report, (
+        _shown(run, "diagnosis", diagnosis),
+        _shown(run, "first row", first_row),
+        _shown(run, "result", final),
+    )
+    # The diagnosis table, with the ladder's planned order, while the baseline runs.
+    before_any_row = text[diagnosis:first_row]
+    assert "ladder, in order" in before_any_row and "now: the baseline" in before_any_row
+
+    trials = [read_trial(p) for p in sorted((out / "trials").glob("*.json"))]
+    assert trials and trials[0].kind == "baseline"
+    frames = _frames(text, first_row, final)
+    firsts = [_first_frame_with(frames, i, row_of(t).what) for i, t in enumerate(trials)]
+    # Every decided trial has its row in the live view, each in a later frame than the one
+    # before it: drawn as it was decided, not all at the end.
+    assert None not in firsts, (firsts, [row_of(t).what for t in trials], frames[-1])
+    assert firsts == sorted(set(firsts)), firsts  # type: ignore[type-var]
+    # The live view ends with every row, the status line below them.
+    assert _first_frame_with(frames[-1:], len(trials) - 1, row_of(trials[-1]).what) == 0
+    # Nothing printed that the demo did not mean to (a traceback, a leaked-semaphore report).
+    assert "Traceback" not in text and "resource_tracker" not in text
