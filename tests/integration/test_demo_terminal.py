@@ -28,9 +28,10 @@ from torchdoctor.tune.records import read_trial
 #: demo says its budget is too small). A faster machine fits a knob trial in it, whose row
 #: the test then checks too.
 BUDGET = "45s"
-#: Past this, the demo is killed and the test fails: the budget, its grace, the diagnosis and
-#: the report with a busy machine's margin.
-TIMEOUT_S = 300.0
+#: Past this, the demo is killed and the test fails: a guard against a hang, not a bound on
+#: the demo's time (on a 2-core machine shared with other test runs the diagnosis alone has
+#: taken four minutes; benchmarks/bench_demo_quick.py times the demo on an idle one).
+TIMEOUT_S = 600.0
 
 
 def _frames(text: str, start: int, end: int) -> list[str]:
