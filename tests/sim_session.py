@@ -14,7 +14,12 @@ Model options (all JSON-serializable, passed through `SessionSpec.options`):
   the factor of every entry whose settings the recipe all has: changes that pay only together.
 - ``batch_exponent``: step time scales as ``(batch / base_batch) ** batch_exponent``.
 - ``bytes_per_sample`` / ``memory_limit_bytes``: peak memory model and the simulated device
-  capacity (above it, preparing raises MemoryError like an allocation failure).
+  capacity (above it, preparing raises MemoryError like an allocation failure). The peak is
+  ``fixed_bytes`` plus ``bytes_per_sample`` times the micro-batch (``batch_size``) times every
+  factor of ``memory_effects`` (``{knob: {str(value): factor}}``: bf16 or checkpointing saving
+  activation memory); ``memory_noise`` (relative) draws each chunk's peak around it.
+- ``grad_accum`` in the recipe: a step runs that many micro-batches (step time and samples
+  times it; the peak is one micro-batch's).
 - ``loss_shift``: ``{knob: {str(value): shift}}``; the loss is multiplied by ``1 + shift``
   (a change that moves the trajectory a little, like compilation's reordered arithmetic).
 - ``noise``: relative standard deviation of step times; ``noise_seed`` varies it per tune.
@@ -73,8 +78,9 @@ class SimulatedSession:
         self.recipe = recipe
         self.model = model
         self.batch = int(recipe.get("batch_size", model.get("base_batch", 32)))
+        self.accum = int(recipe.get("grad_accum") or 1)
         base_batch = int(model.get("base_batch", 32))
-        step_s = float(model.get("base_step_s", 0.01))
+        step_s = float(model.get("base_step_s", 0.01)) * self.accum
         step_s *= (self.batch / base_batch) ** float(model.get("batch_exponent", 1.0))
         for knob, factors in (model.get("effects") or {}).items():
             step_s *= float(factors.get(str(recipe.get(knob)), 1.0))
@@ -95,7 +101,8 @@ class SimulatedSession:
             draw = np.random.default_rng(zlib.crc32(lottery.encode()))
             step_s *= float(draw.lognormal(0.0, spread))
         self.step_s = step_s
-        self.peak_memory_bytes = int(model.get("bytes_per_sample", 1_000_000)) * self.batch
+        self.nominal_peak_bytes = simulated_peak_bytes(recipe, model)
+        self.memory_rng = np.random.default_rng(zlib.crc32(key.encode()) + 1)
         self.index = 0
         # Each session of a recipe is a new process, with step-time noise of its own (the
         # first keeps the noise it always had, so single-session tests are unchanged).
@@ -105,6 +112,14 @@ class SimulatedSession:
         # A no-op perturbation (a quality reference run) draws other loss noise from the
         # same model, as a rounding-sized change does to a chaotic training run.
         self.loss_rng = np.random.default_rng([seed, perturbation] if perturbation else seed)
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        """This chunk's peak (read once per chunk by the worker), around the modelled one."""
+        noise = float(self.model.get("memory_noise", 0.0))
+        if not noise:
+            return self.nominal_peak_bytes
+        return int(self.nominal_peak_bytes * (1.0 + noise * float(self.memory_rng.uniform(-1, 1))))
 
     def _loss(self, i: int) -> float:
         loss = 2.0 * math.exp(-0.05 * i) + 0.2 + 0.002 * float(self.loss_rng.standard_normal())
@@ -137,9 +152,19 @@ class SimulatedSession:
             total = self.step_s * drift * float(self.rng.lognormal(0.0, sigma))
             if self.model.get("sleep"):
                 time.sleep(total)
-            steps.append(SimStep(self.index, total, self._loss(self.index), self.batch))
+            samples = self.batch * self.accum
+            steps.append(SimStep(self.index, total, self._loss(self.index), samples))
             self.index += 1
         return steps
+
+
+def simulated_peak_bytes(recipe: dict[str, Any], model: dict[str, Any]) -> int:
+    """The modelled peak memory of `recipe` (see the module docstring)."""
+    per_sample = float(model.get("bytes_per_sample", 1_000_000))
+    for knob, factors in (model.get("memory_effects") or {}).items():
+        per_sample *= float(factors.get(str(recipe.get(knob)), 1.0))
+    batch = int(recipe.get("batch_size", model.get("base_batch", 32)))
+    return int(model.get("fixed_bytes", 0)) + int(per_sample * batch)
 
 
 def make_session(
@@ -176,7 +201,7 @@ def make_session(
         time.sleep(30)
         del hog
     limit = model.get("memory_limit_bytes")
-    need = int(model.get("bytes_per_sample", 1_000_000)) * int(recipe.get("batch_size", 32))
+    need = simulated_peak_bytes(recipe, model)
     if limit is not None and need > int(limit):
         raise MemoryError(f"simulated allocation of {need} bytes exceeds {limit}")
     return SimulatedSession(recipe, seed, perturbation=perturbation, **model)

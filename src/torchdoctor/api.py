@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from torchdoctor.core.errors import DiagnoseError, UsageError
 
 if TYPE_CHECKING:
+    from torchdoctor.core.vocabulary import Objective
     from torchdoctor.diagnose import Diagnosis
     from torchdoctor.engine import RunResult
     from torchdoctor.tune import TuneResult
@@ -137,13 +138,19 @@ def tune(
     min_gain: float | None = None,
     diagnose_first: bool = True,
     out: str | Path | None = None,
+    objective: Objective = "throughput",
+    max_memory_bytes: int | None = None,
+    max_memory_fraction: float | None = None,
 ) -> TuneResult:
     """`torchdoctor tune`: a workload or a script (a command line) climbs the ladder within
     `budget_s` seconds (a hard stop); returns the `TuneResult`.
 
     `settings`: the baseline's knob values; `knobs`: only these knobs are tried;
     `diagnose_first`: a workload is diagnosed first and the prescribed knobs lead the ladder
-    (as `tune` does unless `--no-diagnose`).
+    (as `tune` does unless `--no-diagnose`). `objective="fit"`: the memory ladder under
+    `max_memory_bytes`, or `max_memory_fraction` of the baseline's peak (`tune --objective
+    fit`; its result's `fit` holds the memory ladder); a `batch_size` in `settings` is the
+    batch to fit, else the largest batch that fits is searched.
     """
     from torchdoctor.knobs import Recipe
     from torchdoctor.tune import TuneConfig, diagnose_before_tuning
@@ -156,6 +163,9 @@ def tune(
         "seed": seed,
         "budget_s": budget_s,
         "knobs": list(knobs) if knobs else None,
+        "objective": objective,
+        "max_memory_bytes": max_memory_bytes,
+        "max_memory_fraction": max_memory_fraction,
     }
     if min_gain is not None:
         common["min_gain"] = min_gain
@@ -180,7 +190,7 @@ def tune(
     workload = str(target)
     job = get_workload(workload)
     prescribed: list[str] = []
-    if diagnose_first:
+    if diagnose_first and objective != "fit":  # the memory ladder's order is its own
         folder = new_run_dir("tune", workload, out=folder)
         prescribed = diagnose_before_tuning(workload, folder, device=device_name)
     config = TuneConfig(

@@ -55,16 +55,23 @@ def test_a_target_is_a_script_a_workload_or_a_trace(target: Any, expected: Any) 
     assert _command(target) == expected
 
 
-def test_tune_builds_the_config_the_command_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tune_builds_the_config_the_command_builds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     seen: list[TuneConfig] = []
     monkeypatch.setattr(torchdoctor.tune, "tune", lambda *, config, out: seen.append(config))
     torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, settings={"threads": 1})
     torchdoctor.tune("mlp", budget_s=90, knobs=["threads"], diagnose_first=False)
-    script, workload = seen
+    # The memory objective: no diagnosis first (its ladder's order is its own), the cap kept.
+    torchdoctor.tune("mlp", objective="fit", max_memory_fraction=0.75, out=tmp_path / "fit")
+    script, workload, fit = seen
     assert script.command == ["train.py", "--lr", "1"] and script.workload == "script:train"
     assert script.budget_s == 60 and script.baseline_recipe == {"threads": 1}
     assert not script.search_batch
     assert workload.workload == "mlp" and workload.knobs == ["threads"]
+    assert workload.objective == "throughput" and workload.max_memory_bytes is None
+    assert fit.objective == "fit" and fit.max_memory_fraction == 0.75 and fit.prescribed == []
+    assert not (tmp_path / "fit").exists()
 
 
 def test_run_returns_a_run_result_and_refuses_a_script() -> None:

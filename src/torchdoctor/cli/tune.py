@@ -124,8 +124,19 @@ def tune_command(
         None, help="Built-in workload name (omit with --resume, or give -- python train.py)."
     ),
     budget: str = typer.Option("10m", "--budget", help="Wall-time budget, e.g. 10m, 90s, 1h."),
-    objective: str = typer.Option("throughput", "--objective", help="throughput or latency."),
-    max_memory: str = typer.Option(None, "--max-memory", help="Memory cap per trial, e.g. 4GiB."),
+    objective: str = typer.Option(
+        "throughput",
+        "--objective",
+        help="throughput, latency, or fit: the memory ladder (bf16, checkpointing, accumulation "
+        "that keeps the effective batch) until the recipe fits --max-memory; with --set "
+        "batch_size=N that batch must fit, without it the largest batch that fits is searched.",
+    ),
+    max_memory: str = typer.Option(
+        None,
+        "--max-memory",
+        help="Memory cap per trial, e.g. 4GiB (with --objective fit: the cap to fit under, "
+        "held to each recipe's measured peak; 75% there: three quarters of the baseline's).",
+    ),
     storage: str = typer.Option(
         None,
         "--storage",
@@ -169,8 +180,12 @@ def tune_command(
         else:
             result = run_with_progress(workload=workload, resume=resume, storage=shared)
     elif command:
-        if objective not in ("throughput", "latency"):
-            raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        _check_objective(objective, max_memory)
+        if objective == "fit":
+            raise UsageError(
+                "--objective fit tunes a workload, not a script",
+                hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
+            )
         result = run_with_progress(
             config=_script_config(
                 command,
@@ -191,14 +206,13 @@ def tune_command(
     else:
         if workload is None:
             raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
-        if objective not in ("throughput", "latency"):
-            raise UsageError(f"unknown objective {objective!r}", hint="use throughput or latency")
+        _check_objective(objective, max_memory)
         device = default_device(device)
         baseline = _baseline(workload, settings, device)
         budget_s = parse_duration(budget)
-        max_memory_bytes = parse_size(max_memory) if max_memory else None
+        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
         prescribed: list[str] = []
-        if diagnose:
+        if diagnose and objective != "fit":  # the memory ladder's order is its own
             given = dict(item.split("=", 1) for item in settings)  # checked by _baseline
             out, prescribed = diagnose_into_run_dir(
                 workload,
@@ -215,6 +229,7 @@ def tune_command(
             budget_s=budget_s,
             min_gain=min_gain,
             max_memory_bytes=max_memory_bytes,
+            max_memory_fraction=max_memory_fraction,
             storage=shared.public if shared else None,
             baseline_recipe=baseline,
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
@@ -224,6 +239,38 @@ def tune_command(
         )
         result = run_with_progress(config=config, out=out, storage=shared)
     finish_with_report(result)
+
+
+def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | None]:
+    """--max-memory as (bytes, None), or with --objective fit as (None, fraction) for a
+    percentage of the baseline's peak ('75%')."""
+    if not text:
+        return None, None
+    if not text.strip().endswith("%"):
+        return parse_size(text), None
+    if objective != "fit":
+        raise UsageError(
+            f"--max-memory {text} is a share of the baseline's peak, known only to the memory "
+            "ladder",
+            hint="give a size (e.g. 4GiB), or use --objective fit",
+        )
+    try:
+        percent = float(text.strip()[:-1])
+    except ValueError:
+        percent = -1.0
+    if not 0 < percent <= 100:
+        raise UsageError(f"cannot read memory share {text!r}", hint="write e.g. 75%")
+    return None, percent / 100
+
+
+def _check_objective(objective: str, max_memory: str | None) -> None:
+    if objective not in ("throughput", "latency", "fit"):
+        raise UsageError(f"unknown objective {objective!r}", hint="use throughput, latency or fit")
+    if objective == "fit" and not max_memory:
+        raise UsageError(
+            "--objective fit needs the memory cap to fit under",
+            hint="give --max-memory, e.g. --max-memory 4GiB",
+        )
 
 
 def _script_config(

@@ -14,8 +14,10 @@ from typing import Literal
 #: training dynamics (batch size, accumulation). torchdoctor.tune.parity judges each.
 Safety = Literal["exact", "close", "semantic"]
 
-#: What the tuner optimizes: samples per second, or the time of one step.
-Objective = Literal["throughput", "latency"]
+#: What the tuner optimizes: samples per second, the time of one step, or fitting a memory
+#: cap (`tune --objective fit --max-memory`: the ladder of changes that lower peak memory,
+#: torchdoctor.tune.fit).
+Objective = Literal["throughput", "latency", "fit"]
 
 #: A monotonic clock in seconds (time.perf_counter, time.monotonic, or a test's fake).
 Clock = Callable[[], float]

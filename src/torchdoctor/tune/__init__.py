@@ -9,13 +9,16 @@ from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
 from torchdoctor.tune.recheck import recheck_script
 from torchdoctor.tune.records import (
     Confirmation,
+    FitLadder,
     Ladder,
+    MemoryRung,
     ParetoPoint,
     Rejection,
     Rung,
@@ -32,11 +35,14 @@ from torchdoctor.tune.tuner import Tuner
 __all__ = [
     "TOLERANCES",
     "Confirmation",
+    "FitLadder",
     "KnobSpec",
     "Ladder",
     "MeasurePlan",
+    "MemoryRung",
     "Outcome",
     "ParetoPoint",
+    "PeakMemory",
     "Rejection",
     "Rung",
     "ScriptCommand",

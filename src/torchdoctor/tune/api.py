@@ -39,6 +39,8 @@ from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
 from torchdoctor.tune.confirm import confirmation_verdict
 from torchdoctor.tune.disturbed import disturbed_notes
+from torchdoctor.tune.fit import check_fit_config, climb_fit, fit_ladder, fit_notes, fit_plan
+from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
@@ -236,6 +238,7 @@ def tune(
         if storage is not None and config.storage is None:
             config = config.model_copy(update={"storage": storage.public})
         _check_workload(config)
+        check_fit_config(config)
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
         early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)
@@ -296,7 +299,9 @@ def _run(
         replicate_wins=config.replicate_wins,
         plan=config.plan,
         isolate=config.isolate,
-        memory_cap_bytes=config.max_memory_bytes,
+        # The memory ladder measures the peak each recipe reaches, the baseline's over the cap
+        # included, so its workers run without the watch that would end them at the cap.
+        memory_cap_bytes=None if config.objective == "fit" else config.max_memory_bytes,
         budget_s=config.budget_s,
         trial_timeout_s=config.trial_timeout_s,
     )
@@ -324,6 +329,8 @@ def _run(
     )
     from torchdoctor.tune.ladder import planned_trials
 
+    if config.objective == "fit":
+        return _run_fit(config, run_dir, tuner, plan, on_start)
     # The ladder's order (`ladder.climb`): the batch knobs go to the batch-size search.
     laddered = [s for s in plan.space if s.name not in BATCH_KNOBS]
     tuner.planned_order = [s.name for s in order_knobs(laddered, plan.prescribed, plan.prior)]
@@ -341,8 +348,33 @@ def _run(
     return _finish(config, run_dir, tuner, outcome, pareto)
 
 
+def _run_fit(
+    config: TuneConfig,
+    run_dir: Path,
+    tuner: Tuner,
+    plan: LadderPlan,
+    on_start: Callable[[Tuner, int], None] | None,
+) -> TuneResult:
+    """The memory ladder (`tune.fit`) in place of the speed ladder."""
+    memory = fit_plan(config, plan.validate, default_batch=_default_batch(config))
+    tuner.planned_order = [name for name, _, _ in memory.steps]
+    if on_start is not None:
+        on_start(tuner, 1 + len(memory.steps) + 3)
+    try:
+        outcome = climb_fit(tuner, memory)
+    finally:
+        tuner.close()
+    return _finish(config, run_dir, tuner, outcome, [], fit=fit_ladder(tuner, outcome.plan))
+
+
 def _finish(
-    config: TuneConfig, run_dir: Path, tuner: Tuner, outcome: Any, pareto: Any
+    config: TuneConfig,
+    run_dir: Path,
+    tuner: Tuner,
+    outcome: Any,
+    pareto: Any,
+    *,
+    fit: FitLadder | None = None,
 ) -> TuneResult:
     baseline = tuner.baseline
     assert baseline is not None and baseline.samples_per_s is not None
@@ -374,9 +406,11 @@ def _finish(
     else:
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
         best_sps = baseline.samples_per_s * speedup
-        if len(tuner.rungs) > 1:
+        if len(tuner.rungs) > 1 and fit is None:
             why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
             notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
+    if fit is not None:
+        notes += fit_notes(fit)
     if outcome.budget_exhausted:
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
@@ -402,6 +436,7 @@ def _finish(
         elapsed_s=tuner.budget.elapsed_s(),
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
+        fit=fit,
     )
     result.write(run_dir / TUNE)
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")

@@ -149,6 +149,9 @@ class Arm:
     chunk_scores: list[float] = field(default_factory=list)
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
+    #: The peak memory of each steady request (chunk) in order, warm-up's left out: a per-step
+    #: peak once the steps are steady, and its spread over chunks (`tune.memory`).
+    chunk_peaks: list[int] = field(default_factory=list)
     chunk_steps: int = DEFAULT_CHUNK_STEPS
     #: Score (s/sample or s/step) of the first warm-up step after the compiling one, or the
     #: faster of the first two when the first is past give_up_above (None with one warm-up
@@ -224,6 +227,7 @@ class Arm:
         peak = reply.peak_memory_bytes
         if peak is not None and not warm_up:
             self.peak_memory_bytes = max(self.peak_memory_bytes or 0, int(peak))
+            self.chunk_peaks.append(int(peak))
         return rows
 
     def warm_up(

@@ -58,6 +58,9 @@ class TuneConfig(Record):
     #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
     max_memory_bytes: int | None = None
+    #: `--objective fit --max-memory 75%`: the cap as this fraction of the baseline's measured
+    #: peak ("fit in three quarters of what it takes now"), resolved once the baseline ran.
+    max_memory_fraction: float | None = Field(gt=0, le=1, default=None)
     #: The shared study's storage URL, never with its password (tune/storage.py): a resume
     #: takes the password from PGPASSWORD / ~/.pgpass, or from `--storage` again.
     storage: str | None = None

@@ -55,6 +55,11 @@ class Outcome(StrEnum):
     ERROR = "error"
     #: The final A/B: the budget left time for fewer fresh pairs than an interval needs.
     BUDGET_CUT = "budget_cut"
+    #: A step of the memory ladder (`tune --objective fit`) whose measured peak memory is not
+    #: clearly below the best's (`tune.memory.lowers_memory`).
+    NO_MEMORY_SAVING = "no_memory_saving"
+    #: Measured, and its peak memory is above the cap (`tune --objective fit`): it does not fit.
+    OVER_CAP = "over_cap"
 
     @property
     def decision(self) -> Decision:
@@ -82,6 +87,8 @@ _DECISIONS: Final[dict[Outcome, Decision]] = {
     Outcome.QUALITY: "rejected",
     Outcome.FUTILE: "rejected",
     Outcome.NOT_APPLICABLE: "rejected",
+    Outcome.NO_MEMORY_SAVING: "rejected",
+    Outcome.OVER_CAP: "rejected",
 }
 
 #: A failed worker's kind (`procs.WorkerFailure.kind`) -> its outcome; any other is an error.

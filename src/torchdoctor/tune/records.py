@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, peek_schema
 from torchdoctor.core.vocabulary import Objective
+from torchdoctor.tune.fit_records import FitLadder, MemoryRung
 from torchdoctor.tune.outcome import (
     Decision,
     Outcome,
@@ -35,7 +36,9 @@ def recipe_key(recipe: dict[str, Any]) -> str:
 __all__ = [
     "Confirmation",
     "Decision",
+    "FitLadder",
     "Ladder",
+    "MemoryRung",
     "Outcome",
     "ParetoPoint",
     "Rejection",
@@ -51,8 +54,9 @@ __all__ = [
     "trial_from_json_dict",
 ]
 
-#: "confirm" only in run folders written before the `Confirmation` record.
-TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm"]
+#: "confirm" only in run folders written before the `Confirmation` record; "memory": a step
+#: of the memory ladder (`tune --objective fit`, torchdoctor.tune.fit).
+TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm", "memory"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class TrialFigures:
     replicate_speedup_vs_best: float | None = None
     replicate_speedup_vs_best_ci: tuple[float, float] | None = None
     peak_memory_bytes: int | None = None
+    chunk_peak_memory_bytes: list[int] = field(default_factory=list)
     losses: list[float | None] = field(default_factory=list)
     compile_s: float | None = None
     warmup_s: float | None = None
@@ -90,10 +95,12 @@ class TrialResult(Record):
     `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`). `outcome`
     is what became of it, which the tuner decides by (version 5; earlier versions read back
     with the outcome their status, decision and reason imply: `tune.outcome`).
+    `chunk_peak_memory_bytes` is the peak memory of each steady chunk, whose spread the
+    memory ladder decides by (version 6; empty in earlier records).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
-    schema_version: ClassVar[int] = 5
+    schema_version: ClassVar[int] = 6
 
     key: str
     kind: TrialKind
@@ -112,6 +119,7 @@ class TrialResult(Record):
     replicate_speedup_vs_best: float | None = None
     replicate_speedup_vs_best_ci: tuple[float, float] | None = None
     peak_memory_bytes: int | None = None
+    chunk_peak_memory_bytes: list[int] = Field(default_factory=list)
     loss_deviation: float | None = None
     losses: list[float | None] = Field(default_factory=list)
     compile_s: float | None = None
@@ -174,6 +182,7 @@ class TrialResult(Record):
             replicate_speedup_vs_best=figures.replicate_speedup_vs_best,
             replicate_speedup_vs_best_ci=figures.replicate_speedup_vs_best_ci,
             peak_memory_bytes=figures.peak_memory_bytes,
+            chunk_peak_memory_bytes=list(figures.chunk_peak_memory_bytes),
             losses=list(figures.losses),
             compile_s=figures.compile_s,
             warmup_s=figures.warmup_s,
@@ -427,6 +436,9 @@ class TuneResult(Record):
     elapsed_s: float
     budget_exhausted: bool = False
     notes: list[str] = Field(default_factory=list)
+    #: `--objective fit`: the memory ladder (the cap, the baseline's peak, each step's peak
+    #: and the batch that fits); None for the speed objectives.
+    fit: FitLadder | None = None
 
     def _repr_html_(self) -> str:
         """What `torchdoctor tune` prints, in a notebook: the headline and the ladder."""

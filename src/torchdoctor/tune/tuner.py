@@ -301,9 +301,17 @@ class Tuner:
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self._budget_too_small() from None
+            hint = "check that it runs on its own (`torchdoctor run`; a script: plain python)"
+            if exc.kind == "oom":
+                # Every trial is judged against the baseline's losses, so it must run: start
+                # from the same effective batch in micro-batches (`--objective fit` lowers
+                # memory from there).
+                hint = (
+                    "start from a recipe that runs: the same effective batch in smaller "
+                    "micro-batches (--set batch_size=B/k --set grad_accum=k)"
+                )
             raise TuneError(
-                f"the baseline recipe failed ({exc.kind}): {exc.reason}",
-                hint="check that it runs on its own (`torchdoctor run`; a script: plain python)",
+                f"the baseline recipe failed ({exc.kind}): {exc.reason}", hint=hint
             ) from None
         bad = first_non_finite(arm.losses)
         if bad is not None or self.budget.remaining_s() <= 0:
@@ -322,6 +330,7 @@ class Tuner:
             samples_per_s=arm.rate(),
             step_time_s=statistics.median(arm.chunk_scores) * arm.per_step(),
             peak_memory_bytes=arm.peak_memory_bytes,
+            chunk_peak_memory_bytes=list(arm.chunk_peaks),
             losses=list(arm.losses[: plan.parity_steps]),
             compile_s=arm.compile_s,
             warmup_s=arm.warmup_s,
@@ -364,7 +373,7 @@ class Tuner:
             return self._run_change(key, kind, change, candidate, safety)
 
         return self.run_or_replay(
-            key, TrialResult, run, apply=lambda result, _: self._apply(result, change, safety)
+            key, TrialResult, run, apply=lambda result, _: self.apply_result(result, change, safety)
         )
 
     def _run_change(
@@ -464,6 +473,7 @@ class Tuner:
             if again is not None
             else None,
             peak_memory_bytes=cand.peak_memory_bytes,
+            chunk_peak_memory_bytes=list(cand.chunk_peaks),
             losses=losses,
             compile_s=cand.compile_s,
             warmup_s=cand.warmup_s,
@@ -544,8 +554,9 @@ class Tuner:
             accepted=accepted,
         )
 
-    def _apply(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
-        """Update the ladder from a (new or replayed) trial result."""
+    def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
+        """Update the ladder from a (new or replayed) trial result (the speed ladder's trials
+        and the memory ladder's, `tune.fit`)."""
         if result.outcome is not Outcome.KEPT:
             self.rejected.append(
                 Rejection(

@@ -98,3 +98,9 @@ class RecsysWorkload(SyntheticWorkload):
     def eval_metric(self, output: Any, target: torch.Tensor) -> float:
         """Accuracy of the click prediction at threshold 0.5."""
         return float(((output > 0).float() == target).float().mean())
+
+    def checkpoint_blocks(self, model: nn.Module) -> list[nn.Module]:
+        """The bottom and top MLPs: their hidden activations are recomputed in backward (the
+        embedding lookups, whose outputs are the top's input, are kept either way)."""
+        assert isinstance(model, Dlrm)
+        return [model.bottom, model.top]

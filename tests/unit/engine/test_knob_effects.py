@@ -221,6 +221,17 @@ def test_checkpointed_blocks_recompute_in_backward(
     assert len(calls) == forwards_per_step
 
 
+def test_recsys_checkpoints_its_two_mlps_and_trains_alike() -> None:
+    small = {"dense": 4, "tables": 2, "rows": 64, "dim": 8, "impressions": 256, "batch_size": 32}
+    losses = {}
+    for checkpointing in (False, True):
+        with session(get_workload("recsys", **small), f"checkpointing={checkpointing}") as s:
+            losses[checkpointing] = [r.loss for r in s.run_steps(2, measure_phases=False)]
+            assert s.checkpointed_blocks == (2 if checkpointing else 0)
+    # Recomputation is the same arithmetic: the same losses.
+    assert losses[True] == pytest.approx(losses[False], rel=1e-6)
+
+
 def test_checkpointing_is_rejected_for_a_workload_without_blocks() -> None:
     from torchdoctor.core.errors import KnobError
 

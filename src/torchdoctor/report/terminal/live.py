@@ -22,7 +22,7 @@ from rich.text import Text
 
 from torchdoctor.diagnose import Diagnosis
 from torchdoctor.report.format import value_text
-from torchdoctor.tune import Confirmation, Trial, TrialResult
+from torchdoctor.tune import Confirmation, PeakMemory, Trial, TrialResult
 
 #: How many findings the diagnosis table lists (the ones with the largest bound on gain).
 SHOWN_FINDINGS = 5
@@ -60,12 +60,16 @@ def row_of(trial: Trial) -> DecidedRow:
         )
     assert isinstance(trial, TrialResult)
     speed = f"{trial.speedup_vs_best:.2f}x" if trial.speedup_vs_best is not None else "-"
+    why = trial.reason if trial.status == "ok" else f"{trial.status}: {trial.reason}"
+    peak = PeakMemory.of(trial.chunk_peak_memory_bytes)
+    if trial.kind == "memory" and not why and peak is not None:
+        why = f"peak {peak.describe()}"  # the memory ladder (tune --objective fit) keeps by it
     return DecidedRow(
         change_text(trial.change) if trial.kind != "baseline" else "baseline",
         trial.decision,
         speed if trial.kind != "baseline" else "1.00x",
         _ci(trial.speedup_vs_best_ci) if trial.kind != "baseline" else "",
-        trial.reason if trial.status == "ok" else f"{trial.status}: {trial.reason}",
+        why,
     )
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.core.rundir import display_path
-from torchdoctor.tune import TuneResult
+from torchdoctor.tune import FitLadder, TuneResult
 
 
 def _fmt_ci(ci: tuple[float, float] | None) -> str:
@@ -103,12 +103,60 @@ def render_result(result: TuneResult, console: Console) -> None:
                 fmt_change(p.recipe), f"{p.samples_per_s:,.1f}/s", _fmt_mem(p.peak_memory_bytes)
             )
         console.print(front)
-    console.print(
-        f"Best: [bold]{fmt_change(result.best_recipe)}[/] at {result.best_samples_per_s:,.1f} "
-        f"samples/s = [bold]{result.speedup:.2f}x[/] the baseline "
-        f"({_fmt_ci(result.speedup_ci)}, {result.n_trials} trials, {result.n_failed} failed, "
-        f"{result.n_reused} reused, {result.elapsed_s:.0f} s of {result.budget_s:.0f} s)"
+    trials = (
+        f"{result.n_trials} trials, {result.n_failed} failed, {result.n_reused} reused, "
+        f"{result.elapsed_s:.0f} s of {result.budget_s:.0f} s"
     )
+    if result.fit is not None:
+        _render_fit(result.fit, console)
+        fit = result.fit
+        console.print(
+            f"Best: [bold]{fmt_change(result.best_recipe)}[/] peaks at "
+            f"{_fmt_mem(fit.peak_memory_bytes)}, "
+            f"[bold]{'under' if fit.fits else 'over'}[/] the cap of "
+            f"{_fmt_mem(fit.max_memory_bytes)} ({trials})"
+        )
+    else:
+        console.print(
+            f"Best: [bold]{fmt_change(result.best_recipe)}[/] at "
+            f"{result.best_samples_per_s:,.1f} samples/s = [bold]{result.speedup:.2f}x[/] the "
+            f"baseline ({_fmt_ci(result.speedup_ci)}, {trials})"
+        )
     for note in result.notes:
         console.print(f"  note: {note}", highlight=False)
     console.print(f"Run folder: {display_path(Path(result.run_dir))}")
+
+
+def _render_fit(fit: FitLadder, console: Console) -> None:
+    """The memory ladder (`--objective fit`): each trial's peak, its spread, and the batch."""
+    goal = (
+        f"the effective batch of {fit.target_batch}"
+        if fit.target_batch is not None
+        else "the largest batch"
+    )
+    table = Table(
+        title=f"Memory ladder: {goal} under {_fmt_mem(fit.max_memory_bytes)}",
+        caption="Peak: median of the steady chunks' peaks, with their range; kept only when "
+        "every peak is below the best's and the loss stays within the baseline's spread. "
+        "Samples/s measured alone (indicative).",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("#", "Change", "Batch", "Peak", "Range", "Fits", "Samples/s", "Decision"):
+        table.add_column(
+            column,
+            justify="left" if column in ("Change", "Decision") else "right",
+            overflow="fold",
+        )
+    for row in fit.rows:
+        spread = row.peak_spread_bytes
+        table.add_row(
+            str(row.step),
+            fmt_change(row.change),
+            f"{row.batch_size} x {row.grad_accum}" if row.grad_accum > 1 else str(row.batch_size),
+            _fmt_mem(row.peak_memory_bytes),
+            f"{spread[0] / 2**20:.1f}-{spread[1] / 2**20:.1f}" if spread else "-",
+            {True: "yes", False: "no", None: "-"}[row.fits],
+            _fmt_rate(row.samples_per_s),
+            row.kind if row.kind == "baseline" else "kept" if row.kept else row.outcome,
+        )
+    console.print(table)
