@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
@@ -237,12 +238,18 @@ def scale(
     for w in plan.warnings:  # N larger than the cores: warned, not refused
         err_console.print(f"[yellow]warning:[/] {w}")
     run_dir = new_run_dir("scale", plan.target, out=out)
-
-    def progress(message: str) -> None:
-        err_console.print(f"[dim]{message}[/]")
-
+    worlds = ", ".join(f"N={n * nnodes}" for n in nprocs)
+    shown = [
+        f"world sizes {worlds}: {mode} scaling, {steps} steps each, {per_rank} thread(s) per "
+        f"rank, {chosen}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
+        "each N >= 2: a collective microbenchmark in the same ranks, then the training job",
+    ]
     try:
-        with watch_load() as load:  # the other work on the machine while the jobs ran
+        # The other work on the machine while the jobs ran; each world size a stage.
+        with (
+            watch_load() as load,
+            stage_progress(f"scale {plan.target}", shown, expected=len(nprocs)) as progress,
+        ):
             run_worlds(plan, run_dir, progress)
         if plan.node_rank != 0:
             finish_run_dir(run_dir)

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import default_device, device_option, seed_option
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit, err_console
+from torchdoctor.cli.state import emit
 from torchdoctor.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from torchdoctor.serve import InferenceTarget, Request, VariantSetup
+    from torchdoctor.serve import InferenceTarget, Request, SlaSpec, VariantSetup
 
 SEARCHES: Final = ("binary", "sweep")
 ARRIVALS: Final = ("poisson", "gamma", "constant")
@@ -113,40 +114,43 @@ def serve_command(
 
     device = default_device(device)
     target = load_target(model, device=device)  # a failing factory or model stops here
-    calls, setups, variant_notes = _prepare_variants(names, target)
-    plan = ServePlan(
-        max_batch_size=max_batch,
-        latency_budget_s=budget,
-        threads=threads,
-        instances=instances,
-        sla=spec,
-        search=search,  # type: ignore[arg-type]  # checked by _choice
-        arrivals=arrivals,  # type: ignore[arg-type]
-        max_queue_delay_s=max_delay_ms / 1e3,
-        seed=seed,
-        variants=calls,
-    )
-
-    def progress(message: str) -> None:
-        # On stderr, so that --json's stdout holds the one document.
-        err_console.print(f"[dim]serve {escape(model)}: {escape(message)}[/]", highlight=False)
-
-    run_dir = new_run_dir("serve", model, out=out)
-    try:
-        with watch_load() as load:
-            result = serve_target(target, plan, progress=progress)
-        result = result.model_copy(
-            update={
-                "machine_load": load.reading,
-                "variant_setups": setups,
-                "notes": [*variant_notes, *result.notes],
-            }
+    # Progress on stderr (a live view on a terminal), so that --json's stdout holds the one
+    # document.
+    with stage_progress(
+        f"serve {model}",
+        _plan_lines(device, max_batch, budget, threads, spec, search, names),
+        prefix=f"serve {model}: ",
+        ticking=False,  # the requests are timed in this process
+    ) as progress:
+        calls, setups, variant_notes = _prepare_variants(names, target, progress)
+        plan = ServePlan(
+            max_batch_size=max_batch,
+            latency_budget_s=budget,
+            threads=threads,
+            instances=instances,
+            sla=spec,
+            search=search,  # type: ignore[arg-type]  # checked by _choice
+            arrivals=arrivals,  # type: ignore[arg-type]
+            max_queue_delay_s=max_delay_ms / 1e3,
+            seed=seed,
+            variants=calls,
         )
-        result.write(run_dir / SERVE)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
-        raise
-    finish_run_dir(run_dir)
+        run_dir = new_run_dir("serve", model, out=out)
+        try:
+            with watch_load() as load:
+                result = serve_target(target, plan, progress=progress)
+            result = result.model_copy(
+                update={
+                    "machine_load": load.reading,
+                    "variant_setups": setups,
+                    "notes": [*variant_notes, *result.notes],
+                }
+            )
+            result.write(run_dir / SERVE)
+        except BaseException as exc:
+            finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
+            raise
+        finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_sections
@@ -169,8 +173,29 @@ def _variant_names(text: str | None) -> list[str]:
     return names
 
 
+def _plan_lines(
+    device: str,
+    max_batch: int,
+    budget: float,
+    threads: bool,
+    sla: SlaSpec | None,
+    search: str,
+    variants: list[str],
+) -> list[str]:
+    """What the live view shows of the plan before the first stage."""
+    curves = f"throughput and latency up to batch {max_batch}"
+    if threads and device == "cpu":
+        curves += ", then by intra-op threads"
+    lines = [f"on {device}: latency at batch 1 (at most {budget:g} s of windows), then {curves}"]
+    if sla is not None:
+        lines.append(f"the highest rate that meets {sla.text} ({search} search), confirmed")
+    if variants:
+        lines.append(f"variants against eager, each gated on accuracy: {', '.join(variants)}")
+    return lines
+
+
 def _prepare_variants(
-    names: list[str], target: InferenceTarget
+    names: list[str], target: InferenceTarget, progress: Callable[[str], None]
 ) -> tuple[dict[str, Request], list[VariantSetup], list[str]]:
     """Each variant built and gated on accuracy; only those that pass are timed."""
     from torchdoctor.serve import VariantUnavailable, prepare_variant
@@ -180,7 +205,7 @@ def _prepare_variants(
     notes: list[str] = []
     args = target.batch(1)
     for name in names:
-        err_console.print(f"[dim]serve: preparing the variant {escape(name)}[/]", highlight=False)
+        progress(f"preparing the variant {name}")
         try:
             prepared = prepare_variant(name, target.model, args, device=target.device)
         except VariantUnavailable as exc:

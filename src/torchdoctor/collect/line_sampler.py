@@ -37,8 +37,11 @@ Why this sampler and not another (each was weighed for overhead, fidelity and wh
   free of the GIL's timing, but it interrupts system calls in every thread of the process
   (torch's pools, gloo's sockets) and collides with a script's own alarms.
 - This thread's cost does not depend on what the script runs: one `sys._current_frames()` and
-  a walk of at most `MAX_STACK_DEPTH` frames per sample, 1/`SAMPLE_INTERVAL_S` times a second,
-  only inside steps, with nothing installed and no privilege. Its overhead as a share of step
+  a walk of at most `MAX_STACK_DEPTH` frames per sample, recording code objects and
+  instruction offsets only (names and lines are resolved after, once per distinct frame),
+  1/`SAMPLE_INTERVAL_S` times a second until the shares have the samples they need
+  (`SAMPLES_NEEDED`) and less often after, only inside steps, with nothing installed and no
+  privilege. Its overhead as a share of step
   time is measured by `benchmarks/bench_line_sampler.py` (a paired interval, sampler on vs
   off; the target is under 3%); the figure is in benchmarks/RESULTS.md once the lead has run
   it on an idle machine.
@@ -52,10 +55,11 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Final
 
 from torchdoctor.core.hostlines import HostFunction, HostLine, HostLineProfile
@@ -67,6 +71,16 @@ from torchdoctor.measure import warmup_length
 #: shorter period buys no resolution there. At 200 samples a second a 3 s steady window holds
 #: ~600 samples, and a line with 10% of the time is known to about +-1.2 points (binomial).
 SAMPLE_INTERVAL_S: Final = 0.005
+#: Samples the shares need: with this many, any line's share of the sampled time is known to
+#: +-3 points (95% binomial interval at the worst case, a share of 50%: 1.96 * sqrt(0.25 / n)),
+#: the size of the smallest share a finding acts on (`diagnose.findings.LOW_SHARE`, 3%).
+#: Until a run has taken them the sampler keeps `SAMPLE_INTERVAL_S` (a short run needs every
+#: sample it gets); past them its interval grows in proportion to the samples taken
+#: (`interval_after`), so a long run's sample count grows with the logarithm of its length
+#: rather than with it, and the sampler's cost per second of steps falls as 1/time. Samples
+#: are weighted by the interval they were taken at (`SampleCounts.weight`), so steps sampled
+#: sparser count as much as those sampled densely.
+SAMPLES_NEEDED: Final = 1068
 #: GIL switch interval while the sampler runs. The sampler reads the main thread's stack
 #: only once it holds the GIL: it takes it at once when the main thread releases it (an
 #: operator, a sleep), but behind pure Python it waits up to the switch interval (5 ms by
@@ -93,6 +107,14 @@ Frame = tuple[str, int, str, int]
 Stack = tuple[Frame, ...]
 #: (step index, phase, user frames innermost first)
 SampleKey = tuple[int, Phase, Stack]
+#: What a sample records under the GIL, resolved to a `Frame` later: (the id of the frame's
+#: code object, which the sampler keeps alive, and its last instruction's offset, `f_lasti`).
+RawFrame = tuple[int, int]
+RawKey = tuple[int, Phase, tuple[RawFrame, ...]]
+#: Raw user frames kept per sample: a comprehension, generator expression or lambda folds into
+#: its caller's line when resolved (`_folds_into`), so twice `MAX_USER_FRAMES` leaves that many
+#: after folding.
+RAW_USER_FRAMES: Final = 2 * MAX_USER_FRAMES
 
 
 #: The built-in workloads are the user's code of a `diagnose --workload` run, though they ship
@@ -164,17 +186,34 @@ def _folds_into(inner: Frame, caller: Frame) -> bool:
 
 @dataclass
 class SampleCounts:
-    """How many samples saw each (step, phase, stack)."""
+    """How many samples saw each (step, phase, stack), and the seconds of sampling interval
+    they stand for (`weight`: a sample taken every 10 ms stands for twice the time of one
+    taken every 5 ms). Samples added without an interval weigh one each."""
 
     count: Counter[SampleKey] = field(default_factory=Counter)
+    weight: dict[SampleKey, float] = field(default_factory=dict)
 
-    def add(self, key: SampleKey) -> None:
-        self.count[key] += 1
+    def add(self, key: SampleKey, n: int = 1, seconds: float | None = None) -> None:
+        self.count[key] += n
+        self.weight[key] = self.weight.get(key, 0.0) + (n if seconds is None else seconds)
+
+
+def interval_after(samples: int, base_s: float = SAMPLE_INTERVAL_S) -> float:
+    """The sampling interval once `samples` samples were taken inside steps: `base_s` until
+    `SAMPLES_NEEDED`, then growing in proportion (see `SAMPLES_NEEDED`)."""
+    return base_s * max(1.0, samples / SAMPLES_NEEDED)
 
 
 class LineSampler:
     """The sampler thread (see the module docstring). `where` says, from the sampler thread,
-    which step and phase the main thread is in, or None outside steps (nothing sampled)."""
+    which step and phase the main thread is in, or None outside steps (nothing sampled).
+
+    A sample holds the GIL, so it does the least it can while it does: it walks the frames
+    recording each user frame's code object (by id) and last instruction offset, deciding
+    "user or not" once per code object, and counts that raw stack. File names, line numbers
+    (from the offset, `line_at`) and the folding of comprehensions into their callers' lines
+    are worked out once per distinct frame when `counts` is read, after or between samples.
+    """
 
     def __init__(
         self,
@@ -183,20 +222,30 @@ class LineSampler:
         interval_s: float = SAMPLE_INTERVAL_S,
         thread_id: int | None = None,
         frames: Callable[[], Mapping[int, FrameType]] = sys._current_frames,
+        is_user: Callable[[str], bool] = is_user_file,
     ) -> None:
         self.where = where
         self.interval_s = interval_s
         self.thread_id = thread_id if thread_id is not None else threading.main_thread().ident
-        self.counts = SampleCounts()
+        self.is_user = is_user
+        self._counts = SampleCounts()
+        #: Raw samples since `counts` was last read: (how many, seconds of interval).
+        self._raw: dict[RawKey, list[float]] = {}
+        self._taken = 0  # samples inside steps, which set the interval (`interval_after`)
+        self._lock = threading.Lock()  # between the sampling thread and `counts`' reader
+        #: Code objects seen, by id, kept alive so that an id is never reused meanwhile.
+        self._codes: dict[int, CodeType] = {}
+        self._user: dict[int, bool] = {}
+        self._resolved: dict[RawFrame, Frame] = {}
         self._frames = frames
-        self._stop = threading.Event()
+        self._stopping = False
         self._thread: threading.Thread | None = None
         self._switch = self._ours = sys.getswitchinterval()
 
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._stop.clear()
+        self._stopping = False
         self._switch = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
         self._ours = sys.getswitchinterval()  # as CPython rounds it
@@ -208,26 +257,87 @@ class LineSampler:
     def stop(self) -> None:
         thread, self._thread = self._thread, None
         if thread is not None:
-            self._stop.set()
+            self._stopping = True
             thread.join()
             if sys.getswitchinterval() == self._ours:
                 sys.setswitchinterval(self._switch)  # unless the script set its own since
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        # `time.sleep` releases the GIL and is one C call; an Event's timed wait runs a
+        # Condition's Python code on every wake-up, under the GIL the main thread wants.
+        # Stopping waits for the current sleep (one interval) to end.
+        sleep = time.sleep
+        while True:
+            sleep(self.current_interval_s())
+            if self._stopping:
+                return
             self.sample_once()
+
+    def current_interval_s(self) -> float:
+        return interval_after(self._taken, self.interval_s)
 
     def sample_once(self) -> None:
         """Take one sample (the thread's loop body; tests call it with fakes)."""
         where = self.where()
         if where is None or self.thread_id is None:
             return  # outside steps: no step's time
-        frame = self._frames().get(self.thread_id)
+        frame: Any = self._frames().get(self.thread_id)
         if frame is None:
             return
-        step, phase = where
-        self.counts.add((step, phase, user_stack(frame)))
+        user = self._user
+        raw: list[RawFrame] = []
+        depth = 0
+        while frame is not None and depth < MAX_STACK_DEPTH:
+            code = frame.f_code
+            known = user.get(id(code))
+            if known is None:
+                known = self._learn(code)
+            if known:
+                raw.append((id(code), frame.f_lasti))
+                if len(raw) == RAW_USER_FRAMES:
+                    break
+            frame = frame.f_back
+            depth += 1
         del frame  # a frame reference keeps the main thread's locals alive
+        key = (where[0], where[1], tuple(raw))
+        seconds = self.current_interval_s()
+        self._taken += 1
+        with self._lock:
+            seen = self._raw.get(key)
+            if seen is None:
+                self._raw[key] = [1, seconds]
+            else:
+                seen[0] += 1
+                seen[1] += seconds
+
+    def _learn(self, code: Any) -> bool:
+        self._codes[id(code)] = code
+        known = self._user[id(code)] = self.is_user(code.co_filename)
+        return known
+
+    @property
+    def counts(self) -> SampleCounts:
+        """The samples so far by (step, phase, user frames innermost first): the raw ones
+        taken since the last read are resolved here, out of the sampling thread's way."""
+        with self._lock:
+            raw, self._raw = self._raw, {}
+        for (step, phase, frames), (n, seconds) in raw.items():
+            self._counts.add((step, phase, self._stack_of(frames)), int(n), seconds)
+        return self._counts
+
+    def _stack_of(self, frames: tuple[RawFrame, ...]) -> Stack:
+        out: list[Frame] = []
+        for raw in frames:
+            here = self._resolved.get(raw)
+            if here is None:
+                code = self._codes[raw[0]]
+                here = (code.co_filename, line_at(code, raw[1]), code.co_name, code.co_firstlineno)
+                self._resolved[raw] = here
+            if out and _folds_into(out[-1], here):
+                out[-1] = here
+            else:
+                out.append(here)
+        return tuple(out[:MAX_USER_FRAMES])
 
     def profile(
         self, steps: Sequence[StepTiming], *, exclude: Collection[int] = (), stratify: bool = True
@@ -235,6 +345,18 @@ class LineSampler:
         keep = steady_indices(steps, exclude=exclude)
         kept = [s for s in steps if s.index in keep]
         return aggregate(self.counts, kept, interval_s=self.interval_s, stratify=stratify)
+
+
+def line_at(code: Any, lasti: int) -> int:
+    """The line `frame.f_lineno` reads for a frame of `code` whose last instruction is at
+    byte offset `lasti` (`frame.f_lasti`), as CPython's `PyCode_Addr2Line` finds it: the
+    function's first line before its first instruction, 0 where no line is known."""
+    if lasti < 0:
+        return int(code.co_firstlineno)
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return int(line or 0)
+    return 0
 
 
 def steady_indices(steps: Sequence[StepTiming], *, exclude: Collection[int] = ()) -> set[int]:
@@ -270,15 +392,16 @@ def aggregate(
     keep = {s.index for s in steps}
     phase_s: dict[Phase, float] = {p: sum(s.phases.get(p, 0.0) for s in steps) for p in PHASES}
     total = sum(s.total_s for s in steps)
-    phase_n: Counter[Phase] = Counter()
-    for (step, phase, _), n in counts.count.items():
-        if step in keep:
-            phase_n[phase] += n
-    if not stratify and phase_n:
-        every = sum(phase_n.values())
-        phase_s = {p: total * phase_n[p] / every for p in PHASES}
-    # Seconds one sample of each phase stands for.
-    per_sample = {p: phase_s[p] / n for p, n in phase_n.items() if n}
+    # Each phase's samples, by the sampling interval they stand for.
+    phase_w: dict[Phase, float] = defaultdict(float)
+    for key, w in counts.weight.items():
+        if key[0] in keep:
+            phase_w[key[1]] += w
+    if not stratify and phase_w:
+        every = sum(phase_w.values())
+        phase_s = {p: total * phase_w.get(p, 0.0) / every for p in PHASES}
+    # Seconds of each phase one unit of sample weight stands for.
+    per_sample = {p: phase_s[p] / w for p, w in phase_w.items() if w > 0}
     empty = HostLineProfile(sampler=sampler, interval_s=interval_s, samples=0, steps=0, sampled_s=0)
     if total <= 0 or not per_sample:
         return empty
@@ -294,7 +417,7 @@ def aggregate(
             continue
         samples += n
         sampled_steps.add(step)
-        seconds = n * per_sample[phase]
+        seconds = counts.weight[(step, phase, stack)] * per_sample[phase]
         if not stack:
             no_user += seconds
             continue

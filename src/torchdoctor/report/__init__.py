@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.live import TuneWatch
+    from torchdoctor.report.terminal.live_stages import StageWatch
     from torchdoctor.report.terminal.memory import memory_summary, render_memory
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.recheck import render_recheck
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 _TERMINAL = "torchdoctor.report.terminal"
 _LAZY_EXPORTS = {
+    "StageWatch": f"{_TERMINAL}.live_stages",
     "TuneWatch": f"{_TERMINAL}.live",
     "fmt_change": f"{_TERMINAL}.tune",
     "render_analysis": f"{_TERMINAL}.analysis",
@@ -63,6 +65,7 @@ _LAZY_EXPORTS = {
 __all__ = [
     "FORMATS",
     "ReportFormat",
+    "StageWatch",
     "TuneWatch",
     "fmt_change",
     "memory_summary",

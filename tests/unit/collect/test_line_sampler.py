@@ -26,9 +26,15 @@ LIB = "/usr/lib/python3.12/json/encoder.py"
 
 @dataclass
 class Code:
+    """A code object whose one instruction, at byte offset 2 * `line`, is on `line`."""
+
     co_filename: str
     co_name: str
     co_firstlineno: int
+    line: int = 0
+
+    def co_lines(self) -> list[tuple[int, int, int]]:
+        return [(2 * self.line, 2 * self.line + 2, self.line)]
 
 
 @dataclass
@@ -37,12 +43,16 @@ class FakeFrame:
     f_lineno: int
     f_back: Any = None
 
+    @property
+    def f_lasti(self) -> int:
+        return 2 * self.f_lineno
+
 
 def stack(*frames: tuple[str, int, str, int]) -> FakeFrame:
     """A frame chain from outermost to innermost; returns the innermost."""
     frame = None
     for file, line, name, first in frames:
-        frame = FakeFrame(Code(file, name, first), line, frame)
+        frame = FakeFrame(Code(file, name, first, line), line, frame)
     assert frame is not None
     return frame
 
@@ -206,3 +216,86 @@ def test_a_probe_on_a_device_clock_does_not_stratify() -> None:
     probe.sampler.counts.add((0, "other", ((USER, 5, "f", 1),)))
     found = probe.profile([step(0, 0.01, forward=0.009)])
     assert found is not None and found.lines[0].share == pytest.approx(1.0)
+
+
+def _blocked_in_a_genexpr(ready: Any, release: Any) -> int:
+    ready.set()
+    return sum(int(release.wait()) for _ in range(1))  # the line the blocked thread is on
+
+
+def test_a_sample_of_a_real_thread_resolves_to_the_frames_f_lineno_reads() -> None:
+    """What a sample records (code and instruction offset) resolves to the stack the frames
+    themselves read (`user_stack`, by `f_lineno`), the generator expression folded."""
+    import sys
+    import threading
+
+    ready, release = threading.Event(), threading.Event()
+    thread = threading.Thread(target=_blocked_in_a_genexpr, args=(ready, release))
+    thread.start()
+    try:
+        ready.wait()
+        frame = sys._current_frames()[thread.ident]  # type: ignore[index]
+        while "_blocked_in_a_genexpr" not in {f[2] for f in user_stack(frame)}:
+            frame = sys._current_frames()[thread.ident]  # type: ignore[index]
+        expected = user_stack(frame)
+        calls: list[str] = []
+
+        def is_user(name: str) -> bool:
+            calls.append(name)
+            return is_user_file(name)
+
+        sampler = LineSampler(lambda: (0, "other"), thread_id=thread.ident, is_user=is_user)
+        for _ in range(5):
+            sampler.sample_once()
+        ((key, n),) = sampler.counts.count.items()
+    finally:
+        release.set()
+        thread.join()
+    assert n == 5 and key[2] == expected
+    assert expected[0][2] == "_blocked_in_a_genexpr"  # the genexpr folded into its line
+    # Each code object is judged user or not once, not at every sample.
+    assert len(calls) == len(sampler._codes)
+
+
+def test_line_at_reads_the_line_f_lineno_reads() -> None:
+    import sys
+
+    from torchdoctor.collect.line_sampler import line_at
+
+    frame = sys._getframe()
+    assert line_at(frame.f_code, frame.f_lasti) == frame.f_lineno
+    caller = frame.f_back
+    assert caller is not None and line_at(caller.f_code, caller.f_lasti) == caller.f_lineno
+    assert line_at(frame.f_code, -1) == frame.f_code.co_firstlineno
+
+
+def test_the_interval_grows_once_the_shares_have_the_samples_they_need() -> None:
+    from torchdoctor.collect.line_sampler import SAMPLES_NEEDED, interval_after
+
+    assert interval_after(0, 0.005) == interval_after(SAMPLES_NEEDED, 0.005) == 0.005
+    assert interval_after(3 * SAMPLES_NEEDED, 0.005) == pytest.approx(0.015)
+    frame = stack((USER, 7, "main", 1))
+    sampler = LineSampler(lambda: (0, "other"), thread_id=11, frames=lambda: {11: frame})  # type: ignore[arg-type,return-value]
+    for _ in range(2 * SAMPLES_NEEDED):
+        sampler.sample_once()
+    assert sampler.current_interval_s() == pytest.approx(2 * sampler.interval_s)
+    ((_key, weight),) = sampler.counts.weight.items()
+    # The first SAMPLES_NEEDED stand for one interval each, the later ones for more.
+    assert weight > 2 * SAMPLES_NEEDED * sampler.interval_s
+
+
+def test_samples_taken_at_a_longer_interval_stand_for_more_time() -> None:
+    """Steps 1-2 sampled every 5 ms, steps 3-4 every 10 ms, each step half in line 23 and
+    half in line 44 while sampled densely, all in line 44 while sparsely: line 44 holds 3/4 of
+    the time, not the 2/3 of the samples it drew."""
+    counts = SampleCounts()
+    dense, sparse = 0.005, 0.010
+    for i in (1, 2):
+        counts.add((i, "other", ((USER, 23, "tokenize", 20),)), 1, dense)
+        counts.add((i, "other", ((USER, 44, "main", 30),)), 1, dense)
+    for i in (3, 4):
+        counts.add((i, "other", ((USER, 44, "main", 30),)), 1, sparse)
+    found = aggregate(counts, [step(i, 0.010) for i in (1, 2, 3, 4)])
+    assert found.samples == 6
+    assert found.lines[0].line == 44 and found.lines[0].share == pytest.approx(0.75)
+    assert found.lines[1].share == pytest.approx(0.25)
