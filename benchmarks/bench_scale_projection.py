@@ -8,9 +8,13 @@ measurement it is held against are paired within a round: the projection of roun
 round k's N=1 phases and round k's N=2 microbenchmark, and is compared with round k's N=2
 step. The order alternates between rounds (1,2 then 2,1, ABBA-like) so that a drift in one
 direction does not always favour one side, and the two workloads' rounds alternate too.
-Threads per rank are fixed (1, so two ranks fit two cores), at N=1 as at N=2.
+Threads per rank are fixed (1, so two ranks fit two cores), at N=1 as at N=2. The model takes
+nothing from the N=2 training it is compared with: N=1's phases, and from the N=2 job's
+microbenchmark (before its training) the collectives' fit and the co-location slowdown (the
+workload's step timed alone and with both ranks at once).
 
-Printed: per workload and round, the measured and projected N=2 step and projected/measured;
+Printed: per workload and round, the measured and projected N=2 step and projected/measured,
+and the model's terms beside the waterfall's bars (co-location, exposed communication, skew);
 then per workload the median ratio over rounds and whether it is within 15%.
 
     python benchmarks/bench_scale_projection.py [--rounds 5] [--steps 60] [--quick]
@@ -24,7 +28,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from torchdoctor.scale import StudyPlan, build_study, run_worlds
+from torchdoctor.scale import (
+    COLOCATION_BAR,
+    COMMUNICATION_BAR,
+    SKEW_BAR,
+    StudyPlan,
+    build_study,
+    run_worlds,
+)
 
 #: The issue's bar: the projection within 15% of the measurement.
 TARGET: float = 0.15
@@ -48,13 +59,20 @@ def one_round(workload: str, order: list[int], args: argparse.Namespace, root: P
     study = build_study(StudyPlan(nprocs=[1, 2], workload=workload, batch=BATCH[workload]), run_dir)
     two = next(w for w in study.worlds if w.world_size == 2)
     assert two.projected is not None and two.projected_over_measured is not None
+    bars = {p.label: p.seconds for p in two.waterfall}
+    p = two.projected
     print(
         f"{workload:>5} order {order}: N=2 measured {two.step_s * 1e3:8.2f} ms, projected "
-        f"{two.projected.step_s * 1e3:8.2f} ms [{two.projected.low_s * 1e3:.2f}, "
-        f"{two.projected.high_s * 1e3:.2f}], exposed comm. projected "
-        f"{two.projected.exposed_s * 1e3:.2f} ms, measured "
-        f"{two.waterfall[1].seconds * 1e3:.2f} ms; projected/measured "
-        f"{two.projected_over_measured:.3f}",
+        f"{p.step_s * 1e3:8.2f} ms [{p.low_s * 1e3:.2f}, {p.high_s * 1e3:.2f}]; "
+        f"projected/measured {two.projected_over_measured:.3f}",
+        flush=True,
+    )
+    # the model's terms beside the waterfall's bars: where the error is
+    print(
+        f"{'':>5}   co-location slowdown {p.colocation_slowdown:.3f} (bar "
+        f"{bars[COLOCATION_BAR] * 1e3:.2f} ms); exposed comm. projected "
+        f"{p.exposed_s * 1e3:.2f} ms, measured {bars[COMMUNICATION_BAR] * 1e3:.2f} ms; skew "
+        f"projected {p.skew_s * 1e3:.2f} ms, measured (with waits) {bars[SKEW_BAR] * 1e3:.2f} ms",
         flush=True,
     )
     return two.projected_over_measured

@@ -37,17 +37,23 @@ def test_bad_options_are_refused_up_front(capsys: pytest.CaptureFixture[str]) ->
     assert "--rdzv-endpoint" in _error_line(capsys)
     assert main(["scale", "mlp", "--nnodes", "2", "--rdzv-endpoint", "nocolon"]) == 2
     assert "HOST:PORT" in _error_line(capsys)
+    assert main(["scale", "mlp", "--job-timeout", "0"]) == 2
+    assert "--job-timeout" in _error_line(capsys)
+    assert main(["scale", "mlp", "--bench-sizes", "1k"]) == 2
+    assert "--bench-sizes" in _error_line(capsys)
 
 
 def test_several_nodes_print_each_nodes_command(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
-        ["scale", "--json", "mlp", "--nproc", "2", "--nnodes", "2", "--rdzv-endpoint", "h0:29500"]
-    )
+        ["scale", "--json", "mlp", "--nproc", "2", "--nnodes", "2", "--rdzv-endpoint", "h0:29500",
+         "--bench-sizes", "1024,4096,16384", "--job-timeout", "300"]
+    )  # fmt: skip
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["nnodes"] == 2
     assert [c.endswith(f"--node-rank {k}") for k, c in enumerate(data["commands"])] == [True] * 2
     assert "--rdzv-endpoint h0:29500" in data["commands"][1]
+    assert "--bench-sizes 1024,4096,16384 --job-timeout 300" in data["commands"][1]
 
 
 def test_unreachable_rendezvous_is_one_line_exit_2(
@@ -84,6 +90,9 @@ def test_two_rank_gloo_study(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     fits = study.benches[0].fits
     assert set(fits) == {"all_reduce", "all_gather", "reduce_broadcast"}
     assert all(f.beta_s_per_byte > 0 for f in fits.values())
+    probe = study.benches[0].colocation  # the workload's own step, alone and both at once
+    assert probe is not None and probe.work == "mlp training step" and probe.slowdown > 0
+    assert study.model.colocation_slowdown == probe.slowdown
     assert {p.world_size for p in study.projections} == {2, 4}
     assert "N=2: collective microbenchmark, then training" in captured.err
     assert ScalingStudy.read(run / "scaling.json") == study

@@ -4,6 +4,7 @@ real run of a tiny model (study tier)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_serve_writes_a_run_folder_and_one_json_document(
     out = tmp_path / "run"
     code = main(
         ["--json", "serve", _model(tmp_path, TINY), "--sla", "p50<=1us", "--budget", "1",
-         "--max-batch", "4", "--no-threads", "--device", "cpu", "--out", str(out)]
+         "--max-batch", "4", "--no-threads", "--instances", "--device", "cpu", "--out", str(out)]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0
@@ -79,6 +80,12 @@ def test_serve_writes_a_run_folder_and_one_json_document(
     assert data["latency"]["summary"]["n"] >= 459  # LoadGen's count for p99
     assert data["latency"]["first_call_s"] > 0
     assert [p["batch_size"] for p in data["curves"][0]["points"]][:3] == [1, 2, 4]
+    # --instances: the model served by 1, 2, ... spawned processes, cores // n threads each.
+    (instances,) = [c for c in data["curves"] if c["axis"] == "instances"]
+    assert [p["instances"] for p in instances["points"]][:2] == [1, 2][: len(instances["points"])]
+    assert all(p["instances"] * p["threads"] <= os.cpu_count() for p in instances["points"])
+    assert all(p["samples_per_s"] > 0 for p in instances["points"])
+    assert data["calibration"]["requests"] >= 200
     search = data["sla_search"]
     assert search["status"] == "INVALID" and search["closest"] is not None
     assert "latency at batch size 1" in captured.err  # progress on stderr

@@ -9,8 +9,12 @@ loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compa
 steps, step_samples (each step's categories, ops and kernels, for diffs), devicetime,
 breakdown, ops (with the per-dtype roofline), launches, hostops (tiny host op calls), syncs,
 idle, ranks (a job's ranks compared: `cross_rank_analysis`); `devices` holds datasheet
-ceilings as `core.env.Ceilings` records.
+ceilings as `core.env.Ceilings` records. memory (a step's memory split into its owners, the
+fit against the batch size, `predict_max_batch`) and memory_study (measured at a few batch
+sizes; the measured edge under a cap) load on first use, since measuring runs torch.
 """
+
+from typing import TYPE_CHECKING
 
 from torchdoctor.analyze.api import analyze_ranks, analyze_timeline, analyze_trace
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
@@ -19,6 +23,20 @@ from torchdoctor.analyze.ranks import cross_rank_analysis
 from torchdoctor.analyze.records import STEP_CATEGORIES, CeilingsInfo, OpRow, TraceAnalysis
 from torchdoctor.analyze.step_samples import StepSamples, timeline_step_samples, trace_step_samples
 from torchdoctor.analyze.timeline import Kind, Timeline
+from torchdoctor.core.lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
+    from torchdoctor.analyze.memory_study import measured_edge, study_memory, under_cap
+
+_LAZY_EXPORTS = {
+    "plan_memory": "torchdoctor.analyze.memory",
+    "predict_max_batch": "torchdoctor.analyze.memory",
+    "split_owners": "torchdoctor.analyze.memory",
+    "measured_edge": "torchdoctor.analyze.memory_study",
+    "study_memory": "torchdoctor.analyze.memory_study",
+    "under_cap": "torchdoctor.analyze.memory_study",
+}
 
 __all__ = [
     "STEP_CATEGORIES",
@@ -37,6 +55,14 @@ __all__ = [
     "cross_rank_analysis",
     "load_rank_traces",
     "load_trace",
+    "measured_edge",
+    "plan_memory",
+    "predict_max_batch",
+    "split_owners",
+    "study_memory",
     "timeline_step_samples",
     "trace_step_samples",
+    "under_cap",
 ]
+
+__getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)

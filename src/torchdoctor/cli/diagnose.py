@@ -1,7 +1,7 @@
 """`torchdoctor diagnose`: name the bottleneck of a script, a workload or a trace.
 
 torchdoctor diagnose [--steps N] [--warmup K] [--profile-steps M] [--out DIR] -- python train.py ...
-torchdoctor diagnose WORKLOAD [--set knob=value ...]
+torchdoctor diagnose WORKLOAD [--set knob=value ...] [--memory]
 torchdoctor diagnose TRACE.json[.gz] | TRACE_FOLDER
 
 A torchrun launch (`-- torchrun --nproc_per_node 2 train.py`) or a folder of per-rank traces
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import typer
 from rich.console import Console
@@ -21,11 +21,14 @@ from rich.console import Console
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit, err_console
+from torchdoctor.cli.state import console, emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis
+
+if TYPE_CHECKING:
+    from torchdoctor.core.memory_owners import MemoryPlan
 
 #: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
 TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
@@ -72,6 +75,14 @@ def diagnose(
     out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
     device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
+    memory: bool = typer.Option(
+        False,
+        "--memory",
+        help="For a workload: also split a step's memory into its owners (parameters, "
+        "gradients, optimizer state, activations, temporaries, allocator slack) at its batch "
+        "and half of it: one line here, memory.json and a report section. `torchdoctor "
+        "memory` predicts the largest batch under a budget.",
+    ),
 ) -> None:
     from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
 
@@ -79,6 +90,11 @@ def diagnose(
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py"):
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
+    if memory and (command or target is None or Path(target).exists()):
+        raise UsageError(
+            "--memory applies to a workload only",
+            hint="torchdoctor diagnose WORKLOAD --memory, or torchdoctor memory WORKLOAD",
+        )
     if command:
         argv, module = _split_command(command)
         exam = examine_script(
@@ -134,6 +150,13 @@ def diagnose(
             render_diagnosis(d, c, exam.run_dir if last else None)
 
         emit(d, render)
+    if memory and target is not None and exam.diagnoses and not exam.error:
+        from torchdoctor.report import memory_summary
+
+        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
+        (err_console if cli_settings.json else console).print(
+            memory_summary(plan), highlight=False, markup=False, soft_wrap=True
+        )
     if exam.diagnoses:
         write_run_reports(exam.run_dir)
     else:
@@ -144,3 +167,23 @@ def diagnose(
     if exam.error:
         where = display_path(exam.run_dir)
         raise DiagnoseError(exam.error, hint=f"what was measured is in {where}")
+
+
+def memory_beside(
+    workload: str, settings: dict[str, str], device: str, run_dir: Path
+) -> MemoryPlan:
+    """`diagnose WORKLOAD --memory`: the owners at the diagnosed batch and half of it, written
+    to the diagnosis's run folder (memory.json, so its report shows them)."""
+    from torchdoctor.analyze import study_memory
+    from torchdoctor.core.rundir import MEMORY
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    job = get_workload(workload)
+    others = [f"{k}={v}" for k, v in settings.items() if k != "batch_size"]
+    recipe = Recipe.parse(others, workload=job, device=device)
+    batch = int(settings.get("batch_size", job.default_batch_size))
+    sizes = [max(1, batch // 2), batch] if batch > 1 else [1, 2]
+    plan = study_memory(job, batch_sizes=sizes, device=device, recipe=recipe)
+    plan.write(run_dir / MEMORY)
+    return plan

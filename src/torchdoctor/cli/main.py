@@ -46,6 +46,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "workloads",
     "run",
     "profile",
+    "memory",
     "analyze",
     "diagnose",
     "diff",

@@ -36,6 +36,10 @@ Several nodes: prints each node's command (one shared --out); node 0 gathers the
 """
 
 
+#: scale.launch.JOB_TIMEOUT_S (not imported: `--help` stays free of the stage's imports).
+_JOB_TIMEOUT_S = 900.0
+
+
 def _int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -124,6 +128,17 @@ def scale(
         help="This node's address as the others reach it (several nodes; default: its name's).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Run folder (shared by the nodes)."),
+    bench_sizes: str = typer.Option(
+        "",
+        "--bench-sizes",
+        help="Collective sizes in bytes, e.g. 1024,65536,4194304 (default: 1 KiB to 64 MiB; "
+        "a slow link takes minutes over the largest).",
+    ),
+    job_timeout: float = typer.Option(
+        _JOB_TIMEOUT_S,
+        "--job-timeout",
+        help="Seconds one world size's job may take before it and its ranks are ended.",
+    ),
 ) -> None:
     from torchdoctor.scale import (
         SCALING_MODES,
@@ -150,6 +165,8 @@ def scale(
     if script and mode == "strong":
         raise UsageError("a script chooses its own batch: --mode strong is for workloads")
     nprocs = _int_list(nproc, "--nproc")
+    if job_timeout <= 0:
+        raise UsageError(f"--job-timeout must be positive, got {job_timeout:g}")
     if nnodes < 1:
         raise UsageError(f"--nnodes must be at least 1, got {nnodes}")
     if nnodes > 1 and rdzv_endpoint is None:
@@ -167,6 +184,8 @@ def scale(
             "--nnodes": str(nnodes),
             "--rdzv-endpoint": rdzv_endpoint,
             "--out": str(out) if out else "SHARED_FOLDER",
+            "--bench-sizes": bench_sizes or None,
+            "--job-timeout": f"{job_timeout:g}" if job_timeout != _JOB_TIMEOUT_S else None,
         }
         commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
@@ -208,6 +227,8 @@ def scale(
         node_rank=node_rank or 0,
         rdzv_endpoint=rdzv_endpoint,
         local_addr=local_addr,
+        bench_sizes=_int_list(bench_sizes, "--bench-sizes") if bench_sizes else (),
+        job_timeout_s=job_timeout,
         warnings=list(dict.fromkeys(warnings)),
     )
     for n in nprocs:

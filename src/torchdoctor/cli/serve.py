@@ -57,6 +57,13 @@ def serve_command(
     threads: bool = typer.Option(
         True, "--threads/--no-threads", help="Also sweep intra-op threads (CPU only)."
     ),
+    instances: bool = typer.Option(
+        False,
+        "--instances/--no-instances",
+        help="Also sweep model instances x intra-op threads (CPU only): 1, 2, 4, ... processes "
+        "each with cores/instances threads, serving side by side. Each instance is a process "
+        "with its own copy of the model, so it is off unless asked.",
+    ),
     variants: str | None = typer.Option(
         None,
         "--variants",
@@ -75,10 +82,12 @@ def serve_command(
       warm-up apart; windows of 100 requests until the p50 and p99 of the last three agree
       within 10%, and at least 459 requests (MLPerf LoadGen's count for a p99 claim at 99%);
       each percentile with a distribution-free 95% interval.
-    - Throughput and p50/p95/p99 versus batch size (and intra-op threads on a CPU), the knee
-      marked, stopping once larger batches gain under 5%.
+    - Throughput and p50/p95/p99 versus batch size (and intra-op threads on a CPU; with
+      --instances also model instances x threads), the knee marked, stopping once a step
+      gains under 5%.
     - The batching simulation's predicted percentiles under Poisson load at 25-90% of the
-      capacity the batch curve implies.
+      capacity the batch curve implies, calibrated on one short real batcher run at 45% (its
+      loop overhead, its sleeps' overshoot, its service times after idling).
     - With --sla: the highest arrival rate whose percentile stays under the bound, measured
       open-loop under a dynamic batcher (latency from each request's scheduled arrival), by a
       binary search or a sweep, then confirmed. VALID or INVALID with the reason and the
@@ -87,6 +96,7 @@ def serve_command(
         torchdoctor serve mlp --sla 'p99<=5ms'
         torchdoctor serve my_model.py:make_model --device cuda
         torchdoctor serve mlp --variants inference_mode,compile,int8_dynamic
+        torchdoctor serve cnn --instances      # 1 x 16 threads, 2 x 8, ... 16 x 1
 
     A variant that does not apply here (bf16 on a device without it) or fails its accuracy
     gate is named with the reason and not timed.
@@ -108,6 +118,7 @@ def serve_command(
         max_batch_size=max_batch,
         latency_budget_s=budget,
         threads=threads,
+        instances=instances,
         sla=spec,
         search=search,  # type: ignore[arg-type]  # checked by _choice
         arrivals=arrivals,  # type: ignore[arg-type]

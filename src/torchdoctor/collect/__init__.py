@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
     from torchdoctor.collect.launcher import check_script, child_command, read_profiles, run_script
+    from torchdoctor.collect.memory_owners import (
+        LiveTensorBytes,
+        SavedActivations,
+        measure_step_memory,
+    )
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.script_profile import ScriptProfile
@@ -58,6 +63,9 @@ _EXPORTS = {
     "NOT_INJECTABLE": "torchdoctor.collect.inject.coordinator",
     "InjectionRecord": "torchdoctor.collect.inject.record",
     "PROFILE_SUMMARY": "torchdoctor.collect.profile",
+    "LiveTensorBytes": "torchdoctor.collect.memory_owners",
+    "SavedActivations": "torchdoctor.collect.memory_owners",
+    "measure_step_memory": "torchdoctor.collect.memory_owners",
     "ScriptRun": "torchdoctor.collect.inject.record",
     "install_recipe": "torchdoctor.collect.inject",
     "CollectConfig": "torchdoctor.collect.hooks",
@@ -84,6 +92,8 @@ __all__ = [
     "InjectionRecord",
     "Instrumentation",
     "LaunchConfig",
+    "LiveTensorBytes",
+    "SavedActivations",
     "ScriptChunk",
     "ScriptError",
     "ScriptFreed",
@@ -95,6 +105,7 @@ __all__ = [
     "child_command",
     "export_gz",
     "install_recipe",
+    "measure_step_memory",
     "profile_workload",
     "quiet_profiling",
     "read_profiles",

@@ -9,12 +9,15 @@ instrumented process writes its own `script_profile[.rank<N>].json` into `out_di
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import IO, Any
+
+import psutil
 
 from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
@@ -42,6 +45,7 @@ def run_script(
     recipe: dict[str, Any] | None = None,
     output: Path | None = None,
     stdout_to_stderr: bool = False,
+    kill_tree: bool = False,
 ) -> ScriptProfile:
     """Run `argv` (script path or, with `module`, a module name, then its arguments).
 
@@ -53,6 +57,9 @@ def run_script(
     stdout and stderr go to that file instead of this process's (a run the user did not ask
     to watch, whose prints must not mix with `--json` output); with `stdout_to_stderr`, the
     script's stdout goes to this process's stderr (`--json`: stdout holds the record only).
+    With `kill_tree`, `timeout_s` ends every process the command started too (torchrun puts
+    its ranks in sessions of their own, which a signal to the command or its group misses, and
+    which outlive a torchrun that is killed).
     """
     if not argv:
         raise CollectError("no script to run", hint="pass a script path and its arguments")
@@ -77,10 +84,12 @@ def run_script(
     config_path = config.write(out_dir / _CONFIG_NAME)
     cmd, child_env = child_command(config_path, argv, python=python, env=env)
     if output is None:
-        code = _run_child(cmd, child_env, timeout_s, to_stderr=stdout_to_stderr)
+        code = _run_child(
+            cmd, child_env, timeout_s, to_stderr=stdout_to_stderr, kill_tree=kill_tree
+        )
     else:
         with open(output, "wb") as sink:
-            code = _run_child(cmd, child_env, timeout_s, sink=sink)
+            code = _run_child(cmd, child_env, timeout_s, sink=sink, kill_tree=kill_tree)
     return _main_profile(out_dir, argv, module, code)
 
 
@@ -146,12 +155,15 @@ def _run_child(
     *,
     sink: IO[bytes] | None = None,
     to_stderr: bool = False,
+    kill_tree: bool = False,
 ) -> int:
     out: IO[bytes] | int | None = sink if sink is not None else (2 if to_stderr else None)
     proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=sink)
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        if kill_tree:
+            return end_tree(proc)
         proc.send_signal(signal.SIGTERM)  # the bootstrap unwinds and writes what it has
         try:
             return proc.wait(timeout=TERMINATE_GRACE_S)
@@ -162,6 +174,25 @@ def _run_child(
         proc.send_signal(signal.SIGINT)
         proc.wait()
         raise
+
+
+def end_tree(proc: subprocess.Popen[Any], grace_s: float = TERMINATE_GRACE_S) -> int:
+    """SIGTERM `proc` and every process under it (found before any is signalled: a child
+    whose parent dies is moved to init), SIGKILL those left after `grace_s`; `proc`'s code."""
+    try:
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        return proc.wait()
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()  # the bootstrap unwinds and writes what it has
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return proc.wait()
 
 
 def _main_profile(out_dir: Path, argv: list[str], module: bool, code: int) -> ScriptProfile:

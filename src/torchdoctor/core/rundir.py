@@ -13,6 +13,7 @@ Layout (a file is present only if the command that made the folder produces it):
       scaling.json      ScalingStudy     (scale)
       serve.json        ServeResult      (serve)
       diff.json         RunDiff          (diff)
+      memory.json       MemoryPlan       (memory)
       trials/           one TrialResult per trial (tune)
       trace.json.gz     the Kineto trace of the profiled window
       report.html, report.md
@@ -36,7 +37,9 @@ from torchdoctor.core.errors import RecordError
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
-RunKind = Literal["run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff"]
+RunKind = Literal[
+    "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff", "memory"
+]
 RunStatus = Literal["running", "complete", "failed"]
 
 MANIFEST = "run.json"
@@ -52,6 +55,8 @@ TUNE = "tune.json"
 SCALING = "scaling.json"
 SERVE = "serve.json"
 DIFF = "diff.json"
+#: Memory to its owners at a few batch sizes, and the largest batch under a budget (memory).
+MEMORY = "memory.json"
 TRIALS = "trials"
 TRACE = "trace.json.gz"
 REPORT_HTML = "report.html"

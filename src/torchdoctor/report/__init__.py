@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.live import TuneWatch
+    from torchdoctor.report.terminal.memory import memory_summary, render_memory
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
@@ -47,6 +48,8 @@ _LAZY_EXPORTS = {
     "render_env": f"{_TERMINAL}.env",
     "render_job": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
+    "render_memory": f"{_TERMINAL}.memory",
+    "memory_summary": f"{_TERMINAL}.memory",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
     "render_recheck": f"{_TERMINAL}.recheck",
@@ -62,6 +65,7 @@ __all__ = [
     "ReportFormat",
     "TuneWatch",
     "fmt_change",
+    "memory_summary",
     "render_analysis",
     "render_comparison",
     "render_diagnosis",
@@ -69,6 +73,7 @@ __all__ = [
     "render_env",
     "render_job",
     "render_measurement",
+    "render_memory",
     "render_profile",
     "render_recheck",
     "render_report",

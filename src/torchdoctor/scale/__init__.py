@@ -38,7 +38,14 @@ from torchdoctor.scale.model import (
     projections,
 )
 from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
-from torchdoctor.scale.study import GapPart, ScalingStudy, WorldResult
+from torchdoctor.scale.study import (
+    COLOCATION_BAR,
+    COMMUNICATION_BAR,
+    SKEW_BAR,
+    GapPart,
+    ScalingStudy,
+    WorldResult,
+)
 from torchdoctor.scale.worlds import (
     SCALING_MODES,
     MeasuredWorld,
@@ -50,10 +57,13 @@ from torchdoctor.scale.worlds import (
 __all__ = [
     "ARCHITECTURES",
     "COLLECTIVES",
+    "COLOCATION_BAR",
+    "COMMUNICATION_BAR",
     "DEFAULT_BUCKET_CAP_MB",
     "FULL_SIZES",
     "QUICK_SIZES",
     "SCALING_MODES",
+    "SKEW_BAR",
     "AlphaBetaFit",
     "Architecture",
     "Collective",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -17,17 +18,79 @@ from torchdoctor.measure import summarize, synchronize
 from torchdoctor.scale.collectives import (
     BENCH_ENV,
     BENCH_FILE,
+    COLOCATION_BLOCK_S,
+    COLOCATION_MAX_CALLS,
+    COLOCATION_ROUNDS,
     FULL_SIZES,
+    QUICK_COLOCATION_ROUNDS,
     QUICK_REPEATS,
     QUICK_SIZES,
     REPEATS,
     WARMUP_CALLS,
     CollectiveBench,
+    ColocationProbe,
     point,
 )
 from torchdoctor.scale.fit import COLLECTIVES, Collective, fit_alpha_beta
 
 _FLOAT_BYTES = 4
+#: The generic kernel's sizes: a 256x256 product (compute-bound) and a sum over 4 Mi floats
+#: (16 MiB, past a core's L2: memory-bound).
+_GENERIC_MATMUL = 256
+_GENERIC_STREAM = 4 * 1024 * 1024
+Work = Callable[[], None]
+
+
+def generic_work() -> Work:
+    """The co-location probe's work when the job's own step is not at hand (a user's script)."""
+    a = torch.randn(_GENERIC_MATMUL, _GENERIC_MATMUL)
+    b = torch.randn(_GENERIC_MATMUL, _GENERIC_MATMUL)
+    x, y = torch.ones(_GENERIC_STREAM), torch.ones(_GENERIC_STREAM)
+
+    def work() -> None:
+        for _ in range(4):
+            torch.mm(a, b)
+        x.add_(y)
+
+    return work
+
+
+def _block(work: Work, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        work()
+    return (time.perf_counter() - start) / calls
+
+
+def colocation(work: Work, label: str, rounds: int, device: torch.device) -> ColocationProbe:
+    """Time `work` on rank 0 alone and on every rank at once, round after round (see
+    collectives.py); every rank returns the same record."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    work()  # warm: the first call allocates and dispatches for the first time
+    synchronize(device)
+    one = torch.tensor([_block(work, 1)], dtype=torch.float64)
+    dist.broadcast(one, src=0)  # every rank repeats the work as often as rank 0 needs
+    calls = int(min(COLOCATION_MAX_CALLS, max(1, math.ceil(COLOCATION_BLOCK_S / float(one[0])))))
+    alone, together = [], []
+    for _ in range(rounds):
+        dist.barrier()
+        mine = torch.tensor([_block(work, calls) if rank == 0 else 0.0], dtype=torch.float64)
+        dist.barrier()
+        mine_together = torch.tensor([_block(work, calls)], dtype=torch.float64)
+        both = torch.cat([mine, mine_together])
+        dist.all_reduce(both)  # rank 0's alone (the others add 0), the ranks' sum together
+        alone.append(float(both[0]))
+        together.append(float(both[1]) / world)
+    ratios = [t / a for t, a in zip(together, alone, strict=True)]
+    slowdown = summarize(ratios, label="co-location slowdown")
+    return ColocationProbe(
+        work=label,
+        calls_per_block=calls,
+        alone=summarize(alone, label="alone"),
+        together=summarize(together, label="together"),
+        slowdown=slowdown.median,
+        slowdown_ci=(slowdown.ci_low, slowdown.ci_high),
+    )
 
 
 def _operation(
@@ -68,9 +131,17 @@ def _time(op: Callable[[], None], repeats: int, device: torch.device) -> list[fl
     return [float(x) for x in times.cpu()]
 
 
-def bench(out_dir: Path, *, backend: str, quick: bool, sizes: list[int]) -> None:
-    """Time every collective at every size in the initialized default group; rank 0 writes
-    the record into `out_dir`."""
+def bench(
+    out_dir: Path,
+    *,
+    backend: str,
+    quick: bool,
+    sizes: list[int],
+    work: tuple[str, Work] | None = None,
+) -> None:
+    """Time the co-location probe (`work`: a name and the job's own step; None: the generic
+    kernel) and every collective at every size in the initialized default group; rank 0
+    writes the record into `out_dir`."""
     world, rank = dist.get_world_size(), dist.get_rank()
     device = torch.device("cpu")
     if backend == "nccl":
@@ -78,6 +149,11 @@ def bench(out_dir: Path, *, backend: str, quick: bool, sizes: list[int]) -> None
         torch.cuda.set_device(device)
     sizes = sizes or list(QUICK_SIZES if quick else FULL_SIZES)
     repeats = QUICK_REPEATS if quick else REPEATS
+    probe = None
+    if device.type == "cpu":  # ranks on GPUs compute each on its own device
+        label, step = work if work is not None else ("generic kernel", generic_work())
+        rounds = QUICK_COLOCATION_ROUNDS if quick else COLOCATION_ROUNDS
+        probe = colocation(step, label, rounds, device)
     points = []
     for collective in COLLECTIVES:
         for size in sizes:
@@ -94,15 +170,21 @@ def bench(out_dir: Path, *, backend: str, quick: bool, sizes: list[int]) -> None
     }
     if rank == 0:
         CollectiveBench(
-            world_size=world, backend=backend, device=str(device), points=points, fits=fits
+            world_size=world,
+            backend=backend,
+            device=str(device),
+            points=points,
+            fits=fits,
+            colocation=probe,
         ).write(out_dir / BENCH_FILE)
     dist.barrier()
 
 
-def bench_if_asked() -> None:
+def bench_if_asked(work: Callable[[], tuple[str, Work]] | None = None) -> None:
     """Run the benchmark first when the study asked for it (`BENCH_ENV`, set by the runner),
     in a process group of its own that is gone before the job's own starts: one torchrun
-    launch per world size instead of two (each rank's start-up costs seconds of imports)."""
+    launch per world size instead of two (each rank's start-up costs seconds of imports).
+    `work` makes the co-location probe's work (a name, a call), built only when asked."""
     asked = os.environ.get(BENCH_ENV)
     if not asked:
         return
@@ -118,7 +200,11 @@ def bench_if_asked() -> None:
     )
     try:
         bench(
-            Path(plan["out_dir"]), backend=plan["backend"], quick=plan["quick"], sizes=plan["sizes"]
+            Path(plan["out_dir"]),
+            backend=plan["backend"],
+            quick=plan["quick"],
+            sizes=plan["sizes"],
+            work=work() if work is not None and plan["backend"] == "gloo" else None,
         )
     finally:
         dist.destroy_process_group()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,25 @@ from torchdoctor.scale._rank_bench import bench_if_asked
 from torchdoctor.workloads import get_workload, move_to_device
 
 
+def _plain_step(args: argparse.Namespace) -> Callable[[], None]:
+    """One training step of the workload as N=1 runs it (no DDP), on one fixed batch: the
+    co-location probe's work (`collectives.py`). Its own copy of the model, so the job's
+    weights are untouched."""
+    workload = get_workload(args.workload)
+    torch.manual_seed(0)
+    model = workload.build_model()
+    optimizer = workload.build_optimizer(model.parameters(), "foreach")
+    loader = DataLoader(workload.build_dataset(0), batch_size=args.batch, drop_last=True)
+    inputs, target = move_to_device(next(iter(loader)), torch.device("cpu"), non_blocking=False)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        workload.loss(model(inputs), target).backward()
+        optimizer.step()
+
+    return step
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
@@ -29,7 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--backend", default="gloo")
     args = parser.parse_args(argv)
-    bench_if_asked()  # before the job, in a group of its own
+    # before the job, in a group of its own; its co-location probe times this job's own step
+    bench_if_asked(lambda: (f"{args.workload} training step", _plain_step(args)))
     record_ddp_parameters()
     dist.init_process_group(args.backend)
     device = torch.device("cpu")

@@ -6,6 +6,16 @@ point is timed as NCCL-tests and torch's own distributed benchmarks do: warm-up 
 barrier, so every rank starts together, and the call timed on each rank (after a device
 synchronize on a GPU). A repeat's time is the slowest rank's, since the collective is done
 only when it is done everywhere; the repeats' median and spread come from `measure.summarize`.
+
+Before the collectives, the same ranks measure how much slower their computation runs when
+they all compute at once than when one computes alone (`ColocationProbe`): ranks that share a
+machine share its cores, caches and memory bandwidth (and a virtual machine's vCPUs may be one
+physical core's two hardware threads), so the N=1 phases, measured with the machine to one
+rank, are not what a rank computes in at N. The work timed is the workload's own training step
+(without DDP) when the job is a built-in workload, else a generic kernel (a matrix product and
+a memory-bound sum). Rounds alternate alone (rank 0, the others waiting at a barrier) and all
+together, so a drift of the host's speed falls on both; a round's ratio is the ranks' mean time
+together over rank 0's time alone, and the slowdown the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +37,14 @@ WARMUP_CALLS: Final = 3
 #: Timed repeats per point: `measure.summarize`'s MIN_SAMPLES_FOR_STATS for an interval.
 REPEATS: Final = 10
 QUICK_REPEATS: Final = 5
+#: Rounds of the co-location probe (each: alone, then together), and --quick's.
+COLOCATION_ROUNDS: Final = 7
+QUICK_COLOCATION_ROUNDS: Final = 3
+#: Seconds of work per timed block of the probe: a block repeats the work enough times to
+#: last this long, so that a timer's resolution and a single preemption weigh little.
+COLOCATION_BLOCK_S: Final = 0.05
+#: The most calls in one block (a very short step).
+COLOCATION_MAX_CALLS: Final = 50
 #: The file rank 0 writes into the run folder.
 BENCH_FILE: Final = "collectives.json"
 #: Set in a rank's environment: run the benchmark before the job (`_rank_bench.bench_if_asked`).
@@ -43,6 +61,21 @@ class CollectivePoint(SubRecord):
     busbw_bytes_per_s: float
 
 
+class ColocationProbe(SubRecord):
+    """How much slower a rank computes with all ranks computing at once (see the module).
+
+    `alone`, `together`: the time of one call of `work` (per round); `slowdown`: the median of
+    the rounds' ratios together/alone, `slowdown_ci` its 95% interval.
+    """
+
+    work: str
+    calls_per_block: int
+    alone: Measurement
+    together: Measurement
+    slowdown: float
+    slowdown_ci: tuple[float, float]
+
+
 class CollectiveBench(Record):
     """The microbenchmark at one world size: every point, and a fit per collective."""
 
@@ -53,6 +86,7 @@ class CollectiveBench(Record):
     device: str
     points: list[CollectivePoint]
     fits: dict[Collective, AlphaBetaFit]
+    colocation: ColocationProbe | None = None
 
     def fit(self, collective: Collective) -> AlphaBetaFit:
         return self.fits[collective]

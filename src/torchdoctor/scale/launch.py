@@ -19,9 +19,12 @@ from typing import Final
 from torchdoctor.core.errors import ScaleError
 
 #: Seconds to keep trying a rendezvous endpoint that another node hosts before calling it
-#: unreachable: long enough for the hosting node to start its store, short enough that a typo
-#: answers at once (a connection refused is retried; a name that does not resolve is not).
-RDZV_REACH_TIMEOUT_S: Final = 10.0
+#: unreachable (a connection refused is retried; a name that does not resolve fails at once).
+#: Long enough for the hosting node to start its store when both are started together: it
+#: imports torch twice (its `torchdoctor scale`, then torchrun) before it listens, which took
+#: more than 10 s on a busy 2-core host (two namespaces started at once; the other node gave
+#: up, and the hosting node's torchrun then waited out its join timeout). Half the join timeout.
+RDZV_REACH_TIMEOUT_S: Final = 60.0
 #: Seconds a node's torchrun waits for the others to join (torchrun's own default is 600).
 RDZV_JOIN_TIMEOUT_S: Final = 120
 #: Seconds one torchrun job of the study may take before it is stopped.

@@ -13,14 +13,21 @@
   the bytes as the bus factor. A parameter server moves `(N-1) * S` into its link and as much
   out (`2(N-1) * S` over one link in sequence), its latency growing as `N-1` too. Overlap is
   what the backward pass hides (`exposed_communication`);
+- co-location: at N >= 2 every term computed on the host (compute, data, optimizer, the
+  backward that hides communication, the step times the skew is drawn from) is the N=1
+  phase times the slowdown the microbenchmark measured for ranks computing at once on the
+  machine (`collectives.ColocationProbe`; 1 where none was measured): N=1 ran with the
+  machine to itself. It is carried to other N as measured, i.e. with as many ranks per
+  machine as in the measurement;
 - skew: the job waits for its slowest rank every step. With ranks' step times drawn
   independently from the N=1 distribution F, the median of their maximum is
   `F^-1(0.5^(1/N))` (the maximum of N draws is below x with probability F(x)^N), so the
   skew is that quantile minus the median.
 
 The uncertainty band propagates, in quadrature, the N=1 step median's 95% interval (spread
-over the terms taken from it) and the fit's parameter covariance and residual scatter
-(`AlphaBetaFit.predict_se`), at 95% (1.96 standard errors). Amdahl's serial fraction of the
+over the terms taken from it), the co-location slowdown's 95% interval (over the same
+terms) and the fit's parameter covariance and residual scatter (`AlphaBetaFit.predict_se`),
+at 95% (1.96 standard errors). Amdahl's serial fraction of the
 projection is Karp and Flatt's, from its speedup (`worlds.karp_flatt`).
 """
 
@@ -54,6 +61,7 @@ class Projection(SubRecord):
     low_s: float
     high_s: float
     compute_s: float
+    colocation_slowdown: float = 1.0
     data_s: float
     optimizer_s: float
     communication_s: float
@@ -74,6 +82,9 @@ class ScalingModel(SubRecord):
     buckets: list[int]
     ring: AlphaBetaFit
     parameter_server: AlphaBetaFit | None = None
+    #: Ranks' compute at N >= 2 over their compute alone, and its 95% interval (see the module).
+    colocation_slowdown: float = 1.0
+    colocation_ci: tuple[float, float] = (1.0, 1.0)
 
 
 def _carried(
@@ -123,7 +134,8 @@ def project(
     # the phases are means; scaled to the median step so that T(1) is the measured median
     total = sum(base.phases.values())
     calibrate = base.step_s / total if total > 0 else 1.0
-    ph = {p: v * calibrate for p, v in base.phases.items()}
+    slow = model.colocation_slowdown if world_size >= 2 else 1.0
+    ph = {p: v * calibrate * slow for p, v in base.phases.items()}
     forward, backward = ph.get("forward", 0.0), ph.get("backward", 0.0)
     other, optimizer = ph.get("other", 0.0), ph.get("optimizer", 0.0)
     data = (ph.get("data_wait", 0.0) + ph.get("h2d", 0.0)) / shrink
@@ -138,10 +150,12 @@ def project(
         comm_var = sum(stderr(b) ** 2 for b in model.buckets)
         # the exposed part moves with the whole; scale its error by its share
         comm_var *= (exposed / comm) ** 2 if comm > 0 else 0.0
-    skew = _skew([t / shrink for t in base.step_times], world_size)
+    skew = _skew([t * slow / shrink for t in base.step_times], world_size)
     step = compute + data + optimizer + exposed + skew
     rel_base = (base.step_ci[1] - base.step_ci[0]) / 2.0 / base.step_s if base.step_s > 0 else 0
-    base_var = (rel_base * (compute + data + optimizer)) ** 2 / Z_95**2
+    low, high = model.colocation_ci if world_size >= 2 else (1.0, 1.0)
+    rel_slow = (high - low) / 2.0 / slow if slow > 0 else 0.0
+    base_var = ((rel_base**2 + rel_slow**2) * (compute + data + optimizer) ** 2) / Z_95**2
     half = Z_95 * math.sqrt(base_var + comm_var)
     up = speedup(base.step_s, step, world_size, model.mode)
     return Projection(
@@ -152,6 +166,7 @@ def project(
         low_s=max(0.0, step - half),
         high_s=step + half,
         compute_s=compute,
+        colocation_slowdown=slow,
         data_s=data,
         optimizer_s=optimizer,
         communication_s=comm,

@@ -6,8 +6,10 @@ every kernel, netem (delay, loss) is not, so only bandwidth is shaped here. The 
 set to 1500: a veth pair's default MTU can exceed tbf's burst, and tbf drops every packet
 larger than its burst (tc-tbf(8)). Both ends are shaped, so traffic each way sees the rate.
 
-`two_hosts` is a context manager; the namespaces are deleted on the way out whatever happened,
-and `unavailable()` says why they cannot be made here (not root, no `ip`), for a clear skip.
+`two_hosts` is a context manager; on the way out, whatever happened, every process still
+running inside either namespace is ended (`end_processes_inside`: a job stopped by a deadline
+leaves ranks that sit in sessions of their own) and the namespaces are deleted; `unavailable()`
+says why they cannot be made here (not root, no `ip`), for a clear skip.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Final
 
+import psutil
+
 from torchdoctor.core.errors import ScaleError
 
 #: The two ends' addresses, on a /30 of the TEST-NET-2 block (RFC 5737: never routed).
@@ -35,6 +39,9 @@ LINK_MTU: Final = 1500
 #: a collective's burst, and TCP's congestion control then runs below the rate, which the
 #: alpha-beta model of a link at its rate does not describe. Nothing else shares the link.
 TBF_LATENCY_MS: Final = 1000
+#: Seconds the processes left inside the namespaces get to exit on SIGTERM before SIGKILL
+#: (a rank writes its records as it unwinds).
+END_GRACE_S: Final = 10.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,26 @@ def shape(hosts: TwoHosts, rate_mbit: float) -> None:
         )  # fmt: skip
 
 
+def end_processes_inside(hosts: TwoHosts, grace_s: float = END_GRACE_S) -> list[int]:
+    """SIGTERM every process inside the namespaces (`ip netns pids`), SIGKILL those left after
+    `grace_s`; the pids found."""
+    found: list[int] = []
+    for name in hosts.names:
+        listed = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+        found += [int(pid) for pid in listed.stdout.split() if pid.isdigit()]
+    procs = []
+    for pid in found:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+            procs[-1].terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return found
+
+
 @contextlib.contextmanager
 def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
     """Two namespaces joined by a veth pair (ends `veth0`, `veth1`), shaped to `rate_mbit`."""
@@ -126,6 +153,7 @@ def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
             shape(hosts, rate_mbit)
         yield hosts
     finally:
+        end_processes_inside(hosts)  # a namespace outlives its deletion while a process is in it
         for name in hosts.names:  # deleting a namespace deletes the veth end inside it
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         subprocess.run(["ip", "link", "del", f"td{tag}0"], capture_output=True)

@@ -60,6 +60,9 @@ class StudyPlan:
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     local_addr: str | None = None
+    #: Seconds one world size's job (microbenchmark and training) may take: past it, the job
+    #: and every process it started are ended and the study stops, saying which job it was.
+    job_timeout_s: float = JOB_TIMEOUT_S
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -102,16 +105,25 @@ def _train(plan: StudyPlan, topology: Topology, out: Path) -> None:
     if world >= 2:  # the collectives first, in the same ranks (`_rank_bench.bench_if_asked`)
         bench = {"backend": plan.backend, "quick": plan.quick, "sizes": list(plan.bench_sizes)}
         env[BENCH_ENV] = json.dumps({**bench, "out_dir": str(out)})
+    started = time.monotonic()
     profile = run_script(
         argv,
         module=True,
         steps=steps,
         profile_steps=0,
         out_dir=out,
-        timeout_s=JOB_TIMEOUT_S,
+        timeout_s=plan.job_timeout_s,
         env=env,
         output=out / f"output.node{plan.node_rank}.log",
+        kill_tree=True,
     )
+    took = time.monotonic() - started
+    if took >= plan.job_timeout_s:
+        raise ScaleError(
+            f"the job at N={world} (node {plan.node_rank}) did not finish within its deadline "
+            f"of {plan.job_timeout_s:.0f} s: it and the processes it started were ended",
+            hint=f"see {out}/output.node*.log; a slow link needs a longer --job-timeout",
+        )
     if profile.exit_code not in (0, None):
         why = profile.error or f"see {out}/output.node*.log"
         raise ScaleError(f"the job at N={world} exited {profile.exit_code}: {why}")
@@ -187,6 +199,7 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
             return None
         sizes, cap = params
         bench = benches[n]
+        probe = bench.colocation
         return ScalingModel(
             mode=plan.mode,
             base=measured[1],
@@ -194,6 +207,8 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
             buckets=ddp_buckets(sizes, bucket_cap_mb=cap or DEFAULT_BUCKET_CAP_MB),
             ring=bench.fit("all_reduce"),
             parameter_server=bench.fit("reduce_broadcast"),
+            colocation_slowdown=probe.slowdown if probe else 1.0,
+            colocation_ci=probe.slowdown_ci if probe else (1.0, 1.0),
         )
 
     base = measured.get(1) or measured[worlds[0]]

@@ -6,17 +6,20 @@ Karp-Flatt serial fraction, the step the model projects from N=1 and the collect
 at N (ratio projected/measured), and the gap to linear scaling split into its parts (the
 waterfall). The waterfall is made of per-step means, so its parts add up to the gap exactly:
 ideal is the N=1 step (weak scaling) or the N=1 step over N (strong scaling), and each phase's
-excess over its ideal share is one bar. The backward's excess is the exposed communication,
-and the waits for a later rank with it: DDP waits for the all-reduce inside the backward pass,
-and an all-reduce ends only when the last rank has joined, so a rank that arrives early waits
-there (telling the two apart per rank is the cross-rank diagnosis's work). The skew bar is
-the job's mean step (the slowest rank's, step by step) over the ranks' mean step: what is left
-of the ranks' differences after the all-reduce has lined them up.
+excess over its ideal share is one bar. Where the microbenchmark measured how much slower ranks
+compute all at once than alone (the co-location slowdown, `collectives.ColocationProbe`), that
+share of every phase's excess is taken out of the phase's bar into a bar of its own: ranks
+sharing a machine's cores and memory is neither communication nor the phase's own fault. The
+backward's excess, less that and less the ranks' waits for a later rank
+(`MeasuredWorld.rank_wait_s`: DDP waits for the all-reduce inside the backward pass, and a
+rank that arrives early waits there for the last), is the exposed communication. Those waits go
+to the skew bar, with the job's mean step (the slowest rank's, step by step) over the ranks'
+mean step: waiting for a straggler is the straggler's cost, not the network's.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, SubRecord
@@ -24,6 +27,13 @@ from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
 from torchdoctor.scale.model import Projection, ScalingModel, project
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
+
+#: The waterfall's bars that others read (benchmarks, the report): compute, co-location,
+#: exposed communication, optimizer, data, skew, in that order.
+COMPUTE_BAR: Final = "compute (forward, other)"
+COLOCATION_BAR: Final = "ranks sharing the machine (co-location slowdown)"
+COMMUNICATION_BAR: Final = "exposed communication (in backward, waits excluded)"
+SKEW_BAR: Final = "skew and waits for the slowest rank"
 
 
 class GapPart(SubRecord):
@@ -69,27 +79,27 @@ class ScalingStudy(Record):
 
 
 def waterfall(
-    base: MeasuredWorld, world: MeasuredWorld, mode: ScalingMode
+    base: MeasuredWorld, world: MeasuredWorld, mode: ScalingMode, slowdown: float = 1.0
 ) -> tuple[float, list[GapPart]]:
-    """(the ideal mean step, the parts of the gap to it): see the module."""
+    """(the ideal mean step, the parts of the gap to it): see the module. `slowdown`: the
+    co-location slowdown measured at this world size (1: none measured)."""
     share = 1.0 / world.world_size if mode == "strong" else 1.0
     b, w = base.phases, world.phases
+    slow = slowdown - 1.0 if world.world_size > 1 else 0.0
 
     def excess(*phases: Phase) -> float:
-        return sum(w.get(p, 0.0) - share * b.get(p, 0.0) for p in phases)
+        return sum(w.get(p, 0.0) - (1.0 + slow) * share * b.get(p, 0.0) for p in phases)
 
     ideal = share * sum(b.values())
     parts = [
-        GapPart(label="compute (forward, other)", seconds=excess("forward", "other")),
-        GapPart(
-            label="exposed communication and waits for other ranks (in backward)",
-            seconds=excess("backward"),
-        ),
+        GapPart(label=COMPUTE_BAR, seconds=excess("forward", "other")),
+        GapPart(label=COLOCATION_BAR, seconds=slow * ideal),
+        GapPart(label=COMMUNICATION_BAR, seconds=excess("backward") - world.rank_wait_s),
         GapPart(label="optimizer", seconds=excess("optimizer")),
         GapPart(label="data", seconds=excess("data_wait", "h2d")),
         GapPart(
-            label="skew (the slowest rank's step over the ranks' mean)",
-            seconds=world.job_step_mean_s - world.rank_step_s,
+            label=SKEW_BAR,
+            seconds=world.job_step_mean_s - world.rank_step_s + world.rank_wait_s,
         ),
     ]
     return ideal, parts
@@ -99,7 +109,8 @@ def world_result(
     base: MeasuredWorld, world: MeasuredWorld, mode: ScalingMode, model: ScalingModel | None
 ) -> WorldResult:
     up = speedup(base.step_s, world.step_s, world.world_size, mode)
-    ideal, parts = waterfall(base, world, mode)
+    slowdown = model.colocation_slowdown if model is not None else 1.0
+    ideal, parts = waterfall(base, world, mode, slowdown)
     projected = project(model, world.world_size) if model is not None else None
     return WorldResult(
         world_size=world.world_size,

@@ -5,6 +5,15 @@ Built from the per-rank step records the launcher's instrumentation writes
 ranks of a DDP job meet in every step's all-reduce, so the job's step is the slowest rank's:
 the step time of world N is, step by step, the maximum over ranks. The phases are averaged
 over the ranks, in means so that they add up to the mean step (the waterfall splits that sum).
+
+The waits for other ranks: DDP waits for its all-reduce inside the backward pass, and an
+all-reduce ends on every rank only when the last rank has joined it, so a rank that arrives
+early waits there, and its backward holds that wait on top of its own compute and the
+communication. The rank that arrives last at a step waits for no one: its backward is the
+step's compute and exposed communication alone. So a rank's wait at a step is its backward
+minus the shortest backward of that step over the ranks (`rank_wait_s`: its mean over ranks
+and steps). A rank whose own backward computes slower is not told apart this way (its excess
+stays with the others' backward); the cross-rank diagnosis, from traces, does that.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ class MeasuredWorld(SubRecord):
     job_step_mean_s: float
     samples_per_s: float | None = None
     rank_step_medians: list[float]
+    rank_wait_s: float = 0.0
 
 
 def _steady(steps: Sequence[StepTiming]) -> list[StepTiming]:
@@ -76,6 +86,8 @@ def measured_world(
         for p in PHASES
     }
     rank_mean = float(totals.mean())
+    backward = np.array([[s.phases.get("backward", 0.0) for s in r[-count:]] for r in steady])
+    wait = float((backward - backward.min(axis=0)).mean())
     samples = [s.samples for r in steady for s in r[-count:] if s.samples]
     per_batch = per_rank_batch or (int(np.median(samples)) if samples else None)
     world = len(steady)
@@ -91,6 +103,7 @@ def measured_world(
         job_step_mean_s=float(job.mean()),
         samples_per_s=rate,
         rank_step_medians=[float(np.median(r)) for r in totals],
+        rank_wait_s=wait,
     )
 
 

@@ -8,7 +8,9 @@
 - `arrival_times(kind, rate, n)`: seeded constant, Poisson and gamma arrivals; `run_batcher`
   serves them open-loop (from each scheduled arrival) under a `BatchPolicy` on a
   `ServeClock` (`RealClock`, or `VirtualClock` in tests); `simulate_batcher` runs the same
-  policy on virtual time from a service-time table t(b).
+  policy on virtual time from a service-time table t(b); `calibrate` fits from one real run's
+  trace what the table misses (the loop's overhead, the sleeps' overshoot, service after idling)
+  and `simulate_calibrated` predicts other rates with it.
 - `parse_sla("p99<=20ms")`, `search_sla(measure_at, sla)` -> `SlaSearch`: the highest rate
   whose percentile stays under the bound, by a sweep or a binary search, then confirmed.
 - `batch_curve`, `thread_curve` -> `Curve`: throughput and percentiles, the knee marked.
@@ -40,6 +42,7 @@ from torchdoctor.serve.batcher import (
     service_time,
     simulate_batcher,
 )
+from torchdoctor.serve.calibration import calibrate, calibration_run, simulate_calibrated
 from torchdoctor.serve.clock import RealClock, ServeClock, VirtualClock
 from torchdoctor.serve.compare import compare_percentiles, compare_variants
 from torchdoctor.serve.curves import batch_curve, doubling, knee_index, thread_curve
@@ -53,7 +56,9 @@ from torchdoctor.serve.records import (
     LoadRun,
     PercentileComparison,
     PercentileEstimate,
+    ResidualQuantiles,
     ServeResult,
+    ServiceCalibration,
     ServiceTime,
     SlaPoint,
     SlaSearch,
@@ -98,9 +103,11 @@ __all__ = [
     "PreparedVariant",
     "RealClock",
     "Request",
+    "ResidualQuantiles",
     "ServeClock",
     "ServePlan",
     "ServeResult",
+    "ServiceCalibration",
     "ServiceTime",
     "SlaPoint",
     "SlaSearch",
@@ -113,6 +120,8 @@ __all__ = [
     "arrival_times",
     "batch_curve",
     "binary_search_sla",
+    "calibrate",
+    "calibration_run",
     "capacity",
     "compare_percentiles",
     "compare_variants",
@@ -131,6 +140,7 @@ __all__ = [
     "serve_target",
     "service_time",
     "simulate_batcher",
+    "simulate_calibrated",
     "simulated_measure",
     "summarize_latencies",
     "sweep_sla",

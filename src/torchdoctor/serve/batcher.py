@@ -43,14 +43,28 @@ class BatchPolicy:
             raise MeasureError(f"max queue delay {self.max_queue_delay_s!r} s must be >= 0")
 
 
+def _empty() -> np.ndarray:
+    return np.zeros(0)
+
+
 @dataclass
 class LoadTrace:
-    """Per request: latency (from its scheduled arrival) and wait before its batch started."""
+    """Per request: latency (from its scheduled arrival) and wait before its batch started.
+
+    Per batch, in seconds from the run's start: when the policy said it could start (`wakes_s`:
+    its oldest request's arrival plus the delay, or the arrival that filled it), when it did
+    start, and when it was done. A real run's starts lag its wake-ups by the sleep's overshoot
+    and the loop's own work, and its service times (done - start) are what the batcher saw:
+    `serve.calibration` fits the simulation's overheads from them.
+    """
 
     latencies_s: np.ndarray
     waits_s: np.ndarray
     batch_sizes: list[int] = field(default_factory=list)
     duration_s: float = 0.0
+    wakes_s: np.ndarray = field(default_factory=_empty)
+    starts_s: np.ndarray = field(default_factory=_empty)
+    dones_s: np.ndarray = field(default_factory=_empty)
 
 
 def run_batcher(
@@ -71,14 +85,19 @@ def run_batcher(
     latencies = [0.0] * n
     waits = [0.0] * n
     sizes: list[int] = []
+    wakes: list[float] = []
+    starts: list[float] = []
+    dones: list[float] = []
     largest, delay = policy.max_batch_size, policy.max_queue_delay_s
     i = 0
     while i < n:
         first = origin + arr[i]
-        clock.sleep_until(first)
         last = i + largest - 1
         fill = origin + arr[last] if last < n else math.inf
-        clock.sleep_until(min(first + delay, fill))
+        # One sleep to whichever comes first, the delay's end or the filling arrival (both
+        # are at or after the oldest request's arrival): each sleep overshoots its target.
+        wake = min(first + delay, fill)
+        clock.sleep_until(wake)
         start = clock.now()
         # The batch is what has arrived by now, up to the largest batch (at least the oldest).
         j = max(i + 1, min(i + largest, bisect.bisect_right(arr, start - origin, lo=i)))
@@ -90,8 +109,19 @@ def run_batcher(
             latencies[k] = done - due
             waits[k] = start - due
         sizes.append(j - i)
+        wakes.append(wake - origin)
+        starts.append(start - origin)
+        dones.append(done - origin)
         i = j
-    return LoadTrace(np.asarray(latencies), np.asarray(waits), sizes, clock.now() - origin)
+    return LoadTrace(
+        np.asarray(latencies),
+        np.asarray(waits),
+        sizes,
+        clock.now() - origin,
+        wakes_s=np.asarray(wakes),
+        starts_s=np.asarray(starts),
+        dones_s=np.asarray(dones),
+    )
 
 
 def service_time(table: Sequence[ServiceTime], batch_size: int) -> float:
@@ -126,6 +156,7 @@ def load_record(
     policy: BatchPolicy,
     simulated: bool,
     bound_s: float | None = None,
+    calibrated_at_rate: float | None = None,
 ) -> LoadRun:
     """The typed record of one load run (goodput counted against `bound_s` when given)."""
     n = trace.latencies_s.size
@@ -146,6 +177,7 @@ def load_record(
         summary=summarize_latencies(trace.latencies_s),
         goodput=goodput,
         goodput_bound_s=bound_s,
+        calibrated_at_rate=calibrated_at_rate,
     )
 
 

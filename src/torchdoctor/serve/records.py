@@ -16,7 +16,7 @@ from torchdoctor.serve.variants import VariantSetup
 
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 SlaStatus = Literal["VALID", "INVALID"]
-CurveAxis = Literal["batch_size", "threads"]
+CurveAxis = Literal["batch_size", "threads", "instances"]
 
 
 class PercentileEstimate(SubRecord):
@@ -123,6 +123,9 @@ class LoadRun(Record):
     #: Requests per second that met `goodput_bound_s` (None: no bound given).
     goodput: float | None = None
     goodput_bound_s: float | None = None
+    #: A simulated run's calibration: the rate of the real run its overheads were fitted on
+    #: (None: simulated from the closed-loop table alone, or not simulated).
+    calibrated_at_rate: float | None = None
 
 
 class ServiceTime(SubRecord):
@@ -132,11 +135,48 @@ class ServiceTime(SubRecord):
     seconds: float
 
 
+class ResidualQuantiles(SubRecord):
+    """Quantiles (evenly spaced, 0 to 1) of the service time the batcher saw minus t(b), in
+    seconds, for batches that started after the server had been idle `idle_from_s` up to
+    `idle_to_s` (None: unbounded) since its last batch ended."""
+
+    #: The batch size they were seen at; None when pooled over all sizes.
+    batch_size: int | None = None
+    idle_from_s: float
+    idle_to_s: float | None
+    n: int = Field(ge=1)
+    quantiles_s: list[float]
+
+
+class ServiceCalibration(SubRecord):
+    """What a real batcher run adds to the closed-loop table t(b), fitted from its trace.
+
+    `overhead_s`: the loop's own time from one batch's end to the next's start when the next
+    starts at once; `overshoot_s`: how late a batch starts after a sleep (timer slack,
+    wake-up); `service`: each batch's service time as the batcher saw it minus t(b), by how
+    long the server had been idle before it (intra-op threads and caches go cold), by batch
+    size where it was seen often enough and pooled. The simulation draws from these at other
+    rates.
+    """
+
+    arrivals: ArrivalKind
+    rate: float
+    requests: int
+    batches: int
+    table: list[ServiceTime]
+    overhead_s: list[float]
+    overshoot_s: list[float]
+    service: list[ResidualQuantiles]
+
+
 class CurvePoint(SubRecord):
     """Closed-loop throughput and request-latency percentiles at one setting."""
 
     batch_size: int
     threads: int | None
+    #: Model instances (processes) serving side by side, each with `threads` threads; None:
+    #: one instance (the batch-size and thread curves).
+    instances: int | None = None
     samples_per_s: float
     p50_s: float
     p95_s: float
@@ -202,6 +242,9 @@ class ServeResult(Record):
     sla_search: SlaSearch | None = None
     #: The batching simulation's predictions from `service_table` at other arrival rates.
     predictions: list[LoadRun] = Field(default_factory=list)
+    #: The real batcher's run the predictions' overheads were fitted on (None: predicted from
+    #: the closed-loop table alone).
+    calibration: ServiceCalibration | None = None
     #: Each variant of the model (`ServePlan`'s `variants`) against the eager model at batch 1.
     comparisons: list[VariantComparison] = Field(default_factory=list)
     #: Each variant's setup (compile, export, quantization time, apart from its requests) and
@@ -222,7 +265,9 @@ __all__ = [
     "LoadRun",
     "PercentileComparison",
     "PercentileEstimate",
+    "ResidualQuantiles",
     "ServeResult",
+    "ServiceCalibration",
     "ServiceTime",
     "SlaPoint",
     "SlaSearch",

@@ -2,10 +2,11 @@
 
 One function walks the steps in the order their results feed each other: the per-request
 latency at batch 1; the batch-size curve, whose medians are the service-time table t(b); the
-thread curve (CPU); the batching simulation's predicted percentiles at fractions of the
-capacity the table implies; each variant of the plan against the eager model; and, when an
-SLA is given, the search for the highest rate that meets it, measured for real under the
-dynamic batcher.
+thread curve (CPU); one short real batcher run that calibrates the simulation's overheads
+(`serve.calibration`); the batching simulation's predicted percentiles at fractions of the
+capacity the table implies, rates the calibration did not see; each variant of the plan
+against the eager model; and, when an SLA is given, the search for the highest rate that meets
+it, measured for real under the dynamic batcher.
 """
 
 from __future__ import annotations
@@ -18,15 +19,23 @@ import torch
 
 from torchdoctor.serve.arrivals import arrival_times
 from torchdoctor.serve.batcher import BatchPolicy, load_record, run_batcher, simulate_batcher
+from torchdoctor.serve.calibration import (
+    CALIBRATION_LOAD,
+    calibration_requests,
+    calibration_run,
+    simulate_calibrated,
+)
 from torchdoctor.serve.clock import RealClock, ServeClock
 from torchdoctor.serve.compare import compare_variants
 from torchdoctor.serve.curves import batch_curve, doubling, thread_curve
+from torchdoctor.serve.instances import InstancePool, instance_curve
 from torchdoctor.serve.latency import measure_latency
 from torchdoctor.serve.records import (
     ArrivalKind,
     Curve,
     LoadRun,
     ServeResult,
+    ServiceCalibration,
     ServiceTime,
     SlaPoint,
     SlaSearch,
@@ -65,11 +74,17 @@ class ServePlan:
     latency_budget_s: float = 10.0
     curve_calls: int = 100
     threads: bool = True
+    #: Also sweep model instances x threads (CPU; each instance a spawned process holding its
+    #: own copy of the model, so off unless asked).
+    instances: bool = False
     sla: SlaSpec | None = None
     search: Literal["binary", "sweep"] = "binary"
     arrivals: ArrivalKind = "poisson"
     max_queue_delay_s: float = DEFAULT_MAX_QUEUE_DELAY_S
     seed: int = 0
+    #: Calibrate the simulation on one real batcher run before predicting (False: predict
+    #: from the closed-loop table alone, which under-states a real batcher's tail).
+    calibrate: bool = True
     #: Other ways of serving the model, by name: each a zero-argument request at batch 1
     #: (a prepared variant's call bound to the target's inputs), compared with the eager
     #: model's request by `compare_variants`, interleaved, at p50 and p99.
@@ -97,15 +112,20 @@ def predictions(
     arrivals: ArrivalKind,
     seed: int,
     bound_s: float | None = None,
+    calibration: ServiceCalibration | None = None,
 ) -> list[LoadRun]:
     """The simulation's percentiles at `PREDICTED_LOADS` of the table's capacity (and its
-    goodput against `bound_s` when given)."""
+    goodput against `bound_s` when given), calibrated when `calibration` is given."""
     cap = capacity(table, policy.max_batch_size)
     runs = []
     for load in PREDICTED_LOADS:
         rate = load * cap
         times = arrival_times(arrivals, rate, PREDICTION_REQUESTS, seed=seed)
-        trace = simulate_batcher(times, table, policy)
+        trace = (
+            simulate_batcher(times, table, policy)
+            if calibration is None
+            else simulate_calibrated(times, calibration, policy, seed=seed)
+        )
         runs.append(
             load_record(
                 trace,
@@ -115,9 +135,22 @@ def predictions(
                 policy=policy,
                 simulated=True,
                 bound_s=bound_s,
+                calibrated_at_rate=calibration.rate if calibration else None,
             )
         )
     return runs
+
+
+def warmed_calls(
+    request_for: Callable[[int], Request], largest: int, sync: Callable[[], None]
+) -> dict[int, Request]:
+    """A call for every batch size the batcher may form, each run once: a shape's first call
+    sets up its kernels (oneDNN primitives, cuBLAS plans), which is not serving."""
+    calls = {b: request_for(b) for b in range(1, largest + 1)}
+    for call in calls.values():
+        call()
+    sync()
+    return calls
 
 
 def real_measure(
@@ -130,12 +163,7 @@ def real_measure(
     clock: ServeClock | None = None,
 ) -> MeasureAt:
     """A `MeasureAt` that serves the model for real under the batcher."""
-    calls = {b: request_for(b) for b in range(1, policy.max_batch_size + 1)}
-    for call in calls.values():
-        # Every batch size the batcher may form runs once first: a shape's first call sets up
-        # its kernels (oneDNN primitives, cuBLAS plans), which is not serving.
-        call()
-    sync()
+    calls = warmed_calls(request_for, policy.max_batch_size, sync)
     n = requests_for(sla)
     real = clock or RealClock()
 
@@ -145,6 +173,24 @@ def real_measure(
         return point_from(trace, rate, sla)
 
     return measure
+
+
+def instances_curve(
+    target: InferenceTarget, plan: ServePlan, say: Callable[[str], None]
+) -> tuple[Curve | None, str | None]:
+    """The instances x threads curve over this host's threads, or why there is none."""
+    if target.device != "cpu":
+        return None, (
+            f"no instances x threads curve: it is for a CPU, and this run is on {target.device}"
+        )
+    if target.spec is None:
+        return None, (
+            "no instances x threads curve: the model was built in this process only, and an "
+            "instance needs a workload's name or file.py:factory to build its own"
+        )
+    cores = torch.get_num_threads()
+    with InstancePool(target.spec, cores, device="cpu", calls=plan.curve_calls) as pool:
+        return instance_curve(pool.run, 1, cores, progress=say), None
 
 
 def search(measure: MeasureAt, sla: SlaSpec, cap: float, plan: ServePlan) -> SlaSearch:
@@ -198,11 +244,30 @@ def serve_target(
             )
         finally:
             set_threads(before)
+    notes: list[str] = []
+    if plan.instances:
+        instances, why_not = instances_curve(target, plan, say)
+        curves += [instances] if instances else []
+        notes += [why_not] if why_not else []
     knee = curves[0].knee_index
     largest = curves[0].points[knee if knee is not None else -1].batch_size
     policy = BatchPolicy(max_batch_size=largest, max_queue_delay_s=plan.max_queue_delay_s)
     bound = plan.sla.bound_s if plan.sla is not None else None
-    predicted = predictions(table, policy, plan.arrivals, plan.seed, bound)
+    calibration = None
+    if plan.calibrate:
+        rate = CALIBRATION_LOAD * capacity(table, largest)
+        say(f"calibrating the batching simulation on a real run at {rate:.0f} requests/s")
+        calibration, _ = calibration_run(
+            warmed_calls(target.request, largest, sync),
+            table,
+            policy,
+            arrivals=plan.arrivals,
+            rate=rate,
+            requests=calibration_requests(rate),
+            seed=plan.seed,
+            sync=sync,
+        )
+    predicted = predictions(table, policy, plan.arrivals, plan.seed, bound, calibration)
     sla_search = None
     if plan.sla is not None:
         say(f"searching for the highest rate that meets {plan.sla.text}")
@@ -221,14 +286,11 @@ def serve_target(
                 sync=sync,
             )
         )
-    notes = (
-        []
-        if latency.settled
-        else [
+    if not latency.settled:
+        notes.append(
             "the latency windows did not settle within the budget: the percentiles moved by more "
             "than 10% between the last windows"
-        ]
-    )
+        )
     return ServeResult(
         target=target.name,
         device=target.device,
@@ -237,6 +299,7 @@ def serve_target(
         curves=curves,
         sla_search=sla_search,
         predictions=predicted,
+        calibration=calibration,
         comparisons=comparisons,
         notes=notes,
     )
@@ -248,8 +311,10 @@ __all__ = [
     "PREDICTED_LOADS",
     "ServePlan",
     "capacity",
+    "instances_curve",
     "predictions",
     "real_measure",
     "serve_target",
     "table_from",
+    "warmed_calls",
 ]

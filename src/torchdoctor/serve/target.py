@@ -42,6 +42,9 @@ class InferenceTarget:
     model: nn.Module
     inputs: Any
     device: str
+    #: What `load_target` was given (a workload's name or file.py:factory), from which another
+    #: process builds the same target (the instances curve); None: built in this process only.
+    spec: str | None = None
 
     @property
     def example_batch_size(self) -> int:
@@ -91,7 +94,9 @@ def load_target(spec: str, *, device: str = "cpu", batch_size: int = 1) -> Infer
         model = model.to(dev).eval()
     except Exception as exc:
         raise WorkloadError(f"model {name!r} cannot move to {device}: {exc}") from exc
-    target = InferenceTarget(name, model, move_to_device(inputs, dev, non_blocking=False), device)
+    target = InferenceTarget(
+        name, model, move_to_device(inputs, dev, non_blocking=False), device, spec=spec
+    )
     try:
         target.request(target.example_batch_size)()
         target.sync()()

@@ -18,10 +18,16 @@ from torchdoctor.serve import (
     LatencyWindow,
     ServeResult,
     VariantComparison,
+    VirtualClock,
+    arrival_times,
     compare_percentiles,
+    run_batcher,
+    service_time,
     summarize_latencies,
 )
+from torchdoctor.serve.calibration import calibrate
 from torchdoctor.serve.curves import batch_curve, doubling
+from torchdoctor.serve.instances import InstanceRun, instance_curve
 from torchdoctor.serve.run import predictions, table_from
 from torchdoctor.serve.sla import binary_search_sla, parse_sla, simulated_measure
 
@@ -60,14 +66,30 @@ def serve_record(sla_text: str = "p99<=20ms") -> ServeResult:
         latencies_s=[float(x) for x in latencies],
     )
     search = binary_search_sla(simulated_measure(table, policy, sla), sla, 50.0, 4000.0)
+    # One "real" batcher run on virtual time, 20 us slower per batch than the table says.
+    virtual = VirtualClock()
+    trace = run_batcher(
+        lambda b: virtual.advance(service_time(table, b) + 20e-6),
+        arrival_times("poisson", 500.0, 300, seed=0),
+        policy,
+        virtual,
+    )
+    calibration = calibrate(trace, table, arrivals="poisson", rate=500.0)
+
+    def instances_run(instances: int, threads: int) -> list[InstanceRun]:
+        call = 0.001 * (0.5 + 0.5 / threads) * (1 + 0.1 * (instances - 1))
+        return [InstanceRun([call] * 20, 0.0, 20 * call)] * instances
+
+    instances = instance_curve(instances_run, 1, 4)
     return ServeResult(
         target="mlp",
         device="cpu",
         latency=latency,
         service_table=table,
-        curves=[curve],
+        curves=[curve, instances],
         sla_search=search,
-        predictions=predictions(table, policy, "poisson", 0, sla.bound_s),
+        predictions=predictions(table, policy, "poisson", 0, sla.bound_s, calibration),
+        calibration=calibration,
         comparisons=[_comparison()],
     )
 
@@ -97,6 +119,8 @@ def test_the_serving_section_shows_latency_curves_and_the_sla(tmp_path: Path) ->
     assert "| SLA status | VALID |" in md
     assert "### Request latency at batch size 1" in md and "| p99 |" in md
     assert "(knee)" in md and "Predicted by the batching simulation" in md
+    assert "calibrated on one real batcher run at 500.0 requests/s (300 requests)" in md
+    assert "### Throughput and latency vs instances x threads" in md and "| 2 x 2 (knee) |" in md
     assert "| goodput (within the SLA) |" in md
     assert "### Variants against the eager model" in md and "| inference\\_mode | p99 |" in md
     assert "| faster |" in md

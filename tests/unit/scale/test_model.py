@@ -8,6 +8,13 @@ from torchdoctor.core.steps import StepTiming
 from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES, ddp_buckets, exposed_communication
 from torchdoctor.scale.fit import fit_alpha_beta
 from torchdoctor.scale.model import ScalingModel, project, projections
+from torchdoctor.scale.study import (
+    COLOCATION_BAR,
+    COMMUNICATION_BAR,
+    COMPUTE_BAR,
+    SKEW_BAR,
+    waterfall,
+)
 from torchdoctor.scale.worlds import karp_flatt, measured_world
 
 MB = 1024 * 1024
@@ -120,3 +127,58 @@ def test_karp_flatt_serial_fraction() -> None:
     assert karp_flatt(2.0, 2) == pytest.approx(0.0)
     assert karp_flatt(1.0, 2) == pytest.approx(1.0)
     assert karp_flatt(1.0, 1) is None
+
+
+def _rank(
+    data: float, backward: float, n: int = 12, forward: float = 0.010, optimizer: float = 0.002
+) -> list[StepTiming]:
+    phases = {"data_wait": data, "forward": forward, "backward": backward, "optimizer": optimizer}
+    return [StepTiming(index=i, total_s=sum(phases.values()), phases=phases) for i in range(n)]
+
+
+def test_a_wait_for_a_straggler_goes_to_the_skew_bar_not_communication() -> None:
+    base = measured_world([_rank(0.0, 0.020)])
+    # rank 1 waits 40 ms on its data; rank 0, early at the all-reduce, waits those 40 ms in its
+    # backward; both hold 20 ms of backward compute and 1 ms of exposed communication
+    two = measured_world([_rank(0.0, 0.020 + 0.001 + 0.040), _rank(0.040, 0.020 + 0.001)])
+    assert two.rank_wait_s == pytest.approx(0.020)  # 40 ms on one rank of two
+    ideal, parts = waterfall(base, two, "weak")
+    bars = {p.label: p.seconds for p in parts}
+    assert bars[COMMUNICATION_BAR] == pytest.approx(0.001)
+    assert bars[SKEW_BAR] == pytest.approx(0.020)
+    assert bars["data"] == pytest.approx(0.020)  # the ranks' mean data wait
+    assert ideal + sum(bars.values()) == pytest.approx(two.job_step_mean_s)
+    # ranks in step, no wait: the backward's whole excess is communication
+    even = measured_world([_rank(0.0, 0.021), _rank(0.0, 0.021)])
+    assert even.rank_wait_s == 0.0
+    assert dict((p.label, p.seconds) for p in waterfall(base, even, "weak")[1])[
+        COMMUNICATION_BAR
+    ] == pytest.approx(0.001)
+
+
+def test_the_colocation_slowdown_scales_what_the_host_computes_at_n_of_two_and_more() -> None:
+    alone = _model()
+    slowed = alone.model_copy(update={"colocation_slowdown": 1.25, "colocation_ci": (1.2, 1.3)})
+    assert project(slowed, 1).step_s == pytest.approx(project(alone, 1).step_s)  # N=1 is N=1
+    a, s = project(alone, 2), project(slowed, 2)
+    assert s.compute_s == pytest.approx(1.25 * a.compute_s)
+    assert s.optimizer_s == pytest.approx(1.25 * a.optimizer_s)
+    assert s.data_s == pytest.approx(1.25 * a.data_s)
+    # one bucket, ready only when the backward ends: the communication is exposed either way
+    assert s.exposed_s == pytest.approx(a.exposed_s)
+    assert s.colocation_slowdown == 1.25
+    assert s.high_s - s.low_s > a.high_s - a.low_s  # its interval widens the band
+
+
+def test_the_colocation_slowdown_has_a_bar_of_its_own() -> None:
+    base = measured_world([_rank(0.0, 0.020)])  # 32 ms: 10 forward, 20 backward, 2 optimizer
+    # both ranks compute 25% slower than N=1 did, and expose 1 ms of communication
+    slow = _rank(0.0, 1.25 * 0.020 + 0.001, forward=1.25 * 0.010, optimizer=1.25 * 0.002)
+    two = measured_world([slow, slow])
+    bars = dict((p.label, p.seconds) for p in waterfall(base, two, "weak", 1.25)[1])
+    assert bars[COLOCATION_BAR] == pytest.approx(0.25 * 0.032)
+    assert bars[COMMUNICATION_BAR] == pytest.approx(0.001)
+    assert bars[COMPUTE_BAR] == pytest.approx(0.0) and bars["optimizer"] == pytest.approx(0.0)
+    # without the probe, the backward's slowdown reads as communication
+    unprobed = dict((p.label, p.seconds) for p in waterfall(base, two, "weak")[1])
+    assert unprobed[COMMUNICATION_BAR] == pytest.approx(0.001 + 0.25 * 0.020)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from torchdoctor.core.errors import ScaleError
@@ -83,3 +86,29 @@ def test_namespaces_are_removed_when_the_process_is_terminated() -> None:
     holder.terminate()
     assert holder.wait(timeout=30) == 128 + 15  # SystemExit(128 + SIGTERM), after the cleanup
     assert not names & _namespaces()
+
+
+def _inside(name: str) -> list[psutil.Process]:
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout
+    return [psutil.Process(int(pid)) for pid in out.split() if psutil.pid_exists(int(pid))]
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE  # ended, not yet reaped by its new parent
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_processes_left_inside_are_ended_with_the_namespaces() -> None:
+    # a rank in a session of its own (as torchrun starts them), still running at the exit
+    with two_hosts() as hosts:
+        subprocess.run([*hosts.exec_prefix(1), "setsid", "--fork", "sleep", "60"], check=True)
+        for _ in range(100):  # until the forked child has become `sleep`
+            left = [p for p in _inside(hosts.names[1]) if p.name() == "sleep"]
+            if left:
+                break
+            time.sleep(0.05)
+        assert len(left) == 1 and os.getsid(left[0].pid) == left[0].pid  # a session leader
+    assert all(_gone(p) for p in left)
+    assert not set(hosts.names) & _namespaces()

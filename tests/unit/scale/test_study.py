@@ -88,6 +88,18 @@ def test_study_from_a_run_folder(tmp_path: Path) -> None:
     assert "Gap to linear scaling, per step (means)" in titles
     waterfall = blocks.tables[titles.index("Gap to linear scaling, per step (means)")]
     assert [row[0] for row in waterfall.rows] == ["2"]
+    # no co-location probe in this folder: the model assumes none, and the report says nothing
+    assert study.model.colocation_slowdown == 1.0
+    assert not any(f.label.startswith("compute with all ranks") for f in blocks.facts)
+    slowed = study.model_copy(
+        update={
+            "model": study.model.model_copy(
+                update={"colocation_slowdown": 1.3, "colocation_ci": (1.2, 1.4)}
+            )
+        }
+    )
+    facts = {f.label: f.value for f in scaling_blocks(slowed.to_json_dict()).facts}
+    assert facts["compute with all ranks at once (over alone)"] == "1.30x (1.20x to 1.40x)"
 
 
 def test_a_study_without_n1_says_so(tmp_path: Path) -> None:

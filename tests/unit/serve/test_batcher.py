@@ -68,3 +68,20 @@ def test_bad_policies_and_schedules_are_refused() -> None:
         BatchPolicy(1, -1.0)
     with pytest.raises(MeasureError, match="ascending"):
         run_batcher(lambda b: None, [1.0, 0.5], BatchPolicy(), VirtualClock())
+
+
+def test_the_batcher_sleeps_once_per_batch() -> None:
+    # Each real sleep overshoots its target: one sleep per batch, to the delay's end or the
+    # filling arrival, not one to the oldest arrival and another to the delay's end.
+    class Counting(VirtualClock):
+        sleeps = 0
+
+        def sleep_until(self, when: float) -> None:
+            self.sleeps += 1
+            super().sleep_until(when)
+
+    clock = Counting()
+    arrivals = arrival_times("poisson", 300.0, 500)
+    trace = run_batcher(lambda b: clock.advance(0.001), arrivals, BatchPolicy(4, 0.002), clock)
+    assert clock.sleeps == len(trace.batch_sizes)
+    assert np.all(trace.wakes_s >= 0) and np.all(trace.starts_s >= trace.wakes_s)

@@ -139,6 +139,15 @@ def scaling_blocks(study: JsonDict) -> ScalingView:
     if model:
         facts.append(KeyValue("gradient bytes", fmt.nbytes(num(model, "gradient_bytes"))))
         facts.append(KeyValue("DDP buckets", fmt.number(len(items(model, "buckets")))))
+        slowdown = num(model, "colocation_slowdown")
+        if slowdown is not None and slowdown != 1.0:
+            low, high = pair(model.get("colocation_ci")) or (None, None)
+            facts.append(
+                KeyValue(
+                    "compute with all ranks at once (over alone)",
+                    f"{fmt.speedup(slowdown)} ({fmt.speedup(low)} to {fmt.speedup(high)})",
+                )
+            )
     tables = [_worlds(study), _waterfall(study), _fits(study)]
     if items(study, "projections"):
         tables.append(_projections(study))

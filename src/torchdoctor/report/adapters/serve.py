@@ -56,22 +56,35 @@ def _percentile_rows(latency: Any) -> list[list[str]]:
     return rows
 
 
+#: Each axis: the x value's field, and its name in a table.
+_AXES = {
+    "batch_size": ("batch_size", "batch size"),
+    "threads": ("threads", "threads"),
+    "instances": ("instances", "instances x threads"),
+}
+
+
+def _x_label(axis: str, p: Any) -> str:
+    if axis == "instances":
+        return f"{fmt.number(integer(p, 'instances'))} x {fmt.number(integer(p, 'threads'))}"
+    return fmt.number(integer(p, _AXES.get(axis, _AXES["batch_size"])[0]))
+
+
 def _curve_table(curve: Any) -> Table:
     axis = text(curve, "axis") or "batch_size"
     knee = integer(curve, "knee_index")
     rows = []
     for i, p in enumerate(items(curve, "points")):
-        x = integer(p, "threads") if axis == "threads" else integer(p, "batch_size")
         rows.append(
             [
-                fmt.number(x) + (" (knee)" if i == knee else ""),
+                _x_label(axis, p) + (" (knee)" if i == knee else ""),
                 fmt.rate(num(p, "samples_per_s"), "requests/s"),
                 fmt.seconds(num(p, "p50_s")),
                 fmt.seconds(num(p, "p95_s")),
                 fmt.seconds(num(p, "p99_s")),
             ]
         )
-    name = "threads" if axis == "threads" else "batch size"
+    name = _AXES.get(axis, _AXES["batch_size"])[1]
     title = f"Throughput and latency vs {name}"
     if get(curve, "stopped_early"):
         title += " (stopped early: the last steps gained under 5%)"
@@ -80,7 +93,7 @@ def _curve_table(curve: Any) -> Table:
 
 def _series(curve: Any) -> CurveSeries:
     axis = text(curve, "axis") or "batch_size"
-    key = "threads" if axis == "threads" else "batch_size"
+    key = _AXES.get(axis, _AXES["batch_size"])[0]
     points = items(curve, "points")
     return CurveSeries(
         axis=axis,
@@ -109,10 +122,18 @@ def _prediction_table(serve: Any) -> Table | None:
         ]
         for r in runs
     ]
+    calibration = mapping(serve, "calibration")
+    title = "Predicted by the batching simulation from t(b)"
+    if calibration:
+        title += (
+            f", calibrated on one real batcher run at "
+            f"{fmt.rate(num(calibration, 'rate'), 'requests/s')} "
+            f"({fmt.number(integer(calibration, 'requests'))} requests)"
+        )
     return Table(
         header=["arrival rate", "mean batch", "p50", "p99", "goodput (within the SLA)"],
         rows=rows,
-        title="Predicted by the batching simulation from t(b)",
+        title=title,
     )
 
 

@@ -1,0 +1,110 @@
+"""Memory to its owners (memory.json's `MemoryPlan`) as a `Blocks`: the owners at each batch
+size, the fit, and the largest batch under the budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import get, integer, items, num, text
+from torchdoctor.report.blocks import Blocks, Table
+from torchdoctor.report.load import RunRecords
+from torchdoctor.report.model import KeyValue
+
+#: The owners' columns: (field of `MemoryOwners`, header).
+OWNERS: tuple[tuple[str, str], ...] = (
+    ("parameters_bytes", "parameters"),
+    ("gradients_at_peak_bytes", "gradients"),
+    ("optimizer_state_bytes", "optimizer state"),
+    ("activations_at_peak_bytes", "activations"),
+    ("temporaries_bytes", "temporaries"),
+    ("slack_bytes", "allocator slack"),
+    ("peak_bytes", "peak"),
+)
+
+
+def _line(fit: Any) -> str:
+    return (
+        f"{fmt.nbytes(num(fit, 'fixed_bytes'))} + {fmt.nbytes(num(fit, 'per_sample_bytes'))} "
+        f"per sample (residual {fmt.nbytes(num(fit, 'residual_bytes'))})"
+    )
+
+
+def memory_line(plan: dict[str, Any]) -> str:
+    """One line for a terminal: the largest step's owners, and the prediction if any."""
+    steps = [s for s in items(plan, "steps") if isinstance(s, dict)]
+    if not steps:
+        return "memory: nothing measured"
+    last = steps[-1]
+    owners = ", ".join(
+        f"{header} {fmt.nbytes(num(last, key))}"
+        for key, header in OWNERS[:-1]
+        if num(last, key) is not None
+    )
+    peak = fmt.nbytes(num(last, "peak_bytes"))
+    out = f"memory at batch {integer(last, 'batch_size')}: {owners}; peak {peak}"
+    if integer(plan, "max_batch") is not None:
+        budget = fmt.nbytes(num(plan, "budget_bytes"))
+        out += f"; largest batch under {budget}: {integer(plan, 'max_batch')}"
+    return out
+
+
+def memory_blocks(plan: dict[str, Any]) -> Blocks:
+    """The plan's view: facts (fit, prediction, checkpointing), the owners per batch size."""
+    steps = [s for s in items(plan, "steps") if isinstance(s, dict)]
+    rows = [
+        [fmt.number(integer(s, "batch_size"))]
+        + [fmt.nbytes(num(s, key)) if num(s, key) is not None else fmt.NA for key, _ in OWNERS]
+        for s in steps
+    ]
+    source = text(steps[0], "source") if steps else None
+    facts = [
+        KeyValue("workload", f"{text(plan, 'workload')} on {text(plan, 'device')}"),
+        KeyValue(
+            "peak from",
+            "the CUDA caching allocator"
+            if source == "cuda_allocator"
+            else "the live tensors (CPU: malloc keeps no statistics)",
+        ),
+        KeyValue("footprint fit", _line(get(plan, "peak_fit"))),
+        KeyValue("binding line", _line(get(plan, "edge_fit"))),
+        KeyValue("activations", _line(get(plan, "activations_fit"))),
+        KeyValue(
+            "activation checkpointing",
+            f"{'pays' if get(plan, 'checkpointing_pays') else 'does not pay'}: activations are "
+            f"{fmt.percent(num(plan, 'activation_share'), 0)} of the per-sample slope",
+        ),
+    ]
+    if num(plan, "process_base_bytes") is not None:
+        facts.append(
+            KeyValue(
+                "process besides the step",
+                f"{fmt.nbytes(num(plan, 'process_base_bytes'))} resident (a cap on the "
+                "resident set leaves the step that much less)",
+            )
+        )
+    if integer(plan, "max_batch") is not None:
+        facts.append(
+            KeyValue(
+                "largest batch that fits",
+                f"{integer(plan, 'max_batch')} under {fmt.nbytes(num(plan, 'budget_bytes'))}",
+            )
+        )
+        without = integer(plan, "max_batch_without_activations")
+        if without is not None:
+            facts.append(KeyValue("with no activations kept (bound)", str(without)))
+    return Blocks(
+        title="Memory to its owners, at each step's peak",
+        facts=facts,
+        tables=[Table(["batch", *(header for _, header in OWNERS)], rows)],
+        notes=[
+            "Each owner is what it held at the step's peak (backward frees activations as it "
+            "makes gradients), so the owners add up to the peak; the activations fit counts "
+            "every activation saved for backward."
+        ],
+    )
+
+
+def memory_view(found: RunRecords) -> Blocks | None:
+    plan = found.records.get("memory")
+    return memory_blocks(plan) if isinstance(plan, dict) else None

@@ -1,0 +1,26 @@
+"""Memory to its owners (memory.json): the owners per batch size, the fit, the largest batch."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from torchdoctor.core import rundir
+from torchdoctor.report.adapters.memory import memory_view
+from torchdoctor.report.registry import RecordType, Section, register_record, register_section
+
+MEMORY_RECORD: Final = register_record(
+    RecordType(
+        key="memory",
+        file=rundir.MEMORY,
+        module="torchdoctor.core.memory_owners",
+        cls="MemoryPlan",
+        schema="memory_plan",
+        feeds="memory to its owners and the largest batch that fits",
+        written_by=("memory",),
+    )
+)
+
+# After the step breakdown, before the host lines: where memory goes beside where time goes.
+MEMORY_SECTION: Final = register_section(
+    Section(name="memory", reads=("memory",), adapter=memory_view, order=62, markdown_order=72)
+)
