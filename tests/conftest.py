@@ -15,6 +15,27 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
     _HAS_CUDA = False
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With pytest-xdist's workers (`-n 2`, CI's fast tier) and a cache folder shared by the
+    tiers (TORCHDOCTOR_TEST_CACHE_DIR), the machine's ceilings are measured here, once, in the
+    controller before its workers start. Measured by a worker's first test instead, they would
+    be read while the other worker's tests load the machine, and the studies, which run after
+    the fast tier and alone, would read those figures from the shared cache."""
+    shared = os.environ.get("TORCHDOCTOR_TEST_CACHE_DIR")
+    workers = getattr(config.option, "numprocesses", None)
+    if not shared or not workers or hasattr(config, "workerinput"):
+        return
+    from load_fakes import ScriptedLoadProbe
+    from torchdoctor.measure import ceilings, load
+
+    with pytest.MonkeyPatch.context() as patch:
+        # As a test's own first reading would be (`_isolated_cache`, `_quiet_machine`).
+        patch.setenv("TORCHDOCTOR_CACHE_DIR", shared)
+        _brief_ceilings(patch)
+        patch.setattr(load, "default_load_probe", lambda: ScriptedLoadProbe())
+        ceilings.get_ceilings(device="cpu")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_cuda = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:

@@ -52,7 +52,9 @@ def study_story(run: Path) -> str:
     for path in sorted((run / "trials").iterdir()):
         t = read_trial(path)
         if isinstance(t, Confirmation):
-            lines.append(f"confirm {t.status} {t.speedup:.3f}x {t.reason} ({t.wall_s:.1f} s)")
+            # A confirmation cut short (too few pairs in the budget) has no speedup.
+            speedup = "no speedup" if t.speedup is None else f"{t.speedup:.3f}x"
+            lines.append(f"confirm {t.status} {speedup} {t.reason} ({t.wall_s:.1f} s)")
         else:
             lines.append(
                 f"{t.kind} {t.change} {t.status} {t.decision} {t.reason} ({t.wall_s:.1f} s)"
