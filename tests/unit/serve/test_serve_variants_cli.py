@@ -30,7 +30,9 @@ def test_variant_names_are_checked_before_anything_is_built() -> None:
 
 def test_only_variants_that_apply_and_pass_the_gate_are_timed() -> None:
     target = _target()
-    calls, setups, notes = _prepare_variants(["inference_mode", "channels_last"], target)
+    calls, setups, notes = _prepare_variants(
+        ["inference_mode", "channels_last"], target, lambda _: None
+    )
     # channels_last needs 4-D inputs: named with its reason, neither set up nor timed.
     assert list(calls) == ["inference_mode"]
     assert [s.name for s in setups] == ["inference_mode"]
@@ -52,7 +54,7 @@ def test_a_variant_that_fails_its_gate_is_not_timed() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5))
     target = InferenceTarget("dropout", model.train(), torch.randn(3, 8), "cpu")
-    calls, setups, notes = _prepare_variants(["no_grad", "eval"], target)
+    calls, setups, notes = _prepare_variants(["no_grad", "eval"], target, lambda _: None)
     assert [s.name for s in setups] == ["no_grad", "eval"]
     assert not setups[0].accuracy.passed and setups[1].accuracy.passed
     assert list(calls) == ["eval"]
