@@ -91,6 +91,27 @@ def suspend_children(pid: int) -> list[psutil.Process]:
     return stopped
 
 
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process under `pid`, found now (a child whose parent dies is moved to init)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def kill_left(processes: list[psutil.Process]) -> None:
+    """SIGKILL those of `processes` still alive (SIGKILL ends a stopped process too).
+
+    A process group does not reach every descendant: torchrun starts each rank in a session
+    of its own, so killing the script's group leaves its ranks, stopped by
+    `suspend_children` while their arm was paused, behind for good.
+    """
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(processes, timeout=1.0)
+
+
 def resume(processes: list[psutil.Process]) -> None:
     """Continue processes stopped by `suspend_children` (those still there)."""
     for process in processes:

@@ -80,6 +80,8 @@ from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reas
 from torchdoctor.procs._launch import (
     Launch,
     accept,
+    descendants,
+    kill_left,
     resume,
     signal_group,
     suspend_children,
@@ -465,6 +467,7 @@ class ScriptWorker(MemoryCapped):
         if launch is None:
             return
         proc = launch.proc
+        tree = descendants(proc.pid)  # before any exits: orphans move to init
         if proc.poll() is None and not kill and launch.conn is not None:
             with contextlib.suppress(OSError):
                 launch.conn.send(DriverStop())
@@ -474,6 +477,7 @@ class ScriptWorker(MemoryCapped):
             wait_for(proc, EXIT_GRACE_S)
         # Whatever is left of its session (the script, DataLoader workers) is killed.
         signal_group(proc.pid, signal.SIGKILL)
+        kill_left(tree)  # descendants in sessions of their own (torchrun's ranks)
         wait_for(proc, EXIT_GRACE_S)
         if launch.conn is not None:
             with contextlib.suppress(OSError):
