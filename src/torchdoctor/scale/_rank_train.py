@@ -22,22 +22,33 @@ from torchdoctor.scale._ddp_params import record_ddp_parameters
 from torchdoctor.scale._rank_bench import bench_if_asked
 from torchdoctor.workloads import get_workload, move_to_device
 
+#: The probe's update size: any small step keeps its copy of the model finite.
+PROBE_LR = 1e-3
+
 
 def _plain_step(args: argparse.Namespace) -> Callable[[], None]:
     """One training step of the workload as N=1 runs it (no DDP), on one fixed batch: the
     co-location probe's work (`collectives.py`). Its own copy of the model, so the job's
-    weights are untouched."""
+    weights are untouched.
+
+    The rank's instrumentation must not take these steps for the job's: it marks a step at
+    `optimizer.step()` (or at `backward()` where there is no optimizer) and the job's step
+    records would then open with the probe's, whose backward holds no all-reduce, diluting the
+    measured communication. So the gradients come from `torch.autograd.grad` and the update is
+    a plain SGD step on them, neither of which the instrumentation marks; the probe's forward
+    passes fall into the job's first step, which the study leaves out with the warm-up.
+    """
     workload = get_workload(args.workload)
     torch.manual_seed(0)
     model = workload.build_model()
-    optimizer = workload.build_optimizer(model.parameters(), "foreach")
+    params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
     loader = DataLoader(workload.build_dataset(0), batch_size=args.batch, drop_last=True)
     inputs, target = move_to_device(next(iter(loader)), torch.device("cpu"), non_blocking=False)
 
     def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        workload.loss(model(inputs), target).backward()
-        optimizer.step()
+        grads = torch.autograd.grad(workload.loss(model(inputs), target), params)
+        with torch.no_grad():
+            torch._foreach_add_(params, grads, alpha=-PROBE_LR)
 
     return step
 
