@@ -95,6 +95,13 @@ SWITCH_INTERVAL_S: Final = 0.0002
 MAX_USER_FRAMES: Final = 8
 #: Frames walked from the innermost outwards; a deeper stack (recursion) is cut here.
 MAX_STACK_DEPTH: Final = 64
+#: Where torch.compile's frame evaluator lives. While it compiles a frame (PEP 523), the
+#: frame it intercepted sits below its Python frames, not yet whole, and reading it from
+#: another thread crashes the interpreter (seen as a segfault in `frame.f_code` under a
+#: compiled forward). So a walk stops, and the sample is dropped, at the first frame of this
+#: package: no frame below it is read. `torch.compiler._is_compiling_flag` (set for a whole
+#: compile session) drops the samples of a compile before any frame is read.
+COMPILER_FRAMES: Final = f"{os.sep}torch{os.sep}_dynamo{os.sep}"
 #: Lines and functions kept in the record, largest first.
 TOP_LINES: Final = 15
 TOP_FUNCTIONS: Final = 10
@@ -198,6 +205,12 @@ class SampleCounts:
         self.weight[key] = self.weight.get(key, 0.0) + (n if seconds is None else seconds)
 
 
+def _compiling() -> bool:
+    """Whether torch.compile is compiling now (its session flag; False without torch)."""
+    compiler = sys.modules.get("torch.compiler")
+    return bool(getattr(compiler, "_is_compiling_flag", False))
+
+
 def interval_after(samples: int, base_s: float = SAMPLE_INTERVAL_S) -> float:
     """The sampling interval once `samples` samples were taken inside steps: `base_s` until
     `SAMPLES_NEEDED`, then growing in proportion (see `SAMPLES_NEEDED`)."""
@@ -236,6 +249,7 @@ class LineSampler:
         #: Code objects seen, by id, kept alive so that an id is never reused meanwhile.
         self._codes: dict[int, CodeType] = {}
         self._user: dict[int, bool] = {}
+        self._stop_codes: set[int] = set()
         self._resolved: dict[RawFrame, Frame] = {}
         self._frames = frames
         self._stopping = False
@@ -281,6 +295,8 @@ class LineSampler:
         where = self.where()
         if where is None or self.thread_id is None:
             return  # outside steps: no step's time
+        if _compiling():
+            return  # see COMPILER_FRAMES
         frame: Any = self._frames().get(self.thread_id)
         if frame is None:
             return
@@ -291,7 +307,10 @@ class LineSampler:
             code = frame.f_code
             known = user.get(id(code))
             if known is None:
-                known = self._learn(code)
+                known = None if id(code) in self._stop_codes else self._learn(code)
+            if known is None:  # the compiler's frame evaluator: nothing below is read
+                del frame
+                return
             if known:
                 raw.append((id(code), frame.f_lasti))
                 if len(raw) == RAW_USER_FRAMES:
@@ -310,8 +329,12 @@ class LineSampler:
                 seen[0] += 1
                 seen[1] += seconds
 
-    def _learn(self, code: Any) -> bool:
+    def _learn(self, code: Any) -> bool | None:
+        """Whether `code` is the user's; None for the compiler's (`COMPILER_FRAMES`)."""
         self._codes[id(code)] = code
+        if COMPILER_FRAMES in code.co_filename:
+            self._stop_codes.add(id(code))
+            return None
         known = self._user[id(code)] = self.is_user(code.co_filename)
         return known
 

@@ -3,6 +3,7 @@ fold and aggregate by phase, which steps count, and the probe's view of the reco
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,3 +300,30 @@ def test_samples_taken_at_a_longer_interval_stand_for_more_time() -> None:
     assert found.samples == 6
     assert found.lines[0].line == 44 and found.lines[0].share == pytest.approx(0.75)
     assert found.lines[1].share == pytest.approx(0.25)
+
+
+class _Unreadable:
+    """The frame torch.compile intercepted, not yet whole: reading it crashed the interpreter
+    (here: any attribute read fails the test)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the sampler read {name} below the compiler's frames")
+
+
+def test_a_walk_stops_at_the_compilers_frames_and_drops_the_sample() -> None:
+    dynamo = f"/venv/site-packages{os.sep}torch{os.sep}_dynamo{os.sep}convert_frame.py"
+    compiling = FakeFrame(Code(dynamo, "__call__", 1, 5), 5, _Unreadable())
+    top = FakeFrame(Code(LIB, "dumps", 1, 3), 3, compiling)
+    sampler = LineSampler(lambda: (3, "forward"), thread_id=11, frames=lambda: {11: top})  # type: ignore[arg-type,return-value]
+    sampler.sample_once()
+    sampler.sample_once()  # the compiler's code is known now: still nothing read below it
+    assert not sampler.counts.count
+
+
+def test_no_frame_is_read_while_torch_compile_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.compiler
+
+    sampler = LineSampler(lambda: (3, "forward"), thread_id=11, frames=lambda: {11: _Unreadable()})  # type: ignore[arg-type,return-value]
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
+    sampler.sample_once()
+    assert not sampler.counts.count
