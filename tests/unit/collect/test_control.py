@@ -91,21 +91,11 @@ class Loop:
             self.steps_done += 1
 
 
-def drive(
-    loop: Any,
-    steps: int,
-    channel: ScriptedChannel,
-    clock: Callable[[], float] | None = None,
-    *,
-    recipe: dict[str, Any] | None = None,
-    **controller: Any,
-) -> tuple[StepController, str]:
-    """Run `loop` instrumented and controlled, as the bootstrap does, with `recipe` injected
-    after the probes; returns how it ended."""
-    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
-    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
-    kwargs.update(controller)
-    controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted, **kwargs)
+def run_controlled(
+    inst: Instrumentation, controller: Any, loop: Any, steps: int, recipe: dict[str, Any] | None
+) -> tuple[Any, str]:
+    """Run `loop` under `inst` with `controller` as a probe and `recipe` injected after the
+    probes, as the bootstrap does; returns the controller and how the run ended."""
     inst.add_probe(controller)
     injection = Injection(recipe, device="cpu") if recipe is not None else None
     controller.injection = injection
@@ -123,6 +113,24 @@ def drive(
         inst.uninstall()
     controller.finish(ended_by, 0, None)
     return controller, ended_by
+
+
+def drive(
+    loop: Any,
+    steps: int,
+    channel: ScriptedChannel,
+    clock: Callable[[], float] | None = None,
+    *,
+    recipe: dict[str, Any] | None = None,
+    **controller: Any,
+) -> tuple[StepController, str]:
+    """Run `loop` instrumented and controlled, as the bootstrap does, with `recipe` injected
+    after the probes; returns how it ended."""
+    inst = Instrumentation(CollectConfig(warmup=0, profile_steps=0, cuda_events=False))
+    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    kwargs.update(controller)
+    controller = StepController(channel, inst.recorder, uncounted=inst.syncs.uncounted, **kwargs)
+    return run_controlled(inst, controller, loop, steps, recipe)
 
 
 def test_runs_exactly_the_steps_asked_then_exit_unwinds() -> None:

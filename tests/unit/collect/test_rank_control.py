@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 import torch
-from test_control import Loop, ScriptedChannel
+from test_control import Loop, ScriptedChannel, run_controlled
 
 from torchdoctor.collect import DriverRun, DriverStop, ScriptChunk, ScriptError, ScriptReady
 from torchdoctor.collect._target import LaunchConfig, launches_ranks
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation, StopCollection
-from torchdoctor.collect.inject import Injection
 from torchdoctor.collect.rank_agreement import recipe_view
 from torchdoctor.collect.rank_control import RankController, combine_rows
 
@@ -79,23 +78,7 @@ def drive_rank(
     controller = RankController(
         channel if rank == 0 else None, inst.recorder, uncounted=inst.syncs.uncounted
     )
-    inst.add_probe(controller)
-    injection = Injection(recipe, device="cpu") if recipe is not None else None
-    controller.injection = injection
-    ended_by = "completed"
-    inst.install()
-    if injection is not None:
-        injection.install()
-    try:
-        loop.run(steps)
-    except StopCollection:
-        ended_by = "max_steps"
-    finally:
-        if injection is not None:
-            injection.uninstall()
-        inst.uninstall()
-    controller.finish(ended_by, 0, None)
-    return controller, ended_by
+    return run_controlled(inst, controller, loop, steps, recipe)
 
 
 def test_rank_0_relays_every_command_and_reports_the_slowest_ranks_steps(
