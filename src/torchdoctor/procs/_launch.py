@@ -79,12 +79,8 @@ def suspend_children(pid: int) -> list[psutil.Process]:
     said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
     chunk they go on where they were, the prefetch queue as full as the script left it.
     """
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
     stopped = []
-    for child in children:
+    for child in descendants(pid):
         with contextlib.suppress(psutil.Error):
             child.suspend()
             stopped.append(child)
