@@ -367,7 +367,8 @@ class LineSampler:
     ) -> HostLineProfile:
         keep = steady_indices(steps, exclude=exclude)
         kept = [s for s in steps if s.index in keep]
-        return aggregate(self.counts, kept, interval_s=self.interval_s, stratify=stratify)
+        profile = aggregate(self.counts, kept, interval_s=self.interval_s, stratify=stratify)
+        return profile.model_copy(update={"last_interval_s": self.current_interval_s()})
 
 
 def line_at(code: Any, lasti: int) -> int:

@@ -64,6 +64,12 @@ class HostLineProfile(SubRecord):
 
     sampler: str = Field(description="how the stacks were sampled (see collect/line_sampler)")
     interval_s: float = Field(gt=0, description="the sampling period asked for")
+    last_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="the period at the end: it grows past the samples a share needs "
+        "(collect/line_sampler `SAMPLES_NEEDED`); None where not recorded",
+    )
     samples: int = Field(ge=0, description="samples kept: steady steps only")
     steps: int = Field(ge=0, description="steady steps the samples fall in")
     sampled_s: float = Field(ge=0, description="the steady steps' time the shares divide")

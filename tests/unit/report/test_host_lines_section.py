@@ -48,3 +48,16 @@ def test_a_workloads_run_result_feeds_it_and_nothing_shows_nothing() -> None:
     found = RunRecords(source=Path("."), records={"run_result": {"host_lines": lines_json()}})
     assert host_lines_view(found) is not None
     assert host_lines_view(RunRecords(source=Path("."), records={"profile": {}})) is None
+
+
+def test_the_sampler_fact_says_when_the_period_grew() -> None:
+    slowed = {**lines_json(), "last_interval_s": 0.010}
+    found = RunRecords(source=Path("."), records={"profile": {"host_lines": slowed}})
+    view = host_lines_view(found)
+    assert view is not None
+    sampler = next(kv.value for kv in view.facts if kv.label == "sampler")
+    assert "every 5" in sampler and "slowing to every 10" in sampler
+    steady = RunRecords(source=Path("."), records={"profile": {"host_lines": lines_json()}})
+    view = host_lines_view(steady)
+    assert view is not None
+    assert "slowing" not in next(kv.value for kv in view.facts if kv.label == "sampler")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import get, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
@@ -46,9 +49,7 @@ def host_lines_view(found: RunRecords) -> Blocks | None:
             f"{fmt.number(num(lines, 'samples'))} samples over "
             f"{fmt.number(num(lines, 'steps'))} steady steps",
         ),
-        KeyValue(
-            "sampler", f"{text(lines, 'sampler')}, every {fmt.seconds(num(lines, 'interval_s'))}"
-        ),
+        KeyValue("sampler", _sampler(lines)),
         KeyValue("by phase", ", ".join(f"{p} {fmt.percent(v, 0)}" for p, v in phases.items())),
         KeyValue("outside user code", fmt.percent(num(lines, "outside_user_share"))),
     ]
@@ -63,3 +64,13 @@ def host_lines_view(found: RunRecords) -> Blocks | None:
         tables=[Table(["line", "function", "share of step", "per step", "phase"], rows)],
         notes=callers,
     )
+
+
+def _sampler(lines: Mapping[str, Any]) -> str:
+    """How often the sampler sampled: its period, and the longer one it ended at when it
+    slowed down past the samples it needed (collect/line_sampler `interval_after`)."""
+    first, last = num(lines, "interval_s") or 0.0, lines.get("last_interval_s")
+    said = f"{text(lines, 'sampler')}, every {fmt.seconds(first)}"
+    if isinstance(last, (int, float)) and last > first * 1.01:
+        said += f", slowing to every {fmt.seconds(float(last))} once enough samples were taken"
+    return said
