@@ -20,11 +20,12 @@ together over rank 0's time alone, and the slowdown the median of the rounds' ra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.measure import Measurement
-from torchdoctor.scale.fit import AlphaBetaFit, Collective, bus_bandwidth
+from torchdoctor.scale.fit import AlphaBetaFit, Collective, bus_bandwidth, fit_near
 
 _KB: Final = 1024
 #: 1 KiB to 64 MiB in steps of 4: the issue's range, a point every 2 binary orders.
@@ -90,6 +91,20 @@ class CollectiveBench(Record):
 
     def fit(self, collective: Collective) -> AlphaBetaFit:
         return self.fits[collective]
+
+    def fit_near(self, collective: Collective, targets: Sequence[float]) -> AlphaBetaFit:
+        """`collective`'s fit over the measured sizes around `targets` (`fit.fit_near`): what
+        the scaling model times a gradient bucket with."""
+        mine = [p for p in self.points if p.collective == collective]
+        if not mine:  # a record whose points were not kept
+            return self.fits[collective]
+        return fit_near(
+            collective,
+            self.world_size,
+            [p.size_bytes for p in mine],
+            [p.time.median for p in mine],
+            targets,
+        )
 
 
 def point(collective: Collective, world_size: int, size: int, time: Measurement) -> CollectivePoint:
