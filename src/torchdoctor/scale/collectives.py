@@ -7,15 +7,20 @@ barrier, so every rank starts together, and the call timed on each rank (after a
 synchronize on a GPU). A repeat's time is the slowest rank's, since the collective is done
 only when it is done everywhere; the repeats' median and spread come from `measure.summarize`.
 
-Before the collectives, the same ranks measure how much slower their computation runs when
-they all compute at once than when one computes alone (`ColocationProbe`): ranks that share a
+Before the collectives, the same ranks measure how much slower their computation runs when they
+all compute at once than when one computes alone (`ColocationProbe`): ranks that share a
 machine share its cores, caches and memory bandwidth (and a virtual machine's vCPUs may be one
 physical core's two hardware threads), so the N=1 phases, measured with the machine to one
-rank, are not what a rank computes in at N. The work timed is the workload's own training step
-(without DDP) when the job is a built-in workload, else a generic kernel (a matrix product and
-a memory-bound sum). Rounds alternate alone (rank 0, the others waiting at a barrier) and all
-together, so a drift of the host's speed falls on both; a round's ratio is the ranks' mean time
-together over rank 0's time alone, and the slowdown the median of the rounds' ratios.
+rank, are not what a rank computes in at N. The work timed is the workload's whole training
+step as N=1 runs it, less DDP (a batch from a DataLoader, forward, backward, the workload's own
+optimizer: `_rank_train.whole_step`) when the job is a built-in workload, else a generic kernel
+(a matrix product and a memory-bound sum). The whole step, not the forward and backward alone:
+each phase slows by its own amount when ranks share the cores (the interpreter's work in data
+loading and in a small model's optimizer is not a matrix product), and the model applies one
+slowdown to every phase, so it must be the step's mix. Rounds alternate alone (rank 0, the
+others waiting at a barrier) and all together, so a drift of the host's speed falls on both; a
+round's ratio is the ranks' mean time together over rank 0's time alone, and the slowdown the
+median of the rounds' ratios.
 """
 
 from __future__ import annotations
