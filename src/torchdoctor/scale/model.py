@@ -61,6 +61,8 @@ class Projection(SubRecord):
     low_s: float
     high_s: float
     compute_s: float
+    #: The backward pass's part of `compute_s` (the communication overlaps it).
+    backward_s: float = 0.0
     colocation_slowdown: float = 1.0
     data_s: float
     optimizer_s: float
@@ -166,6 +168,7 @@ def project(
         low_s=max(0.0, step - half),
         high_s=step + half,
         compute_s=compute,
+        backward_s=backward / shrink,
         colocation_slowdown=slow,
         data_s=data,
         optimizer_s=optimizer,
