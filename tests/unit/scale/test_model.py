@@ -120,6 +120,9 @@ def test_strong_scaling_shrinks_compute_not_the_optimizer() -> None:
     four = project(model, 4)
     assert four.optimizer_s == pytest.approx(project(model, 1).optimizer_s)
     assert four.compute_s == pytest.approx(project(model, 1).compute_s / 4, rel=1e-6)
+    # the backward's share of compute shrinks with it (the communication overlaps it)
+    assert 0 < four.backward_s < four.compute_s
+    assert four.backward_s == pytest.approx(project(model, 1).backward_s / 4, rel=1e-6)
     assert 1 < four.speedup < 4
 
 

@@ -74,6 +74,10 @@ def test_study_from_a_run_folder(tmp_path: Path) -> None:
     exposed = next(p for p in two.waterfall if p.label.startswith("exposed"))
     assert exposed.seconds == pytest.approx(0.0015, rel=1e-6)
     assert study.model is not None and study.model.gradient_bytes == 500_000
+    # the model's fit is over the sizes around the one 500 kB bucket (the largest measured
+    # is 256 KiB: it and the two below it), the benchmark's record keeps the whole range
+    assert study.model.ring.sizes_fitted == (16 * 1024, 256 * 1024)
+    assert study.benches[0].fit("all_reduce").sizes_fitted == (1024, 256 * 1024)
     assert two.projected is not None
     assert two.projected.exposed_s == pytest.approx(50e-6 + 500_000 / 1e9, rel=1e-3)
     assert two.projected_over_measured == pytest.approx(1.0, abs=0.03)
