@@ -17,8 +17,9 @@ Printed: per workload and round, the measured and projected N=2 step and project
 the model's terms beside the waterfall's bars (co-location, exposed communication, skew), each
 term beside the phase N=2 measured for it (mean ms per step, model/measured), and what the
 terms were made from (the co-location probe's slowdown and interval, timed on the workload's
-whole step; the all-reduce fit over the sizes around the gradient buckets); then per workload
-the median ratio over rounds and whether it is within 15%.
+whole step; the all-reduce fit over the sizes around the gradient buckets; the CPU the hidden
+communication takes from the backward, with the all-reduce's measured CPU per bucket); then
+per workload the median ratio over rounds and whether it is within 15%.
 
     python benchmarks/bench_scale_projection.py [--rounds 5] [--steps 60] [--quick]
 """
@@ -67,7 +68,7 @@ def phase_table(p: Projection, two: MeasuredWorld, model: ScalingModel) -> str:
     fwd_other = p.compute_s - p.backward_s
     rows = [
         ("forward+other", fwd_other, ph.get("forward", 0.0) + ph.get("other", 0.0)),
-        ("backward+exposed", p.backward_s + p.exposed_s, ph.get("backward", 0.0)),
+        ("backward+exposed+stolen", p.backward_s + p.exposed_s + p.stolen_s, ph["backward"]),
         ("data", p.data_s, ph.get("data_wait", 0.0) + ph.get("h2d", 0.0)),
         ("optimizer", p.optimizer_s, ph.get("optimizer", 0.0)),
         ("skew", p.skew_s, two.job_step_mean_s - two.rank_step_s),
@@ -76,11 +77,18 @@ def phase_table(p: Projection, two: MeasuredWorld, model: ScalingModel) -> str:
     low, high = model.colocation_ci
     fit = model.ring
     sizes = f"{fit.sizes_fitted[0]}..{fit.sizes_fitted[1]} B" if fit.sizes_fitted else "all sizes"
+    cpu = model.ring_cpu
+    cpu_note = "not measured"
+    if cpu is not None:
+        per_bucket = [f"{cpu.predict(b) * 1e3:.2f}" for b in model.buckets]
+        cpu_note = f"per bucket {', '.join(per_bucket)} ms"
     return (
         f"{'':>5}   model/measured ms: {cells}; waits {two.rank_wait_s * 1e3:.2f}\n"
         f"{'':>5}   co-location {model.colocation_slowdown:.3f} [{low:.3f}, {high:.3f}] on the "
         f"whole step; all-reduce fit over {sizes}: alpha {fit.alpha_s * 1e6:.0f} us, busbw "
-        f"{fit.busbw / 1e9:.2f} GB/s, buckets {model.buckets}"
+        f"{fit.busbw / 1e9:.2f} GB/s, buckets {model.buckets}\n"
+        f"{'':>5}   hidden communication's CPU taken from the backward {p.stolen_s * 1e3:.2f} ms "
+        f"(all-reduce CPU {cpu_note}; threads per core {model.threads_per_core})"
     )
 
 

@@ -30,7 +30,13 @@ from typing import ClassVar, Final
 
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.measure import Measurement
-from torchdoctor.scale.fit import AlphaBetaFit, Collective, bus_bandwidth, fit_near
+from torchdoctor.scale.fit import (
+    MIN_FIT_POINTS,
+    AlphaBetaFit,
+    Collective,
+    bus_bandwidth,
+    fit_near,
+)
 
 _KB: Final = 1024
 #: 1 KiB to 64 MiB in steps of 4: the issue's range, a point every 2 binary orders.
@@ -65,6 +71,9 @@ class CollectivePoint(SubRecord):
     time: Measurement
     algbw_bytes_per_s: float
     busbw_bytes_per_s: float
+    #: CPU seconds one call took in a rank's process (the median over repeats of the ranks'
+    #: mean: gloo's threads, the kernel's socket work); None in an older record.
+    cpu_s: float | None = None
 
 
 class ColocationProbe(SubRecord):
@@ -93,6 +102,9 @@ class CollectiveBench(Record):
     points: list[CollectivePoint]
     fits: dict[Collective, AlphaBetaFit]
     colocation: ColocationProbe | None = None
+    #: The node's ranks' compute threads over its cores: at 1 or more, every core runs a
+    #: rank's computation, and a collective's CPU work overlapping it is taken from it.
+    threads_per_core: float | None = None
 
     def fit(self, collective: Collective) -> AlphaBetaFit:
         return self.fits[collective]
@@ -111,12 +123,34 @@ class CollectiveBench(Record):
             targets,
         )
 
+    def cpu_fit_near(self, collective: Collective, targets: Sequence[float]) -> AlphaBetaFit | None:
+        """The CPU seconds a call of `collective` takes in a rank, fitted as its time is, over
+        the sizes around `targets`; None where the record has no CPU times (or some are 0)."""
+        mine = [p for p in self.points if p.collective == collective]
+        cpu = [p.cpu_s for p in mine]
+        if len(mine) < MIN_FIT_POINTS or any(c is None or c <= 0 for c in cpu):
+            return None
+        return fit_near(
+            collective,
+            self.world_size,
+            [p.size_bytes for p in mine],
+            [float(c) for c in cpu if c is not None],
+            targets,
+        )
 
-def point(collective: Collective, world_size: int, size: int, time: Measurement) -> CollectivePoint:
+
+def point(
+    collective: Collective,
+    world_size: int,
+    size: int,
+    time: Measurement,
+    cpu_s: float | None = None,
+) -> CollectivePoint:
     return CollectivePoint(
         collective=collective,
         size_bytes=size,
         time=time,
         algbw_bytes_per_s=size / time.median,
         busbw_bytes_per_s=bus_bandwidth(collective, world_size, size, time.median),
+        cpu_s=cpu_s,
     )

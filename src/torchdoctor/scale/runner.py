@@ -209,6 +209,8 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
             # fitted around the buckets' sizes: what the model evaluates (fit.py)
             ring=bench.fit_near("all_reduce", buckets),
             parameter_server=bench.fit_near("reduce_broadcast", buckets),
+            ring_cpu=bench.cpu_fit_near("all_reduce", buckets),
+            threads_per_core=bench.threads_per_core,
             colocation_slowdown=probe.slowdown if probe else 1.0,
             colocation_ci=probe.slowdown_ci if probe else (1.0, 1.0),
         )

@@ -74,3 +74,21 @@ def test_an_optimizer_whose_step_torch_did_not_wrap_is_not_run_unhooked() -> Non
     assert _rank_train.unhooked_step(Plain()) is None  # type: ignore[arg-type]
     sgd = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
     assert _rank_train.unhooked_step(sgd) is not None
+
+
+def test_a_collective_is_timed_with_the_cpu_it_takes(one_rank: None, monkeypatch) -> None:
+    a = torch.ones(128, 128)
+
+    def op() -> None:  # a stand-in collective that computes: its CPU is its time
+        for _ in range(20):
+            torch.mm(a, a)
+
+    times, cpu = _rank_bench._time(op, 3, torch.device("cpu"))
+    assert len(times) == len(cpu) == 3
+    assert all(c > 0 for c in cpu)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr(_rank_bench.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(_rank_bench.torch, "get_num_threads", lambda: 1)
+    assert _rank_bench.threads_per_core() == pytest.approx(1.0)  # 2 ranks x 1 thread, 2 cores
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert _rank_bench.threads_per_core() is None

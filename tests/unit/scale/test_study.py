@@ -128,3 +128,21 @@ def test_the_waterfall_chart_is_drawn(tmp_path: Path) -> None:
     drawn = scaling_charts(plt, view)["scale_waterfall"]
     assert drawn is not None and drawn.startswith("<svg")
     assert charts.waterfall_chart(plt, []) is None
+
+
+def test_the_cpu_fit_needs_every_point_to_carry_its_cpu() -> None:
+    def bench(cpu: list[float | None]) -> CollectiveBench:
+        points = [
+            point("all_reduce", 2, s, summarize([50e-6 + s / 1e9] * 5), cpu_s=c)
+            for s, c in zip(SIZES, cpu, strict=True)
+        ]
+        fit = fit_alpha_beta("all_reduce", 2, SIZES, [50e-6 + s / 1e9 for s in SIZES])
+        return CollectiveBench(
+            world_size=2, backend="gloo", device="cpu", points=points, fits={"all_reduce": fit}
+        )
+
+    measured = bench([20e-6 + s / 2e9 for s in SIZES])
+    cpu = measured.cpu_fit_near("all_reduce", [500_000])
+    assert cpu is not None and cpu.predict(500_000) == pytest.approx(20e-6 + 500_000 / 2e9)
+    assert bench([None] * len(SIZES)).cpu_fit_near("all_reduce", [500_000]) is None
+    assert bench([0.0, *([1e-4] * (len(SIZES) - 1))]).cpu_fit_near("all_reduce", [1]) is None
