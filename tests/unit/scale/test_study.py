@@ -103,6 +103,7 @@ def test_study_from_a_run_folder(tmp_path: Path) -> None:
         }
     )
     facts = {f.label: f.value for f in scaling_blocks(slowed.to_json_dict()).facts}
+    assert facts["all-reduce fit the model times buckets with"].startswith("sizes 16")
     assert facts["compute with all ranks at once (over alone)"] == "1.30x (1.20x to 1.40x)"
 
 
