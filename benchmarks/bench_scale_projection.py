@@ -14,8 +14,12 @@ microbenchmark (before its training) the collectives' fit and the co-location sl
 workload's step timed alone and with both ranks at once).
 
 Printed: per workload and round, the measured and projected N=2 step and projected/measured,
-and the model's terms beside the waterfall's bars (co-location, exposed communication, skew);
-then per workload the median ratio over rounds and whether it is within 15%.
+the model's terms beside the waterfall's bars (co-location, exposed communication, skew), each
+term beside the phase N=2 measured for it (mean ms per step, model/measured), and what the
+terms were made from (the co-location probe's slowdown and interval, timed on the workload's
+whole step; the all-reduce fit over the sizes around the gradient buckets; the CPU the hidden
+communication takes from the backward, with the all-reduce's measured CPU per bucket); then
+per workload the median ratio over rounds and whether it is within 15%.
 
     python benchmarks/bench_scale_projection.py [--rounds 5] [--steps 60] [--quick]
 """
@@ -28,13 +32,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from torchdoctor.collect import read_profiles
 from torchdoctor.scale import (
     COLOCATION_BAR,
     COMMUNICATION_BAR,
     SKEW_BAR,
+    MeasuredWorld,
+    Projection,
+    ScalingModel,
     StudyPlan,
     build_study,
+    measured_world,
     run_worlds,
+    world_dir,
 )
 
 #: The issue's bar: the projection within 15% of the measurement.
@@ -42,6 +52,44 @@ TARGET: float = 0.15
 WORKLOADS: tuple[str, ...] = ("mlp", "cnn")
 #: Samples per rank: each workload's own default batch.
 BATCH: dict[str, int] = {"mlp": 256, "cnn": 32}
+
+
+def measured_at(run_dir: Path, world: int) -> MeasuredWorld:
+    """The world's measured phases, read back from its ranks' records."""
+    profiles = [p for p in read_profiles(world_dir(run_dir, world)) if p.rank is not None]
+    return measured_world([p.steps for p in profiles if p.steps])
+
+
+def phase_table(p: Projection, two: MeasuredWorld, model: ScalingModel) -> str:
+    """Each of the model's terms beside what N=2 measured for it, in mean ms per step (the
+    measured backward holds the exposed communication and the waits for the other rank), and
+    what the terms were made from: the co-location probe and the all-reduce fit."""
+    ph = two.phases
+    fwd_other = p.compute_s - p.backward_s
+    rows = [
+        ("forward+other", fwd_other, ph.get("forward", 0.0) + ph.get("other", 0.0)),
+        ("backward+exposed+stolen", p.backward_s + p.exposed_s + p.stolen_s, ph["backward"]),
+        ("data", p.data_s, ph.get("data_wait", 0.0) + ph.get("h2d", 0.0)),
+        ("optimizer", p.optimizer_s, ph.get("optimizer", 0.0)),
+        ("skew", p.skew_s, two.job_step_mean_s - two.rank_step_s),
+    ]
+    cells = ", ".join(f"{k} {a * 1e3:.2f}/{b * 1e3:.2f}" for k, a, b in rows)
+    low, high = model.colocation_ci
+    fit = model.ring
+    sizes = f"{fit.sizes_fitted[0]}..{fit.sizes_fitted[1]} B" if fit.sizes_fitted else "all sizes"
+    cpu = model.ring_cpu
+    cpu_note = "not measured"
+    if cpu is not None:
+        per_bucket = [f"{cpu.predict(b) * 1e3:.2f}" for b in model.buckets]
+        cpu_note = f"per bucket {', '.join(per_bucket)} ms"
+    return (
+        f"{'':>5}   model/measured ms: {cells}; waits {two.rank_wait_s * 1e3:.2f}\n"
+        f"{'':>5}   co-location {model.colocation_slowdown:.3f} [{low:.3f}, {high:.3f}] on the "
+        f"whole step; all-reduce fit over {sizes}: alpha {fit.alpha_s * 1e6:.0f} us, busbw "
+        f"{fit.busbw / 1e9:.2f} GB/s, buckets {model.buckets}\n"
+        f"{'':>5}   hidden communication's CPU taken from the backward {p.stolen_s * 1e3:.2f} ms "
+        f"(all-reduce CPU {cpu_note}; threads per core {model.threads_per_core})"
+    )
 
 
 def one_round(workload: str, order: list[int], args: argparse.Namespace, root: Path) -> float:
@@ -59,6 +107,7 @@ def one_round(workload: str, order: list[int], args: argparse.Namespace, root: P
     study = build_study(StudyPlan(nprocs=[1, 2], workload=workload, batch=BATCH[workload]), run_dir)
     two = next(w for w in study.worlds if w.world_size == 2)
     assert two.projected is not None and two.projected_over_measured is not None
+    assert study.model is not None
     bars = {p.label: p.seconds for p in two.waterfall}
     p = two.projected
     print(
@@ -75,6 +124,7 @@ def one_round(workload: str, order: list[int], args: argparse.Namespace, root: P
         f"projected {p.skew_s * 1e3:.2f} ms, measured (with waits) {bars[SKEW_BAR] * 1e3:.2f} ms",
         flush=True,
     )
+    print(phase_table(p, measured_at(run_dir, 2), study.model), flush=True)
     return two.projected_over_measured
 
 

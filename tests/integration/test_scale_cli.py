@@ -90,14 +90,16 @@ def test_two_rank_gloo_study(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     fits = study.benches[0].fits
     assert set(fits) == {"all_reduce", "all_gather", "reduce_broadcast"}
     assert all(f.beta_s_per_byte > 0 for f in fits.values())
-    probe = study.benches[0].colocation  # the workload's own step, alone and both at once
-    assert probe is not None and probe.work == "mlp training step" and probe.slowdown > 0
+    probe = study.benches[0].colocation  # the workload's whole step, alone and both at once
+    assert probe is not None and probe.slowdown > 0
+    assert probe.work == "mlp training step (data, forward, backward, optimizer)"
     assert study.model.colocation_slowdown == probe.slowdown
     # the probe's steps, run in the ranks before the job, are not taken for the job's: each
     # rank recorded exactly the job's 12 steps (the probe's would dilute its communication)
     for rank in (0, 1):
         profile = json.loads((run / "n2" / f"script_profile.rank{rank}.json").read_text())
         assert len(profile["steps"]) == 12
+        assert profile["optimizer_steps"] == 12  # the probe's optimizer ran unhooked
     assert {p.world_size for p in study.projections} == {2, 4}
     assert "N=2: collective microbenchmark, then training" in captured.err
     assert ScalingStudy.read(run / "scaling.json") == study

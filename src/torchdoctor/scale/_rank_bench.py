@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,21 +115,38 @@ def _operation(
     return reduce_broadcast
 
 
-def _time(op: Callable[[], None], repeats: int, device: torch.device) -> list[float]:
+def _time(
+    op: Callable[[], None], repeats: int, device: torch.device
+) -> tuple[list[float], list[float]]:
+    """Per repeat: the slowest rank's time, and the ranks' mean CPU seconds (their processes'
+    every thread: gloo's workers, the kernel's sockets)."""
     for _ in range(WARMUP_CALLS):
         op()
     synchronize(device)
-    mine = []
+    mine, cpu = [], []
     for _ in range(repeats):
         dist.barrier()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         op()
         synchronize(device)
         mine.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
     # a repeat ends when its slowest rank is done
     times = torch.tensor(mine, dtype=torch.float64, device=device)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    return [float(x) for x in times.cpu()]
+    cpus = torch.tensor(cpu, dtype=torch.float64, device=device)
+    dist.all_reduce(cpus)
+    world = dist.get_world_size()
+    return [float(x) for x in times.cpu()], [float(x) / world for x in cpus.cpu()]
+
+
+def threads_per_core() -> float | None:
+    """This node's ranks' compute threads over its usable cores (None where unknown)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if not cores or not local.isdigit():
+        return None
+    return int(local) * torch.get_num_threads() / cores
 
 
 def bench(
@@ -157,8 +175,9 @@ def bench(
     points = []
     for collective in COLLECTIVES:
         for size in sizes:
-            times = _time(_operation(collective, size, world, device), repeats, device)
-            points.append(point(collective, world, size, summarize(times, label=collective)))
+            times, cpu = _time(_operation(collective, size, world, device), repeats, device)
+            timed = summarize(times, label=collective)
+            points.append(point(collective, world, size, timed, cpu_s=statistics.median(cpu)))
     fits = {
         c: fit_alpha_beta(
             c,
@@ -176,6 +195,7 @@ def bench(
             points=points,
             fits=fits,
             colocation=probe,
+            threads_per_core=threads_per_core() if device.type == "cpu" else None,
         ).write(out_dir / BENCH_FILE)
     dist.barrier()
 

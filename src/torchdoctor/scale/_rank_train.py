@@ -22,33 +22,71 @@ from torchdoctor.scale._ddp_params import record_ddp_parameters
 from torchdoctor.scale._rank_bench import bench_if_asked
 from torchdoctor.workloads import get_workload, move_to_device
 
-#: The probe's update size: any small step keeps its copy of the model finite.
+#: The probe's update size where the optimizer's own step cannot run unhooked.
 PROBE_LR = 1e-3
 
 
-def _plain_step(args: argparse.Namespace) -> Callable[[], None]:
-    """One training step of the workload as N=1 runs it (no DDP), on one fixed batch: the
-    co-location probe's work (`collectives.py`). Its own copy of the model, so the job's
-    weights are untouched.
+def unhooked_step(optimizer: torch.optim.Optimizer) -> Callable[[], object] | None:
+    """`optimizer.step` without torch.optim's step hooks (the instrumentation's step
+    boundaries), or None where this torch does not wrap it as expected.
+
+    torch.optim wraps each optimizer class's `step` once in `Optimizer.profile_hook_step`
+    (marked `hooked`, made with functools.wraps), which runs the global and per-optimizer step
+    hooks around the class's own step; `__wrapped__` is that step, one level down."""
+    step = type(optimizer).step
+    raw = getattr(step, "__wrapped__", None)
+    if not getattr(step, "hooked", False) or raw is None:
+        return None
+    return lambda: raw(optimizer)
+
+
+def whole_step(args: argparse.Namespace) -> Callable[[], None]:
+    """One training step of the workload as N=1 runs it, less DDP: a batch from a DataLoader
+    over the workload's dataset, the forward, the backward and the workload's own optimizer.
+    The co-location probe's work (`collectives.py`): ranks sharing a machine slow each phase
+    by its own amount (the interpreter's work in data loading and a small model's optimizer
+    does not slow as a matrix product does), so the probe times the phases in the job's mix.
+    Its own copy of the model and optimizer, so the job's weights are untouched.
 
     The rank's instrumentation must not take these steps for the job's: it marks a step at
-    `optimizer.step()` (or at `backward()` where there is no optimizer) and the job's step
-    records would then open with the probe's, whose backward holds no all-reduce, diluting the
-    measured communication. So the gradients come from `torch.autograd.grad` and the update is
-    a plain SGD step on them, neither of which the instrumentation marks; the probe's forward
-    passes fall into the job's first step, which the study leaves out with the warm-up.
+    `optimizer.step()` (through torch.optim's step hooks) or at `backward()` where there is no
+    optimizer, and the job's step records would then open with the probe's, whose backward
+    holds no all-reduce, diluting the measured communication. So the gradients come from
+    `torch.autograd.grad` and the optimizer's step runs without its hooks (`unhooked_step`;
+    where torch does not allow that, a plain SGD step on the gradients). The probe's batches
+    and forward passes fall into the job's first step, which the study leaves out with the
+    warm-up.
     """
     workload = get_workload(args.workload)
     torch.manual_seed(0)
     model = workload.build_model()
     params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
-    loader = DataLoader(workload.build_dataset(0), batch_size=args.batch, drop_last=True)
-    inputs, target = move_to_device(next(iter(loader)), torch.device("cpu"), non_blocking=False)
+    optimizer = workload.build_optimizer(model.parameters(), "foreach")
+    update = unhooked_step(optimizer)
+    loader = DataLoader(
+        workload.build_dataset(0),
+        batch_size=args.batch,
+        shuffle=True,  # as DistributedSampler draws the job's batches
+        drop_last=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    batches = iter(loader)
 
     def step() -> None:
+        nonlocal batches
+        batch = next(batches, None)
+        if batch is None:  # an epoch ended, as the job's loop starts the next
+            batches = iter(loader)
+            batch = next(batches)
+        inputs, target = move_to_device(batch, torch.device("cpu"), non_blocking=False)
         grads = torch.autograd.grad(workload.loss(model(inputs), target), params)
-        with torch.no_grad():
-            torch._foreach_add_(params, grads, alpha=-PROBE_LR)
+        if update is None:
+            with torch.no_grad():
+                torch._foreach_add_(params, grads, alpha=-PROBE_LR)
+            return
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        update()
 
     return step
 
@@ -61,7 +99,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="gloo")
     args = parser.parse_args(argv)
     # before the job, in a group of its own; its co-location probe times this job's own step
-    bench_if_asked(lambda: (f"{args.workload} training step", _plain_step(args)))
+    bench_if_asked(
+        lambda: (
+            f"{args.workload} training step (data, forward, backward, optimizer)",
+            whole_step(args),
+        )
+    )
     record_ddp_parameters()
     dist.init_process_group(args.backend)
     device = torch.device("cpu")

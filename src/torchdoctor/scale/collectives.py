@@ -7,24 +7,36 @@ barrier, so every rank starts together, and the call timed on each rank (after a
 synchronize on a GPU). A repeat's time is the slowest rank's, since the collective is done
 only when it is done everywhere; the repeats' median and spread come from `measure.summarize`.
 
-Before the collectives, the same ranks measure how much slower their computation runs when
-they all compute at once than when one computes alone (`ColocationProbe`): ranks that share a
+Before the collectives, the same ranks measure how much slower their computation runs when they
+all compute at once than when one computes alone (`ColocationProbe`): ranks that share a
 machine share its cores, caches and memory bandwidth (and a virtual machine's vCPUs may be one
 physical core's two hardware threads), so the N=1 phases, measured with the machine to one
-rank, are not what a rank computes in at N. The work timed is the workload's own training step
-(without DDP) when the job is a built-in workload, else a generic kernel (a matrix product and
-a memory-bound sum). Rounds alternate alone (rank 0, the others waiting at a barrier) and all
-together, so a drift of the host's speed falls on both; a round's ratio is the ranks' mean time
-together over rank 0's time alone, and the slowdown the median of the rounds' ratios.
+rank, are not what a rank computes in at N. The work timed is the workload's whole training
+step as N=1 runs it, less DDP (a batch from a DataLoader, forward, backward, the workload's own
+optimizer: `_rank_train.whole_step`) when the job is a built-in workload, else a generic kernel
+(a matrix product and a memory-bound sum). The whole step, not the forward and backward alone:
+each phase slows by its own amount when ranks share the cores (the interpreter's work in data
+loading and in a small model's optimizer is not a matrix product), and the model applies one
+slowdown to every phase, so it must be the step's mix. Rounds alternate alone (rank 0, the
+others waiting at a barrier) and all together, so a drift of the host's speed falls on both; a
+round's ratio is the ranks' mean time together over rank 0's time alone, and the slowdown the
+median of the rounds' ratios.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.measure import Measurement
-from torchdoctor.scale.fit import AlphaBetaFit, Collective, bus_bandwidth
+from torchdoctor.scale.fit import (
+    MIN_FIT_POINTS,
+    AlphaBetaFit,
+    Collective,
+    bus_bandwidth,
+    fit_near,
+)
 
 _KB: Final = 1024
 #: 1 KiB to 64 MiB in steps of 4: the issue's range, a point every 2 binary orders.
@@ -59,6 +71,9 @@ class CollectivePoint(SubRecord):
     time: Measurement
     algbw_bytes_per_s: float
     busbw_bytes_per_s: float
+    #: CPU seconds one call took in a rank's process (the median over repeats of the ranks'
+    #: mean: gloo's threads, the kernel's socket work); None in an older record.
+    cpu_s: float | None = None
 
 
 class ColocationProbe(SubRecord):
@@ -87,16 +102,55 @@ class CollectiveBench(Record):
     points: list[CollectivePoint]
     fits: dict[Collective, AlphaBetaFit]
     colocation: ColocationProbe | None = None
+    #: The node's ranks' compute threads over its cores: at 1 or more, every core runs a
+    #: rank's computation, and a collective's CPU work overlapping it is taken from it.
+    threads_per_core: float | None = None
 
     def fit(self, collective: Collective) -> AlphaBetaFit:
         return self.fits[collective]
 
+    def fit_near(self, collective: Collective, targets: Sequence[float]) -> AlphaBetaFit:
+        """`collective`'s fit over the measured sizes around `targets` (`fit.fit_near`): what
+        the scaling model times a gradient bucket with."""
+        mine = [p for p in self.points if p.collective == collective]
+        if not mine:  # a record whose points were not kept
+            return self.fits[collective]
+        return fit_near(
+            collective,
+            self.world_size,
+            [p.size_bytes for p in mine],
+            [p.time.median for p in mine],
+            targets,
+        )
 
-def point(collective: Collective, world_size: int, size: int, time: Measurement) -> CollectivePoint:
+    def cpu_fit_near(self, collective: Collective, targets: Sequence[float]) -> AlphaBetaFit | None:
+        """The CPU seconds a call of `collective` takes in a rank, fitted as its time is, over
+        the sizes around `targets`; None where the record has no CPU times (or some are 0)."""
+        mine = [p for p in self.points if p.collective == collective]
+        cpu = [p.cpu_s for p in mine]
+        if len(mine) < MIN_FIT_POINTS or any(c is None or c <= 0 for c in cpu):
+            return None
+        return fit_near(
+            collective,
+            self.world_size,
+            [p.size_bytes for p in mine],
+            [float(c) for c in cpu if c is not None],
+            targets,
+        )
+
+
+def point(
+    collective: Collective,
+    world_size: int,
+    size: int,
+    time: Measurement,
+    cpu_s: float | None = None,
+) -> CollectivePoint:
     return CollectivePoint(
         collective=collective,
         size_bytes=size,
         time=time,
         algbw_bytes_per_s=size / time.median,
         busbw_bytes_per_s=bus_bandwidth(collective, world_size, size, time.median),
+        cpu_s=cpu_s,
     )

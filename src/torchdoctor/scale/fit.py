@@ -16,6 +16,19 @@ root's link, so its factor is `2`.
 
 The fit weighs each point by 1/t (least squares on relative errors): the sizes span 1 KB to
 64 MB, and an unweighted fit would let the largest sizes decide alpha alone.
+
+A straight line over five binary orders is a poor local description where the cost per byte
+changes with the size: a shaped link's token bucket passes the sizes below its burst at the
+line rate, TCP's window and a copy's cache behaviour differ between 1 KiB and 64 MiB. Fitted
+over every size, the small sizes' flat times pull beta down, and the line predicts the bytes
+of a gradient bucket faster than the link carries them (benchmarks/RESULTS.md, session 19: at
+400 Mbit/s, a 0.6 MB all-reduce measured 14.1 ms in the job, 11.5 ms from a fit over 1 KiB to
+4 MiB, below the 12.1 ms the nominal rate alone allows; TCP's payload is 1448 of each 1514
+bytes tbf counts, before the ACKs sharing the link). The
+scaling model therefore evaluates each bucket with `fit_near`: the same fit over the measured
+sizes that bracket the buckets (the largest size at or below the smallest bucket to the
+smallest at or above the largest), widened to larger sizes first (they are bandwidth-bound,
+which a bucket of gradients is) until it holds `MIN_FIT_POINTS` sizes.
 """
 
 from __future__ import annotations
@@ -75,6 +88,8 @@ class AlphaBetaFit(SubRecord):
     beta_se: float
     cov_alpha_beta: float
     rel_rms_residual: float
+    #: The smallest and largest size fitted (None: an older record, every size measured).
+    sizes_fitted: tuple[int, int] | None = None
 
     @property
     def algbw(self) -> float:
@@ -131,6 +146,7 @@ def fit_alpha_beta(
         collective=collective,
         world_size=world_size,
         points=int(sizes.size),
+        sizes_fitted=(int(sizes.min()), int(sizes.max())),
         alpha_s=alpha,
         beta_s_per_byte=beta,
         alpha_se=math.sqrt(max(float(cov[0, 0]), 0.0)),
@@ -138,3 +154,34 @@ def fit_alpha_beta(
         cov_alpha_beta=float(cov[0, 1]),
         rel_rms_residual=math.sqrt(float(np.mean(rel_resid**2))),
     )
+
+
+def sizes_near(measured: Sequence[int], targets: Sequence[float]) -> list[int]:
+    """The measured sizes `fit_near` fits for `targets` (see the module): those bracketing
+    the targets, widened to larger sizes, then to smaller, up to `MIN_FIT_POINTS`."""
+    sizes = sorted(set(measured))
+    if not targets or len(sizes) <= MIN_FIT_POINTS:
+        return sizes
+    below = [i for i, s in enumerate(sizes) if s <= min(targets)]
+    above = [i for i, s in enumerate(sizes) if s >= max(targets)]
+    lo = below[-1] if below else 0
+    hi = above[0] if above else len(sizes) - 1
+    while hi - lo + 1 < MIN_FIT_POINTS:
+        if hi < len(sizes) - 1:
+            hi += 1
+        else:
+            lo -= 1
+    return sizes[lo : hi + 1]
+
+
+def fit_near(
+    collective: Collective,
+    world_size: int,
+    sizes_bytes: Sequence[int],
+    times_s: Sequence[float],
+    targets: Sequence[float],
+) -> AlphaBetaFit:
+    """`fit_alpha_beta` over the sizes near `targets` (`sizes_near`; see the module)."""
+    keep = set(sizes_near(sizes_bytes, targets))
+    pairs = [(s, t) for s, t in zip(sizes_bytes, times_s, strict=True) if s in keep]
+    return fit_alpha_beta(collective, world_size, [s for s, _ in pairs], [t for _, t in pairs])

@@ -1,6 +1,7 @@
 """The scaling model: a step at N ranks from the step at one rank and the collectives' fit.
 
     T(N) = compute + (communication - overlap) + optimizer + data + skew
+           (+ the overlapped communication's CPU, where every core computes)
 
 - compute (forward, backward, `other`) and data (data wait, host-to-device) are the N=1
   measurement's phases; strong scaling divides the global batch by N, so they shrink by N
@@ -19,6 +20,14 @@
   machine (`collectives.ColocationProbe`; 1 where none was measured): N=1 ran with the
   machine to itself. It is carried to other N as measured, i.e. with as many ranks per
   machine as in the measurement;
+- CPU taken by overlapped communication: on a host where every core runs a rank's
+  computation (`CollectiveBench.threads_per_core` >= 1, as 2 ranks x 1 thread on 2 cores),
+  a collective's own CPU work (gloo's threads reducing and copying, the kernel's sockets;
+  the microbenchmark measures it per call, `ring_cpu`) has no idle core to run on while the
+  backward computes, so the part of the communication the backward hides takes its CPU from
+  the backward: the step grows by the buckets' CPU times the hidden share of their time
+  (`stolen_s`). A gradient that fills one bucket is reduced after the backward and hides
+  nothing (mlp); with spare cores the hidden part is free (`stolen_s` 0);
 - skew: the job waits for its slowest rank every step. With ranks' step times drawn
   independently from the N=1 distribution F, the median of their maximum is
   `F^-1(0.5^(1/N))` (the maximum of N draws is below x with probability F(x)^N), so the
@@ -61,12 +70,16 @@ class Projection(SubRecord):
     low_s: float
     high_s: float
     compute_s: float
+    #: The backward pass's part of `compute_s` (the communication overlaps it).
+    backward_s: float = 0.0
     colocation_slowdown: float = 1.0
     data_s: float
     optimizer_s: float
     communication_s: float
     overlap_s: float
     exposed_s: float
+    #: The hidden communication's CPU, taken from the backward on a fully used host.
+    stolen_s: float = 0.0
     skew_s: float
     speedup: float
     efficiency: float
@@ -85,6 +98,10 @@ class ScalingModel(SubRecord):
     #: Ranks' compute at N >= 2 over their compute alone, and its 95% interval (see the module).
     colocation_slowdown: float = 1.0
     colocation_ci: tuple[float, float] = (1.0, 1.0)
+    #: CPU seconds of one all-reduce in a rank, fitted like its time (None: not measured), and
+    #: the ranks' compute threads per core at the measured world (see the module).
+    ring_cpu: AlphaBetaFit | None = None
+    threads_per_core: float | None = None
 
 
 def _carried(
@@ -107,6 +124,21 @@ def _carried(
         return fit.predict_se(size) / max(fit.predict(size), 1e-30) * seconds(size)
 
     return seconds, stderr
+
+
+def _stolen(
+    model: ScalingModel, world_size: int, arch: Architecture, comm: float, exposed: float
+) -> tuple[float, float]:
+    """(the CPU the hidden communication takes from the backward, its relative error): see
+    the module. The all-reduce's CPU is carried to `world_size` as its time is (a ring rank
+    handles `2(N-1)/N` of the bytes); a parameter server's is not measured (0)."""
+    cpu_fit = model.ring_cpu
+    full = model.threads_per_core is not None and model.threads_per_core >= 1.0
+    if cpu_fit is None or not full or arch != "ring" or comm <= 0 or comm <= exposed:
+        return 0.0, 0.0
+    seconds, _ = _carried(cpu_fit, world_size, "ring", None)
+    cpu = sum(seconds(b) for b in model.buckets)
+    return cpu * (comm - exposed) / comm, cpu_fit.rel_rms_residual
 
 
 def _skew(step_times: Sequence[float], world_size: int) -> float:
@@ -141,7 +173,7 @@ def project(
     data = (ph.get("data_wait", 0.0) + ph.get("h2d", 0.0)) / shrink
     compute = (forward + backward) / shrink + other
     if world_size == 1:
-        comm = exposed = comm_var = 0.0
+        comm = exposed = comm_var = stolen = 0.0
     else:
         if busbw is None and architecture == "parameter_server" and model.parameter_server is None:
             busbw = model.ring.busbw  # the ring's link speed for a server never measured
@@ -150,8 +182,10 @@ def project(
         comm_var = sum(stderr(b) ** 2 for b in model.buckets)
         # the exposed part moves with the whole; scale its error by its share
         comm_var *= (exposed / comm) ** 2 if comm > 0 else 0.0
+        stolen, stolen_rel = _stolen(model, world_size, architecture, comm, exposed)
+        comm_var += (stolen * stolen_rel) ** 2
     skew = _skew([t * slow / shrink for t in base.step_times], world_size)
-    step = compute + data + optimizer + exposed + skew
+    step = compute + data + optimizer + exposed + stolen + skew
     rel_base = (base.step_ci[1] - base.step_ci[0]) / 2.0 / base.step_s if base.step_s > 0 else 0
     low, high = model.colocation_ci if world_size >= 2 else (1.0, 1.0)
     rel_slow = (high - low) / 2.0 / slow if slow > 0 else 0.0
@@ -166,12 +200,14 @@ def project(
         low_s=max(0.0, step - half),
         high_s=step + half,
         compute_s=compute,
+        backward_s=backward / shrink,
         colocation_slowdown=slow,
         data_s=data,
         optimizer_s=optimizer,
         communication_s=comm,
         overlap_s=comm - exposed,
         exposed_s=exposed,
+        stolen_s=stolen,
         skew_s=skew,
         speedup=up,
         efficiency=up / world_size,

@@ -39,6 +39,23 @@ LINK_MTU: Final = 1500
 #: a collective's burst, and TCP's congestion control then runs below the rate, which the
 #: alpha-beta model of a link at its rate does not describe. Nothing else shares the link.
 TBF_LATENCY_MS: Final = 1000
+#: tbf's bucket, in seconds of traffic at the rate. The bucket fills while the link idles and
+#: is then spent at the line rate (tc-tbf(8), "burst": "the maximum amount of bytes that
+#: tokens can be available for instantaneously"). A training step's gradients follow
+#: milliseconds of computation with the link idle, so they start with a full bucket; the
+#: microbenchmark's repeats follow each other with only a barrier between them, so they start
+#: with a nearly empty one. A bucket of 1 ms (this module's former rule) gave a job's 0.6 MB
+#: all-reduce at 400 Mbit/s up to 1 ms (8%) that the microbenchmark did not see, and passed
+#: every size below 50 kB at the line rate; 0.25 ms bounds both to 2% there. It must not be
+#: much smaller: tbf's watchdog (a high-resolution timer, then the transmit softirq) wakes late
+#: on a busy host, and tokens arriving meanwhile past a full bucket are lost, so the link would
+#: carry less than its rate. tc-tbf(8)'s floor of rate / HZ dates from tick-driven timers.
+TBF_BURST_S: Final = 0.25e-3
+#: A bucket smaller than one frame passes nothing (tc-tbf(8)); a few frames leave the watchdog
+#: slack at low rates, where 0.25 ms of the rate is less than a frame.
+TBF_MIN_BURST_PACKETS: Final = 4
+#: The Ethernet header tbf counts on a veth end, on top of the MTU's bytes.
+ETHERNET_HEADER_BYTES: Final = 14
 #: Seconds the processes left inside the namespaces get to exit on SIGTERM before SIGKILL
 #: (a rank writes its records as it unwinds).
 END_GRACE_S: Final = 10.0
@@ -76,12 +93,10 @@ def _ip(*args: str) -> None:
 
 
 def _burst_bytes(rate_bits: float) -> int:
-    """tbf's bucket: a few MTU-sized packets (a bucket smaller than one packet passes nothing),
-    else 1 ms of traffic at the rate. A bigger bucket lets a collective smaller than it pass at
-    the link's full speed, so the microbenchmark's small sizes would not see the rate at all;
-    the qdisc watchdog runs on high-resolution timers, so the old rule "at least rate / HZ"
-    (tc-tbf(8)) is no longer needed to reach the rate."""
-    return max(LINK_MTU * 4, int(rate_bits / 8 / 1000))
+    """tbf's bucket: `TBF_BURST_S` of traffic at the rate, at least `TBF_MIN_BURST_PACKETS`
+    full frames (see those constants)."""
+    frame = LINK_MTU + ETHERNET_HEADER_BYTES
+    return max(TBF_MIN_BURST_PACKETS * frame, int(rate_bits / 8 * TBF_BURST_S))
 
 
 def shape(hosts: TwoHosts, rate_mbit: float) -> None:

@@ -200,13 +200,17 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         sizes, cap = params
         bench = benches[n]
         probe = bench.colocation
+        buckets = ddp_buckets(sizes, bucket_cap_mb=cap or DEFAULT_BUCKET_CAP_MB)
         return ScalingModel(
             mode=plan.mode,
             base=measured[1],
             gradient_bytes=sum(sizes),
-            buckets=ddp_buckets(sizes, bucket_cap_mb=cap or DEFAULT_BUCKET_CAP_MB),
-            ring=bench.fit("all_reduce"),
-            parameter_server=bench.fit("reduce_broadcast"),
+            buckets=buckets,
+            # fitted around the buckets' sizes: what the model evaluates (fit.py)
+            ring=bench.fit_near("all_reduce", buckets),
+            parameter_server=bench.fit_near("reduce_broadcast", buckets),
+            ring_cpu=bench.cpu_fit_near("all_reduce", buckets),
+            threads_per_core=bench.threads_per_core,
             colocation_slowdown=probe.slowdown if probe else 1.0,
             colocation_ci=probe.slowdown_ci if probe else (1.0, 1.0),
         )

@@ -120,6 +120,9 @@ def test_strong_scaling_shrinks_compute_not_the_optimizer() -> None:
     four = project(model, 4)
     assert four.optimizer_s == pytest.approx(project(model, 1).optimizer_s)
     assert four.compute_s == pytest.approx(project(model, 1).compute_s / 4, rel=1e-6)
+    # the backward's share of compute shrinks with it (the communication overlaps it)
+    assert 0 < four.backward_s < four.compute_s
+    assert four.backward_s == pytest.approx(project(model, 1).backward_s / 4, rel=1e-6)
     assert 1 < four.speedup < 4
 
 
@@ -182,3 +185,26 @@ def test_the_colocation_slowdown_has_a_bar_of_its_own() -> None:
     # without the probe, the backward's slowdown reads as communication
     unprobed = dict((p.label, p.seconds) for p in waterfall(base, two, "weak")[1])
     assert unprobed[COMMUNICATION_BAR] == pytest.approx(0.001 + 0.25 * 0.020)
+
+
+def test_hidden_communication_takes_its_cpu_from_the_backward_on_a_fully_used_host() -> None:
+    # ten 1 MiB buckets over a 50 ms backward: nine hide behind it, the last is exposed; each
+    # all-reduce takes its whole time in CPU (loopback: copies and the kernel's sockets)
+    times = [20e-6 + s / 1e9 for s in SIZES]
+    cpu = fit_alpha_beta("all_reduce", 2, SIZES, times)
+    many = _model(grad_bytes=10 * MB).model_copy(
+        update={"buckets": [MB] * 10, "ring_cpu": cpu, "threads_per_core": 1.0}
+    )
+    free = project(many.model_copy(update={"threads_per_core": 0.5}), 2)  # spare cores
+    taken = project(many, 2)
+    assert free.stolen_s == 0.0
+    hidden = taken.communication_s - taken.exposed_s
+    assert hidden == pytest.approx(9 * (20e-6 + MB / 1e9), rel=1e-6)
+    assert taken.stolen_s == pytest.approx(hidden, rel=1e-6)  # CPU = time here: all of it
+    assert taken.step_s == pytest.approx(free.step_s + taken.stolen_s)
+    # a gradient in one bucket is reduced after the backward: nothing hidden, nothing taken
+    one = _model(grad_bytes=4 * MB).model_copy(update={"ring_cpu": cpu, "threads_per_core": 1.0})
+    assert project(one, 2).stolen_s == 0.0
+    # no CPU measured (an older record), or a parameter server: none
+    assert project(many.model_copy(update={"ring_cpu": None}), 2).stolen_s == 0.0
+    assert project(many, 2, architecture="parameter_server").stolen_s == 0.0

@@ -11,10 +11,10 @@ import psutil
 import pytest
 
 from torchdoctor.core.errors import ScaleError
-from torchdoctor.scale.netns import two_hosts, unavailable
+from torchdoctor.scale.netns import TBF_MIN_BURST_PACKETS, _burst_bytes, two_hosts, unavailable
 
 WHY = unavailable()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
+needs_namespaces = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
 
 #: 8 Mbit/s carries 100 kB in 0.1 s: long enough to see the shaping, short for a test.
 RATE_MBIT = 8.0
@@ -39,6 +39,7 @@ def _namespaces() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
+@needs_namespaces
 def test_the_link_carries_at_the_rate_and_the_namespaces_go_away() -> None:
     before = _namespaces()
     with two_hosts(rate_mbit=RATE_MBIT) as hosts:
@@ -60,6 +61,7 @@ def test_the_link_carries_at_the_rate_and_the_namespaces_go_away() -> None:
     assert _namespaces() == before
 
 
+@needs_namespaces
 def test_namespaces_are_removed_when_the_body_fails() -> None:
     before = _namespaces()
     with pytest.raises(ScaleError), two_hosts() as hosts:
@@ -77,6 +79,7 @@ with two_hosts() as hosts:
 """
 
 
+@needs_namespaces
 def test_namespaces_are_removed_when_the_process_is_terminated() -> None:
     # `timeout`, a scheduler or `kill` ends a long benchmark with SIGTERM.
     holder = subprocess.Popen([sys.executable, "-c", _HOLD], stdout=subprocess.PIPE, text=True)
@@ -100,6 +103,7 @@ def _gone(p: psutil.Process) -> bool:
         return True
 
 
+@needs_namespaces
 def test_processes_left_inside_are_ended_with_the_namespaces() -> None:
     # a rank in a session of its own (as torchrun starts them), still running at the exit
     with two_hosts() as hosts:
@@ -112,3 +116,11 @@ def test_processes_left_inside_are_ended_with_the_namespaces() -> None:
         assert len(left) == 1 and os.getsid(left[0].pid) == left[0].pid  # a session leader
     assert all(_gone(p) for p in left)
     assert not set(hosts.names) & _namespaces()
+
+
+def test_the_bucket_is_a_quarter_millisecond_of_the_rate_and_never_under_four_frames() -> None:
+    # 400 Mbit/s: 50 MB/s for 0.25 ms; 100 Mbit/s: 3125 B would be about two frames
+    assert _burst_bytes(400e6) == 12_500
+    assert _burst_bytes(100e6) == TBF_MIN_BURST_PACKETS * 1514
+    # small beside a gradient bucket: mlp's 0.6 MB all-reduce
+    assert _burst_bytes(400e6) < 0.025 * 603_176

@@ -74,6 +74,10 @@ def test_study_from_a_run_folder(tmp_path: Path) -> None:
     exposed = next(p for p in two.waterfall if p.label.startswith("exposed"))
     assert exposed.seconds == pytest.approx(0.0015, rel=1e-6)
     assert study.model is not None and study.model.gradient_bytes == 500_000
+    # the model's fit is over the sizes around the one 500 kB bucket (the largest measured
+    # is 256 KiB: it and the two below it), the benchmark's record keeps the whole range
+    assert study.model.ring.sizes_fitted == (16 * 1024, 256 * 1024)
+    assert study.benches[0].fit("all_reduce").sizes_fitted == (1024, 256 * 1024)
     assert two.projected is not None
     assert two.projected.exposed_s == pytest.approx(50e-6 + 500_000 / 1e9, rel=1e-3)
     assert two.projected_over_measured == pytest.approx(1.0, abs=0.03)
@@ -99,6 +103,7 @@ def test_study_from_a_run_folder(tmp_path: Path) -> None:
         }
     )
     facts = {f.label: f.value for f in scaling_blocks(slowed.to_json_dict()).facts}
+    assert facts["all-reduce fit the model times buckets with"].startswith("sizes 16")
     assert facts["compute with all ranks at once (over alone)"] == "1.30x (1.20x to 1.40x)"
 
 
@@ -124,3 +129,21 @@ def test_the_waterfall_chart_is_drawn(tmp_path: Path) -> None:
     drawn = scaling_charts(plt, view)["scale_waterfall"]
     assert drawn is not None and drawn.startswith("<svg")
     assert charts.waterfall_chart(plt, []) is None
+
+
+def test_the_cpu_fit_needs_every_point_to_carry_its_cpu() -> None:
+    def bench(cpu: list[float | None]) -> CollectiveBench:
+        points = [
+            point("all_reduce", 2, s, summarize([50e-6 + s / 1e9] * 5), cpu_s=c)
+            for s, c in zip(SIZES, cpu, strict=True)
+        ]
+        fit = fit_alpha_beta("all_reduce", 2, SIZES, [50e-6 + s / 1e9 for s in SIZES])
+        return CollectiveBench(
+            world_size=2, backend="gloo", device="cpu", points=points, fits={"all_reduce": fit}
+        )
+
+    measured = bench([20e-6 + s / 2e9 for s in SIZES])
+    cpu = measured.cpu_fit_near("all_reduce", [500_000])
+    assert cpu is not None and cpu.predict(500_000) == pytest.approx(20e-6 + 500_000 / 2e9)
+    assert bench([None] * len(SIZES)).cpu_fit_near("all_reduce", [500_000]) is None
+    assert bench([0.0, *([1e-4] * (len(SIZES) - 1))]).cpu_fit_near("all_reduce", [1]) is None

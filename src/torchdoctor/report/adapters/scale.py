@@ -139,6 +139,14 @@ def scaling_blocks(study: JsonDict) -> ScalingView:
     if model:
         facts.append(KeyValue("gradient bytes", fmt.nbytes(num(model, "gradient_bytes"))))
         facts.append(KeyValue("DDP buckets", fmt.number(len(items(model, "buckets")))))
+        fitted = pair(mapping(model, "ring").get("sizes_fitted"))
+        if fitted:  # the model's fit is over the sizes around the buckets (scale/fit.py)
+            facts.append(
+                KeyValue(
+                    "all-reduce fit the model times buckets with",
+                    f"sizes {fmt.nbytes(fitted[0])} to {fmt.nbytes(fitted[1])}",
+                )
+            )
         slowdown = num(model, "colocation_slowdown")
         if slowdown is not None and slowdown != 1.0:
             low, high = pair(model.get("colocation_ci")) or (None, None)
