@@ -70,6 +70,12 @@ class ServiceSamples:
     def sizes(self) -> list[int]:
         return sorted({b for b, _ in self.times_s})
 
+    def back_to_back_s(self, batch_size: int) -> float:
+        """The median of a size's calls that started right after the last one ended (idle
+        bin 0): what a closed-loop table t(b) measures; over every call when none did."""
+        values = self.times_s.get((batch_size, 0))
+        return float(np.median(values)) if values else self.median_s(batch_size)
+
     def median_s(self, batch_size: int) -> float:
         """The median of a size's calls over every idle bin (what a t(b) table would say)."""
         values = [t for (b, _), ts in self.times_s.items() if b == batch_size for t in ts]

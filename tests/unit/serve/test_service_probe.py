@@ -117,10 +117,7 @@ def test_probes_paired_with_the_run_predict_its_p99_where_a_table_from_before_do
         predicted = percentile(simulated_latencies(arrivals, paired, POLICY, seed=i), 99)
         unpaired = percentile(simulated_latencies(arrivals, early, POLICY, seed=i), 99)
         # What a closed-loop table says: the medians of back-to-back calls (idle bin 0).
-        medians = [
-            ServiceTime(batch_size=b, seconds=float(np.median(paired.times_s[(b, 0)])))
-            for b in range(1, 9)
-        ]
+        medians = [ServiceTime(batch_size=b, seconds=paired.back_to_back_s(b)) for b in range(1, 9)]
         table = percentile(simulate_batcher(arrivals, medians, POLICY).latencies_s, 99)
         assert predicted == pytest.approx(real, rel=0.15), load
         # The same distribution from before the host slowed misses by more than the claim's
