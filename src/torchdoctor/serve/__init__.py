@@ -10,9 +10,14 @@
   `ServeClock` (`RealClock`, or `VirtualClock` in tests); `simulate_batcher` runs the same
   policy on virtual time from a service-time table t(b); `calibrate` fits from one real run's
   trace what the table misses (the loop's overhead, the sleeps' overshoot, service after idling)
-  and `simulate_calibrated` predicts other rates with it.
+  and `simulate_calibrated` predicts other rates with it. `service_probe.probe_service`
+  measures the service as a distribution, closed-loop (every batch size, after idle gaps, on
+  the batcher's thread and clock) right beside the run it is to predict, and
+  `service_probe.simulate_sampled` draws each batch's service from it (the paired prediction
+  of benchmarks/bench_serve_batching.py).
 - `parse_sla("p99<=20ms")`, `search_sla(measure_at, sla)` -> `SlaSearch`: the highest rate
-  whose percentile stays under the bound, by a sweep or a binary search, then confirmed.
+  whose percentile stays under the bound, by a sweep or a binary search, then confirmed; the
+  binary search re-measures a doubtful failure and pools its runs before trusting it.
 - `batch_curve`, `thread_curve` -> `Curve`: throughput and percentiles, the knee marked.
 - `load_target(name_or_factory)` -> `InferenceTarget`; `serve_target(...)` -> `ServeResult`:
   what `torchdoctor serve` runs.

@@ -210,6 +210,15 @@ class SlaPoint(SubRecord):
     meets: bool
     #: Requests per second answered within the bound (goodput), whether or not the point meets.
     goodput: float | None = None
+    #: The percentile's 95% order-statistic interval (`serve._percentiles`); the high end None
+    #: when the requests are too few to bound it. The search re-measures a failure whose
+    #: interval reaches under the bound before trusting it (`serve.sla`).
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    #: The run's per-request latencies and its duration, kept in memory so that runs at one
+    #: rate can be pooled into one percentile (`serve.sla.pooled`); not written to JSON.
+    latencies_s: list[float] | None = Field(default=None, exclude=True, repr=False)
+    duration_s: float | None = Field(default=None, exclude=True, repr=False)
 
 
 class SlaSearch(Record):
