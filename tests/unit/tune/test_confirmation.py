@@ -200,6 +200,27 @@ def test_pairs_run_at_their_own_pace_when_the_estimate_overstates_them(
     assert any(n.startswith("speedup from") for n in result.notes)
 
 
+def test_the_final_ab_runs_the_pairs_the_study_asks_for_and_its_interval_is_theirs(
+    tmp_path: Path,
+) -> None:
+    # `tune --final-pairs 3`: the budget holds four pairs, the study asks for three; the
+    # interval is the replicated statistic of those three, and the headline says three.
+    config = sim_config(
+        [FAST_KNOB], noise=0.002, process_spread=0.05, effects={"fast": {"True": 0.5}}
+    ).model_copy(update={"final_pairs": 3})
+    result = tune(config=config, out=tmp_path / "run")
+
+    (confirm,) = _confirmations(tmp_path / "run")
+    assert confirm.ok and len(confirm.rates) == len(confirm.baseline_rates) == 3
+    est = replicated_speedup(
+        [1 / r for r in confirm.baseline_rates],
+        [1 / r for r in confirm.rates],
+        confidence=MeasurePlan().confidence,
+    )
+    assert confirm.speedup_ci == pytest.approx((est.ci_low, est.ci_high))
+    assert any(n.startswith("speedup from 3 fresh process pairs") for n in result.notes)
+
+
 def test_a_confirmation_the_budget_cuts_short_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
