@@ -11,8 +11,9 @@ import torchdoctor.tune.confirm as confirm_mod
 import torchdoctor.tune.tuner as tuner_mod
 from torchdoctor.measure import replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
-from torchdoctor.tune import Confirmation, TrialResult, tune
+from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.config import CONFIG_FILE
 from torchdoctor.tune.confirm import CONFIRM_PAIRS, confirmation_verdict
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
@@ -219,6 +220,8 @@ def test_the_final_ab_runs_the_pairs_the_study_asks_for_and_its_interval_is_thei
     )
     assert confirm.speedup_ci == pytest.approx((est.ci_low, est.ci_high))
     assert any(n.startswith("speedup from 3 fresh process pairs") for n in result.notes)
+    # Saved with the study's settings: a resume asks for as many.
+    assert TuneConfig.read(tmp_path / "run" / CONFIG_FILE).final_pairs == 3
 
 
 def test_a_confirmation_the_budget_cuts_short_says_so(
