@@ -22,6 +22,7 @@ from torchdoctor.cli.options import default_device, device_option, seed_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
 from torchdoctor.core.rundir import display_path
+from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
 from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
 
@@ -157,6 +158,15 @@ def tune_command(
         True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
     ),
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
+    final_pairs: int = typer.Option(
+        DEFAULT_REPLICATES,
+        "--final-pairs",
+        min=MIN_REPLICATES,
+        help="Most fresh process pairs of the final A/B (the best recipe against the "
+        "baseline, each pair two new processes). Fewer end sooner and their interval, from "
+        f"the pairs run, is wider: at 95% {MIN_REPLICATES} pairs give about 1.5x the width "
+        f"of {DEFAULT_REPLICATES} for the same spread between processes.",
+    ),
     device: str | None = device_option(),
     seed: int = seed_option(),
     diagnose: bool = typer.Option(
@@ -197,6 +207,7 @@ def tune_command(
                 knobs=knobs,
                 joint=joint,
                 min_gain=min_gain,
+                final_pairs=final_pairs,
                 device=device,
                 seed=seed,
             ),
@@ -228,6 +239,7 @@ def tune_command(
             seed=seed,
             budget_s=budget_s,
             min_gain=min_gain,
+            final_pairs=final_pairs,
             max_memory_bytes=max_memory_bytes,
             max_memory_fraction=max_memory_fraction,
             storage=shared.public if shared else None,
@@ -284,6 +296,7 @@ def _script_config(
     knobs: str | None,
     joint: int,
     min_gain: float,
+    final_pairs: int,
     device: str | None,
     seed: int,
 ) -> TuneConfig:
@@ -307,6 +320,7 @@ def _script_config(
         seed=seed,
         budget_s=parse_duration(budget),
         min_gain=min_gain,
+        final_pairs=final_pairs,
         max_memory_bytes=parse_size(max_memory) if max_memory else None,
         storage=storage.public if storage else None,
         baseline_recipe=Recipe.parse(settings, device=device).to_dict(),

@@ -310,6 +310,7 @@ def _run(
         objective=config.objective,
         min_gain=config.min_gain,
         replicate_wins=config.replicate_wins,
+        final_pairs=config.final_pairs,
         plan=config.plan,
         isolate=config.isolate,
         # The memory ladder measures the peak each recipe reaches, the baseline's over the cap

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from torchdoctor.core.records import Record
 from torchdoctor.core.vocabulary import Objective, Safety
+from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.claims import HEARTBEAT_S
@@ -57,6 +58,9 @@ class TuneConfig(Record):
     #: A ladder win is kept only when a second pair of fresh processes points the same way
     #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
+    #: Most fresh process pairs of the final confirmation (`tune --final-pairs`): fewer than
+    #: the default take less time, and their interval, from the pairs run, is wider.
+    final_pairs: int = Field(ge=MIN_REPLICATES, default=DEFAULT_REPLICATES)
     max_memory_bytes: int | None = None
     #: `--objective fit --max-memory 75%`: the cap as this fraction of the baseline's measured
     #: peak ("fit in three quarters of what it takes now"), resolved once the baseline ran.

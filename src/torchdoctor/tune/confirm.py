@@ -45,7 +45,8 @@ from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
 
 #: Fresh process pairs of the final confirmation when the budget allows
-#: (`measure.DEFAULT_REPLICATES`, which says why 4).
+#: (`measure.DEFAULT_REPLICATES`, which says why 4), unless the study asks for fewer
+#: (`TuneSettings.final_pairs`, `tune --final-pairs`).
 CONFIRM_PAIRS: Final = DEFAULT_REPLICATES
 
 
@@ -125,7 +126,7 @@ def _run_pairs(
         key=key,
         step=len(tuner.trials),
         steps=confirm_steps(baseline),
-        pairs=CONFIRM_PAIRS,
+        pairs=tuner.settings.final_pairs,
         timeout=budget.request_timeout,
         confidence=tuner.settings.plan.confidence,
         clock=budget.clock,

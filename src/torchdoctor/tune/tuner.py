@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
-from torchdoctor.measure import PairedSpeedup
+from torchdoctor.measure import DEFAULT_REPLICATES, PairedSpeedup
 from torchdoctor.procs import SessionSpec, WorkerFailure
 from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
@@ -109,6 +109,10 @@ class TuneSettings:
     #: Keep a change only when a second pair of fresh processes points the same way
     #: (`_replicate`).
     replicate_wins: bool = True
+    #: Most fresh process pairs of the final confirmation (`tune.confirm`, `tune
+    #: --final-pairs`): `measure.DEFAULT_REPLICATES` says why 4; fewer, down to
+    #: `measure.MIN_REPLICATES`, take less time for a wider interval.
+    final_pairs: int = DEFAULT_REPLICATES
 
 
 class Tuner:

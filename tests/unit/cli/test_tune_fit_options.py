@@ -1,4 +1,5 @@
-"""`tune --objective fit`: its options are checked before anything runs (exit 2, one line)."""
+"""`tune`'s options (`--objective fit`, `--final-pairs`) are checked before anything runs
+(exit 2, one line)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from torchdoctor.cli.tune import _memory_cap
             ["tune", "--objective", "fit", "--max-memory", "1GiB", "--", "python", "t.py"],
             "--objective fit tunes a workload, not a script",
         ),
+        # Two pairs give no interval worth the name (measure.MIN_REPLICATES).
+        (["tune", "mlp", "--final-pairs", "2"], "--final-pairs"),
     ],
 )
 def test_bad_fit_options_exit_2_before_any_run(

@@ -11,8 +11,9 @@ import torchdoctor.tune.confirm as confirm_mod
 import torchdoctor.tune.tuner as tuner_mod
 from torchdoctor.measure import replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
-from torchdoctor.tune import Confirmation, TrialResult, tune
+from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.config import CONFIG_FILE
 from torchdoctor.tune.confirm import CONFIRM_PAIRS, confirmation_verdict
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import read_trial
@@ -198,6 +199,29 @@ def test_pairs_run_at_their_own_pace_when_the_estimate_overstates_them(
     (confirm,) = _confirmations(tmp_path / "run")
     assert confirm.ok and len(confirm.rates) == CONFIRM_PAIRS
     assert any(n.startswith("speedup from") for n in result.notes)
+
+
+def test_the_final_ab_runs_the_pairs_the_study_asks_for_and_its_interval_is_theirs(
+    tmp_path: Path,
+) -> None:
+    # `tune --final-pairs 3`: the budget holds four pairs, the study asks for three; the
+    # interval is the replicated statistic of those three, and the headline says three.
+    config = sim_config(
+        [FAST_KNOB], noise=0.002, process_spread=0.05, effects={"fast": {"True": 0.5}}
+    ).model_copy(update={"final_pairs": 3})
+    result = tune(config=config, out=tmp_path / "run")
+
+    (confirm,) = _confirmations(tmp_path / "run")
+    assert confirm.ok and len(confirm.rates) == len(confirm.baseline_rates) == 3
+    est = replicated_speedup(
+        [1 / r for r in confirm.baseline_rates],
+        [1 / r for r in confirm.rates],
+        confidence=MeasurePlan().confidence,
+    )
+    assert confirm.speedup_ci == pytest.approx((est.ci_low, est.ci_high))
+    assert any(n.startswith("speedup from 3 fresh process pairs") for n in result.notes)
+    # Saved with the study's settings: a resume asks for as many.
+    assert TuneConfig.read(tmp_path / "run" / CONFIG_FILE).final_pairs == 3
 
 
 def test_a_confirmation_the_budget_cuts_short_says_so(

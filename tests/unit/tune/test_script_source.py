@@ -147,7 +147,7 @@ def test_the_cli_reads_a_script_or_a_module_command() -> None:
 
     options: dict[str, Any] = dict(
         budget="90s", objective="throughput", max_memory=None, storage=None, settings=[],
-        knobs="num_workers", joint=0, min_gain=0.02, device="cpu", seed=0,
+        knobs="num_workers", joint=0, min_gain=0.02, final_pairs=3, device="cpu", seed=0,
     )  # fmt: skip
     script = _script_config(["python", "train.py", "--steps", "4"], **options)
     assert (script.command, script.module, script.workload) == (
@@ -156,6 +156,7 @@ def test_the_cli_reads_a_script_or_a_module_command() -> None:
         "script:train",
     )
     assert script.search_batch is False and script.knobs == ["num_workers"]
+    assert script.final_pairs == 3
     module = _script_config(["python", "-m", "pkg.train", "--lr", "1"], **options)
     assert (module.command, module.module, module.workload) == (
         ["pkg.train", "--lr", "1"],
