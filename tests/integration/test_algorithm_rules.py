@@ -12,7 +12,8 @@ from torchdoctor.collect import run_script
 from torchdoctor.diagnose import diagnose_evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 
-pytestmark = pytest.mark.study
+#: A real profiled process; the finding rests on the trace's ops, not on their times.
+pytestmark = [pytest.mark.study, pytest.mark.untimed]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "zoo" / "attention_by_hand.py"
 

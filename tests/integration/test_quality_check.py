@@ -25,7 +25,7 @@ from torchdoctor.tune.parity import REFERENCE_RUNS, QualityReference, check_pari
 from torchdoctor.workloads.cnn import LEARNING_RATE, CnnWorkload
 
 #: A measurement study of real training (36 runs of the parity window): minutes on 2 cores.
-pytestmark = pytest.mark.study
+pytestmark = [pytest.mark.study, pytest.mark.untimed]  # losses, never timings
 
 SEEDS = (0, 1, 2)
 #: How the check words a run that learns less than the baseline (see tune.parity._verdict).

@@ -72,6 +72,7 @@ def test_unreachable_rendezvous_is_one_line_exit_2(
 
 
 @pytest.mark.study
+@pytest.mark.untimed  # asserts what the study records, not its figures
 def test_two_rank_gloo_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "scale"
     code = main(

@@ -62,6 +62,7 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.mark.study
+@pytest.mark.untimed  # asserts the folder, the document and the verdict, no timing
 def test_serve_writes_a_run_folder_and_one_json_document(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,6 +77,7 @@ def test_the_worker_takes_the_parents_start_method(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.study
+@pytest.mark.untimed  # asserts what stderr holds, no timing
 def test_a_worker_killed_with_loader_workers_leaves_no_leaked_semaphore() -> None:
     """A worker whose DataLoader has workers, killed mid-session as a deadline kills it: the
     command's stderr holds no resource_tracker report once every process of it has ended

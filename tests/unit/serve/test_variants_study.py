@@ -9,7 +9,8 @@ from torch import nn
 
 from torchdoctor.serve.variants import prepare_variant
 
-pytestmark = pytest.mark.study
+#: Compilations of minutes; the gate compares outputs, never timings.
+pytestmark = [pytest.mark.study, pytest.mark.untimed]
 
 
 def _mlp() -> nn.Module:
