@@ -56,15 +56,19 @@ from torchdoctor.procs._supervisor import (
 from torchdoctor.procs._worker import SessionHost
 
 if TYPE_CHECKING:
+    from torchdoctor.procs._capped import CappedStep, run_capped_step
     from torchdoctor.procs._script import ScriptWorker, ScriptWorkerRecord
 
 _EXPORTS = {
+    "CappedStep": "torchdoctor.procs._capped",
+    "run_capped_step": "torchdoctor.procs._capped",
     "ScriptWorker": "torchdoctor.procs._script",
     "ScriptWorkerRecord": "torchdoctor.procs._script",
 }
 
 __all__ = [
     "ENGINE_FACTORY",
+    "CappedStep",
     "Done",
     "Exit",
     "Failed",
@@ -96,6 +100,7 @@ __all__ = [
     "classify_exception",
     "classify_reason",
     "engine_session",
+    "run_capped_step",
     "start_worker",
 ]
 

@@ -1,0 +1,272 @@
+"""One training step under a real memory cap, in a child process of its own (Linux, CPU).
+
+On the CPU no allocator refuses memory by itself, so the child makes the kernel refuse it:
+
+- `RLIMIT_DATA` (setrlimit(2)): since Linux 4.7 it bounds the process's data size, every
+  private writable mapping (the brk heap and anonymous `mmap`s) as /proc/self/status counts
+  it in `VmData`. An `mmap`, `brk` or `mprotect` that would take the data size past the limit
+  fails with ENOMEM, so glibc's malloc returns NULL and PyTorch's CPU allocator raises its
+  "DefaultCPUAllocator: can't allocate memory" error: a real out-of-memory error, at the
+  allocation that crosses the cap.
+- glibc's mmap threshold fixed (mallopt(3), `M_MMAP_THRESHOLD`): setting it disables the
+  dynamic threshold, which otherwise climbs to 32 MiB as mapped blocks are freed, after which
+  tensors below it come from the heap and stay there when freed. Fixed, every block of the
+  threshold or more is mapped when allocated and unmapped when freed, so the data size follows
+  the live tensors instead of the heap's high-water mark.
+
+The child prepares the session at the batch size and runs one warm-up step uncapped (it creates
+the optimizer's state, and the libraries' lazy buffers and threads: OpenMP's workers and their
+stacks, glibc's thread arenas, the BLAS and oneDNN caches), then reads its data size and the
+tensors the memory prediction counts as resident (parameters, buffers, optimizer state, the
+gradients still held). The cap is that data size less those tensors plus the budget, so the
+budget the cap enforces is the one the prediction reads: the step's tensors, resident ones
+included, above the process as it stands between steps. What the step allocates beyond its
+tensors (autograd's graph, kernels' scratch buffers, page rounding, heap fragmentation) takes
+from the same budget, as it would on a device. Then one steady step runs under the cap: it
+fits, or it fails with an out-of-memory error (`FailureKind.OOM`).
+
+Each probe is a process forked from a forkserver that has imported torch once, so a probe costs
+the session's build and two steps, not an interpreter's start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import multiprocessing
+import resource
+import sys
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Final
+
+import torch
+
+from torchdoctor.collect.memory_owners import unique_bytes
+from torchdoctor.core.errors import UsageError
+from torchdoctor.engine import prepare
+from torchdoctor.knobs import Recipe
+from torchdoctor.procs._failure import FailureKind, classify_exception
+from torchdoctor.workloads import get_workload
+
+#: glibc's mmap threshold, fixed at the value its dynamic threshold starts from (mallopt(3):
+#: "the default value is set to 128*1024").
+MMAP_THRESHOLD_BYTES: Final = 128 * 1024
+#: malloc.h's parameter number for the threshold.
+_M_MMAP_THRESHOLD: Final = -3
+#: Steps before the capped one: the first creates the optimizer's state (as the prediction's
+#: measurement, `collect.memory_owners.WARMUP_STEPS`).
+WARMUP_STEPS: Final = 1
+#: A probe that has not answered in this long is killed (a step of the benchmark's largest
+#: batches takes seconds; a hang is not an edge).
+PROBE_TIMEOUT_S: Final = 600.0
+#: Modules the forkserver imports once for every probe forked from it: this one (torch, the
+#: engine, the workloads) and torch._dynamo, which building an optimizer imports (seconds).
+_PRELOAD: Final = ["torch._dynamo", "torchdoctor.procs._capped"]
+
+_STATUS = Path("/proc/self/status")
+
+
+@dataclass(frozen=True)
+class CappedStep:
+    """One probe: a steady step at `batch` under a data-size cap of `limit_bytes`."""
+
+    batch: int
+    budget_bytes: int
+    #: "fits", or the `FailureKind` that ended the step ("oom", "crash", "error", "timeout").
+    outcome: str
+    #: The failure's first line ("" when it fits).
+    reason: str = ""
+    #: The child's data size with the session built, before its first step.
+    data_before_bytes: int | None = None
+    #: Its data size after the warm-up step, the cap's base.
+    data_base_bytes: int | None = None
+    #: The tensors resident then that the prediction counts (parameters, buffers, optimizer
+    #: state, gradients held): the cap is `data_base_bytes - resident_bytes + budget_bytes`.
+    resident_bytes: int | None = None
+    limit_bytes: int | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.outcome == "fits"
+
+
+def data_size_bytes() -> int | None:
+    """This process's data size (`VmData`, what RLIMIT_DATA bounds), or None off Linux."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024  # in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Fix glibc's mmap threshold (which disables its dynamic adjustment); False off glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+
+
+def cap_data_size(limit_bytes: int) -> tuple[int, int]:
+    """Set this process's soft RLIMIT_DATA to `limit_bytes` (never above the hard limit, never
+    below 0); the limits it replaces, to restore with `resource.setrlimit`."""
+    old = resource.getrlimit(resource.RLIMIT_DATA)
+    hard = old[1]
+    soft = max(0, limit_bytes)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    return old
+
+
+def check_supported() -> None:
+    """Raise UsageError where a data-size cap cannot make a real out-of-memory edge."""
+    if not sys.platform.startswith("linux") or data_size_bytes() is None:
+        raise UsageError(
+            "the real out-of-memory edge needs Linux: it caps the data size (RLIMIT_DATA), "
+            "which counts every private mapping since Linux 4.7",
+            hint="run it on Linux, or on a GPU, whose allocator's cap makes the edge",
+        )
+
+
+_CONTEXT: multiprocessing.context.ForkServerContext | None = None
+
+
+def _context() -> multiprocessing.context.ForkServerContext:
+    global _CONTEXT
+    if _CONTEXT is None:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        _CONTEXT = ctx
+    return _CONTEXT
+
+
+def run_capped_step(
+    workload: str,
+    batch: int,
+    budget_bytes: int,
+    *,
+    params: dict[str, Any] | None = None,
+    recipe: dict[str, Any] | None = None,
+    seed: int = 0,
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> CappedStep:
+    """Run `workload` at `batch` in a child whose steady step is capped to `budget_bytes`."""
+    check_supported()
+    request = {
+        "workload": workload,
+        "params": dict(params or {}),
+        "recipe": dict(recipe or {}),
+        "batch": batch,
+        "budget_bytes": budget_bytes,
+        "seed": seed,
+    }
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child_entry, args=(send, request), name=f"capped-step-{batch}", daemon=True
+    )
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(timeout_s):
+            proc.kill()
+            return CappedStep(
+                batch, budget_bytes, FailureKind.TIMEOUT.value, f"no answer in {timeout_s:.0f} s"
+            )
+        try:
+            answer: dict[str, Any] = receive.recv()
+        except EOFError:
+            proc.join(5)
+            return CappedStep(
+                batch,
+                budget_bytes,
+                FailureKind.CRASH.value,
+                f"the probe died without an answer (exit code {proc.exitcode}): an allocation "
+                "refused where its failure is not checked",
+            )
+        return CappedStep(**answer)
+    finally:
+        receive.close()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+
+def _child_entry(conn: Connection, request: dict[str, Any]) -> None:
+    try:
+        result = capped_step(**request)
+    except BaseException as exc:  # reported to the parent, which decides what it means
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        result = CappedStep(
+            request["batch"],
+            request["budget_bytes"],
+            classify_exception(exc).value,
+            f"{type(exc).__name__}: {text}",
+        )
+    conn.send(asdict(result))
+    conn.close()
+
+
+def capped_step(
+    *,
+    workload: str,
+    params: dict[str, Any],
+    recipe: dict[str, Any],
+    batch: int,
+    budget_bytes: int,
+    seed: int,
+) -> CappedStep:
+    """In the child: build, warm up uncapped, cap the data size, run one steady step."""
+    fixed = fix_mmap_threshold()
+    if not fixed:
+        raise UsageError("cannot fix glibc's mmap threshold (mallopt): not a glibc system")
+    job = get_workload(workload, **params)
+    session = prepare(
+        job, Recipe.from_dict(recipe).with_changes(batch_size=batch), device="cpu", seed=seed
+    )
+    try:
+        samples = len(session.dataset) if hasattr(session.dataset, "__len__") else None
+        if samples is not None and samples < batch:
+            raise UsageError(
+                f"batch size {batch} is larger than {job.name}'s dataset ({samples} samples)"
+            )
+        gc.collect()
+        before = data_size_bytes()
+        session.run_steps(WARMUP_STEPS, measure_phases=False)
+        gc.collect()
+        model, optimizer = session.raw_model, session.optimizer
+        state = [
+            value
+            for per_param in optimizer.state.values()
+            for value in per_param.values()
+            if isinstance(value, torch.Tensor)
+        ]
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        resident = unique_bytes([*model.parameters(), *model.buffers(), *state, *grads])
+        base = data_size_bytes()
+        if base is None:
+            raise UsageError("cannot read the data size (/proc/self/status VmData)")
+        limit = base - resident + budget_bytes
+        old = cap_data_size(limit)
+        outcome, reason = "fits", ""
+        try:
+            session.run_steps(1, measure_phases=False)
+        except Exception as exc:  # the step's own failure under the cap: what the probe asks
+            outcome = classify_exception(exc).value
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, old)
+        return CappedStep(batch, budget_bytes, outcome, reason, before, base, resident, limit)
+    finally:
+        session.close()
