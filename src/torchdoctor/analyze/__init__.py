@@ -28,7 +28,6 @@ from torchdoctor.core.lazy import lazy_getattr
 if TYPE_CHECKING:
     from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
     from torchdoctor.analyze.memory_study import (
-        OomEdge,
         measured_edge,
         oom_edge,
         study_memory,
@@ -41,7 +40,6 @@ _LAZY_EXPORTS = {
     "split_owners": "torchdoctor.analyze.memory",
     "measured_edge": "torchdoctor.analyze.memory_study",
     "oom_edge": "torchdoctor.analyze.memory_study",
-    "OomEdge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
     "under_cap": "torchdoctor.analyze.memory_study",
 }
@@ -65,7 +63,6 @@ __all__ = [
     "load_trace",
     "measured_edge",
     "oom_edge",
-    "OomEdge",
     "plan_memory",
     "predict_max_batch",
     "split_owners",

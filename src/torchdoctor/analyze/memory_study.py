@@ -15,15 +15,14 @@ threshold fixed), so a step over the budget fails with the allocator's own out-o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchdoctor.analyze.memory import phase_footprints, plan_memory
 from torchdoctor.collect import measure_step_memory
 from torchdoctor.core.errors import TorchDoctorError, UsageError
-from torchdoctor.core.memory_owners import MemoryPlan, StepMemory
+from torchdoctor.core.memory_owners import CappedStep, MemoryPlan, OomEdge, StepMemory
 from torchdoctor.knobs import Recipe
-from torchdoctor.procs import CappedStep, FailureKind, run_capped_step
+from torchdoctor.procs import FailureKind, run_capped_step
 from torchdoctor.workloads import Workload
 
 #: measure(batch_size) -> the step's memory (`measure_step_memory` bound to a workload).
@@ -98,18 +97,6 @@ def measured_edge(
 OOM_EDGE_RESOLUTION = 0.01
 
 
-@dataclass
-class OomEdge:
-    """The largest batch whose steady step ran under the cap, and every probe that said so."""
-
-    budget_bytes: int
-    #: The largest batch seen to fit (`low - 1` when none did; the bisection's top when it did).
-    edge: int
-    #: The smallest batch seen to run out of memory (None when none did).
-    first_over: int | None
-    probes: list[CappedStep] = field(default_factory=list)
-
-
 #: probe(batch) -> one capped step (`run_capped_step` bound to a workload and a budget).
 Probe = Callable[[int], CappedStep]
 
@@ -152,4 +139,10 @@ def oom_edge(
 
     edge = measured_edge(fits, low=low, high=high, resolution=resolution)
     over = [p.batch for p in probes if not p.fits]
-    return OomEdge(budget_bytes, edge, min(over) if over else None, probes)
+    return OomEdge(
+        budget_bytes=budget_bytes,
+        edge=edge,
+        first_over=min(over) if over else None,
+        high=high,
+        probes=probes,
+    )

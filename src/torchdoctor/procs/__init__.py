@@ -56,11 +56,10 @@ from torchdoctor.procs._supervisor import (
 from torchdoctor.procs._worker import SessionHost
 
 if TYPE_CHECKING:
-    from torchdoctor.procs._capped import CappedStep, run_capped_step
+    from torchdoctor.procs._capped import run_capped_step
     from torchdoctor.procs._script import ScriptWorker, ScriptWorkerRecord
 
 _EXPORTS = {
-    "CappedStep": "torchdoctor.procs._capped",
     "run_capped_step": "torchdoctor.procs._capped",
     "ScriptWorker": "torchdoctor.procs._script",
     "ScriptWorkerRecord": "torchdoctor.procs._script",
@@ -68,7 +67,6 @@ _EXPORTS = {
 
 __all__ = [
     "ENGINE_FACTORY",
-    "CappedStep",
     "Done",
     "Exit",
     "Failed",

@@ -37,7 +37,6 @@ import gc
 import multiprocessing
 import resource
 import sys
-from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +45,7 @@ import torch
 
 from torchdoctor.collect.memory_owners import unique_bytes
 from torchdoctor.core.errors import UsageError
+from torchdoctor.core.memory_owners import CappedStep
 from torchdoctor.engine import prepare
 from torchdoctor.knobs import Recipe
 from torchdoctor.procs._failure import FailureKind, classify_exception
@@ -67,30 +67,6 @@ PROBE_TIMEOUT_S: Final = 600.0
 _PRELOAD: Final = ["torch._dynamo", "torchdoctor.procs._capped"]
 
 _STATUS = Path("/proc/self/status")
-
-
-@dataclass(frozen=True)
-class CappedStep:
-    """One probe: a steady step at `batch` under a data-size cap of `limit_bytes`."""
-
-    batch: int
-    budget_bytes: int
-    #: "fits", or the `FailureKind` that ended the step ("oom", "crash", "error", "timeout").
-    outcome: str
-    #: The failure's first line ("" when it fits).
-    reason: str = ""
-    #: The child's data size with the session built, before its first step.
-    data_before_bytes: int | None = None
-    #: Its data size after the warm-up step, the cap's base.
-    data_base_bytes: int | None = None
-    #: The tensors resident then that the prediction counts (parameters, buffers, optimizer
-    #: state, gradients held): the cap is `data_base_bytes - resident_bytes + budget_bytes`.
-    resident_bytes: int | None = None
-    limit_bytes: int | None = None
-
-    @property
-    def fits(self) -> bool:
-        return self.outcome == "fits"
 
 
 def data_size_bytes() -> int | None:
@@ -181,20 +157,23 @@ def run_capped_step(
         if not receive.poll(timeout_s):
             proc.kill()
             return CappedStep(
-                batch, budget_bytes, FailureKind.TIMEOUT.value, f"no answer in {timeout_s:.0f} s"
+                batch=batch,
+                budget_bytes=budget_bytes,
+                outcome=FailureKind.TIMEOUT.value,
+                reason=f"no answer in {timeout_s:.0f} s",
             )
         try:
             answer: dict[str, Any] = receive.recv()
         except EOFError:
             proc.join(5)
             return CappedStep(
-                batch,
-                budget_bytes,
-                FailureKind.CRASH.value,
-                f"the probe died without an answer (exit code {proc.exitcode}): an allocation "
-                "refused where its failure is not checked",
+                batch=batch,
+                budget_bytes=budget_bytes,
+                outcome=FailureKind.CRASH.value,
+                reason=f"the probe died without an answer (exit code {proc.exitcode}): an "
+                "allocation refused where its failure is not checked",
             )
-        return CappedStep(**answer)
+        return CappedStep.model_validate(answer)
     finally:
         receive.close()
         proc.join(5)
@@ -209,12 +188,12 @@ def _child_entry(conn: Connection, request: dict[str, Any]) -> None:
     except BaseException as exc:  # reported to the parent, which decides what it means
         text = str(exc).splitlines()[0] if str(exc) else ""
         result = CappedStep(
-            request["batch"],
-            request["budget_bytes"],
-            classify_exception(exc).value,
-            f"{type(exc).__name__}: {text}",
+            batch=request["batch"],
+            budget_bytes=request["budget_bytes"],
+            outcome=classify_exception(exc).value,
+            reason=f"{type(exc).__name__}: {text}",
         )
-    conn.send(asdict(result))
+    conn.send(result.model_dump())
     conn.close()
 
 
@@ -267,6 +246,15 @@ def capped_step(
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         finally:
             resource.setrlimit(resource.RLIMIT_DATA, old)
-        return CappedStep(batch, budget_bytes, outcome, reason, before, base, resident, limit)
+        return CappedStep(
+            batch=batch,
+            budget_bytes=budget_bytes,
+            outcome=outcome,
+            reason=reason,
+            data_before_bytes=before,
+            data_base_bytes=base,
+            resident_bytes=resident,
+            limit_bytes=limit,
+        )
     finally:
         session.close()
