@@ -31,14 +31,10 @@ the session's build and two steps, not an interpreter's start.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import multiprocessing
 import resource
-import sys
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any, Final
 
 import torch
@@ -48,14 +44,15 @@ from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import CappedStep
 from torchdoctor.engine import prepare
 from torchdoctor.knobs import Recipe
+from torchdoctor.procs._datacap import (
+    cap_data_size,
+    check_supported,
+    data_size_bytes,
+    fix_mmap_threshold,
+)
 from torchdoctor.procs._failure import FailureKind, classify_exception
 from torchdoctor.workloads import get_workload
 
-#: glibc's mmap threshold, fixed at the value its dynamic threshold starts from (mallopt(3):
-#: "the default value is set to 128*1024").
-MMAP_THRESHOLD_BYTES: Final = 128 * 1024
-#: malloc.h's parameter number for the threshold.
-_M_MMAP_THRESHOLD: Final = -3
 #: Steps before the capped one: the first creates the optimizer's state (as the prediction's
 #: measurement, `collect.memory_owners.WARMUP_STEPS`).
 WARMUP_STEPS: Final = 1
@@ -65,54 +62,6 @@ PROBE_TIMEOUT_S: Final = 600.0
 #: Modules the forkserver imports once for every probe forked from it: this one (torch, the
 #: engine, the workloads) and torch._dynamo, which building an optimizer imports (seconds).
 _PRELOAD: Final = ["torch._dynamo", "torchdoctor.procs._capped"]
-
-_STATUS = Path("/proc/self/status")
-
-
-def data_size_bytes() -> int | None:
-    """This process's data size (`VmData`, what RLIMIT_DATA bounds), or None off Linux."""
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024  # in kB
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """Fix glibc's mmap threshold (which disables its dynamic adjustment); False off glibc."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
-
-
-def cap_data_size(limit_bytes: int) -> tuple[int, int]:
-    """Set this process's soft RLIMIT_DATA to `limit_bytes` (never above the hard limit, never
-    below 0); the limits it replaces, to restore with `resource.setrlimit`."""
-    old = resource.getrlimit(resource.RLIMIT_DATA)
-    hard = old[1]
-    soft = max(0, limit_bytes)
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
-    return old
-
-
-def check_supported() -> None:
-    """Raise UsageError where a data-size cap cannot make a real out-of-memory edge."""
-    if not sys.platform.startswith("linux") or data_size_bytes() is None:
-        raise UsageError(
-            "the real out-of-memory edge needs Linux: it caps the data size (RLIMIT_DATA), "
-            "which counts every private mapping since Linux 4.7",
-            hint="run it on Linux, or on a GPU, whose allocator's cap makes the edge",
-        )
-
 
 _CONTEXT: multiprocessing.context.ForkServerContext | None = None
 
