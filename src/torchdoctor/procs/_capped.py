@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import torch
 
-from torchdoctor.collect.memory_owners import unique_bytes
+from torchdoctor.collect import unique_bytes
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import CappedStep
 from torchdoctor.engine import prepare

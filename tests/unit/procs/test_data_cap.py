@@ -28,7 +28,9 @@ else:
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA counts mmaps on Linux")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="RLIMIT_DATA counts mmaps on Linux"
+)
 def test_a_capped_process_refuses_an_allocation_over_the_cap_and_grants_one_under() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _CAPPED], capture_output=True, text=True, timeout=60, check=True
