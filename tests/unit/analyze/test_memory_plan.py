@@ -182,7 +182,7 @@ def _probe(edge: int, *, over: str = "oom") -> Callable[[int], CappedStep]:
 def test_oom_edge_bisects_real_probes_and_keeps_them() -> None:
     found = oom_edge("toy", 10**6, high=512, probe=_probe(300), resolution=0.0)
     assert (found.edge, found.first_over, found.high) == (300, 301, 512)
-    assert [p.batch for p in found.probes][0] == 512  # the top first: it may fit
+    assert found.probes[0].batch == 512  # the top first: it may fit
     assert {p.outcome for p in found.probes} == {"fits", "oom"}
     # A probe that died under the cap without an answer is a refused allocation too.
     assert 297 <= oom_edge("toy", 10**6, high=512, probe=_probe(300, over="crash")).edge <= 300
