@@ -163,7 +163,7 @@ def run_case(case: Case, device: str, *, count_edge: bool = False) -> dict[str, 
         oom = None
     else:
         oom_start = time.perf_counter()
-        oom = oom_edge(case.workload, cap, high=high, params=case.params)
+        oom = oom_edge(case.workload, cap, high=high, guess=predicted, params=case.params)
         oom_seconds = time.perf_counter() - oom_start
         edge = None
         if count_edge:

@@ -14,6 +14,7 @@ threshold fixed), so a step over the budget fails with the allocator's own out-o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,7 +81,11 @@ def measured_edge(
     """
     if fits(high):
         return high
-    good, bad = low - 1, high  # invariant: `good` fits (or is below low), `bad` does not
+    return _bisect(fits, low - 1, high, resolution)
+
+
+def _bisect(fits: Callable[[int], bool], good: int, bad: int, resolution: float) -> int:
+    # invariant: `good` fits (or is below the range), `bad` does not
     while bad - good > max(1, int(good * resolution)):
         mid = (good + bad) // 2
         if fits(mid):
@@ -88,6 +93,44 @@ def measured_edge(
         else:
             bad = mid
     return good
+
+
+#: The first step away from a guess of the edge, a fraction of the guess, doubled at each
+#: step: a guess within 5% (half the claim's 10%) is bracketed by the guess and one probe.
+GALLOP_FIRST_STEP = 0.05
+
+
+def edge_from_guess(
+    fits: Callable[[int], bool],
+    *,
+    guess: int,
+    low: int,
+    high: int,
+    resolution: float = 0.0,
+) -> int:
+    """`measured_edge`, started from a guess (a prediction): probe the guess, then step away
+    from it by 5%, 10%, 20%, ... of it until the edge is bracketed, then bisect. Each probe
+    near a good guess halves the bracket a plain bisection over [low, high] would narrow from
+    its far ends, and the far ends (a step twice the edge) are the costliest probes."""
+    guess = min(max(guess, low), high)
+    step = GALLOP_FIRST_STEP
+    if fits(guess):
+        good = guess
+        while True:
+            if good >= high:
+                return high
+            probe = min(high, max(good + 1, math.ceil(guess * (1 + step))))
+            if not fits(probe):
+                return _bisect(fits, good, probe, resolution)
+            good, step = probe, 2 * step
+    bad = guess
+    while True:
+        probe = min(bad - 1, math.floor(guess * (1 - step)))
+        if probe < low:
+            return _bisect(fits, low - 1, bad, resolution)
+        if fits(probe):
+            return _bisect(fits, probe, bad, resolution)
+        bad, step = probe, 2 * step
 
 
 #: The real edge's precision: bisection stops once the smallest batch seen to run out of
@@ -107,6 +150,7 @@ def oom_edge(
     *,
     high: int,
     low: int = 1,
+    guess: int | None = None,
     params: dict[str, Any] | None = None,
     recipe: dict[str, Any] | None = None,
     seed: int = 0,
@@ -115,6 +159,7 @@ def oom_edge(
 ) -> OomEdge:
     """Bisect [low, high] for the largest batch whose real step fits `budget_bytes` (CPU).
 
+    With `guess` (the predicted largest batch) the search starts there (`edge_from_guess`).
     A probe that fails for another reason than memory (an error, a timeout) stops the search
     with `TorchDoctorError`: it says nothing about the edge. A probe that dies without an
     answer under the cap counts as out of memory (an allocation refused where a library does
@@ -137,7 +182,10 @@ def oom_edge(
             )
         return step.fits
 
-    edge = measured_edge(fits, low=low, high=high, resolution=resolution)
+    if guess is None:
+        edge = measured_edge(fits, low=low, high=high, resolution=resolution)
+    else:
+        edge = edge_from_guess(fits, guess=guess, low=low, high=high, resolution=resolution)
     over = [p.batch for p in probes if not p.fits]
     return OomEdge(
         budget_bytes=budget_bytes,

@@ -111,7 +111,8 @@ def memory_command(
     data size (setrlimit RLIMIT_DATA; glibc's mmap threshold fixed, so freed tensors are
     given back) at its size then, less the tensors the prediction counts as resident, plus
     the budget; the steady step either fits or fails with the allocator's out-of-memory
-    error. The edge is the largest batch that fits, found by bisection to 1%.
+    error. The edge is the largest batch that fits, searched from the predicted one outwards
+    and then by bisection, to 1%.
 
     Example: torchdoctor memory gpt --max-memory 2GiB --batch-sizes 4,8,16
     Example: torchdoctor memory mlp --max-memory 64MiB --batch-sizes 8,16,32 --check-edge
@@ -149,6 +150,7 @@ def memory_command(
                 workload,
                 budget,
                 high=high,
+                guess=plan.max_batch,
                 params=parse_workload_params(params),
                 recipe=recipe.to_dict(),
                 seed=seed,

@@ -14,7 +14,7 @@ from torchdoctor.analyze.memory import (
     predict_max_batch,
     split_owners,
 )
-from torchdoctor.analyze.memory_study import measured_edge, oom_edge, under_cap
+from torchdoctor.analyze.memory_study import edge_from_guess, measured_edge, oom_edge, under_cap
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.memory_owners import CappedStep, LinearFit, MemoryPlan, StepMemory
 
@@ -192,3 +192,18 @@ def test_oom_edge_bisects_real_probes_and_keeps_them() -> None:
 def test_oom_edge_stops_at_a_probe_that_failed_for_another_reason(outcome: str) -> None:
     with pytest.raises(TorchDoctorError, match=f"another reason than memory \\({outcome}\\)"):
         oom_edge("toy", 10**6, high=512, probe=_probe(300, over=outcome))
+
+
+@pytest.mark.parametrize("truth", [0, 1, 80, 97, 100, 104, 130, 400, 512])
+def test_an_edge_searched_from_a_guess_is_the_edge(truth: int) -> None:
+    calls: list[int] = []
+
+    def fits(b: int) -> bool:
+        calls.append(b)
+        return b <= truth
+
+    assert edge_from_guess(fits, guess=100, low=1, high=512) == truth
+    if 95 <= truth <= 105:  # a guess within 5%: a bracket of 5 batches, found in few probes
+        assert len(calls) <= 5
+    near = edge_from_guess(fits, guess=100, low=1, high=512, resolution=0.01)
+    assert truth - max(1, int(truth * 0.01)) <= near <= truth and fits(near)
