@@ -6,26 +6,47 @@ use scratch buffers no tensor holds, runs as a third).
 
 For each workload: one steady step at each of three small batch sizes gives the owners and
 the fit (`analyze.study_memory`), and `predict_max_batch` reads the largest batch under the
-cap. Then the edge is measured by bisection over real batch sizes (`analyze.measured_edge`),
-each a fresh session's warm-up step and measured step:
+cap. Then the real out-of-memory edge is measured: the largest batch whose steady step (after a
+warm-up step, so the optimizer's state exists) runs under the cap, searched from the predicted
+batch outwards and then by bisection (`analyze.oom_edge`, `analyze.measured_edge`):
 
-- on a GPU (`--device cuda`), a real out-of-memory edge: the caching allocator is capped with
+- on a GPU (`--device cuda`), the caching allocator is capped with
   `torch.cuda.set_per_process_memory_fraction(cap / total)`, so a step that needs more
-  reserved memory than the cap raises `torch.cuda.OutOfMemoryError`; the edge is the largest
-  batch whose step completes;
-- on the CPU no allocator refuses anything, so the edge is the largest batch whose footprint,
-  counted by the C10 CPU allocator itself, stays under the cap: the parameters and optimizer
-  state resident, plus the highest "Total Allocated" of the profiler's memory events over the
-  steady step (`profile_memory=True`; the allocator reports every block it hands out while
-  the profiler runs, kernels' scratch buffers included, which the prediction's tensor count
-  does not see). So the edge is measured by another counter than the one the fit is made from.
+  reserved memory than the cap raises `torch.cuda.OutOfMemoryError`;
+- on the CPU (Linux), each batch runs in a child process (procs/_capped.py) whose data size
+  is capped with `setrlimit(RLIMIT_DATA)` (setrlimit(2): since Linux 4.7 it counts every
+  private writable mapping, the `VmData` of /proc/self/status), with glibc's mmap threshold
+  fixed at 128 KiB (mallopt(3): fixing it disables the dynamic threshold, so every block of
+  128 KiB or more is mapped when allocated and unmapped when freed). The child builds the
+  session and runs the warm-up step uncapped, then caps its data size at its size then, less
+  the tensors the prediction counts as resident (parameters, buffers, optimizer state,
+  gradients held), plus the cap given here; a steady step over it fails at the allocation
+  that crosses it, with PyTorch's own "DefaultCPUAllocator: can't allocate memory".
+
+  What each side counts: the prediction counts the step's tensors (resident ones included);
+  the real cap counts everything the steady step adds to the data size above the process as
+  it stands after the warm-up step. The base (printed: the data size with the session built,
+  and after the warm-up step) holds the interpreter and libraries, the dataset, what the first
+  step creates lazily (OpenMP's threads and their stacks, glibc's thread arenas, BLAS and
+  oneDNN buffers) and the heap the warm-up step left (small blocks, under the threshold, freed
+  to glibc's heap and kept: the CPU's allocator slack, reused by the next step). So the step's
+  own costs beyond its tensors (autograd's graph, kernels' scratch buffers, page rounding,
+  heap growth past the warm-up's) take from the budget, which is why the real edge lies a
+  little below the prediction where the budget is small.
+- `--allocator-edge` (CPU) adds the edge the C10 CPU allocator's own count makes, which no
+  allocation failure backs: the parameters and optimizer state resident, plus the highest
+  "Total Allocated" of the profiler's memory events over the steady step.
 
 Prints per workload the fit, the prediction, the measured edge and their ratio, and PASS when
 |predicted / measured - 1| <= 10%.
 
     python benchmarks/bench_memory_fit.py                    # mlp, gpt and cnn on the CPU
+    python benchmarks/bench_memory_fit.py --allocator-edge   # and the allocator-count edge
     python benchmarks/bench_memory_fit.py --device cuda      # the real OOM edge on a GPU
     python benchmarks/bench_memory_fit.py --quick            # a smoke run on tiny models
+
+`--quick`'s models are so small that their tensors sit under glibc's mmap threshold, in the
+heap the warm-up step left, so its real edge checks that the path runs, not the claim.
 """
 
 from __future__ import annotations
