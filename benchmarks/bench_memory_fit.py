@@ -222,7 +222,11 @@ def verdict(
 
 def describe_oom(oom: OomEdge) -> str:
     """What the real cap counted: the child's data size and the tensors taken off it."""
-    probe = next((p for p in reversed(oom.probes) if p.data_base_bytes is not None), None)
+    # The probe at the edge (the largest batch that fit), else the last that got as far.
+    at_edge = [p for p in oom.probes if p.batch == oom.edge and p.data_base_bytes is not None]
+    probe = next(
+        iter(at_edge or [p for p in reversed(oom.probes) if p.data_base_bytes is not None]), None
+    )
     if probe is None or probe.data_base_bytes is None or probe.resident_bytes is None:
         return "no probe reported its data size"
     before = probe.data_before_bytes or 0
