@@ -119,8 +119,8 @@ def run_capped_step(
                 batch=batch,
                 budget_bytes=budget_bytes,
                 outcome=FailureKind.CRASH.value,
-                reason=f"the probe died without an answer (exit code {proc.exitcode}): an "
-                "allocation refused where its failure is not checked",
+                reason=f"the probe died without an answer (exit code {proc.exitcode}) under "
+                "the cap: most likely an allocation refused where its failure goes unchecked",
             )
         return CappedStep.model_validate(answer)
     finally:
