@@ -281,6 +281,19 @@ def main() -> None:
         cases = tuple(c for c in cases if c.workload in args.workloads.split(","))
     where = torch.cuda.get_device_name(args.device) if kind == "cuda" else "CPU"
     print(f"memory fit against the measured edge on {where} (torch {torch.__version__})")
+    if kind == "cpu":
+        print(
+            "  counted: the prediction, the step's tensors (parameters, gradients, optimizer "
+            "state, activations, temporaries);\n"
+            "  the real cap, what the steady step adds to the child's data size (VmData, "
+            "RLIMIT_DATA) above its size after the warm-up step less those resident tensors.\n"
+            "  That base holds the interpreter, libraries and dataset, what the first step "
+            "made lazily (OpenMP's threads and stacks,\n"
+            "  glibc's thread arenas, BLAS/oneDNN buffers) and the warm-up's heap slack (blocks "
+            "under the 128 KiB mmap threshold, kept by glibc);\n"
+            "  the step's own non-tensor costs (autograd's graph, kernels' scratch, page "
+            "rounding, heap growth) take from the budget."
+        )
     results = [
         report(run_case(case, args.device, count_edge=args.allocator_edge)) for case in cases
     ]
