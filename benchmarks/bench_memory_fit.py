@@ -279,6 +279,8 @@ def main() -> None:
     cases: tuple[Case, ...] = QUICK if args.quick else FULL[kind]
     if args.workloads:
         cases = tuple(c for c in cases if c.workload in args.workloads.split(","))
+        if not cases:
+            parser.error(f"no case for --workloads {args.workloads} (mlp, gpt, cnn)")
     where = torch.cuda.get_device_name(args.device) if kind == "cuda" else "CPU"
     print(f"memory fit against the measured edge on {where} (torch {torch.__version__})")
     if kind == "cpu":
