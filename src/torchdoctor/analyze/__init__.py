@@ -27,13 +27,19 @@ from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
-    from torchdoctor.analyze.memory_study import measured_edge, study_memory, under_cap
+    from torchdoctor.analyze.memory_study import (
+        measured_edge,
+        oom_edge,
+        study_memory,
+        under_cap,
+    )
 
 _LAZY_EXPORTS = {
     "plan_memory": "torchdoctor.analyze.memory",
     "predict_max_batch": "torchdoctor.analyze.memory",
     "split_owners": "torchdoctor.analyze.memory",
     "measured_edge": "torchdoctor.analyze.memory_study",
+    "oom_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
     "under_cap": "torchdoctor.analyze.memory_study",
 }
@@ -56,6 +62,7 @@ __all__ = [
     "load_rank_traces",
     "load_trace",
     "measured_edge",
+    "oom_edge",
     "plan_memory",
     "predict_max_batch",
     "split_owners",

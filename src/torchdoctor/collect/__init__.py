@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         LiveTensorBytes,
         SavedActivations,
         measure_step_memory,
+        unique_bytes,
     )
     from torchdoctor.collect.profile import PROFILE_SUMMARY, profile_workload
     from torchdoctor.collect.quiet import quiet_profiling
@@ -72,6 +73,7 @@ _EXPORTS = {
     "LiveTensorBytes": "torchdoctor.collect.memory_owners",
     "SavedActivations": "torchdoctor.collect.memory_owners",
     "measure_step_memory": "torchdoctor.collect.memory_owners",
+    "unique_bytes": "torchdoctor.collect.memory_owners",
     "ScriptRun": "torchdoctor.collect.inject.record",
     "install_recipe": "torchdoctor.collect.inject",
     "CollectConfig": "torchdoctor.collect.hooks",
@@ -119,6 +121,7 @@ __all__ = [
     "quiet_profiling",
     "read_profiles",
     "run_script",
+    "unique_bytes",
     "watch",
 ]
 

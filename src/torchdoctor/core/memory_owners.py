@@ -112,10 +112,52 @@ class LinearFit(SubRecord):
         return self.fixed_bytes + self.per_sample_bytes * batch_size
 
 
+class CappedStep(SubRecord):
+    """One probe of the real out-of-memory edge on the CPU: a steady step at `batch` in a child
+    process whose data size is capped (procs/_capped.py), and how it ended."""
+
+    batch: int
+    budget_bytes: int
+    #: "fits", or the failure that ended the step ("oom", "crash", "error", "timeout": the
+    #: values of `procs.FailureKind`).
+    outcome: str
+    #: The failure's first line ("" when it fits).
+    reason: str = ""
+    #: The child's data size (`VmData`) with the session built, before its first step.
+    data_before_bytes: int | None = None
+    #: Its data size after the warm-up step: the cap's base.
+    data_base_bytes: int | None = None
+    #: The tensors resident then that the prediction counts (parameters, buffers, optimizer
+    #: state, gradients held); the cap is `data_base_bytes - resident_bytes + budget_bytes`.
+    resident_bytes: int | None = None
+    limit_bytes: int | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.outcome == "fits"
+
+
+class OomEdge(SubRecord):
+    """The largest batch whose real steady step ran under the cap, and the probes that said so."""
+
+    budget_bytes: int
+    #: The largest batch seen to fit (`low - 1` when none did; the search's top when it did).
+    edge: int
+    #: The smallest batch seen to run out of memory (None when none did).
+    first_over: int | None = None
+    #: The search's top: an edge there says only that the edge is at least that.
+    high: int
+    #: How the cap was made: "rlimit_data" (the CPU's data size) or "cuda_allocator".
+    mechanism: str = "rlimit_data"
+    probes: list[CappedStep] = Field(default_factory=list)
+
+
 class MemoryPlan(Record):
     """The owners at a few batch sizes, the fit, and the largest batch under a budget."""
 
     schema_name: ClassVar[str] = "memory_plan"
+    #: 2: `oom_edge` (a prediction checked against the real out-of-memory edge).
+    schema_version: ClassVar[int] = 2
 
     workload: str
     device: str
@@ -146,6 +188,8 @@ class MemoryPlan(Record):
     #: The largest batch under the budget were no activations kept: what checkpointing can
     #: approach and never pass.
     max_batch_without_activations: int | None = None
+    #: The real out-of-memory edge under the budget, where it was measured (`--check-edge`).
+    oom_edge: OomEdge | None = None
 
     def footprint_at(self, batch_size: float) -> float:
         """The predicted footprint of a step at `batch_size` (bytes)."""

@@ -56,9 +56,11 @@ from torchdoctor.procs._supervisor import (
 from torchdoctor.procs._worker import SessionHost
 
 if TYPE_CHECKING:
+    from torchdoctor.procs._capped import run_capped_step
     from torchdoctor.procs._script import ScriptWorker, ScriptWorkerRecord
 
 _EXPORTS = {
+    "run_capped_step": "torchdoctor.procs._capped",
     "ScriptWorker": "torchdoctor.procs._script",
     "ScriptWorkerRecord": "torchdoctor.procs._script",
 }
@@ -96,6 +98,7 @@ __all__ = [
     "classify_exception",
     "classify_reason",
     "engine_session",
+    "run_capped_step",
     "start_worker",
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from torchdoctor.analyze.memory import (
@@ -12,9 +14,9 @@ from torchdoctor.analyze.memory import (
     predict_max_batch,
     split_owners,
 )
-from torchdoctor.analyze.memory_study import measured_edge, under_cap
-from torchdoctor.core.errors import UsageError
-from torchdoctor.core.memory_owners import LinearFit, MemoryPlan, StepMemory
+from torchdoctor.analyze.memory_study import edge_from_guess, measured_edge, oom_edge, under_cap
+from torchdoctor.core.errors import TorchDoctorError, UsageError
+from torchdoctor.core.memory_owners import CappedStep, LinearFit, MemoryPlan, StepMemory
 
 PARAMS, STATE = 1000, 2000
 ACT_PER_SAMPLE = 300
@@ -152,3 +154,56 @@ def test_the_process_base_is_the_resident_set_less_the_resident_tensors() -> Non
     assert plan.process_base_bytes == pytest.approx(10**6 + 3 - PARAMS - STATE)
     gpu = plan_memory("toy", [_step(b, reserved_extra=0) for b in (2, 4)])
     assert gpu.process_base_bytes is None
+
+
+def test_measured_edge_stops_within_its_resolution() -> None:
+    calls: list[int] = []
+
+    def fits(b: int) -> bool:
+        calls.append(b)
+        return b <= 1000
+
+    edge = measured_edge(fits, low=1, high=2000, resolution=0.01)
+    assert 990 <= edge <= 1000 and fits(edge)
+    exact = len(calls)
+    calls.clear()
+    assert measured_edge(fits, low=1, high=2000) == 1000
+    assert exact < len(calls)
+
+
+def _probe(edge: int, *, over: str = "oom") -> Callable[[int], CappedStep]:
+    def probe(batch: int) -> CappedStep:
+        outcome = "fits" if batch <= edge else over
+        return CappedStep(batch=batch, budget_bytes=10**6, outcome=outcome)
+
+    return probe
+
+
+def test_oom_edge_bisects_real_probes_and_keeps_them() -> None:
+    found = oom_edge("toy", 10**6, high=512, probe=_probe(300), resolution=0.0)
+    assert (found.edge, found.first_over, found.high) == (300, 301, 512)
+    assert found.probes[0].batch == 512  # the top first: it may fit
+    assert {p.outcome for p in found.probes} == {"fits", "oom"}
+    # A probe that died under the cap without an answer is a refused allocation too.
+    assert 297 <= oom_edge("toy", 10**6, high=512, probe=_probe(300, over="crash")).edge <= 300
+
+
+@pytest.mark.parametrize("outcome", ["error", "timeout"])
+def test_oom_edge_stops_at_a_probe_that_failed_for_another_reason(outcome: str) -> None:
+    with pytest.raises(TorchDoctorError, match=f"another reason than memory \\({outcome}\\)"):
+        oom_edge("toy", 10**6, high=512, probe=_probe(300, over=outcome))
+
+
+@pytest.mark.parametrize("truth", [0, 1, 80, 97, 100, 104, 130, 400, 512])
+def test_an_edge_searched_from_a_guess_is_the_edge(truth: int) -> None:
+    calls: list[int] = []
+
+    def fits(b: int) -> bool:
+        calls.append(b)
+        return b <= truth
+
+    assert edge_from_guess(fits, guess=100, low=1, high=512) == truth
+    if 95 <= truth <= 105:  # a guess within 5%: a bracket of 5 batches, found in few probes
+        assert len(calls) <= 5
+    near = edge_from_guess(fits, guess=100, low=1, high=512, resolution=0.01)
+    assert truth - max(1, int(truth * 0.01)) <= near <= truth and fits(near)

@@ -11,6 +11,7 @@ import pytest
 from torchdoctor.cli import main as cli_main
 from torchdoctor.core import rundir
 from torchdoctor.core.memory_owners import MemoryPlan
+from torchdoctor.report.adapters.memory import memory_blocks
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
 from golden_cases import render_forms
@@ -24,6 +25,7 @@ def test_help_teaches_the_budget_and_the_fit(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "--max-memory" in out and "--batch-sizes" in out
     assert "fixed + per_sample * batch" in out and "Example:" in out
+    assert "--check-edge" in out and "RLIMIT_DATA" in out
 
 
 @pytest.mark.parametrize(
@@ -33,6 +35,8 @@ def test_help_teaches_the_budget_and_the_fit(capsys: pytest.CaptureFixture[str])
         (["--batch-sizes", "8"], "cannot read batch sizes '8'"),
         (["--batch-sizes", "0,4"], "cannot read batch sizes '0,4'"),
         (["--set", "batch_size=64"], "memory sets the batch size itself"),
+        (["--check-edge"], "--check-edge needs a budget to cap the probes at"),
+        (["--max-memory", "1MiB", "--check-edge", "--device", "cuda"], "--check-edge caps host"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -69,6 +73,33 @@ def test_json_is_the_plan_and_the_report_shows_its_owners(
     assert "## Memory to its owners, at each step's peak" in md
     assert "| batch | parameters | gradients | optimizer state | activations |" in md
     assert f"| largest batch that fits | {plan.max_batch} under 1.0 MiB |" in md
+    assert "measured out-of-memory edge" not in md  # not asked for (--check-edge)
+
+
+def test_the_report_shows_a_checked_edge_beside_the_prediction() -> None:
+    plan = {
+        "workload": "mlp",
+        "device": "cpu",
+        "steps": [],
+        "max_batch": 105,
+        "budget_bytes": 2**20,
+        "oom_edge": {
+            "budget_bytes": 2**20,
+            "edge": 100,
+            "first_over": 101,
+            "high": 210,
+            "mechanism": "rlimit_data",
+            "probes": [{"batch": 210, "budget_bytes": 2**20, "outcome": "oom"}],
+        },
+    }
+    facts = {fact.label: fact.value for fact in memory_blocks(plan).facts}
+    assert facts["measured out-of-memory edge"] == (
+        "100 (batch 101 ran out of memory); predicted/measured 1.05 "
+        "(the CPU's data size capped (RLIMIT_DATA); 1 probes)"
+    )
+    plan["oom_edge"]["edge"] = 210  # the search's top fitted: a bound, not an edge
+    facts = {fact.label: fact.value for fact in memory_blocks(plan).facts}
+    assert facts["measured out-of-memory edge"].startswith("at least 210, the search's top")
 
 
 def test_diagnose_memory_is_refused_for_a_script(capsys: pytest.CaptureFixture[str]) -> None:

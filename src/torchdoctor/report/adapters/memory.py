@@ -49,6 +49,28 @@ def memory_line(plan: dict[str, Any]) -> str:
     return out
 
 
+def oom_edge_text(plan: dict[str, Any], edge: dict[str, Any]) -> str:
+    """The real edge, how it was found, and the prediction against it."""
+    found, over, high = integer(edge, "edge"), integer(edge, "first_over"), integer(edge, "high")
+    probes = len(items(edge, "probes"))
+    how = (
+        "the CPU's data size capped (RLIMIT_DATA)"
+        if text(edge, "mechanism") == "rlimit_data"
+        else "the CUDA allocator capped"
+    )
+    if found is None or found < 1:
+        return f"not even batch 1 ran under the cap ({how}; {probes} probes)"
+    if high is not None and found >= high:
+        return f"at least {found}, the search's top ({how}; {probes} probes)"
+    out = f"{found}"
+    if over is not None:
+        out += f" (batch {over} ran out of memory)"
+    predicted = integer(plan, "max_batch")
+    if predicted is not None:
+        out += f"; predicted/measured {predicted / found:.2f}"
+    return out + f" ({how}; {probes} probes)"
+
+
 def memory_blocks(plan: dict[str, Any]) -> Blocks:
     """The plan's view: facts (fit, prediction, checkpointing), the owners per batch size."""
     steps = [s for s in items(plan, "steps") if isinstance(s, dict)]
@@ -93,6 +115,9 @@ def memory_blocks(plan: dict[str, Any]) -> Blocks:
         without = integer(plan, "max_batch_without_activations")
         if without is not None:
             facts.append(KeyValue("with no activations kept (bound)", str(without)))
+    edge = get(plan, "oom_edge")
+    if isinstance(edge, dict):
+        facts.append(KeyValue("measured out-of-memory edge", oom_edge_text(plan, edge)))
     return Blocks(
         title="Memory to its owners, at each step's peak",
         facts=facts,
