@@ -1,7 +1,7 @@
 """Stage: knobs. The catalogue of optimizations and the `Recipe` that selects them.
 
 One module per family (batching, dataloading, precision, compilation, memory_format,
-optimizer, threads, checkpointing, cuda); each declares its `Knob`s with every part they own
+optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every part they own
 (`parts`: how each applies to plain torch objects, is written back, is ordered by the ladder,
 is taken by a script, and which findings prescribe it), and the stages to the right read the
 catalogue instead of keeping lists of knob names. `model.apply_to_model` applies a recipe to a
@@ -24,6 +24,7 @@ from torchdoctor.knobs.base import (
     cpu_count,
     cuda_capability_of,
 )
+from torchdoctor.knobs.attention import ATTENTION
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
 from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
@@ -77,6 +78,7 @@ from torchdoctor.knobs.parts import (
     Snippet,
     StepSetting,
     TopLine,
+    WorkloadParameter,
     WrittenWith,
 )
 from torchdoctor.knobs.precision import (
@@ -87,6 +89,7 @@ from torchdoctor.knobs.precision import (
 )
 from torchdoctor.knobs.recipe import Recipe, context_for
 from torchdoctor.knobs.threads import THREADS
+from torchdoctor.knobs.workload import parameter_changes, workload_under
 
 if TYPE_CHECKING:
     from torchdoctor.knobs.context import CALLED, RAW, ModelContext
@@ -108,6 +111,7 @@ __getattr__ = lazy_getattr(
 from torchdoctor.knobs.threads import apply_threads
 
 __all__ = [
+    "ATTENTION",
     "BATCH_SIZE",
     "BUCKET_CAP_MB",
     "CALLED",
@@ -160,6 +164,7 @@ __all__ = [
     "Snippet",
     "StepSetting",
     "TopLine",
+    "WorkloadParameter",
     "WrittenWith",
     "apply_cuda_flags",
     "apply_threads",
@@ -183,6 +188,8 @@ __all__ = [
     "model_to_channels_last",
     "model_transforms",
     "not_injectable",
+    "parameter_changes",
     "registered",
     "restore_cuda_flags",
+    "workload_under",
 ]

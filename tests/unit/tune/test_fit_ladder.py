@@ -102,6 +102,9 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     result = tune(config=config, out=tmp_path / "run")
     assert _rows(result) == [
         ("baseline", {}, "baseline"),
+        # The simulated workload validates no recipe, so the first step is tried; it saves
+        # nothing here (no memory_effects for it).
+        ("memory", {"attention": "sdpa"}, "no_memory_saving"),
         ("memory", {"precision": "bf16"}, "kept"),
         ("memory", {"checkpointing": True}, "kept"),
     ]
@@ -115,9 +118,9 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     # The --json form carries the memory ladder: each row's peak, its spread and the batch.
     data = json.loads((tmp_path / "run" / "tune.json").read_text())
     rows = data["fit"]["rows"]
-    assert [r["batch_size"] for r in rows] == [32, 32, 32]
-    low, high = rows[1]["peak_spread_bytes"]
-    assert low <= rows[1]["peak_memory_bytes"] <= high < rows[0]["peak_spread_bytes"][0]
+    assert [r["batch_size"] for r in rows] == [32, 32, 32, 32]
+    low, high = rows[2]["peak_spread_bytes"]
+    assert low <= rows[2]["peak_memory_bytes"] <= high < rows[0]["peak_spread_bytes"][0]
     # The terminal and the report show it too.
     console = Console(record=True, width=120)
     render_result(result, console)
@@ -142,6 +145,7 @@ def test_steps_that_save_nothing_or_train_differently_are_rejected(tmp_path: Pat
     result = tune(config=config, out=tmp_path / "run")
     assert _rows(result) == [
         ("baseline", {}, "baseline"),
+        ("memory", {"attention": "sdpa"}, "no_memory_saving"),
         ("memory", {"precision": "bf16"}, "no_memory_saving"),
         ("memory", {"checkpointing": True}, "quality"),
         ("memory", {"batch_size": 16, "grad_accum": 2}, "kept"),
