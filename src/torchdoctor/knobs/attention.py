@@ -60,11 +60,13 @@ ATTENTION = Knob(
         "a script's attention is its own code: the handwritten_attention finding gives the "
         "snippet for its line"
     ),
-    # Right after compile, where it applies at all (a workload with hand-written attention):
-    # the fused kernel is the algorithm-level win the diagnosis prescribes first (2-4x on the
-    # attention itself on a GPU, FlashAttention sec. 4; benchmarks/bench_sdpa_prescription.py
-    # for the CPU), and a trial costs no compilation.
-    ladder=Ladder(gpu=5, cpu=5),
+    # Where it applies at all (a workload with hand-written attention) the diagnosis
+    # prescribes it, which puts it first. By the prior: right after compile on a GPU, where
+    # the fused kernel is the largest algorithm-level win (2-4x on the attention itself,
+    # FlashAttention sec. 4) and a trial costs no compilation; on a CPU after the thread
+    # count and the loader workers, whose wins are larger (cpu_prior), since its fused CPU
+    # kernel measured 1.12x on a whole step (benchmarks/bench_sdpa_prescription.py).
+    ladder=Ladder(gpu=5, cpu=25),
     script=Script(
         not_injectable="it switches a workload's attention parameter; a script's attention "
         "is its own code (the handwritten_attention finding hands it back as a patch)"

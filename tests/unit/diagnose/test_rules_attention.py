@@ -62,3 +62,14 @@ def test_on_an_older_gpu_the_memory_efficient_kernel_is_named() -> None:
     f = handwritten_attention.check(ev)
     assert f is not None and "memory-efficient" in f.prescription.code_change
     assert f.severity == "info"  # no host-time share on a device
+
+
+def test_a_workload_is_prescribed_the_attention_knob_a_script_the_snippet() -> None:
+    # A workload may expose its attention as a parameter (gpt's `attention`), which the tuner
+    # switches and measures; a script's attention is its code, handed back as the snippet.
+    on_workload = handwritten_attention.check(evidence(source="workload", trace=trace(2.0, 0.3)))
+    on_script = handwritten_attention.check(evidence(source="script", trace=trace(2.0, 0.3)))
+    assert on_workload is not None and on_script is not None
+    assert on_workload.prescription.knobs == {"attention": "sdpa"}
+    assert on_script.prescription.knobs == {}
+    assert on_script.prescription.snippet == on_workload.prescription.snippet
