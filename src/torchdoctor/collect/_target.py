@@ -86,6 +86,8 @@ def make_instrumentation(cfg: LaunchConfig) -> Any:
             # Nor lines: a tuning trial reads throughput only, and the sampler's few percent
             # would be paid by every arm.
             sample_lines=cfg.control is None,
+            # Nor memory: its counted step would be one of a trial's timed chunks.
+            memory_owners=cfg.control is None,
         )
     )
 

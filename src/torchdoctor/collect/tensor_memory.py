@@ -112,6 +112,24 @@ class LiveTensorBytes(TorchDispatchMode):
         nbytes = storage.nbytes()
         if key in inputs or key in self._live or nbytes == 0:
             return
+        self._add(storage, key, nbytes)
+
+    def adopt(self, tensors: Iterable[torch.Tensor]) -> set[int]:
+        """Count storages made before the mode was on (the gradients a script keeps from the
+        step before, until its zero_grad) as live from now until they are freed; their
+        numbers."""
+        numbers = set()
+        for t in tensors:
+            storage = _storage(t)
+            if storage is None or storage.nbytes() == 0:
+                continue
+            key = _key(storage)
+            if key not in self._live:
+                self._add(storage, key, storage.nbytes())
+            numbers.add(self._numbers[key])
+        return numbers
+
+    def _add(self, storage: torch.UntypedStorage, key: int, nbytes: int) -> None:
         self._created += 1
         self._live[key] = weakref.finalize(storage, self._freed, key, nbytes)
         self._numbers[key] = self._created
@@ -234,18 +252,13 @@ def _resident_set_bytes() -> int | None:
     return None
 
 
-def _owners_at_peak(
-    live: LiveTensorBytes, saved: set[int], grads: set[int], grads_before: int
-) -> dict[str, int]:
-    """The step's own storages alive at its highest moment, by owner: activations saved for
-    backward, gradients (those the step began with included), and the rest, temporaries."""
+def _owners_at_peak(live: LiveTensorBytes, saved: set[int], grads: set[int]) -> dict[str, int]:
+    """The storages alive at the step's highest moment, by owner: activations saved for
+    backward, gradients (those the step began with included, while they lived), and the rest,
+    temporaries."""
     acts = sum(n for number, n in live.top_live.items() if number in saved)
     made = sum(n for number, n in live.top_live.items() if number in grads and number not in saved)
-    return {
-        "activations": acts,
-        "gradients": grads_before + made,
-        "temporaries": live.top - acts - made,
-    }
+    return {"activations": acts, "gradients": made, "temporaries": live.top - acts - made}
 
 
 class StepMeter:
@@ -274,10 +287,11 @@ class StepMeter:
         self.state = unique_bytes(
             (t for opt in optimizers for t in _state_tensors(opt)), exclude=weight_keys
         )
-        self.grads_now = unique_bytes(p.grad for p in self.trainable if p.grad is not None)
         self.rss = _resident_set_bytes()
         self.allocator = allocator
-        self.peaks = _PhasePeaks(allocator, device, self.parameters + self.state + self.grads_now)
+        # The gradients alive at the start are counted as live tensors (`begin`), since a
+        # script's zero_grad may free them inside the step.
+        self.peaks = _PhasePeaks(allocator, device, self.parameters + self.state)
         self.saved = SavedActivations(exclude=weight_keys)
         self.grads: set[int] = set()
         self.listeners = tuple(listeners)
@@ -291,6 +305,7 @@ class StepMeter:
         self._stack.enter_context(self.saved.hooks())
         self.live = self._stack.enter_context(LiveTensorBytes(self.listeners))
         self.peaks.live = self.saved.tracker = self.live
+        self.grads |= self.live.adopt(p.grad for p in self.trainable if p.grad is not None)
 
     def end_forward_backward(self) -> None:
         """The optimizer's step begins: the forward and backward phase ends, and the gradients
@@ -321,7 +336,7 @@ class StepMeter:
             gradients_bytes=self.gradients,
             optimizer_state_bytes=self.state,
             activations_bytes=self.saved.nbytes,
-            at_peak=_owners_at_peak(live, self.saved.numbers, self.grads, self.grads_now),
+            at_peak=_owners_at_peak(live, self.saved.numbers, self.grads),
             phase_peaks=self.peaks.allocated,
             phase_reserved_peaks=self.peaks.reserved if self.allocator is not None else None,
             timeline=[self.peaks.resident + m for m in live.maxima],
