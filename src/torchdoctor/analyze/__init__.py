@@ -26,10 +26,16 @@ from torchdoctor.analyze.timeline import Kind, Timeline
 from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
+    from torchdoctor.analyze.memory import (
+        owners_plan,
+        plan_memory,
+        predict_max_batch,
+        split_owners,
+    )
     from torchdoctor.analyze.memory_study import measured_edge, study_memory, under_cap
 
 _LAZY_EXPORTS = {
+    "owners_plan": "torchdoctor.analyze.memory",
     "plan_memory": "torchdoctor.analyze.memory",
     "predict_max_batch": "torchdoctor.analyze.memory",
     "split_owners": "torchdoctor.analyze.memory",
@@ -56,6 +62,7 @@ __all__ = [
     "load_rank_traces",
     "load_trace",
     "measured_edge",
+    "owners_plan",
     "plan_memory",
     "predict_max_batch",
     "split_owners",
