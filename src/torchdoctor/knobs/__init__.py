@@ -1,11 +1,12 @@
 """Stage: knobs. The catalogue of optimizations and the `Recipe` that selects them.
 
 One module per family (batching, dataloading, precision, compilation, memory_format,
-optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every part they own
-(`parts`: how each applies to plain torch objects, is written back, is ordered by the ladder,
-is taken by a script, and which findings prescribe it), and the stages to the right read the
-catalogue instead of keeping lists of knob names. `model.apply_to_model` applies a recipe to a
-plain `nn.Module` for the engine (and an inference session).
+optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every
+part they own (`parts`: how each applies to plain torch objects, is written back, is ordered
+by the ladder, is taken by a script, and which findings prescribe it), and the stages to the
+right read the catalogue instead of keeping lists of knob names. `model.apply_to_model`
+applies a recipe to a plain `nn.Module` for the engine (and an inference session);
+`workload.workload_under` rebuilds a workload with a recipe's workload parameters.
 
 Importing the package does not import torch (the tuner and the report read the declarations
 without it); the names that need torch at import load on first use.
@@ -14,6 +15,7 @@ without it); the names that need torch at import load on first use.
 from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import lazy_getattr
+from torchdoctor.knobs.attention import ATTENTION
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
@@ -24,7 +26,6 @@ from torchdoctor.knobs.base import (
     cpu_count,
     cuda_capability_of,
 )
-from torchdoctor.knobs.attention import ATTENTION
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
 from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks

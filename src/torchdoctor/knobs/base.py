@@ -28,9 +28,10 @@ class ApplicabilityContext:
     `settings` holds the recipe's resolved values, so a knob can depend on another one
     (persistent_workers needs num_workers > 0). `workload_params` are the workload's own
     parameters that a recipe may set (`parts.WorkloadParameter`): empty when the workload
-    cannot be rebuilt with other ones (no `with_params`), or there is no workload. `cuda_capability` is the CUDA device's
-    (major, minor) compute capability; None off CUDA or when unknown (then no knob is refused
-    for it). `context_for` fills it with `cuda_capability_of(device)`.
+    cannot be rebuilt with other ones (no `with_params`), or there is no workload.
+    `cuda_capability` is the CUDA device's (major, minor) compute capability; None off CUDA or
+    when unknown (then no knob is refused for it). `context_for` fills it with
+    `cuda_capability_of(device)`.
     """
 
     device: str
