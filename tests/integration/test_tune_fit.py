@@ -80,9 +80,9 @@ def test_fit_switches_hand_written_attention_to_sdpa_with_parity(tmp_path: Path)
     # gpt with attention="manual" (tests/data/workloads/manual_gpt.py): the memory ladder's
     # first step, attention=sdpa, frees the T x T scores saved for backward (about 15% of the
     # worker's peak), fits under 95% of the baseline's peak alone, and trains within the
-    # baseline's spread; the ladder stops there. A second real study: about 12 s on an idle
+    # baseline's spread; the ladder stops there. A second real study: about 10 s on an idle
     # 2-core host (a baseline and one candidate worker, the quality reference's sessions),
-    # measured 45 s at a load average of 6.4, beside the first test's 47 s at the same load.
+    # measured 18.7 s at a load average of 7, beside the first test's 22.5 s in the same run.
     config = TuneConfig(
         workload=f"{MANUAL_GPT}:make",
         objective="fit",
