@@ -16,6 +16,10 @@ one step slower, which is why it is no steady one. A step of a script that compi
 or captured CUDA graphs is not measured (the dispatch mode would see none of the graph's
 allocations, or break the capture), nor a script with no torch.optim optimizer (its parameters
 are unknown), nor with fewer than two warm-up steps; `skipped` says why.
+
+On a GPU the step's peak is the caching allocator's, read after `reset_peak_memory_stats`: a
+script that reads `torch.cuda.max_memory_allocated()` over its whole run sees the peak since
+that step (the tuner's driven scripts, whose chunks reset it alike, never run this probe).
 """
 
 from __future__ import annotations
