@@ -8,30 +8,24 @@ from torch import nn
 
 from torchdoctor.analyze import owners_plan, split_owners
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation
-from torchdoctor.collect.probes.memory import NO_OPTIMIZER
+from torchdoctor.collect.probes.memory import NO_OPTIMIZER, MemoryProbe
+from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.report.adapters.memory import memory_blocks
 
 BATCH = 64
 
 
-def _train(config: CollectConfig, *, optimizer: bool = True) -> Instrumentation:
+def _train(config: CollectConfig) -> Instrumentation:
     torch.manual_seed(0)
     # BatchNorm: buffers beside the parameters; Adam: two moments per parameter.
     model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.BatchNorm1d(256), nn.Linear(256, 4))
-    opt = torch.optim.Adam(model.parameters()) if optimizer else None
+    opt = torch.optim.Adam(model.parameters())
     x, y = torch.randn(BATCH, 32), torch.randint(0, 4, (BATCH,))
     with Instrumentation(config) as inst:
         for _ in range(6):
-            if opt is not None:
-                opt.zero_grad()  # at the top of the loop: last step's gradients live until here
+            opt.zero_grad()  # at the top of the loop: last step's gradients live until here
             nn.functional.cross_entropy(model(x), y).backward()
-            if opt is not None:
-                opt.step()
-            else:
-                with torch.no_grad():
-                    for p in model.parameters():
-                        p -= 0.01 * p.grad
-                        p.grad = None
+            opt.step()
     return inst
 
 
@@ -72,8 +66,12 @@ def test_a_scripts_last_warm_up_step_is_split_into_its_owners() -> None:
 
 
 def test_without_a_torch_optim_optimizer_nothing_is_measured_and_it_says_why() -> None:
-    profile = _train(_config(), optimizer=False).result()
-    assert profile.memory is None and profile.memory_skipped == NO_OPTIMIZER
+    # The boundary before the last warm-up step, with no optimizer stepped so far.
+    recorder = StepRecorder()
+    probe = MemoryProbe(recorder, warmup=3)
+    recorder.closed_count = 2
+    probe.on_step_end()
+    assert probe.step_memory is None and probe.skipped == NO_OPTIMIZER
 
 
 def test_off_by_default() -> None:

@@ -48,12 +48,11 @@ COMPILED: Final = (
 GRAPHED: Final = "the script captured CUDA graphs, which a counted step would break"
 
 
-def _compiled() -> bool:
-    """Whether dynamo has compiled a frame in this process (only read once it is loaded)."""
+def _compiled_graphs() -> int:
+    """The graphs dynamo has compiled in this process so far (0 until it is loaded)."""
     if "torch._dynamo" not in sys.modules:
-        return False
-    counters = sys.modules["torch._dynamo"].utils.counters
-    return bool(counters["stats"]["unique_graphs"])
+        return 0
+    return int(sys.modules["torch._dynamo"].utils.counters["stats"]["unique_graphs"])
 
 
 def _graphed() -> bool:
@@ -78,8 +77,11 @@ class MemoryProbe:
         self._batch: int | None = None
         self._forward_hook: Any = None
         self._device = torch.device("cpu")
+        self._graphs_before = 0
 
     def install(self, site: ProbeSite) -> None:
+        # What was compiled before the script ran (a notebook's earlier cells) is not its.
+        self._graphs_before = _compiled_graphs()
         site.handles.append(optim_mod.register_optimizer_step_pre_hook(self._pre))
 
     def _pre(self, opt: Any, _args: Any, _kwargs: Any) -> None:
@@ -105,7 +107,8 @@ class MemoryProbe:
     def _start(self) -> None:
         optimizers = list(self._optimizers)
         why = NO_OPTIMIZER if not optimizers else None
-        why = why or (COMPILED if _compiled() else None) or (GRAPHED if _graphed() else None)
+        compiled = _compiled_graphs() > self._graphs_before
+        why = why or (COMPILED if compiled else None) or (GRAPHED if _graphed() else None)
         if why is not None:
             self.skipped = why
             return
