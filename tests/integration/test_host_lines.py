@@ -46,7 +46,7 @@ def test_single_process_names_the_planted_line(tmp_path: Path) -> None:
 
 def test_rank_1_of_a_torchrun_job_names_the_planted_line(tmp_path: Path) -> None:
     argv = ["torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT), STEPS]
-    main = run_script(argv, module=True, out_dir=tmp_path, profile_steps=0)
+    main = run_script(argv, module=True, out_dir=tmp_path, profile_steps=0, memory_owners=True)
     assert main.exit_code == 0
     rank1 = next(p for p in read_profiles(tmp_path) if p.rank == 1)
     assert rank1.world_size == 2 and rank1.step_count == int(STEPS)

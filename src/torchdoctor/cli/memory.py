@@ -75,6 +75,7 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
             profile_steps=0,
             out_dir=collect,
             stdout_to_stderr=cli_settings.json,
+            memory_owners=True,
         )
         profiles = [*read_profiles(collect)] if collect.exists() else [main]
         found = next((p for p in profiles if p.memory is not None), None)

@@ -14,8 +14,9 @@ Installed once in a process (by the launcher's bootstrap, a torchrun rank's site
   counters), `zero_grad` (set_to_none) and autocast, and reads the thread settings at the end;
 - a sampler thread that attributes the steps' host time to Python lines (`line_sampler.py`),
   unless `CollectConfig.sample_lines` is off;
-- with `CollectConfig.memory_owners`, memory to its owners in the last warm-up step
-  (`probes/memory.py`: that one step runs every op through a dispatch mode).
+- with `CollectConfig.memory_owners` (`diagnose` and `memory` ask for it), memory to its
+  owners in the last warm-up step (`probes/memory.py`: that one step runs every op through a
+  dispatch mode).
 Each hook is a Python call and a few counter updates; nothing per op runs outside the
 profiled window (`window.py`), and no device sync is added on CPU.
 

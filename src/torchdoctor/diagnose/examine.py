@@ -93,6 +93,7 @@ def examine_script(
                 profile_steps=profile_steps,
                 out_dir=collect_dir,
                 stdout_to_stderr=stdout_to_stderr,
+                memory_owners=True,
             )
     except TorchDoctorError as exc:
         exam.error = str(exc)
