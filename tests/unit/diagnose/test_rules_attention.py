@@ -4,6 +4,7 @@ the field's traces whose models use SDPA; the rule on constructed evidence."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from diagnose_builders import evidence
@@ -12,6 +13,7 @@ from torchdoctor.analyze import analyze_trace
 from torchdoctor.diagnose.api import diagnose_trace_analysis
 from torchdoctor.diagnose.evidence import TraceEvidence
 from torchdoctor.diagnose.rules import handwritten_attention
+from torchdoctor.tune.prescriptions import prescribed_knobs
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 MANUAL = DATA / "recorded" / "gpt_manual_attention_cpu.json.gz"
@@ -73,3 +75,6 @@ def test_a_workload_is_prescribed_the_attention_knob_a_script_the_snippet() -> N
     assert on_workload.prescription.knobs == {"attention": "sdpa"}
     assert on_script.prescription.knobs == {}
     assert on_script.prescription.snippet == on_workload.prescription.snippet
+    # So the speed ladder tries it first where the diagnosis found it (`tune --diagnose`).
+    diagnosis = SimpleNamespace(findings=[on_workload])
+    assert prescribed_knobs(diagnosis) == ["attention"]
