@@ -120,3 +120,26 @@ def test_manual_sgd_step_count(zoo: dict[str, ZooRun]) -> None:
     run_dir = zoo["framework_overhead_manual_sgd.py"].run_dir
     profile = json.loads((run_dir / "profile.json").read_text())
     assert profile["step_detection"] == "backward"
+
+
+def test_a_scripts_step_memory_is_split_into_its_owners(zoo: dict[str, ZooRun]) -> None:
+    """Memory to its owners for an unmodified script: its optimizer and model found by the
+    injection's hooks, one warm-up step split, in memory.json and the report's memory section
+    as a workload's is (no fit: one batch, the script's own)."""
+    run = zoo["optimizer_trainer.py"]
+    assert run.diagnosis
+    plan = json.loads((run.run_dir / "memory.json").read_text())
+    assert plan["peak_fit"] is None
+    (step,) = plan["steps"]
+    # The zoo's 64,000 x 64 embedding and a Linear(64, 1), in fp32, under a for-loop Adam.
+    weights = (64_000 * 64 + 64 + 1) * 4
+    assert step["parameters_bytes"] == weights and step["gradients_bytes"] == weights
+    assert step["optimizer_state_bytes"] >= 2 * weights
+    assert step["batch_size"] == 8  # its forward's first input (it batches by hand)
+    owners = ("parameters", "gradients_at_peak", "optimizer_state", "activations_at_peak")
+    held = sum(step[f"{o}_bytes"] for o in owners) + step["temporaries_bytes"]
+    assert held == step["peak_bytes"]
+    report = (run.run_dir / "report.md").read_text()
+    assert "## Memory to its owners" in report
+    # A script without torch.optim: no parameters to find, so no memory.json, and no error.
+    assert not (zoo["framework_overhead_manual_sgd.py"].run_dir / "memory.json").exists()

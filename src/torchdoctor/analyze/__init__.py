@@ -26,7 +26,12 @@ from torchdoctor.analyze.timeline import Kind, Timeline
 from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.memory import plan_memory, predict_max_batch, split_owners
+    from torchdoctor.analyze.memory import (
+        owners_plan,
+        plan_memory,
+        predict_max_batch,
+        split_owners,
+    )
     from torchdoctor.analyze.memory_study import (
         measured_edge,
         oom_edge,
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY_EXPORTS = {
+    "owners_plan": "torchdoctor.analyze.memory",
     "plan_memory": "torchdoctor.analyze.memory",
     "predict_max_batch": "torchdoctor.analyze.memory",
     "split_owners": "torchdoctor.analyze.memory",
@@ -63,6 +69,7 @@ __all__ = [
     "load_trace",
     "measured_edge",
     "oom_edge",
+    "owners_plan",
     "plan_memory",
     "predict_max_batch",
     "split_owners",

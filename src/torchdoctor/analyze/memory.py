@@ -186,6 +186,17 @@ def _mib(nbytes: float) -> str:
     return f"{nbytes / 2**20:.1f} MiB"
 
 
+def owners_plan(target: str, step: StepMemory) -> MemoryPlan:
+    """One measured step's owners, without a fit (a script's step, at its own batch)."""
+    rss = step.process_rss_bytes
+    base = None
+    if rss is not None and step.source == "tensors":
+        base = float(rss - step.parameters_bytes - step.optimizer_state_bytes)
+    return MemoryPlan(
+        workload=target, device=step.device, steps=[split_owners(step)], process_base_bytes=base
+    )
+
+
 def _binding(lines: Sequence[LinearFit], batch: float) -> LinearFit:
     return max(lines, key=lambda line: line.at(batch))
 

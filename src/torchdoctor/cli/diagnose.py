@@ -81,7 +81,8 @@ def diagnose(
         help="For a workload: also split a step's memory into its owners (parameters, "
         "gradients, optimizer state, activations, temporaries, allocator slack) at its batch "
         "and half of it: one line here, memory.json and a report section. `torchdoctor "
-        "memory` predicts the largest batch under a budget.",
+        "memory` predicts the largest batch under a budget. A script's last warm-up step "
+        "is split so always, at its own batch.",
     ),
 ) -> None:
     from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
@@ -150,10 +151,12 @@ def diagnose(
             render_diagnosis(d, c, exam.run_dir if last else None)
 
         emit(d, render)
+    plan = exam.memory  # a script's step, split into its owners
     if memory and target is not None and exam.diagnoses and not exam.error:
+        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
+    if plan is not None:
         from torchdoctor.report import memory_summary
 
-        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
         (err_console if cli_settings.json else console).print(
             memory_summary(plan), highlight=False, markup=False, soft_wrap=True
         )

@@ -5,12 +5,17 @@ memory into its owners (parameters, gradients, optimizer state, activations save
 backward, temporaries, allocator slack), fits memory(batch) = fixed + per_sample * batch, and,
 given `--max-memory`, predicts the largest batch under it and whether activation
 checkpointing pays. Writes a run folder with memory.json (`MemoryPlan`) and the reports.
+
+`torchdoctor memory -- python train.py ...`: the script unmodified, under the injected hooks
+(collect/probes/memory.py), for two steps, its second split into the same owners at the
+script's own batch (no fit, no prediction: a script's batch is its own).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -24,8 +29,17 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
+from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.cli.tune import parse_size
 from torchdoctor.core.errors import UsageError
+from torchdoctor.report import render_memory
+
+if TYPE_CHECKING:
+    from torchdoctor.core.memory_owners import MemoryPlan
+
+#: A script runs this many steps: the first makes its optimizer's state, the second is split
+#: (`collect.probes.memory.MIN_WARMUP`: the step after the warm-up's first).
+SCRIPT_STEPS = 2
 
 
 def parse_batch_sizes(text: str) -> list[int]:
@@ -67,9 +81,55 @@ def check_edge_usage(budget: int | None, device: str) -> None:
         )
 
 
-@app.command("memory")
+def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Path]:
+    """`memory -- python train.py ...`: the script's second step split into its owners,
+    written to a new run folder's memory.json."""
+    from torchdoctor.analyze import owners_plan
+    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.collect import read_profiles, run_script
+    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+
+    argv, module = _split_command(command)
+    run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
+    collect = run_dir / "collect"
+    try:
+        main = run_script(
+            argv,
+            module=module,
+            steps=SCRIPT_STEPS,
+            warmup=SCRIPT_STEPS,
+            profile_steps=0,
+            out_dir=collect,
+            stdout_to_stderr=cli_settings.json,
+            memory_owners=True,
+        )
+        profiles = [*read_profiles(collect)] if collect.exists() else [main]
+        found = next((p for p in profiles if p.memory is not None), None)
+        if found is None or found.memory is None:
+            why = main.memory_skipped or (
+                f"the script ran {main.step_count} step(s), not {SCRIPT_STEPS}"
+                if main.step_count < SCRIPT_STEPS
+                else main.error or "no step was measured"
+            )
+            raise UsageError(
+                f"no step's memory was measured: {why}",
+                hint="the script must step a torch.optim optimizer twice, uncompiled",
+            )
+        plan = owners_plan(" ".join(command), found.memory)
+        plan.write(run_dir / MEMORY)
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+        raise
+    finish_run_dir(run_dir)
+    return plan, run_dir
+
+
+@app.command("memory", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def memory_command(
-    workload: str = typer.Argument(..., help="Built-in name (see `workloads`) or file.py:factory."),
+    ctx: typer.Context,
+    workload: str | None = typer.Argument(
+        None, help="Built-in name (see `workloads`) or file.py:factory; or -- python train.py."
+    ),
     max_memory: str = typer.Option(
         None,
         "--max-memory",
@@ -114,13 +174,31 @@ def memory_command(
     error. The edge is the largest batch that fits, searched from the predicted one outwards
     and then by bisection, to 1%.
 
+    A script (-- python train.py ...) runs unmodified for two steps; the second is split
+    into the same owners at the script's own batch, with no fit or prediction.
+
     Example: torchdoctor memory gpt --max-memory 2GiB --batch-sizes 4,8,16
     Example: torchdoctor memory mlp --max-memory 64MiB --batch-sizes 8,16,32 --check-edge
     """
+    # Everything after `--` is positional to click: its first word lands in `workload`.
+    command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    if command:
+        if max_memory or batch_sizes or settings or params or check_edge:
+            raise UsageError(
+                "a script's batch and recipe are its own",
+                hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge for a script",
+            )
+        plan, run_dir = script_memory(command, out)
+        emit(plan, lambda console: render_memory(console, plan))
+        write_run_reports(run_dir)
+        return
+    if workload is None:
+        raise UsageError(
+            "nothing to measure", hint="torchdoctor memory gpt, or memory -- python train.py"
+        )
     from torchdoctor.analyze import oom_edge, study_memory
     from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
     from torchdoctor.knobs import Recipe
-    from torchdoctor.report import render_memory
     from torchdoctor.workloads import get_workload
 
     if any(item.partition("=")[0].strip() == "batch_size" for item in settings):

@@ -54,6 +54,9 @@ class LaunchConfig:
     #: the seed a driven script's process is seeded with: a torchrun rank other than 0, which
     #: does not talk to the tuner, reads it here (rank 0 gets it from the tuner's welcome)
     seed: int | None = None
+    #: split the last warm-up step's memory into its owners (collect/probes/memory.py): what
+    #: `diagnose` and `memory` ask for; a timed run (`run`, a tuner's arm, `scale`) does not
+    memory_owners: bool = False
 
     def write(self, path: Path) -> Path:
         from torchdoctor.core.io import atomic_write_text
@@ -86,6 +89,8 @@ def make_instrumentation(cfg: LaunchConfig) -> Any:
             # Nor lines: a tuning trial reads throughput only, and the sampler's few percent
             # would be paid by every arm.
             sample_lines=cfg.control is None,
+            # Nor memory unless asked for: its counted step is slower than the others.
+            memory_owners=cfg.memory_owners and cfg.control is None,
         )
     )
 

@@ -13,7 +13,10 @@ Installed once in a process (by the launcher's bootstrap, a torchrun rank's site
 - `Tensor.item/.cpu/.tolist/.numpy`, tensor printing and `torch.cuda.synchronize` (host sync
   counters), `zero_grad` (set_to_none) and autocast, and reads the thread settings at the end;
 - a sampler thread that attributes the steps' host time to Python lines (`line_sampler.py`),
-  unless `CollectConfig.sample_lines` is off.
+  unless `CollectConfig.sample_lines` is off;
+- with `CollectConfig.memory_owners` (`diagnose` and `memory` ask for it), memory to its
+  owners in the last warm-up step (`probes/memory.py`: that one step runs every op through a
+  dispatch mode).
 Each hook is a Python call and a few counter updates; nothing per op runs outside the
 profiled window (`window.py`), and no device sync is added on CPU.
 
@@ -37,6 +40,7 @@ from torchdoctor.collect.probes.data import CopyProbe, DataLoaderProbe
 from torchdoctor.collect.probes.ddp import DDPProbe
 from torchdoctor.collect.probes.forward import FORWARD_SETTLE_STEPS, ForwardProbe
 from torchdoctor.collect.probes.lines import LineProbe
+from torchdoctor.collect.probes.memory import MemoryProbe
 from torchdoctor.collect.probes.optimizer import OptimizerProbe, optimizer_impl
 from torchdoctor.collect.probes.settings import AutocastProbe, ZeroGradProbe
 from torchdoctor.collect.probes.syncs import SyncProbe
@@ -80,6 +84,8 @@ class CollectConfig:
     cuda_sync_debug: bool = False
     #: sample the main thread's Python stack inside steps (collect/line_sampler.py)
     sample_lines: bool = True
+    #: measure memory to its owners in the last warm-up step (collect/probes/memory.py)
+    memory_owners: bool = False
 
 
 class Instrumentation:
@@ -112,6 +118,9 @@ class Instrumentation:
         self.autocast = AutocastProbe(recorder)
         self.lines = LineProbe(recorder) if self.config.sample_lines else None
         self.ddp = DDPProbe()
+        self.memory = (
+            MemoryProbe(recorder, warmup=self.config.warmup) if self.config.memory_owners else None
+        )
         #: In install order (uninstalling undoes them in reverse). At a step end the forward
         #: probe settles its hooks before the sync probe closes the step's counts.
         self.probes: tuple[Probe, ...] = (
@@ -125,6 +134,7 @@ class Instrumentation:
             self.autocast,
             self.ddp,
             *((self.lines,) if self.lines is not None else ()),
+            *((self.memory,) if self.memory is not None else ()),
         )
         self._site = ProbeSite()
         self._installed = False
@@ -178,6 +188,8 @@ class Instrumentation:
         self.recorder.finish()
         if self.lines is not None:
             self.lines.uninstall()
+        if self.memory is not None:
+            self.memory.uninstall()
         self.forward.uninstall()
         self._site.remove()
         self._wall_s = time.perf_counter() - self._started
@@ -221,6 +233,11 @@ class Instrumentation:
         steps = self.recorder.steps
         syncs = self.syncs.counts
         where = RankIdentity.from_env()
+        memory = self.memory
+        # The step memory was counted in runs slower than the others: no line's time.
+        unsteady = [*self.window.profiled_steps]
+        if memory is not None and memory.step_memory is not None and memory.step_index is not None:
+            unsteady.append(memory.step_index)
         return ScriptProfile(
             argv=list(argv or []),
             module=module,
@@ -249,9 +266,11 @@ class Instrumentation:
             threads=thread_info(),
             trace_path=str(self.window.written) if self.window.written else None,
             trace_steps=list(self.window.profiled_steps) if self.window.written else [],
-            host_lines=self.lines.profile(steps, exclude=self.window.profiled_steps)
+            host_lines=self.lines.profile(steps, exclude=unsteady)
             if self.lines is not None
             else None,
+            memory=memory.step_memory if memory is not None else None,
+            memory_skipped=memory.skipped if memory is not None else None,
             rank=where.rank,
             local_rank=where.local_rank,
             world_size=where.world_size,

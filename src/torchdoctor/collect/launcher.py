@@ -46,6 +46,7 @@ def run_script(
     output: Path | None = None,
     stdout_to_stderr: bool = False,
     kill_tree: bool = False,
+    memory_owners: bool = False,
 ) -> ScriptProfile:
     """Run `argv` (script path or, with `module`, a module name, then its arguments).
 
@@ -57,6 +58,8 @@ def run_script(
     stdout and stderr go to that file instead of this process's (a run the user did not ask
     to watch, whose prints must not mix with `--json` output); with `stdout_to_stderr`, the
     script's stdout goes to this process's stderr (`--json`: stdout holds the record only).
+    With `memory_owners`, each process splits its last warm-up step's memory into its owners
+    (`ScriptProfile.memory`, collect/probes/memory.py).
     With `kill_tree`, `timeout_s` ends every process the command started too (torchrun puts
     its ranks in sessions of their own, which a signal to the command or its group misses, and
     which outlive a torchrun that is killed).
@@ -80,6 +83,7 @@ def run_script(
         max_steps=steps,
         cuda_sync_debug=cuda_sync_debug,
         recipe=recipe,
+        memory_owners=memory_owners,
     )
     config_path = config.write(out_dir / _CONFIG_NAME)
     cmd, child_env = child_command(config_path, argv, python=python, env=env)

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.hostlines import HostLineProfile
+from torchdoctor.core.memory_owners import StepMemory
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import StepTiming
 
@@ -88,9 +89,9 @@ class ScriptProfile(Record):
     """One process of an instrumented script: steps, phases and the evidence the rules need."""
 
     schema_name: ClassVar[str] = "script_profile"
-    #: Version 2: `host_lines`, and the constant copies in `h2d`; 3: `distributed`. Older
-    #: records still read.
-    schema_version: ClassVar[int] = 3
+    #: Version 2: `host_lines`, and the constant copies in `h2d`; 3: `distributed`; 4:
+    #: `memory` and `memory_skipped`. Older records still read.
+    schema_version: ClassVar[int] = 4
 
     argv: list[str]
     module: bool = False
@@ -127,6 +128,10 @@ class ScriptProfile(Record):
     host_lines: HostLineProfile | None = Field(
         default=None, description="host time by Python line over the steady steps (sampled)"
     )
+    #: memory to its owners in one steady step (collect/probes/memory.py), and why none was
+    #: measured when it was asked for and could not be
+    memory: StepMemory | None = None
+    memory_skipped: str | None = None
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None

@@ -153,30 +153,36 @@ class OomEdge(SubRecord):
 
 
 class MemoryPlan(Record):
-    """The owners at a few batch sizes, the fit, and the largest batch under a budget."""
+    """The owners at a few batch sizes, the fit, and the largest batch under a budget.
+
+    A script's step (`diagnose -- python train.py`) is measured at the script's own batch
+    alone: its plan holds the owners of that one step and no fit (the fit fields None, the
+    envelope empty), since a line needs two batch sizes and a script's batch is its own.
+    """
 
     schema_name: ClassVar[str] = "memory_plan"
-    #: 2: `oom_edge` (a prediction checked against the real out-of-memory edge).
-    schema_version: ClassVar[int] = 2
+    #: 2: the fit's fields may be None (one step measured: a script's); 3: `oom_edge` (a
+    #: prediction checked against the real out-of-memory edge).
+    schema_version: ClassVar[int] = 3
 
     workload: str
     device: str
     steps: list[MemoryOwners]
     #: The step's footprint (its peak, plus slack on a GPU) against the batch size: the
     #: fixed and per-sample memory, fitted through the measured steps.
-    peak_fit: LinearFit
+    peak_fit: LinearFit | None = None
     #: The lines whose maximum predicts the footprint at any batch (analyze/memory.py,
     #: `envelope_lines`); the binding one differs between small and large batches.
-    envelope: list[LinearFit]
+    envelope: list[LinearFit] = Field(default_factory=list)
     #: The envelope's line that binds where the prediction is made (at the largest batch under
     #: the budget, else at the largest batch measured).
-    edge_fit: LinearFit
+    edge_fit: LinearFit | None = None
     #: The activations saved for backward against the batch size.
-    activations_fit: LinearFit
+    activations_fit: LinearFit | None = None
     #: The activations' part of the binding line's per-sample slope (0..1).
-    activation_share: float
+    activation_share: float | None = None
     #: Whether activation checkpointing pays here (analyze/memory.py, `CHECKPOINT_PAYS_SHARE`).
-    checkpointing_pays: bool
+    checkpointing_pays: bool | None = None
     #: What the process holds besides the step's tensors on the CPU (mean over the steps of
     #: the resident set at the step's start less the tensors resident then; None on a GPU).
     #: A cap on the resident set (the tuner's on the CPU) leaves the step this much less:

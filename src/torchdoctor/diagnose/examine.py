@@ -46,6 +46,9 @@ class Examination:
     exit_code: int | None = None
     error: str | None = None
     job: JobDiagnosis | None = None
+    #: Memory to its owners in a script's step (`core.memory_owners.MemoryPlan`), written to
+    #: the run folder's memory.json; None when none was measured.
+    memory: Any | None = None
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -90,6 +93,7 @@ def examine_script(
                 profile_steps=profile_steps,
                 out_dir=collect_dir,
                 stdout_to_stderr=stdout_to_stderr,
+                memory_owners=True,
             )
     except TorchDoctorError as exc:
         exam.error = str(exc)
@@ -109,11 +113,30 @@ def examine_script(
         load=load.reading,
         target=" ".join(argv),
     )
+    _write_memory(exam, to_diagnose, target=" ".join(argv))
     if not main.steps and not exam.diagnoses:
         exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
     elif main.exit_code:
         exam.error = f"the script exited with code {main.exit_code}"
     return _finish(exam)
+
+
+def _write_memory(exam: Examination, profiles: list[Any], *, target: str) -> None:
+    """Each process's step memory (collect/probes/memory.py) as a one-step `MemoryPlan`: the
+    first one's as the run folder's memory.json (the report's memory section), the other
+    ranks' as memory.rankN.json."""
+    from torchdoctor.analyze import owners_plan
+
+    first = True
+    for prof in profiles:
+        if prof.memory is None:
+            continue
+        plan = owners_plan(target, prof.memory)
+        if first:
+            plan.write(exam.run_dir / rundir.MEMORY)
+            exam.memory, first = plan, False
+        else:
+            plan.write(exam.run_dir / f"memory.rank{prof.rank}.json")
 
 
 def _diagnose_profiles(

@@ -46,6 +46,7 @@ from torchdoctor.knobs import (
     eager_forward,
     inputs_to_channels_last,
     make_grad_scaler,
+    workload_under,
 )
 from torchdoctor.workloads import Batch, Workload, collate_first
 
@@ -66,6 +67,9 @@ class TrainingSession:
         step_marks: StepMarks | None = None,
         perturbation: int = 0,
     ) -> None:
+        # A recipe's workload parameters (attention=sdpa) rebuild the workload first: the
+        # model, its data and loss are the rebuilt workload's.
+        workload = workload_under(workload, recipe.resolved(device.type))
         self.workload = workload
         self.recipe = recipe
         self.device = device

@@ -1,11 +1,12 @@
 """Stage: knobs. The catalogue of optimizations and the `Recipe` that selects them.
 
 One module per family (batching, dataloading, precision, compilation, memory_format,
-optimizer, threads, checkpointing, cuda); each declares its `Knob`s with every part they own
-(`parts`: how each applies to plain torch objects, is written back, is ordered by the ladder,
-is taken by a script, and which findings prescribe it), and the stages to the right read the
-catalogue instead of keeping lists of knob names. `model.apply_to_model` applies a recipe to a
-plain `nn.Module` for the engine (and an inference session).
+optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every
+part they own (`parts`: how each applies to plain torch objects, is written back, is ordered
+by the ladder, is taken by a script, and which findings prescribe it), and the stages to the
+right read the catalogue instead of keeping lists of knob names. `model.apply_to_model`
+applies a recipe to a plain `nn.Module` for the engine (and an inference session);
+`workload.workload_under` rebuilds a workload with a recipe's workload parameters.
 
 Importing the package does not import torch (the tuner and the report read the declarations
 without it); the names that need torch at import load on first use.
@@ -14,6 +15,7 @@ without it); the names that need torch at import load on first use.
 from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import lazy_getattr
+from torchdoctor.knobs.attention import ATTENTION
 from torchdoctor.knobs.base import (
     ApplicabilityContext,
     Choice,
@@ -77,6 +79,7 @@ from torchdoctor.knobs.parts import (
     Snippet,
     StepSetting,
     TopLine,
+    WorkloadParameter,
     WrittenWith,
 )
 from torchdoctor.knobs.precision import (
@@ -87,6 +90,7 @@ from torchdoctor.knobs.precision import (
 )
 from torchdoctor.knobs.recipe import Recipe, context_for
 from torchdoctor.knobs.threads import THREADS
+from torchdoctor.knobs.workload import parameter_changes, workload_under
 
 if TYPE_CHECKING:
     from torchdoctor.knobs.context import CALLED, RAW, ModelContext
@@ -108,6 +112,7 @@ __getattr__ = lazy_getattr(
 from torchdoctor.knobs.threads import apply_threads
 
 __all__ = [
+    "ATTENTION",
     "BATCH_SIZE",
     "BUCKET_CAP_MB",
     "CALLED",
@@ -160,6 +165,7 @@ __all__ = [
     "Snippet",
     "StepSetting",
     "TopLine",
+    "WorkloadParameter",
     "WrittenWith",
     "apply_cuda_flags",
     "apply_threads",
@@ -183,6 +189,8 @@ __all__ = [
     "model_to_channels_last",
     "model_transforms",
     "not_injectable",
+    "parameter_changes",
     "registered",
     "restore_cuda_flags",
+    "workload_under",
 ]

@@ -26,9 +26,12 @@ class ApplicabilityContext:
     """Where a recipe is going to run: what applicability checks look at.
 
     `settings` holds the recipe's resolved values, so a knob can depend on another one
-    (persistent_workers needs num_workers > 0). `cuda_capability` is the CUDA device's
-    (major, minor) compute capability; None off CUDA or when unknown (then no knob is refused
-    for it). `context_for` fills it with `cuda_capability_of(device)`.
+    (persistent_workers needs num_workers > 0). `workload_params` are the workload's own
+    parameters that a recipe may set (`parts.WorkloadParameter`): empty when the workload
+    cannot be rebuilt with other ones (no `with_params`), or there is no workload.
+    `cuda_capability` is the CUDA device's (major, minor) compute capability; None off CUDA or
+    when unknown (then no knob is refused for it). `context_for` fills it with
+    `cuda_capability_of(device)`.
     """
 
     device: str
@@ -38,6 +41,7 @@ class ApplicabilityContext:
     torch_version: tuple[int, int] = field(default_factory=lambda: torch_version_tuple())
     settings: Mapping[str, KnobValue] = field(default_factory=dict)
     cuda_capability: tuple[int, int] | None = None
+    workload_params: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def device_type(self) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from torchdoctor.core.errors import KnobError
 from torchdoctor.knobs import (
+    attention,
     batching,
     checkpointing,
     compilation,
@@ -29,6 +30,7 @@ _BUILT_IN: tuple[Knob, ...] = (
     *optimizer.KNOBS,
     *threads.KNOBS,
     *checkpointing.KNOBS,
+    *attention.KNOBS,
     *cuda.KNOBS,
     *ddp.KNOBS,
 )

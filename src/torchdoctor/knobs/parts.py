@@ -92,8 +92,25 @@ class DDPArgument:
     hook: Callable[[KnobValue], str | None] | None = None
 
 
+@dataclass(frozen=True)
+class WorkloadParameter:
+    """A parameter of the workload itself (what `get_workload(name, **params)` takes): the
+    engine rebuilds the workload with the value before it builds the model
+    (`knobs.workload.workload_under`), so the model is the one the workload builds that way,
+    with the same seed and so the same initial weights where the parameter changes none.
+    Only a workload that exposes the parameter and can be rebuilt (`with_params`) takes it."""
+
+    parameter: str
+
+
 AppliesTo = (
-    ProcessSetting | LoaderArgument | OptimizerArgument | ModelTransform | StepSetting | DDPArgument
+    ProcessSetting
+    | LoaderArgument
+    | OptimizerArgument
+    | ModelTransform
+    | StepSetting
+    | DDPArgument
+    | WorkloadParameter
 )
 
 # ---- how a knob is written back into the user's files ------------------------------------------

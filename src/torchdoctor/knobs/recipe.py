@@ -32,7 +32,17 @@ def context_for(workload: Any | None, device: str | None) -> ApplicabilityContex
         supports_checkpointing=workload is None
         or callable(getattr(workload, "checkpoint_blocks", None)),
         cuda_capability=cuda_capability_of(device),
+        workload_params=settable_params(workload),
     )
+
+
+def settable_params(workload: Any | None) -> dict[str, Any]:
+    """The workload's parameters a `WorkloadParameter` knob may set: its `params`, where it
+    can be rebuilt with other ones (`with_params`); else none."""
+    params = getattr(workload, "params", None)
+    if not callable(getattr(workload, "with_params", None)) or not isinstance(params, Mapping):
+        return {}
+    return dict(params)
 
 
 class Recipe(Mapping[str, KnobValue]):

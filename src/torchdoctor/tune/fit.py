@@ -3,21 +3,23 @@
 From the baseline, one change at a time, each kept only when it is proven like a speed step
 is: measured in a worker of its own, its peak memory per steady chunk (`Arm.chunk_peaks`)
 clearly below the best's (`tune.memory.lowers_memory`), and its loss trajectory within the
-baseline's own spread (`tune.parity`, the same quality check as every trial). The steps, in
-the order of the memory case study the objective follows (lower precision, checkpointing,
-accumulation), cheapest in speed first:
+baseline's own spread (`tune.parity`, the same quality check as every trial). The steps,
+in the order of the memory case study the objective follows (lower precision,
+checkpointing, accumulation, flash attention), cheapest in speed first:
 
-1. `precision=bf16`: activations saved for backward in half the bytes;
-2. `checkpointing=True`: each block's activations recomputed in backward instead of stored
+1. `attention=sdpa`, where the workload computes attention by hand (its `attention`
+   parameter "manual"; elsewhere the step does not apply and the result says so): the fused
+   kernel never stores the T x T scores and their softmax that hand-written attention saves
+   for backward. First because it is the one step that costs no speed (it is faster: the
+   `handwritten_attention` prescription), and because what it frees grows with the square of
+   the sequence, so on a long context it may fit alone, leaving the model's precision and
+   its backward untouched;
+2. `precision=bf16`: activations saved for backward in half the bytes;
+3. `checkpointing=True`: each block's activations recomputed in backward instead of stored
    (where the workload declares its blocks);
-3. accumulation that keeps the effective batch: micro-batch b/2 and twice the micro-batches
+4. accumulation that keeps the effective batch: micro-batch b/2 and twice the micro-batches
    per optimizer step, again while it saves memory and the batch divides (with a batch
    target only: see below).
-
-Attention through `scaled_dot_product_attention` (the memory case study's flash-attention
-step) is not a step yet: no knob switches a model's attention without a code change (the
-`handwritten_attention` rule hands it back as code); once one does, it is one more
-`(knob, value, safety)` entry at the head of `MEMORY_STEPS`.
 
 Two questions, by whether the study has a batch target:
 
@@ -45,7 +47,14 @@ from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs import BATCH_SIZE, CHECKPOINTING, GRAD_ACCUM, PRECISION, IntRange
+from torchdoctor.knobs import (
+    ATTENTION,
+    BATCH_SIZE,
+    CHECKPOINTING,
+    GRAD_ACCUM,
+    PRECISION,
+    IntRange,
+)
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
@@ -72,6 +81,7 @@ from torchdoctor.tune.tuner import Tuner
 #: The memory ladder's one-knob steps, in order: (knob, value, safety class). Accumulation
 #: follows them (`_accumulation_steps`), since its change is two knobs at once.
 MEMORY_STEPS: Final[tuple[tuple[str, Any, Safety], ...]] = (
+    (ATTENTION.name, "sdpa", ATTENTION.safety),
     (PRECISION.name, "bf16", PRECISION.safety),
     (CHECKPOINTING.name, True, CHECKPOINTING.safety),
 )

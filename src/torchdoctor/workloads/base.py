@@ -136,6 +136,11 @@ class SyntheticWorkload:
             "batch_size": self.default_batch_size,
         }
 
+    def with_params(self, **changes: Any) -> SyntheticWorkload:
+        """The same workload built with some parameters changed (a recipe's
+        `WorkloadParameter` knobs: `knobs.workload.workload_under`)."""
+        return type(self)(**{**self.params, **changes})
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"

@@ -48,6 +48,18 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
+def test_a_script_takes_no_budget_nor_batches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # `memory -- python train.py`: the script's batch and recipe are its own (one step split,
+    # no fit), refused before the script starts.
+    args = ["memory", "--max-memory", "1GiB", "--out", str(tmp_path / "run")]
+    assert cli_main.main([*args, "--", "python", "train.py"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "a script's batch and recipe are its own" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_budget_below_the_fixed_memory_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

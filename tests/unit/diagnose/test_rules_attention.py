@@ -4,6 +4,7 @@ the field's traces whose models use SDPA; the rule on constructed evidence."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from diagnose_builders import evidence
@@ -12,6 +13,7 @@ from torchdoctor.analyze import analyze_trace
 from torchdoctor.diagnose.api import diagnose_trace_analysis
 from torchdoctor.diagnose.evidence import TraceEvidence
 from torchdoctor.diagnose.rules import handwritten_attention
+from torchdoctor.tune.prescriptions import prescribed_knobs
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 MANUAL = DATA / "recorded" / "gpt_manual_attention_cpu.json.gz"
@@ -62,3 +64,17 @@ def test_on_an_older_gpu_the_memory_efficient_kernel_is_named() -> None:
     f = handwritten_attention.check(ev)
     assert f is not None and "memory-efficient" in f.prescription.code_change
     assert f.severity == "info"  # no host-time share on a device
+
+
+def test_a_workload_is_prescribed_the_attention_knob_a_script_the_snippet() -> None:
+    # A workload may expose its attention as a parameter (gpt's `attention`), which the tuner
+    # switches and measures; a script's attention is its code, handed back as the snippet.
+    on_workload = handwritten_attention.check(evidence(source="workload", trace=trace(2.0, 0.3)))
+    on_script = handwritten_attention.check(evidence(source="script", trace=trace(2.0, 0.3)))
+    assert on_workload is not None and on_script is not None
+    assert on_workload.prescription.knobs == {"attention": "sdpa"}
+    assert on_script.prescription.knobs == {}
+    assert on_script.prescription.snippet == on_workload.prescription.snippet
+    # So the speed ladder tries it first where the diagnosis found it (`tune --diagnose`).
+    diagnosis = SimpleNamespace(findings=[on_workload])
+    assert prescribed_knobs(diagnosis) == ["attention"]

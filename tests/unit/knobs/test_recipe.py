@@ -103,8 +103,8 @@ def test_catalogue_declares_every_knob_fully() -> None:
         "batch_size", "grad_accum", "num_workers", "pin_memory", "persistent_workers",
         "prefetch_factor", "non_blocking", "precision", "compile", "compile_dynamic",
         "channels_last", "optimizer_impl", "set_to_none", "threads", "checkpointing",
-        "cudnn_benchmark", "tf32", "cuda_graphs", "find_unused_parameters", "bucket_cap_mb",
-        "gradient_as_bucket_view", "static_graph", "ddp_comm_hook",
+        "attention", "cudnn_benchmark", "tf32", "cuda_graphs", "find_unused_parameters",
+        "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "ddp_comm_hook",
     }  # fmt: skip
     assert set(names) == expected and len(names) == len(expected)
     for knob in catalogue():

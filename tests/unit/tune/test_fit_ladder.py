@@ -26,6 +26,7 @@ from torchdoctor.tune.memory import (
     next_batch,
 )
 from torchdoctor.tune.records import TuneResult
+from torchdoctor.tune.space import recipe_validator
 from torchdoctor.tune.tuner import TuneSettings
 from tune_sim import sim_config
 
@@ -102,6 +103,9 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     result = tune(config=config, out=tmp_path / "run")
     assert _rows(result) == [
         ("baseline", {}, "baseline"),
+        # The simulated workload validates no recipe, so the first step is tried; it saves
+        # nothing here (no memory_effects for it).
+        ("memory", {"attention": "sdpa"}, "no_memory_saving"),
         ("memory", {"precision": "bf16"}, "kept"),
         ("memory", {"checkpointing": True}, "kept"),
     ]
@@ -115,9 +119,9 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     # The --json form carries the memory ladder: each row's peak, its spread and the batch.
     data = json.loads((tmp_path / "run" / "tune.json").read_text())
     rows = data["fit"]["rows"]
-    assert [r["batch_size"] for r in rows] == [32, 32, 32]
-    low, high = rows[1]["peak_spread_bytes"]
-    assert low <= rows[1]["peak_memory_bytes"] <= high < rows[0]["peak_spread_bytes"][0]
+    assert [r["batch_size"] for r in rows] == [32, 32, 32, 32]
+    low, high = rows[2]["peak_spread_bytes"]
+    assert low <= rows[2]["peak_memory_bytes"] <= high < rows[0]["peak_spread_bytes"][0]
     # The terminal and the report show it too.
     console = Console(record=True, width=120)
     render_result(result, console)
@@ -127,6 +131,56 @@ def test_a_batch_target_climbs_until_it_fits_and_stops(tmp_path: Path) -> None:
     page = render_report(tmp_path / "run", "md").read_text()  # (the HTML draws charts: slow)
     assert "## Memory ladder" in page and "fit the effective batch of 32" in page
     assert "over the cap" in page  # the baseline's peak, over the cap
+
+
+def test_attention_is_the_first_step_and_is_reported_like_the_others(tmp_path: Path) -> None:
+    # Hand-written attention's scores are most of the activations: sdpa (x0.3) takes the
+    # baseline's 132 MiB to 110 MiB, under the cap of 120 MiB on its own, and the ladder stops
+    # before bf16 or checkpointing cost anything.
+    config = _fit_config(
+        120,
+        {"batch_size": 32},
+        fixed_bytes=100 * MiB,
+        memory_effects={"attention": {"sdpa": 0.3}, "precision": {"bf16": 0.5}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    assert _rows(result) == [
+        ("baseline", {}, "baseline"),
+        ("memory", {"attention": "sdpa"}, "kept"),
+    ]
+    assert result.best_recipe == {"batch_size": 32, "attention": "sdpa"}
+    fit = result.fit
+    assert fit is not None and fit.fits and fit.effective_batch == 32
+    kept = fit.rows[1]
+    assert kept.loss_deviation is not None  # held to the quality check like every step
+    assert kept.peak_spread_bytes is not None and kept.peak_spread_bytes[1] <= 120 * MiB
+    console = Console(record=True, width=120)
+    render_result(result, console)
+    assert "attention=sdpa" in console.export_text()
+
+
+def test_where_the_workload_has_no_hand_written_attention_the_step_does_not_apply() -> None:
+    # The real validator (a workload without an `attention` parameter): the step is skipped
+    # with the knob's reason, which the result's notes show, and no trial is spent on it.
+    config = _fit_config(
+        120,
+        {"batch_size": 32},
+        fixed_bytes=100 * MiB,
+        memory_effects={"attention": {"sdpa": 0.3}, "precision": {"bf16": 0.5}},
+    ).model_copy(update={"knobs": ["attention", "precision"]})
+    validate = recipe_validator("mlp", "cpu")
+    plan = fit_plan(config, validate, default_batch=32)
+    tuner = _sim_tuner(config)
+    try:
+        outcome = climb_fit(tuner, plan)
+    finally:
+        tuner.close()
+    assert [(t.kind, t.change) for t in tuner.trials] == [
+        ("baseline", {}),
+        ("memory", {"precision": "bf16"}),
+    ]
+    reasons = [why for why, knobs in outcome.skipped.items() if "attention" in knobs]
+    assert reasons and "has no 'attention' parameter" in reasons[0]
 
 
 def test_steps_that_save_nothing_or_train_differently_are_rejected(tmp_path: Path) -> None:
@@ -142,6 +196,7 @@ def test_steps_that_save_nothing_or_train_differently_are_rejected(tmp_path: Pat
     result = tune(config=config, out=tmp_path / "run")
     assert _rows(result) == [
         ("baseline", {}, "baseline"),
+        ("memory", {"attention": "sdpa"}, "no_memory_saving"),
         ("memory", {"precision": "bf16"}, "no_memory_saving"),
         ("memory", {"checkpointing": True}, "quality"),
         ("memory", {"batch_size": 16, "grad_accum": 2}, "kept"),

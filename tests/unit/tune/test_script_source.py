@@ -39,6 +39,7 @@ def test_a_command_picks_the_script_source_and_a_workload_the_workload_source() 
 def test_knobs_the_injection_never_injects_are_skipped_up_front_for_scripts_only() -> None:
     skipped = script_not_injectable(TuneConfig(workload="script:t", command=["t.py"]))
     assert sorted(k for knobs in skipped.values() for k in knobs) == [
+        "attention",
         "cuda_graphs",
         "grad_accum",
         "non_blocking",

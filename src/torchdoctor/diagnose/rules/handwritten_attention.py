@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.core.gpu import older_than_ampere
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import EvidenceValue, Finding, Prescription, make_finding
+from torchdoctor.knobs import ATTENTION
 
 RULE_ID: Final = "handwritten_attention"
 TITLE: Final = "Attention written by hand"
@@ -63,6 +64,10 @@ def check(ev: Evidence) -> Finding | None:
         local_speedup=SDPA_LOCAL_SPEEDUP,
         evidence=evidence,
         prescription=Prescription(
+            # A workload may expose its attention as a parameter the tuner switches and
+            # measures (the `attention` knob, where the workload has it "manual"); a script's
+            # or a trace's attention is code, handed back as the snippet.
+            knobs={ATTENTION.name: "sdpa"} if ev.source == "workload" else {},
             code_change=(
                 "replace the matmul-softmax-matmul with "
                 "torch.nn.functional.scaled_dot_product_attention, which runs "

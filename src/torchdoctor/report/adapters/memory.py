@@ -88,15 +88,26 @@ def memory_blocks(plan: dict[str, Any]) -> Blocks:
             if source == "cuda_allocator"
             else "the live tensors (CPU: malloc keeps no statistics)",
         ),
-        KeyValue("footprint fit", _line(get(plan, "peak_fit"))),
-        KeyValue("binding line", _line(get(plan, "edge_fit"))),
-        KeyValue("activations", _line(get(plan, "activations_fit"))),
-        KeyValue(
-            "activation checkpointing",
-            f"{'pays' if get(plan, 'checkpointing_pays') else 'does not pay'}: activations are "
-            f"{fmt.percent(num(plan, 'activation_share'), 0)} of the per-sample slope",
-        ),
     ]
+    if get(plan, "peak_fit") is not None:
+        facts += [
+            KeyValue("footprint fit", _line(get(plan, "peak_fit"))),
+            KeyValue("binding line", _line(get(plan, "edge_fit"))),
+            KeyValue("activations", _line(get(plan, "activations_fit"))),
+            KeyValue(
+                "activation checkpointing",
+                f"{'pays' if get(plan, 'checkpointing_pays') else 'does not pay'}: activations "
+                f"are {fmt.percent(num(plan, 'activation_share'), 0)} of the per-sample slope",
+            ),
+        ]
+    else:
+        facts.append(
+            KeyValue(
+                "fit against the batch",
+                "none: one step measured, at the job's own batch (`torchdoctor memory "
+                "WORKLOAD` measures a workload at several)",
+            )
+        )
     if num(plan, "process_base_bytes") is not None:
         facts.append(
             KeyValue(
