@@ -186,7 +186,8 @@ def memory_command(
         if max_memory or batch_sizes or settings or params or check_edge:
             raise UsageError(
                 "a script's batch and recipe are its own",
-                hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge for a script",
+                hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge "
+                "for a script",
             )
         plan, run_dir = script_memory(command, out)
         emit(plan, lambda console: render_memory(console, plan))
