@@ -59,9 +59,7 @@ def main() -> None:
     )
     g = torch.Generator().manual_seed(1 + rank)  # each rank its own shard of samples
     n = args.steps * args.batch_size
-    data = TensorDataset(
-        torch.randn(n, args.width, generator=g), torch.randn(n, 1, generator=g)
-    )
+    data = TensorDataset(torch.randn(n, args.width, generator=g), torch.randn(n, 1, generator=g))
     loader = DataLoader(data, batch_size=args.batch_size, num_workers=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
     for x, y in loader:
