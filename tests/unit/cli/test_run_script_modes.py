@@ -17,6 +17,7 @@ from torchdoctor.cli.main import main
 from torchdoctor.collect import ScriptProfile
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.tune import Confirmation
+from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.sources import ScriptCommand
 
@@ -126,19 +127,29 @@ def test_vs_baseline_runs_a_torchrun_job_as_the_tuner_runs_its_arms(
         )  # fmt: skip
 
     monkeypatch.setattr(tune_mod, "recheck_script", recheck)
-    recipe = tmp_path / "best_recipe.json"
-    recipe.write_text(json.dumps({"bucket_cap_mb": 100}))
     script = _script(tmp_path)
-    code = main(
-        ["--json", "run", "--recipe", str(recipe), "--vs-baseline", "--out", str(tmp_path / "r"),
-         "--", "torchrun", "--nproc_per_node", "2", str(script)]
-    )  # fmt: skip
-    assert code == 0
-    [command] = calls  # the job as a module, each arm then given its own rendezvous
-    assert command.module and command.argv == (
-        "torch.distributed.run", "--nproc_per_node", "2", str(script)
-    )  # fmt: skip
-    assert json.loads(capsys.readouterr().out)["speedup"] == 2.0
+    tuned = tmp_path / "tune"  # a tune folder of the job at 2 ranks
+    tuned.mkdir()
+    (tuned / "best_recipe.json").write_text(json.dumps({"bucket_cap_mb": 100}))
+    job = ["torch.distributed.run", "--nproc_per_node", "2", str(script)]
+    TuneConfig(workload="script:train", command=job, module=True, search_batch=False).write(
+        tuned / "tune_config.json"
+    )
+    notes = []
+    for ranks in ("2", "4"):
+        code = main(
+            ["--json", "run", "--recipe", str(tuned), "--vs-baseline", "--out",
+             str(tmp_path / ranks), "--", "torchrun", "--nproc_per_node", ranks, str(script)]
+        )  # fmt: skip
+        assert code == 0
+        printed = capsys.readouterr()
+        assert json.loads(printed.out)["speedup"] == 2.0  # stdout: the record and nothing else
+        notes.append([line for line in printed.err.splitlines() if line.startswith("note:")])
+    first, second = calls  # the job as a module, each arm then given its own rendezvous
+    assert first.module and first.argv == tuple(job)
+    assert second.argv[2] == "4"
+    # Re-measured at another world size than tuned: the effective-batch note, on stderr.
+    assert notes[0] == [] and len(notes[1]) == 1 and "learning rate" in notes[1][0]
 
 
 def _never(*args: Any, **kwargs: Any) -> Confirmation:
