@@ -5,9 +5,9 @@ Run as `torchrun --nproc_per_node 2 tests/zoo/ddp_tiny_buckets.py`. A deep, narr
 MLP (48 blocks of width 16: about 200 parameter tensors of at most 1 KB each) is wrapped in
 DistributedDataParallel with `bucket_cap_mb=0.001` (`--bucket-cap-mb`), as a job copied from a
 setting meant to start the first all-reduce as early as possible in backward would be. DDP then
-fills a bucket with each gradient or two, and every bucket is one gloo all-reduce call, each
-with a fixed cost (a round trip between the ranks) far above the bytes it moves: the step
-spends most of its time in ~100-200 calls where one would do.
+closes a bucket at each layer's weight and bias (1 KB + 64 B), and every bucket is one gloo
+all-reduce call, each with a fixed cost (a round trip between the ranks) far above the bytes it
+moves: the step spends most of its time in ~100 calls where one would do.
 
 The cure needs no code change: DDP's keyword is taken where the script builds its module, so
 `torchdoctor tune -- torchrun ...` tries `bucket_cap_mb` (larger first) and keeps it; it is
