@@ -167,8 +167,13 @@ def recheck_recipe(
     """`run --recipe R --vs-baseline -- python train.py`: the ratio and its interval."""
     from torchdoctor.cli.diagnose import _split_command
     from torchdoctor.core import rundir
-    from torchdoctor.tune import ScriptCommand, recheck_script
-    from torchdoctor.tune.torchrun import check_tunable, is_torchrun, job_world_size
+    from torchdoctor.tune import (
+        ScriptCommand,
+        check_tunable,
+        is_torchrun,
+        job_world_size,
+        recheck_script,
+    )
 
     if recipe_path is None:
         raise UsageError(
