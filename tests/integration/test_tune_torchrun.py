@@ -20,7 +20,8 @@ spread wider than the claim's.
 Cost: the baseline launch, six reference launches, one launch for the knob that does not apply,
 two pairs for the kept bucket size and one or two for the next candidate, four fresh pairs for
 the final A/B; then one `run` launch and three fresh pairs for `run --vs-baseline`: about 25
-torchrun launches of two ranks each (minutes on a 2-core host; see the reply's measured cost).
+torchrun launches of two ranks each (363-407 s on a 2-core host with other work running, load
+average 3-8; the tune alone 268-299 s of it).
 """
 
 from __future__ import annotations
