@@ -112,6 +112,11 @@ def run_command(
     95% interval over the pairs:
 
         torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py ARGS
+
+    A torchrun job's recipe the same way, each job of a pair on a rendezvous of its own
+    (torchrun --standalone), as the tuner ran its arms:
+
+        torchdoctor run --recipe RUN --vs-baseline -- torchrun --nproc_per_node 2 train.py
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)

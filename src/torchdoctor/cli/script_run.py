@@ -167,7 +167,13 @@ def recheck_recipe(
     """`run --recipe R --vs-baseline -- python train.py`: the ratio and its interval."""
     from torchdoctor.cli.diagnose import _split_command
     from torchdoctor.core import rundir
-    from torchdoctor.tune import ScriptCommand, recheck_script
+    from torchdoctor.tune import (
+        ScriptCommand,
+        check_tunable,
+        is_torchrun,
+        job_world_size,
+        recheck_script,
+    )
 
     if recipe_path is None:
         raise UsageError(
@@ -180,6 +186,12 @@ def recheck_recipe(
         raise UsageError(
             f"script {argv[0]!r} not found", hint="e.g. -- python train.py, from its folder"
         )
+    if is_torchrun(argv, module):
+        # Each pair runs the two jobs at once, as the tuner's arms do: each gets a rendezvous
+        # of its own (`tune.torchrun.arm_argv`), which a pinned port or a second node forbids.
+        check_tunable(argv)
+        # The pairs' ratio is this world size's: a recipe tuned at another one says so first.
+        _note_world_size(recipe_path, job_world_size(argv), [])
     if out is not None and out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     script = ScriptCommand(tuple(argv), module=module)

@@ -34,6 +34,7 @@ from torchdoctor.measure._replicates import (
     DEFAULT_REPLICATES,
     MIN_REPLICATES,
     replicated_speedup,
+    replicates_agree,
 )
 from torchdoctor.measure._sequential import (
     LAST_LOOK_SHARE,
@@ -103,6 +104,7 @@ __all__ = [
     "make_sync",
     "paired_speedup",
     "replicated_speedup",
+    "replicates_agree",
     "sequential_looks",
     "settled",
     "shift_estimate",

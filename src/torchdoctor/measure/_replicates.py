@@ -61,3 +61,30 @@ def replicated_speedup(
         / math.sqrt(len(logs))
     )
     return PairedSpeedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half), confidence)
+
+
+def replicates_agree(
+    claim_ratios: Sequence[float], again_ratios: Sequence[float], *, confidence: float
+) -> bool:
+    """Whether a re-measure's pair ratios agree with a claim's (both B over A, > 1: B faster).
+
+    Re-measuring a claim in new fresh pairs is a second sample of the same ratio, with a
+    spread of its own: its estimate can fall outside the claim's interval where its pairs are
+    spread wider than the claim's few pairs happened to be. The two samples agree unless
+    Welch's t-test on their log ratios (normal on a log scale, as for `replicated_speedup`;
+    unequal variances, since a claim's pairs and a later re-measure's need not share a
+    spread) rejects equal means at `confidence`. Raises MeasureError with fewer than
+    `MIN_REPLICATES` positive ratios on either side.
+    """
+    from scipy import stats
+
+    samples = [[math.log(r) for r in ratios if r > 0] for ratios in (claim_ratios, again_ratios)]
+    if min(len(s) for s in samples) < MIN_REPLICATES:
+        raise MeasureError(
+            "too few process pairs to compare a re-measure with its claim",
+            hint=f"measure at least {MIN_REPLICATES} on each side",
+        )
+    if all(statistics.pvariance(s) == 0 for s in samples):
+        return samples[0][0] == samples[1][0]  # no spread: the same ratio or not at all
+    test = stats.ttest_ind(samples[0], samples[1], equal_var=False)
+    return float(test.pvalue) >= 1 - confidence

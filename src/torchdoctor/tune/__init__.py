@@ -31,6 +31,7 @@ from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
+from torchdoctor.tune.torchrun import check_tunable, is_torchrun, job_world_size
 from torchdoctor.tune.tuner import Tuner
 
 __all__ = [
@@ -55,7 +56,10 @@ __all__ = [
     "TuneResult",
     "Tuner",
     "check_parity",
+    "check_tunable",
     "diagnose_before_tuning",
+    "is_torchrun",
+    "job_world_size",
     "recheck_script",
     "tune",
     "world_size_note",

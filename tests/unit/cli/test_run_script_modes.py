@@ -17,6 +17,7 @@ from torchdoctor.cli.main import main
 from torchdoctor.collect import ScriptProfile
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.tune import Confirmation
+from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.sources import ScriptCommand
 
@@ -94,3 +95,62 @@ def test_vs_baseline_prints_the_pairs_record_and_writes_it(
     assert data["schema"] == "torchdoctor/tune_confirmation" and data["speedup"] == 1.5
     assert json.loads((out / "vs_baseline.json").read_text())["speedup_ci"] == [1.4, 1.6]
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
+
+
+def test_vs_baseline_refuses_a_torchrun_job_that_pins_its_rendezvous(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each pair runs both jobs at once: a pinned port would make them join one job.
+    monkeypatch.setattr(tune_mod, "recheck_script", _never)
+    recipe = tmp_path / "best_recipe.json"
+    recipe.write_text(json.dumps({"bucket_cap_mb": 100}))
+    code = main(
+        ["run", "--recipe", str(recipe), "--vs-baseline", "--out", str(tmp_path / "r"), "--",
+         "torchrun", "--nproc_per_node", "2", "--master_port", "29511", str(_script(tmp_path))]
+    )  # fmt: skip
+    assert code == 2
+    assert "pins its rendezvous (--master_port)" in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "r").exists()  # refused before a run folder is made
+
+
+def test_vs_baseline_runs_a_torchrun_job_as_the_tuner_runs_its_arms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[ScriptCommand] = []
+
+    def recheck(command: ScriptCommand, recipe: dict[str, Any], **kw: Any) -> Confirmation:
+        calls.append(command)
+        return Confirmation(
+            key="run-vs-baseline:x", step=0, baseline_recipe={}, recipe=recipe, status="ok",
+            outcome=Outcome.MEASURED, speedup=2.0, speedup_ci=(1.8, 2.2),
+            rates=[2.0] * 3, baseline_rates=[1.0] * 3,
+        )  # fmt: skip
+
+    monkeypatch.setattr(tune_mod, "recheck_script", recheck)
+    script = _script(tmp_path)
+    tuned = tmp_path / "tune"  # a tune folder of the job at 2 ranks
+    tuned.mkdir()
+    (tuned / "best_recipe.json").write_text(json.dumps({"bucket_cap_mb": 100}))
+    job = ["torch.distributed.run", "--nproc_per_node", "2", str(script)]
+    TuneConfig(workload="script:train", command=job, module=True, search_batch=False).write(
+        tuned / "tune_config.json"
+    )
+    notes = []
+    for ranks in ("2", "4"):
+        code = main(
+            ["--json", "run", "--recipe", str(tuned), "--vs-baseline", "--out",
+             str(tmp_path / ranks), "--", "torchrun", "--nproc_per_node", ranks, str(script)]
+        )  # fmt: skip
+        assert code == 0
+        printed = capsys.readouterr()
+        assert json.loads(printed.out)["speedup"] == 2.0  # stdout: the record and nothing else
+        notes.append([line for line in printed.err.splitlines() if line.startswith("note:")])
+    first, second = calls  # the job as a module, each arm then given its own rendezvous
+    assert first.module and first.argv == tuple(job)
+    assert second.argv[2] == "4"
+    # Re-measured at another world size than tuned: the effective-batch note, on stderr.
+    assert notes[0] == [] and len(notes[1]) == 1 and "learning rate" in notes[1][0]
+
+
+def _never(*args: Any, **kwargs: Any) -> Confirmation:
+    raise AssertionError("no launch expected")

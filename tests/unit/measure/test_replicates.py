@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from torchdoctor.core.errors import MeasureError
-from torchdoctor.measure import MIN_REPLICATES, paired_speedup, replicated_speedup
+from torchdoctor.measure import (
+    MIN_REPLICATES,
+    paired_speedup,
+    replicated_speedup,
+    replicates_agree,
+)
 
 TRUE_SPEEDUP = 1.4
 #: How much one process of a recipe runs faster or slower than another (lognormal sd), and
@@ -75,3 +80,26 @@ def test_too_few_pairs_is_an_error() -> None:
     with pytest.raises(MeasureError, match="process pairs"):
         too_few = [1.0] * (MIN_REPLICATES - 1)
         replicated_speedup(too_few, too_few, confidence=0.95)
+
+
+def test_a_re_measure_agrees_with_its_claim_as_often_as_the_confidence_says() -> None:
+    # Claim (4 pairs) and re-measure (3 pairs) of one true ratio: the test rejects about
+    # 1 - confidence of them; a re-measure of no gain is told apart from the claim.
+    rng = np.random.default_rng(3)
+    agreed = sum(
+        replicates_agree(
+            list(TRUE_SPEEDUP * rng.lognormal(0, PROCESS_SPREAD, 4)),
+            list(TRUE_SPEEDUP * rng.lognormal(0, PROCESS_SPREAD, 3)),
+            confidence=CONFIDENCE,
+        )
+        for _ in range(TRIALS)
+    )
+    assert agreed / TRIALS == pytest.approx(CONFIDENCE, abs=COVERAGE_SLACK)
+    claim = list(TRUE_SPEEDUP * rng.lognormal(0, PROCESS_SPREAD, 4))
+    assert not replicates_agree(claim, [1.0, 1.02, 0.98], confidence=CONFIDENCE)
+    # Outside the claim's interval yet agreeing: one wide re-measure pair (a loaded host's).
+    spread = [10.8, 7.07, 8.69, 8.43]
+    assert replicates_agree(spread, [8.40, 7.67, 3.20], confidence=CONFIDENCE)
+    assert replicated_speedup(spread, [1.0] * 4, confidence=CONFIDENCE).ci_low > 5.91
+    with pytest.raises(MeasureError, match="too few process pairs"):
+        replicates_agree(claim, [1.0, 2.0], confidence=CONFIDENCE)
