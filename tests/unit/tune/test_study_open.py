@@ -84,7 +84,7 @@ def test_a_race_that_never_ends_is_reported_after_the_last_attempt(
 
 
 def _open_at(url: str, start: Any, errors: Any) -> None:
-    start.wait()
+    start.wait()  # every opener has imported what it needs: the opens start together
     try:
         Study(url)
     except TuneError as exc:
@@ -92,14 +92,17 @@ def _open_at(url: str, start: Any, errors: Any) -> None:
 
 
 def test_processes_opening_one_fresh_storage_together_all_open_it(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")  # the parent's imports: the opens start together
+    # Forked by a fresh single-threaded server: a fork of the test process itself can hang
+    # in the child on a lock another of its threads held at the fork (pytest-xdist's I/O
+    # thread; an opener stuck so in one CI run). The barrier lets them open together.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torchdoctor.tune.study"])
     for round_ in range(ROUNDS):
         url = f"sqlite:///{tmp_path}/study-{round_}.db"
-        start, errors = ctx.Event(), ctx.Queue()
+        start, errors = ctx.Barrier(OPENERS, timeout=60), ctx.Queue()
         procs = [ctx.Process(target=_open_at, args=(url, start, errors)) for _ in range(OPENERS)]
         for proc in procs:
             proc.start()
-        start.set()
         for proc in procs:
             proc.join(timeout=60)
         assert [proc.exitcode for proc in procs] == [0] * OPENERS
