@@ -212,26 +212,12 @@ def try_memory_change(
     key = f"{kind}:{recipe_key(tuner.best_recipe)}->{recipe_key(candidate)}"
 
     def run() -> TrialResult:
-        budget = tuner.budget
-        if budget.remaining_s() < tuner.estimated_trial_s():
-            raise BudgetExhausted
-        if tuner.on_begin is not None:
-            tuner.on_begin(change)
-        start = budget.clock()
-        verdict, figures = _measure(tuner, candidate, change, kind=kind, safety=safety, plan=plan)
-        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
-            # Cut by the budget, not a property of the recipe: not stored, so a resumed study
-            # with more budget runs it again (as the speed ladder's `Tuner._run_change`).
-            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
-        return TrialResult.of(
-            key=key,
-            kind=kind,
-            step=len(tuner.trials),
-            change=change,
-            recipe=candidate,
-            verdict=verdict,
-            figures=figures,
-            wall_s=budget.clock() - start,
+        return tuner.timed_trial(
+            key,
+            kind,
+            change,
+            candidate,
+            lambda: _measure(tuner, candidate, change, kind=kind, safety=safety, plan=plan),
         )
 
     return tuner.run_or_replay(

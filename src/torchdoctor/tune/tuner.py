@@ -373,8 +373,6 @@ class Tuner:
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
 
         def run() -> TrialResult:
-            if self.on_begin is not None:
-                self.on_begin(change)
             return self._run_change(key, kind, change, candidate, safety)
 
         return self.run_or_replay(
@@ -390,20 +388,53 @@ class Tuner:
         safety: Safety,
     ) -> TrialResult:
         """Measure `candidate` against the current best: its record, the best arm updated."""
-        budget = self.budget
-        if budget.remaining_s() < self.estimated_trial_s() + budget.reserve_s():
-            raise BudgetExhausted
-        start = budget.clock()
-        verdict, figures, cand_arm = self._measure(
-            candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
+        ended: list[Arm | None] = [None]  # the arm the candidate's trial ends with
+
+        def measure() -> tuple[Verdict, TrialFigures]:
+            verdict, figures, ended[0] = self._measure(
+                candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
+            )
+            if figures.best_samples_per_s is None:
+                figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
+            return verdict, figures
+
+        result = self.timed_trial(
+            key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
         )
+        cand_arm = ended[0]
+        if result.outcome is Outcome.KEPT and cand_arm is not None:
+            self.close()
+            self.best_arm = cand_arm
+        elif cand_arm is not None:
+            cand_arm.close()
+        return result
+
+    def timed_trial(
+        self,
+        key: str,
+        kind: TrialKind,
+        change: dict[str, Any],
+        candidate: dict[str, Any],
+        measure: Callable[[], tuple[Verdict, TrialFigures]],
+        *,
+        reserve_s: float = 0.0,
+    ) -> TrialResult:
+        """One trial of `change` measured inside the budget, as its record (the speed ladder's
+        and the memory ladder's alike). Refused (`BudgetExhausted`) when the budget left is
+        under the trial's estimate and `reserve_s`; announced (`on_begin`) only once it runs.
+        A trial the deadline cut is a property of the budget, not of the recipe: it is not
+        stored either (`BudgetExhausted` naming it), so a resumed study with more budget runs
+        it again."""
+        budget = self.budget
+        if budget.remaining_s() < self.estimated_trial_s() + reserve_s:
+            raise BudgetExhausted
+        if self.on_begin is not None:
+            self.on_begin(change)
+        start = budget.clock()
+        verdict, figures = measure()
         if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
-            # Cut by the budget, not a property of the recipe: not stored, so a resumed study
-            # with more budget runs it again.
             raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
-        if figures.best_samples_per_s is None:
-            figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
-        result = TrialResult.of(
+        return TrialResult.of(
             key=key,
             kind=kind,
             step=len(self.trials),
@@ -413,12 +444,6 @@ class Tuner:
             figures=figures,
             wall_s=budget.clock() - start,
         )
-        if result.outcome is Outcome.KEPT and cand_arm is not None:
-            self.close()
-            self.best_arm = cand_arm
-        elif cand_arm is not None:
-            cand_arm.close()
-        return result
 
     def _measure(
         self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
