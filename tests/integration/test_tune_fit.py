@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.tune import MeasurePlan, TuneConfig, tune
+from torchdoctor.tune import FitLadder, MeasurePlan, TuneConfig, tune
 
 #: A real tuning run of a worker process per trial (the baseline, then one per step until it
 #: fits, two or three): about 12 s on an idle 2-core host by its parts (process start and
@@ -36,6 +36,13 @@ SMALLEST_PLAN = MeasurePlan(
 )
 
 
+def _story(fit: FitLadder) -> str:
+    """The ladder's rows, one a line, for an assertion's message."""
+    return "\n".join(
+        f"{r.kind} {r.change} {r.outcome} peak {r.peak_spread_bytes} {r.reason}" for r in fit.rows
+    )
+
+
 def test_fit_ends_with_a_recipe_that_fits_and_trains_alike(tmp_path: Path) -> None:
     config = TuneConfig(
         workload=f"{WORKLOAD}:make",
@@ -49,11 +56,8 @@ def test_fit_ends_with_a_recipe_that_fits_and_trains_alike(tmp_path: Path) -> No
     )
     result = tune(config=config, out=tmp_path / "run")
     fit = result.fit
-    story = "\n".join(
-        f"{r.kind} {r.change} {r.outcome} peak {r.peak_spread_bytes} {r.reason}"
-        for r in (fit.rows if fit else [])
-    )
     assert fit is not None, result.notes
+    story = _story(fit)
     assert not fit.baseline_fits and fit.baseline_peak_bytes is not None
     assert fit.baseline_peak_bytes > fit.max_memory_bytes, story
     # It ends fitting, with the effective batch held, on kept steps only.
@@ -95,9 +99,7 @@ def test_fit_switches_hand_written_attention_to_sdpa_with_parity(tmp_path: Path)
     result = tune(config=config, out=tmp_path / "run")
     fit = result.fit
     assert fit is not None, result.notes
-    story = "\n".join(
-        f"{r.kind} {r.change} {r.outcome} peak {r.peak_spread_bytes} {r.reason}" for r in fit.rows
-    )
+    story = _story(fit)
     assert not fit.baseline_fits, story
     first = fit.rows[1]
     assert (first.kind, first.change, first.outcome) == ("memory", {"attention": "sdpa"}, "kept")
