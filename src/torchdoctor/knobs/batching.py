@@ -10,6 +10,7 @@ from torchdoctor.knobs.parts import (
     NotWritten,
     Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -30,7 +31,7 @@ BATCH_SIZE = Knob(
     applies_to=LoaderArgument("batch_size", order=4, position=1, engine=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=None, batch_search=True),
-    script=Script(injector="dataloading"),
+    script=Script(site=ScriptSite.LOADER),
     prescribed=Prescribed(("framework_overhead", "memory_headroom")),
 )
 

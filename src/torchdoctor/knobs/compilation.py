@@ -13,6 +13,7 @@ from torchdoctor.knobs.parts import (
     ModelTransform,
     Prescribed,
     Script,
+    ScriptSite,
     WrittenWith,
 )
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from torchdoctor.knobs.context import ModelContext
+    from torchdoctor.knobs.script_model import FoundModel
 
 
 def _compile(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
@@ -46,7 +48,11 @@ COMPILE = Knob(
     applies_to=ModelTransform("called", order=0, apply=_compile),
     write_back=ModelLine(_compile_line, order=1),
     ladder=Ladder(gpu=0, cpu=0),
-    script=Script(injector="model", unchanged=("off",)),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=("off",),
+        on_model=lambda value, found: _compile_found(value, found),
+    ),
     prescribed=Prescribed(("memory_bound_elementwise", "framework_overhead")),
 )
 
@@ -62,7 +68,8 @@ COMPILE_DYNAMIC = Knob(
     applies_to=ModelTransform("called", order=0),  # an option of compile's transform
     write_back=WrittenWith("compile"),
     ladder=Ladder(gpu=140),
-    script=Script(injector="model", unchanged=(False,)),
+    # an option of compile's script part, which records it
+    script=Script(site=ScriptSite.MODEL, unchanged=(False,), on_model=lambda value, found: None),
     prescribed=Prescribed(("compile_graph_breaks",)),
 )
 
@@ -96,7 +103,33 @@ def compile_model(
     if options:
         compiled = torch.compile(model, options=dict(options), dynamic=dynamic)
     else:
-        # mode=None is torch.compile's "default" mode.
-        compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=dynamic)
+        compiled = torch.compile(model, mode=torch_mode(mode), dynamic=dynamic)
     assert isinstance(compiled, nn.Module)  # torch.compile of a Module returns a Module
     return compiled
+
+
+def torch_mode(mode: str) -> str | None:
+    """torch.compile's `mode` for the knob's value: None is torch.compile's "default" mode."""
+    return None if mode == "default" else mode
+
+
+def _compile_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model: its forward compiled (the module itself is left as it is, so
+    the script's optimizer and state_dict see the same parameters); compile_dynamic's value
+    is read here, and recorded with it."""
+    import torch
+
+    mode = str(value)
+    dynamic = bool(found.settings.get(COMPILE_DYNAMIC.name, False))
+    options: dict[str, Any] = {"mode": torch_mode(mode)}
+    if found.compile_backend is not None:
+        options = {"backend": found.compile_backend}
+    if found.on_compile is not None:
+        found.on_compile(found.model)
+    found.forward = torch.compile(found.model.forward, dynamic=dynamic, **options)
+    # where the model is first called: the patch writer traces the name back to its build
+    found.applied(COMPILE.name, found.at_call(f"{found.name}.forward = torch.compile(mode={mode})"))
+    if COMPILE_DYNAMIC.name in found.settings:
+        found.applied(
+            COMPILE_DYNAMIC.name, f"torch.compile(dynamic={COMPILE_DYNAMIC.show(dynamic)})"
+        )

@@ -24,6 +24,7 @@ from torchdoctor.knobs.parts import (
     Prescribed,
     ProcessSetting,
     Script,
+    ScriptSite,
     Snippet,
 )
 from torchdoctor.knobs.precision import autocast_context
@@ -47,7 +48,7 @@ CUDNN_BENCHMARK = Knob(
         "at the top of the script", lambda value, device: "torch.backends.cudnn.benchmark = True"
     ),
     ladder=Ladder(gpu=50),
-    script=Script(injector="cuda"),
+    script=Script(site=ScriptSite.CUDA),
     prescribed=Prescribed(("cudnn_benchmark_off",)),
 )
 
@@ -85,7 +86,7 @@ TF32 = Knob(
         ),
     ),
     ladder=Ladder(gpu=60),
-    script=Script(injector="cuda"),
+    script=Script(site=ScriptSite.CUDA),
     prescribed=Prescribed(
         none_because="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
         "tries it on Ampere or newer"

@@ -22,6 +22,7 @@ from torchdoctor.knobs.parts import (
     NotWritten,
     Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -43,7 +44,7 @@ NUM_WORKERS = Knob(
     applies_to=LoaderArgument("num_workers", order=0, position=5),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=80, cpu=20),
-    script=Script(injector="dataloading"),
+    script=Script(site=ScriptSite.LOADER),
     prescribed=Prescribed(("dataloader_wait", "rank_straggler", "ranks_oversubscribed")),
 )
 
@@ -64,7 +65,7 @@ PIN_MEMORY = Knob(
     applies_to=LoaderArgument("pin_memory", order=1, position=7, fallback=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=90),
-    script=Script(injector="dataloading"),
+    script=Script(site=ScriptSite.LOADER),
     prescribed=Prescribed(("dataloader_wait", "pageable_h2d")),
 )
 
@@ -80,7 +81,7 @@ PERSISTENT_WORKERS = Knob(
     applies_to=LoaderArgument("persistent_workers", order=2, needs_workers=True, fallback=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=110),
-    script=Script(injector="dataloading", per_loader=True),
+    script=Script(site=ScriptSite.LOADER, per_loader=True),
     prescribed=Prescribed(("dataloader_wait",)),
 )
 
@@ -98,7 +99,7 @@ PREFETCH_FACTOR = Knob(
     ),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=120),
-    script=Script(injector="dataloading", per_loader=True),
+    script=Script(site=ScriptSite.LOADER, per_loader=True),
     prescribed=Prescribed(("dataloader_wait",)),
 )
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
-from torchdoctor.knobs.parts import Ladder, ModelLine, ModelTransform, Prescribed, Script
+from torchdoctor.knobs.parts import (
+    Ladder,
+    ModelLine,
+    ModelTransform,
+    Prescribed,
+    Script,
+    ScriptSite,
+)
 
 if TYPE_CHECKING:
     from torch import nn
 
     from torchdoctor.knobs.context import ModelContext
+    from torchdoctor.knobs.script_model import FoundModel
 
 
 def _vision_only(ctx: ApplicabilityContext) -> str | None:
@@ -41,7 +49,11 @@ CHANNELS_LAST = Knob(
         ),
     ),
     ladder=Ladder(gpu=20, cpu=30),
-    script=Script(injector="model", unchanged=(False,)),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=(False,),
+        on_model=lambda value, found: _channels_last_found(value, found),
+    ),
     prescribed=Prescribed(("channels_last",)),
 )
 
@@ -118,3 +130,35 @@ def inputs_to_channels_last(inputs: Any) -> Any:
     if isinstance(inputs, dict):
         return {k: inputs_to_channels_last(v) for k, v in inputs.items()}
     return inputs
+
+
+def has_4d_float(value: Any) -> bool:
+    """Whether a (nested tuple/list/dict of) inputs holds a 4-D floating-point tensor."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 4 and value.is_floating_point()
+    if isinstance(value, tuple | list):
+        return any(has_4d_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_4d_float(v) for v in value.values())
+    return False
+
+
+def _channels_last_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model in channels_last, and its forward's 4-D inputs with it, where
+    its first call has such an input and oneDNN would not mistrain it."""
+    hazard = channels_last_hazard(found.model, found.device_type)
+    if hazard is not None:
+        found.skipped(CHANNELS_LAST.name, hazard)
+    elif has_4d_float((found.args, dict(found.kwargs))):
+        model_to_channels_last(found.model)  # in place: the script keeps its module
+        found.channels_last = True
+        found.applied(
+            CHANNELS_LAST.name, found.at_call(f"{found.name} and its 4-D inputs channels_last")
+        )
+    else:
+        found.skipped(
+            CHANNELS_LAST.name,
+            f"the first training call of {found.name} has no 4-D floating-point input",
+        )

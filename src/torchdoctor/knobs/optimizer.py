@@ -10,6 +10,7 @@ from torchdoctor.knobs.parts import (
     OptimizerArgument,
     Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -39,7 +40,7 @@ OPTIMIZER_IMPL = Knob(
     applies_to=OptimizerArgument(lambda value: impl_kwargs(str(value))),
     write_back=CallEdit("optimizer"),
     ladder=Ladder(gpu=40, cpu=40),
-    script=Script(injector="optimizer"),
+    script=Script(site=ScriptSite.OPTIMIZER),
     prescribed=Prescribed(("optimizer_share",)),
 )
 
@@ -54,7 +55,7 @@ SET_TO_NONE = Knob(
     applies_to=StepSetting("zero_grad after each optimizer step"),
     write_back=CallEdit("zero_grad"),
     ladder=Ladder(gpu=130, cpu=50),
-    script=Script(injector="optimizer"),
+    script=Script(site=ScriptSite.OPTIMIZER),
     prescribed=Prescribed(("zero_grad_set_to_none",)),
 )
 

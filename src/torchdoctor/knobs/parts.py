@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 KnobValue = int | bool | str | None
@@ -188,18 +189,44 @@ class Ladder:
     batch_search: bool = False
 
 
+class ScriptSite(Enum):
+    """Where in an unmodified script a knob acts; the script injection builds one injector per
+    site a recipe's knobs name (`collect/inject/coordinator.py`), in this order."""
+
+    #: torch.set_num_threads at start, the script's own calls kept at the recipe's count
+    THREADS = "threads"
+    #: CUDA backend flags at start
+    CUDA = "cuda"
+    #: the DataLoader's keyword arguments at its construction (`LoaderArgument`)
+    LOADER = "dataloading"
+    #: the optimizer's construction and zero_grad
+    OPTIMIZER = "optimizer"
+    #: the trained top-level module at its first call (`Script.on_model`)
+    MODEL = "model"
+    #: DistributedDataParallel's construction (`DDPArgument`)
+    DDP = "ddp"
+    #: any other process-wide setting (`ProcessSetting`), at start
+    PROCESS = "process"
+
+
 @dataclass(frozen=True)
 class Script:
-    """How the script injection takes the knob: `injector` names the injector family that
-    applies it ("process" for a `ProcessSetting` with no injector of its own), or
-    `not_injectable` says why an unmodified script cannot take it. `unchanged`: values that ask
-    the script for nothing (its own setting stands); `per_loader`: applicability is judged per
-    DataLoader the script builds, not from the recipe."""
+    """How the script injection takes the knob: `site` says where it acts in the script
+    (`ScriptSite`), or `not_injectable` says why an unmodified script cannot take it.
+    `unchanged`: values that ask the script for nothing (its own setting stands); `per_loader`:
+    applicability is judged per DataLoader the script builds, not from the recipe.
 
-    injector: str | None = None
+    A model knob's `on_model(value, found)` acts on the module the script trains
+    (`knobs.script_model.FoundModel`); None: its `ModelTransform`, where it acts in place.
+    `scales_loss(value)`: the value has the script's backward and optimizer steps go through
+    the loss scaler the knob's `on_model` sets (fp16)."""
+
+    site: ScriptSite | None = None
     not_injectable: str | None = None
     unchanged: tuple[KnobValue, ...] = ()
     per_loader: bool = False
+    on_model: Callable[..., None] | None = None
+    scales_loss: Callable[[KnobValue], bool] | None = None
 
 
 @dataclass(frozen=True)

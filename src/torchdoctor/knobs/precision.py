@@ -13,10 +13,12 @@ from torchdoctor.knobs.base import (
     KnobValue,
     before_ampere,
 )
-from torchdoctor.knobs.parts import Ladder, Prescribed, Script, Snippet, StepSetting
+from torchdoctor.knobs.parts import Ladder, Prescribed, Script, ScriptSite, Snippet, StepSetting
 
 if TYPE_CHECKING:
     import torch
+
+    from torchdoctor.knobs.script_model import FoundModel
 
 
 def _value_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:
@@ -50,7 +52,12 @@ PRECISION = Knob(
         lambda value, device: autocast_snippet(str(value), device),
     ),
     ladder=Ladder(gpu=10, cpu=60),
-    script=Script(injector="model", unchanged=("fp32",)),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=("fp32",),
+        on_model=lambda value, found: _autocast_found(value, found),
+        scales_loss=lambda value: value == "fp16",
+    ),
     prescribed=Prescribed(("lower_precision_available", "memory_headroom")),
 )
 
@@ -105,3 +112,31 @@ def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler |
     import torch
 
     return torch.amp.GradScaler(device_type)
+
+
+#: Device types torch.autocast and torch.amp.GradScaler support that the knob targets.
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _autocast_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model: its forward run under autocast; fp16 adds a GradScaler of its
+    device type (torch 2.13 has one for CPU too, as the engine uses), which the injection puts
+    around the script's `loss.backward()` and `optimizer.step()` (`Script.scales_loss`)."""
+    precision = str(value)
+    if precision not in _DTYPES:
+        return
+    device_type = found.device_type
+    if device_type not in AUTOCAST_DEVICE_TYPES:
+        found.skipped(
+            PRECISION.name, f"{found.name}'s parameters are on '{device_type}', not cpu or cuda"
+        )
+        return
+    import torch
+
+    dtype = getattr(torch, _DTYPES[precision])
+    shown = f"{found.name}.forward under torch.autocast({device_type!r}, {dtype})"
+    if precision == "fp16":
+        found.scaler = found.grad_scaler(device_type)
+        shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
+    found.applied(PRECISION.name, shown)
+    found.autocast = (device_type, dtype)

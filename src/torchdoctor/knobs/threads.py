@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from torchdoctor.knobs.base import IntRange, Knob, KnobValue, cpu_count
-from torchdoctor.knobs.parts import CallEdit, Ladder, Prescribed, ProcessSetting, Script
+from torchdoctor.knobs.parts import CallEdit, Ladder, Prescribed, ProcessSetting, Script, ScriptSite
 
 
 def _set_threads(value: KnobValue) -> Callable[[], None]:
@@ -27,7 +27,7 @@ THREADS = Knob(
     applies_to=ProcessSetting(_set_threads),
     write_back=CallEdit("threads"),
     ladder=Ladder(gpu=30, cpu=10),
-    script=Script(injector="threads"),
+    script=Script(site=ScriptSite.THREADS),
     prescribed=Prescribed(("cpu_threads",)),
 )
 

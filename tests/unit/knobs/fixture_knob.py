@@ -24,6 +24,7 @@ from torchdoctor.knobs import (
     Prescribed,
     ProcessSetting,
     Script,
+    ScriptSite,
     Snippet,
     TopLine,
 )
@@ -56,7 +57,7 @@ FLUSH_DENORMAL = Knob(
     # between threads (10) and num_workers (20) on a CPU, between threads and optimizer_impl
     # (30, 40) on a GPU
     ladder=Ladder(gpu=35, cpu=15),
-    script=Script(injector="process", unchanged=(False,)),
+    script=Script(site=ScriptSite.PROCESS, unchanged=(False,)),
     prescribed=Prescribed(none_because="a test's knob: no rule finds denormals"),
 )
 
@@ -79,6 +80,6 @@ TAG_MODEL = Knob(
     applies_to=ModelTransform("raw", order=10, apply=_tag_model),
     write_back=Snippet("after the line that builds the model", lambda v, d: "model.tagged = True"),
     ladder=Ladder(gpu=155),  # after checkpointing (150); not in the CPU prior
-    script=Script(injector="model", unchanged=(False,)),
+    script=Script(site=ScriptSite.MODEL, unchanged=(False,)),
     prescribed=Prescribed(none_because="a test's knob"),
 )

@@ -61,14 +61,14 @@ def test_a_knob_has_every_part(knob: Knob) -> None:
 def test_a_knob_takes_a_script_or_says_why_not(knob: Knob) -> None:
     script = knob.script
     assert script is not None
-    assert (script.injector is None) != (script.not_injectable is None)
+    assert (script.site is None) != (script.not_injectable is None)
     if script.not_injectable is not None:
         assert script.not_injectable.strip()
         # no script run records where it acted, so there is no place to write it back
         assert isinstance(knob.write_back, NotWritten)
         return
-    assert script.injector in INJECTORS
-    assert isinstance(knob.applies_to, INJECTORS[script.injector])
+    assert script.site is not None and script.site.value in INJECTORS
+    assert isinstance(knob.applies_to, INJECTORS[script.site.value])
     assert all(knob.domain.contains(v) for v in script.unchanged)
 
 

@@ -125,8 +125,8 @@ class Injection:
             if reason is not None:
                 self.ledger.refuse(name, value, reason)
                 continue
-            assert script.injector is not None
-            families.setdefault(script.injector, {})[name] = value
+            assert script.site is not None
+            families.setdefault(script.site.value, {})[name] = value
         return families
 
     # ---- lifecycle -------------------------------------------------------------------------

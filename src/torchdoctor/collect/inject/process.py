@@ -1,5 +1,5 @@
 """Process-wide settings a knob declares as a `ProcessSetting` and no injector of its own
-takes (`Script(injector="process")`): applied before the script starts, undone at uninstall.
+takes (`Script(site=ScriptSite.PROCESS)`): applied before the script starts, undone at uninstall.
 
 The engine session applies the same `ProcessSetting.apply` when it starts, so a knob of this
 kind is injected into scripts with no code here.
