@@ -94,9 +94,10 @@ from torchdoctor.knobs.threads import THREADS
 from torchdoctor.knobs.workload import parameter_changes, workload_under
 
 if TYPE_CHECKING:
-    from torchdoctor.knobs.context import CALLED, RAW, ModelContext
+    from torchdoctor.knobs.context import CALLED, RAW, FoundModel, ModelContext
     from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
     from torchdoctor.knobs.model import apply_to_model, model_transforms
+    from torchdoctor.knobs.script_model import model_parts, scales_loss
 
 __getattr__ = lazy_getattr(
     __name__,
@@ -106,6 +107,9 @@ __getattr__ = lazy_getattr(
         "CALLED": "torchdoctor.knobs.context",
         "RAW": "torchdoctor.knobs.context",
         "ModelContext": "torchdoctor.knobs.context",
+        "FoundModel": "torchdoctor.knobs.context",
+        "model_parts": "torchdoctor.knobs.script_model",
+        "scales_loss": "torchdoctor.knobs.script_model",
         "apply_to_model": "torchdoctor.knobs.model",
         "model_transforms": "torchdoctor.knobs.model",
     },
@@ -146,6 +150,7 @@ __all__ = [
     "Choice",
     "CudaFlags",
     "DDPArgument",
+    "FoundModel",
     "IntRange",
     "Knob",
     "KnobForward",
@@ -188,11 +193,13 @@ __all__ = [
     "loader_arguments",
     "loader_kwargs",
     "make_grad_scaler",
+    "model_parts",
     "model_to_channels_last",
     "model_transforms",
     "not_injectable",
     "parameter_changes",
     "registered",
     "restore_cuda_flags",
+    "scales_loss",
     "workload_under",
 ]

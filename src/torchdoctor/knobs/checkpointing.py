@@ -11,8 +11,7 @@ from torchdoctor.knobs.parts import Ladder, ModelTransform, Prescribed, Script, 
 if TYPE_CHECKING:
     from torch import nn
 
-    from torchdoctor.knobs.context import ModelContext
-    from torchdoctor.knobs.script_model import FoundModel
+    from torchdoctor.knobs.context import FoundModel, ModelContext
 
 #: Why activation checkpointing and CUDA graph capture exclude each other; both knobs say it,
 #: so whichever of the two a recipe adds second is refused before a trial is spent on it.

@@ -20,8 +20,7 @@ from torchdoctor.knobs.parts import (
 if TYPE_CHECKING:
     from torch import nn
 
-    from torchdoctor.knobs.context import ModelContext
-    from torchdoctor.knobs.script_model import FoundModel
+    from torchdoctor.knobs.context import FoundModel, ModelContext
 
 
 def _compile(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:

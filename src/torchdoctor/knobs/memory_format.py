@@ -17,8 +17,7 @@ from torchdoctor.knobs.parts import (
 if TYPE_CHECKING:
     from torch import nn
 
-    from torchdoctor.knobs.context import ModelContext
-    from torchdoctor.knobs.script_model import FoundModel
+    from torchdoctor.knobs.context import FoundModel, ModelContext
 
 
 def _vision_only(ctx: ApplicabilityContext) -> str | None:

@@ -18,7 +18,7 @@ from torchdoctor.knobs.parts import Ladder, Prescribed, Script, ScriptSite, Snip
 if TYPE_CHECKING:
     import torch
 
-    from torchdoctor.knobs.script_model import FoundModel
+    from torchdoctor.knobs.context import FoundModel
 
 
 def _value_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:

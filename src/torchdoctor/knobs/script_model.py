@@ -1,74 +1,27 @@
 """The model knobs applied to the module an unmodified script trains, through each knob's parts.
 
 The script injection (`collect/inject/model.py`) finds the trained top-level module at its
-first call and hands it here as a `FoundModel`: the module, its first call's inputs, a
-reversible way to replace an attribute, and the ledger's two verbs. Each model knob acts on it
-through its own `Script.on_model` part (declared in the knob's module, beside the engine's
-`ModelTransform`, sharing its code); a knob with a `ModelTransform` and no `on_model` acts
-through that transform when it changes the module in place. So a model knob reaches scripts
-with no code in `collect/`.
+first call and hands it here as a `FoundModel` (`knobs/context.py`): the module, its first
+call's inputs, a reversible way to replace an attribute, and the ledger's two verbs. Each
+model knob acts on it through its own `Script.on_model` part (declared in the knob's module,
+beside the engine's `ModelTransform`, sharing its code); a knob with a `ModelTransform` and no
+`on_model` acts through that transform when it changes the module in place. So a model knob
+reaches scripts with no code in `collect/`.
 
-Apart from the family modules, which declare the parts, because this walks the catalogue.
+Apart from the family modules, which declare the parts, because this walks the catalogue that
+imports them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from torchdoctor.knobs.base import Knob, KnobValue
 from torchdoctor.knobs.catalogue import catalogue
-from torchdoctor.knobs.context import CALLED, RAW, ModelContext
+from torchdoctor.knobs.context import CALLED, RAW, FoundModel, ModelContext
 from torchdoctor.knobs.parts import ModelTransform, ScriptSite
 
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-OnModel = Callable[[KnobValue, "FoundModel"], None]
-
-
-@dataclass
-class FoundModel:
-    """The trained module a script built, found before its first call runs, and what the
-    model knobs ask of its forward (put in place by the injection once they all acted).
-
-    `settings`: the injected model knobs' values; `replace(obj, name, value)`: an attribute set
-    that uninstall puts back; `applied(knob, what)` / `skipped(knob, reason)`: the ledger;
-    `grad_scaler(device_type)`: fp16's loss scaler; `compile_backend`: torch.compile's backend
-    (None: inductor); `on_compile(model)`: called just before its forward is compiled.
-    """
-
-    model: nn.Module
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
-    device_type: str
-    settings: Mapping[str, KnobValue]
-    called_at: str | None
-    replace: Callable[[Any, str, Any], None]
-    applied: Callable[[str, str], None]
-    skipped: Callable[[str, str], None]
-    grad_scaler: Callable[[str], Any]
-    compile_backend: str | None = None
-    on_compile: Callable[[nn.Module], None] | None = None
-    #: the forward the steps call instead of the module's own (torch.compile of it), or None
-    forward: Callable[..., Any] | None = None
-    #: convert its 4-D floating-point inputs to channels_last
-    channels_last: bool = False
-    #: run its forward under torch.autocast(device_type, dtype)
-    autocast: tuple[str, torch.dtype] | None = None
-    #: the loss scaler the backward and the optimizer steps go through (fp16)
-    scaler: Any = None
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return type(self.model).__name__
-
-    def at_call(self, what: str) -> str:
-        """`what at file:line` of the script's first call of the model (where a patch edits)."""
-        return f"{what} at {self.called_at}" if self.called_at else what
+OnModel = Callable[[KnobValue, FoundModel], None]
 
 
 def model_parts(values: Mapping[str, KnobValue]) -> list[tuple[Knob, OnModel]]:

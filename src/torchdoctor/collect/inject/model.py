@@ -46,8 +46,7 @@ from torch import nn
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger
-from torchdoctor.knobs import KnobForward
-from torchdoctor.knobs.script_model import FoundModel, model_parts, scales_loss
+from torchdoctor.knobs import FoundModel, KnobForward, model_parts, scales_loss
 
 UNREACHED = (
     "no trained module was seen: no module owning an optimizer's parameters was called with "
