@@ -43,12 +43,16 @@ CUDNN_BENCHMARK = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=cuda_only,
-    applies_to=ProcessSetting(lambda value: _set_cudnn_benchmark(value), device_types=("cuda",)),
+    applies_to=ProcessSetting(
+        lambda value: _set_cudnn_benchmark(value),
+        device_types=("cuda",),
+        shown="torch.backends.cudnn.benchmark = True at start",
+    ),
     write_back=Snippet(
         "at the top of the script", lambda value, device: "torch.backends.cudnn.benchmark = True"
     ),
     ladder=Ladder(gpu=50),
-    script=Script(site=ScriptSite.CUDA),
+    script=Script(site=ScriptSite.PROCESS),
     prescribed=Prescribed(("cudnn_benchmark_off",)),
 )
 
@@ -78,7 +82,15 @@ TF32 = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_tf32_applies,
-    applies_to=ProcessSetting(lambda value: _set_tf32(value), device_types=("cuda",)),
+    # Sets its own flags and no other: a script given cudnn_benchmark alone keeps its own
+    # float32 matmul precision (setting "highest" there as well would override the script's
+    # choice, and mix the legacy API with the fp32_precision one a script on torch >= 2.9 may
+    # use, which torch refuses to read back).
+    applies_to=ProcessSetting(
+        lambda value: _set_tf32(value),
+        device_types=("cuda",),
+        shown='torch.set_float32_matmul_precision("high"), cudnn.allow_tf32 = True at start',
+    ),
     write_back=Snippet(
         "at the top of the script",
         lambda value, device: (
@@ -86,7 +98,7 @@ TF32 = Knob(
         ),
     ),
     ladder=Ladder(gpu=60),
-    script=Script(site=ScriptSite.CUDA),
+    script=Script(site=ScriptSite.PROCESS),
     prescribed=Prescribed(
         none_because="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
         "tries it on Ampere or newer"

@@ -26,10 +26,12 @@ class ProcessSetting:
     """A process-wide setting (a torch flag): `apply(value)` sets it and returns the function
     that puts back what was there. The engine session applies it when it starts (and undoes it
     at close); the script injection at install (undone at uninstall). `device_types`: the
-    devices it is applied on (None: every device)."""
+    devices it is applied on (None: every device); `shown`: what the script injection records
+    it did (None: `knob=value at start`)."""
 
     apply: Callable[[KnobValue], Callable[[], None]]
     device_types: tuple[str, ...] | None = None
+    shown: str | None = None
 
     def applies_on(self, device_type: str) -> bool:
         return self.device_types is None or device_type in self.device_types
@@ -195,8 +197,6 @@ class ScriptSite(Enum):
 
     #: torch.set_num_threads at start, the script's own calls kept at the recipe's count
     THREADS = "threads"
-    #: CUDA backend flags at start
-    CUDA = "cuda"
     #: the DataLoader's keyword arguments at its construction (`LoaderArgument`)
     LOADER = "dataloading"
     #: the optimizer's construction and zero_grad
@@ -205,7 +205,7 @@ class ScriptSite(Enum):
     MODEL = "model"
     #: DistributedDataParallel's construction (`DDPArgument`)
     DDP = "ddp"
-    #: any other process-wide setting (`ProcessSetting`), at start
+    #: any other process-wide setting (`ProcessSetting`: CUDA backend flags, ...), at start
     PROCESS = "process"
 
 

@@ -38,7 +38,6 @@ INJECTORS = {
     "optimizer": (OptimizerArgument, StepSetting),
     "model": (ModelTransform, StepSetting),
     "threads": (ProcessSetting,),
-    "cuda": (ProcessSetting,),
     "process": (ProcessSetting,),
     "ddp": (DDPArgument,),
 }

@@ -18,7 +18,7 @@ import torch
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, Ledger, describe, where
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
 from torchdoctor.core.optimizer import impl_kwargs
 from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE
 
@@ -38,9 +38,10 @@ def impl_classes() -> list[type[torch.optim.Optimizer]]:
 
 
 class OptimizerInjector:
-    def __init__(self, impl: str | None, set_to_none: bool | None, ledger: Ledger) -> None:
-        self.impl = impl
-        self.set_to_none = set_to_none
+    def __init__(self, values: dict[str, KnobValue], ledger: Ledger) -> None:
+        impl, set_to_none = values.get(OPTIMIZER_IMPL.name), values.get(SET_TO_NONE.name)
+        self.impl = str(impl) if impl is not None else None
+        self.set_to_none = bool(set_to_none) if set_to_none is not None else None
         self.ledger = ledger
         if impl is not None:
             ledger.expect(
