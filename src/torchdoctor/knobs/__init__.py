@@ -27,7 +27,14 @@ from torchdoctor.knobs.base import (
     cuda_capability_of,
 )
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
-from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
+from torchdoctor.knobs.catalogue import (
+    catalogue,
+    get_knob,
+    joint_knobs,
+    memory_steps,
+    not_injectable,
+    registered,
+)
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
 from torchdoctor.knobs.compilation import COMPILE, COMPILE_DYNAMIC, compile_model
 from torchdoctor.knobs.cuda import (
@@ -69,6 +76,7 @@ from torchdoctor.knobs.parts import (
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
+    MemoryStep,
     ModelLine,
     ModelTransform,
     NotWritten,
@@ -158,6 +166,7 @@ __all__ = [
     "Ladder",
     "LoaderArgument",
     "LoaderKeywordEdit",
+    "MemoryStep",
     "ModelContext",
     "ModelLine",
     "ModelTransform",
@@ -190,9 +199,11 @@ __all__ = [
     "get_knob",
     "graph_model",
     "inputs_to_channels_last",
+    "joint_knobs",
     "loader_arguments",
     "loader_kwargs",
     "make_grad_scaler",
+    "memory_steps",
     "model_parts",
     "model_to_channels_last",
     "model_transforms",

@@ -30,7 +30,7 @@ BATCH_SIZE = Knob(
     # the session's own argument: the engine passes it to the loader itself
     applies_to=LoaderArgument("batch_size", order=4, position=1, engine=False),
     write_back=LoaderKeywordEdit(),
-    ladder=Ladder(gpu=None, batch_search=True),
+    ladder=Ladder(gpu=None, batch_search=True, joint=True),
     script=Script(site=ScriptSite.LOADER),
     prescribed=Prescribed(("framework_overhead", "memory_headroom")),
 )

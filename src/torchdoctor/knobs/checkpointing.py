@@ -6,7 +6,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
-from torchdoctor.knobs.parts import Ladder, ModelTransform, Prescribed, Script, ScriptSite, Snippet
+from torchdoctor.knobs.parts import (
+    Ladder,
+    MemoryStep,
+    ModelTransform,
+    Prescribed,
+    Script,
+    ScriptSite,
+    Snippet,
+)
 
 if TYPE_CHECKING:
     from torch import nn
@@ -48,7 +56,7 @@ CHECKPOINTING = Knob(
             "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)"
         ),
     ),
-    ladder=Ladder(gpu=150),
+    ladder=Ladder(gpu=150, memory=MemoryStep(30, True)),
     script=Script(
         site=ScriptSite.MODEL,
         unchanged=(False,),

@@ -46,7 +46,7 @@ COMPILE = Knob(
     default="off",
     applies_to=ModelTransform("called", order=0, apply=_compile),
     write_back=ModelLine(_compile_line, order=1),
-    ladder=Ladder(gpu=0, cpu=0),
+    ladder=Ladder(gpu=0, cpu=0, joint=True),
     script=Script(
         site=ScriptSite.MODEL,
         unchanged=("off",),

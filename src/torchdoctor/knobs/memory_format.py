@@ -47,7 +47,7 @@ CHANNELS_LAST = Knob(
             "images = images.to(memory_format=torch.channels_last)",
         ),
     ),
-    ladder=Ladder(gpu=20, cpu=30),
+    ladder=Ladder(gpu=20, cpu=30, joint=True),
     script=Script(
         site=ScriptSite.MODEL,
         unchanged=(False,),

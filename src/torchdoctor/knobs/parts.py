@@ -180,6 +180,15 @@ WriteBack = LoaderKeywordEdit | CallEdit | ModelLine | TopLine | Snippet | Writt
 
 
 @dataclass(frozen=True)
+class MemoryStep:
+    """A step of the memory ladder (`tune --objective fit`): the value tried, and its rank
+    among the steps (lower first; spaced by ten, as the ladder's ranks)."""
+
+    rank: int
+    value: KnobValue
+
+
+@dataclass(frozen=True)
 class Ladder:
     """Where the ladder tries the knob: its rank in the GPU prior and in the CPU prior (lower
     first; None: after every ranked knob, in catalogue order). The ranks are spaced by ten so a
@@ -189,6 +198,11 @@ class Ladder:
     cpu: int | None = None
     #: tried by the batch-size search, not flipped one at a time by the ladder
     batch_search: bool = False
+    #: searched together by the joint refinement: its cost interacts with the other joint
+    #: knobs' (compilation, numeric format, memory layout, parallelism, batch size)
+    joint: bool = False
+    #: tried by the memory ladder, where it lowers peak memory
+    memory: MemoryStep | None = None
 
 
 class ScriptSite(Enum):

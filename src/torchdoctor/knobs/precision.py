@@ -13,7 +13,15 @@ from torchdoctor.knobs.base import (
     KnobValue,
     before_ampere,
 )
-from torchdoctor.knobs.parts import Ladder, Prescribed, Script, ScriptSite, Snippet, StepSetting
+from torchdoctor.knobs.parts import (
+    Ladder,
+    MemoryStep,
+    Prescribed,
+    Script,
+    ScriptSite,
+    Snippet,
+    StepSetting,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -51,7 +59,7 @@ PRECISION = Knob(
         "around the forward pass and loss in the training step",
         lambda value, device: autocast_snippet(str(value), device),
     ),
-    ladder=Ladder(gpu=10, cpu=60),
+    ladder=Ladder(gpu=10, cpu=60, joint=True, memory=MemoryStep(20, "bf16")),
     script=Script(
         site=ScriptSite.MODEL,
         unchanged=("fp32",),

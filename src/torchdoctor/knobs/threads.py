@@ -26,7 +26,7 @@ THREADS = Knob(
     default=None,
     applies_to=ProcessSetting(_set_threads),
     write_back=CallEdit("threads"),
-    ladder=Ladder(gpu=30, cpu=10),
+    ladder=Ladder(gpu=30, cpu=10, joint=True),
     script=Script(site=ScriptSite.THREADS),
     prescribed=Prescribed(("cpu_threads",)),
 )
