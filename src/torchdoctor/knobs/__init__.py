@@ -34,6 +34,7 @@ from torchdoctor.knobs.catalogue import (
     memory_steps,
     not_injectable,
     registered,
+    served,
 )
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
 from torchdoctor.knobs.compilation import COMPILE, COMPILE_DYNAMIC, compile_model
@@ -85,6 +86,8 @@ from torchdoctor.knobs.parts import (
     ProcessSetting,
     Script,
     ScriptSite,
+    ServedAs,
+    Serving,
     Snippet,
     StepSetting,
     TopLine,
@@ -178,6 +181,8 @@ __all__ = [
     "Safety",
     "Script",
     "ScriptSite",
+    "ServedAs",
+    "Serving",
     "Snippet",
     "StepSetting",
     "TopLine",
@@ -212,5 +217,6 @@ __all__ = [
     "registered",
     "restore_cuda_flags",
     "scales_loss",
+    "served",
     "workload_under",
 ]

@@ -21,6 +21,7 @@ from torchdoctor.knobs import (
     threads,
 )
 from torchdoctor.knobs.base import Knob, KnobValue
+from torchdoctor.knobs.parts import ServedAs
 
 _BUILT_IN: tuple[Knob, ...] = (
     *batching.KNOBS,
@@ -68,6 +69,14 @@ def memory_steps() -> tuple[tuple[str, KnobValue, Safety], ...]:
         if k.ladder is not None and k.ladder.memory is not None
     )
     return tuple((name, value, safety) for _, name, value, safety in steps)
+
+
+def served() -> tuple[tuple[Knob, ServedAs], ...]:
+    """The inference variants that are knobs (`Knob.serving`), each with its knob, in catalogue
+    order."""
+    return tuple(
+        (k, variant) for k in _ALL if k.serving is not None for variant in k.serving.variants
+    )
 
 
 def get_knob(name: str) -> Knob:

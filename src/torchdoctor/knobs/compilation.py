@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import KnobError
@@ -14,6 +14,8 @@ from torchdoctor.knobs.parts import (
     Prescribed,
     Script,
     ScriptSite,
+    ServedAs,
+    Serving,
     WrittenWith,
 )
 
@@ -53,6 +55,25 @@ COMPILE = Knob(
         on_model=lambda value, found: _compile_found(value, found),
     ),
     prescribed=Prescribed(("memory_bound_elementwise", "framework_overhead")),
+    serving=Serving(
+        (
+            ServedAs(
+                "compile",
+                "default",
+                rank=40,
+                description="torch.compile (inductor, default mode); compilation at the first "
+                "call is setup",
+            ),
+            ServedAs(
+                "compile_max_autotune",
+                "max-autotune",
+                rank=50,
+                description="torch.compile mode='max-autotune' (benchmarks kernel choices at "
+                "compile time)",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_compiled(model, value),
+    ),
 )
 
 COMPILE_DYNAMIC = Knob(
@@ -132,3 +153,10 @@ def _compile_found(value: KnobValue, found: FoundModel) -> None:
         found.applied(
             COMPILE_DYNAMIC.name, f"torch.compile(dynamic={COMPILE_DYNAMIC.show(dynamic)})"
         )
+
+
+def _serve_compiled(model: nn.Module, value: KnobValue) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model compiled: dynamic=False specialises on the first shapes, as the knob's
+    default does; torch.compile marks a dimension dynamic itself when a second size arrives."""
+    compiled = compile_model(model, str(value), dynamic=False)
+    return lambda args: compiled(*args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
@@ -12,6 +13,8 @@ from torchdoctor.knobs.parts import (
     Prescribed,
     Script,
     ScriptSite,
+    ServedAs,
+    Serving,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +57,18 @@ CHANNELS_LAST = Knob(
         on_model=lambda value, found: _channels_last_found(value, found),
     ),
     prescribed=Prescribed(("channels_last",)),
+    serving=Serving(
+        (
+            ServedAs(
+                "channels_last",
+                True,
+                rank=140,
+                description="model and 4-D inputs in channels_last (NHWC) memory format; 4-D "
+                "inputs only",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_channels_last(model, args),
+    ),
 )
 
 KNOBS = (CHANNELS_LAST,)
@@ -161,3 +176,23 @@ def _channels_last_found(value: KnobValue, found: FoundModel) -> None:
             CHANNELS_LAST.name,
             f"the first training call of {found.name} has no 4-D floating-point input",
         )
+
+
+def _serve_channels_last(
+    model: nn.Module, args: tuple[Any, ...]
+) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model in channels_last, each request's 4-D inputs converted as it arrives."""
+    import torch
+
+    if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in args):
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        raise CHANNELS_LAST.refusal(
+            True, f"channels_last acts on 4-D inputs; the model's inputs are {shapes}"
+        )
+    model = model_to_channels_last(model)
+
+    def forward(args: tuple[Any, ...]) -> Any:
+        # The layout change is part of each request's cost: a request arrives in NCHW.
+        return model(*inputs_to_channels_last(args))
+
+    return forward

@@ -176,6 +176,36 @@ class NotWritten:
 
 WriteBack = LoaderKeywordEdit | CallEdit | ModelLine | TopLine | Snippet | WrittenWith | NotWritten
 
+# ---- serving: the knob as an inference variant ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedAs:
+    """An inference variant of `serve` that is this knob at `value` (None: a value given with
+    the name, `name:N`, and `parameter` says what it is). `rank`: its place among every variant
+    (`serve` lists them by rank, spaced by ten); `description`: what it does to a model."""
+
+    name: str
+    value: KnobValue
+    rank: int
+    description: str
+    parameter: str | None = None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the knob serves a model: `forward(model, value, device_type, args)` applies it to a
+    copy of the model (in eval mode, its example arguments `args`) and returns the function
+    that runs one request's arguments (`serve` adds no_grad around it); KnobNotApplicable where
+    it does not apply to that model. `lossy`: it changes every output a little (reduced
+    precision), so it is held to the lossy tolerance and repaired by a per-module fp32
+    fallback."""
+
+    variants: tuple[ServedAs, ...]
+    forward: Callable[..., Callable[[tuple[Any, ...]], Any]]
+    lossy: bool = False
+
+
 # ---- the ladder, scripts, findings -------------------------------------------------------------
 
 

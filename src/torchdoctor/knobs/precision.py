@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.gpu import sm_name
@@ -19,12 +20,15 @@ from torchdoctor.knobs.parts import (
     Prescribed,
     Script,
     ScriptSite,
+    ServedAs,
+    Serving,
     Snippet,
     StepSetting,
 )
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
     from torchdoctor.knobs.context import FoundModel
 
@@ -67,6 +71,24 @@ PRECISION = Knob(
         scales_loss=lambda value: value == "fp16",
     ),
     prescribed=Prescribed(("lower_precision_available", "memory_headroom")),
+    serving=Serving(
+        (
+            ServedAs(
+                "bf16_autocast",
+                "bf16",
+                rank=100,
+                description="forward under torch.autocast(dtype=bfloat16), weights kept in fp32",
+            ),
+            ServedAs(
+                "fp16_autocast",
+                "fp16",
+                rank=110,
+                description="forward under torch.autocast(dtype=float16), weights kept in fp32",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_autocast(model, value, device_type),
+        lossy=True,
+    ),
 )
 
 KNOBS = (PRECISION,)
@@ -148,3 +170,15 @@ def _autocast_found(value: KnobValue, found: FoundModel) -> None:
         shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
     found.applied(PRECISION.name, shown)
     found.autocast = (device_type, dtype)
+
+
+def _serve_autocast(
+    model: nn.Module, value: KnobValue, device_type: str
+) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model's forward under autocast, its weights kept in fp32."""
+
+    def forward(args: tuple[Any, ...]) -> Any:
+        with autocast_context(str(value), device_type):
+            return model(*args)
+
+    return forward
