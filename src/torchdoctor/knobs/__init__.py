@@ -3,7 +3,7 @@
 One module per family (batching, dataloading, precision, compilation, memory_format,
 optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every
 part they own (`parts`: how each applies to plain torch objects, is written back, is ordered
-by the ladder, is taken by a script, and which findings prescribe it), and the stages to the
+by the ladder, is taken by a script, and serves a model), and the stages to the
 right read the catalogue instead of keeping lists of knob names. `model.apply_to_model`
 applies a recipe to a plain `nn.Module` for the engine (and an inference session);
 `workload.workload_under` rebuilds a workload with a recipe's workload parameters.
@@ -82,7 +82,6 @@ from torchdoctor.knobs.parts import (
     ModelTransform,
     NotWritten,
     OptimizerArgument,
-    Prescribed,
     ProcessSetting,
     Script,
     ScriptSite,
@@ -175,7 +174,6 @@ __all__ = [
     "ModelTransform",
     "NotWritten",
     "OptimizerArgument",
-    "Prescribed",
     "ProcessSetting",
     "Recipe",
     "Safety",

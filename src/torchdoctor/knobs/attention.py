@@ -25,7 +25,6 @@ from torchdoctor.knobs.parts import (
     Ladder,
     MemoryStep,
     NotWritten,
-    Prescribed,
     Script,
     WorkloadParameter,
 )
@@ -78,7 +77,6 @@ ATTENTION = Knob(
         not_injectable="it switches a workload's attention parameter; a script's attention "
         "is its own code (the handwritten_attention finding hands it back as a patch)"
     ),
-    prescribed=Prescribed(("handwritten_attention",)),
 )
 
 KNOBS = (ATTENTION,)

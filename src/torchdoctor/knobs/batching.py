@@ -8,7 +8,6 @@ from torchdoctor.knobs.parts import (
     LoaderArgument,
     LoaderKeywordEdit,
     NotWritten,
-    Prescribed,
     Script,
     ScriptSite,
     StepSetting,
@@ -32,7 +31,6 @@ BATCH_SIZE = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=None, batch_search=True, joint=True),
     script=Script(site=ScriptSite.LOADER),
-    prescribed=Prescribed(("framework_overhead", "memory_headroom")),
 )
 
 GRAD_ACCUM = Knob(
@@ -50,7 +48,6 @@ GRAD_ACCUM = Knob(
         not_injectable="it changes the training loop (several backward passes per optimizer "
         "step), which an unmodified script does not have"
     ),
-    prescribed=Prescribed(("ddp_communication",)),
 )
 
 KNOBS = (BATCH_SIZE, GRAD_ACCUM)

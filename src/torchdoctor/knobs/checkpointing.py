@@ -10,7 +10,6 @@ from torchdoctor.knobs.parts import (
     Ladder,
     MemoryStep,
     ModelTransform,
-    Prescribed,
     Script,
     ScriptSite,
     Snippet,
@@ -62,7 +61,6 @@ CHECKPOINTING = Knob(
         unchanged=(False,),
         on_model=lambda value, found: _checkpoint_found(value, found),
     ),
-    prescribed=Prescribed(("memory_headroom",)),
 )
 
 KNOBS = (CHECKPOINTING,)

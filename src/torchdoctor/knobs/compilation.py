@@ -11,7 +11,6 @@ from torchdoctor.knobs.parts import (
     Ladder,
     ModelLine,
     ModelTransform,
-    Prescribed,
     Script,
     ScriptSite,
     ServedAs,
@@ -54,7 +53,6 @@ COMPILE = Knob(
         unchanged=("off",),
         on_model=lambda value, found: _compile_found(value, found),
     ),
-    prescribed=Prescribed(("memory_bound_elementwise", "framework_overhead")),
     serving=Serving(
         (
             ServedAs(
@@ -90,7 +88,6 @@ COMPILE_DYNAMIC = Knob(
     ladder=Ladder(gpu=140),
     # an option of compile's script part, which records it
     script=Script(site=ScriptSite.MODEL, unchanged=(False,), on_model=lambda value, found: None),
-    prescribed=Prescribed(("compile_graph_breaks",)),
 )
 
 KNOBS = (COMPILE, COMPILE_DYNAMIC)

@@ -21,7 +21,6 @@ from torchdoctor.knobs.parts import (
     Ladder,
     ModelTransform,
     NotWritten,
-    Prescribed,
     ProcessSetting,
     Script,
     ScriptSite,
@@ -53,7 +52,6 @@ CUDNN_BENCHMARK = Knob(
     ),
     ladder=Ladder(gpu=50),
     script=Script(site=ScriptSite.PROCESS),
-    prescribed=Prescribed(("cudnn_benchmark_off",)),
 )
 
 
@@ -99,10 +97,8 @@ TF32 = Knob(
     ),
     ladder=Ladder(gpu=60),
     script=Script(site=ScriptSite.PROCESS),
-    prescribed=Prescribed(
-        none_because="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
-        "tries it on Ampere or newer"
-    ),
+    no_rule="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
+    "tries it on Ampere or newer",
 )
 
 
@@ -134,7 +130,6 @@ CUDA_GRAPHS = Knob(
         not_injectable="it needs the forward and backward captured with sample inputs ahead of "
         "the training loop; not injected"
     ),
-    prescribed=Prescribed(("framework_overhead",)),
 )
 
 KNOBS = (CUDNN_BENCHMARK, TF32, CUDA_GRAPHS)

@@ -20,7 +20,6 @@ from torchdoctor.knobs.parts import (
     LoaderArgument,
     LoaderKeywordEdit,
     NotWritten,
-    Prescribed,
     Script,
     ScriptSite,
     StepSetting,
@@ -45,7 +44,6 @@ NUM_WORKERS = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=80, cpu=20),
     script=Script(site=ScriptSite.LOADER),
-    prescribed=Prescribed(("dataloader_wait", "rank_straggler", "ranks_oversubscribed")),
 )
 
 
@@ -66,7 +64,6 @@ PIN_MEMORY = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=90),
     script=Script(site=ScriptSite.LOADER),
-    prescribed=Prescribed(("dataloader_wait", "pageable_h2d")),
 )
 
 PERSISTENT_WORKERS = Knob(
@@ -82,7 +79,6 @@ PERSISTENT_WORKERS = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=110),
     script=Script(site=ScriptSite.LOADER, per_loader=True),
-    prescribed=Prescribed(("dataloader_wait",)),
 )
 
 PREFETCH_FACTOR = Knob(
@@ -100,7 +96,6 @@ PREFETCH_FACTOR = Knob(
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=120),
     script=Script(site=ScriptSite.LOADER, per_loader=True),
-    prescribed=Prescribed(("dataloader_wait",)),
 )
 
 NON_BLOCKING = Knob(
@@ -116,7 +111,6 @@ NON_BLOCKING = Knob(
     write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
     ladder=Ladder(gpu=100),
     script=Script(not_injectable="it changes the script's own .to(device) calls; not injected"),
-    prescribed=Prescribed(("pageable_h2d",)),
 )
 
 KNOBS = (NUM_WORKERS, PIN_MEMORY, PERSISTENT_WORKERS, PREFETCH_FACTOR, NON_BLOCKING)

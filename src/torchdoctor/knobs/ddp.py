@@ -32,7 +32,7 @@ the others change how the same bytes move.
 from __future__ import annotations
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, IntRange, Knob, KnobValue
-from torchdoctor.knobs.parts import DDPArgument, Ladder, Prescribed, Script, ScriptSite, Snippet
+from torchdoctor.knobs.parts import DDPArgument, Ladder, Script, ScriptSite, Snippet
 
 #: DDP's own bucket size in MB (`DistributedDataParallel(bucket_cap_mb=None)` means 25).
 DDP_DEFAULT_BUCKET_MB = 25
@@ -70,7 +70,6 @@ BUCKET_CAP_MB = Knob(
     write_back=_keyword_line("bucket_cap_mb"),
     ladder=Ladder(gpu=115, cpu=200),
     script=Script(site=ScriptSite.DDP),
-    prescribed=Prescribed(("ddp_communication",)),
 )
 
 GRADIENT_AS_BUCKET_VIEW = Knob(
@@ -86,9 +85,7 @@ GRADIENT_AS_BUCKET_VIEW = Knob(
     write_back=_keyword_line("gradient_as_bucket_view"),
     ladder=Ladder(gpu=125, cpu=210),
     script=Script(site=ScriptSite.DDP, unchanged=(False,)),
-    prescribed=Prescribed(
-        none_because="it saves a copy per gradient, which no diagnosis measures apart"
-    ),
+    no_rule="it saves a copy per gradient, which no diagnosis measures apart",
 )
 
 STATIC_GRAPH = Knob(
@@ -104,9 +101,7 @@ STATIC_GRAPH = Knob(
     write_back=_keyword_line("static_graph"),
     ladder=Ladder(gpu=135, cpu=220),
     script=Script(site=ScriptSite.DDP, unchanged=(False,)),
-    prescribed=Prescribed(
-        none_because="whether a graph is static is only known by running it, as its trial does"
-    ),
+    no_rule="whether a graph is static is only known by running it, as its trial does",
 )
 
 FIND_UNUSED_PARAMETERS = Knob(
@@ -123,7 +118,6 @@ FIND_UNUSED_PARAMETERS = Knob(
     write_back=_keyword_line("find_unused_parameters"),
     ladder=Ladder(gpu=105, cpu=190),
     script=Script(site=ScriptSite.DDP),
-    prescribed=Prescribed(("ddp_unused_parameter_search",)),
 )
 
 #: hook value -> the `default_hooks` function it registers
@@ -163,7 +157,6 @@ DDP_COMM_HOOK = Knob(
     ),
     ladder=Ladder(gpu=145, cpu=230),
     script=Script(site=ScriptSite.DDP, unchanged=("none",)),
-    prescribed=Prescribed(("ddp_communication",)),
 )
 
 KNOBS = (

@@ -10,7 +10,6 @@ from torchdoctor.knobs.parts import (
     Ladder,
     ModelLine,
     ModelTransform,
-    Prescribed,
     Script,
     ScriptSite,
     ServedAs,
@@ -56,7 +55,6 @@ CHANNELS_LAST = Knob(
         unchanged=(False,),
         on_model=lambda value, found: _channels_last_found(value, found),
     ),
-    prescribed=Prescribed(("channels_last",)),
     serving=Serving(
         (
             ServedAs(

@@ -8,7 +8,6 @@ from torchdoctor.knobs.parts import (
     CallEdit,
     Ladder,
     OptimizerArgument,
-    Prescribed,
     Script,
     ScriptSite,
     StepSetting,
@@ -41,7 +40,6 @@ OPTIMIZER_IMPL = Knob(
     write_back=CallEdit("optimizer"),
     ladder=Ladder(gpu=40, cpu=40),
     script=Script(site=ScriptSite.OPTIMIZER),
-    prescribed=Prescribed(("optimizer_share",)),
 )
 
 SET_TO_NONE = Knob(
@@ -56,7 +54,6 @@ SET_TO_NONE = Knob(
     write_back=CallEdit("zero_grad"),
     ladder=Ladder(gpu=130, cpu=50),
     script=Script(site=ScriptSite.OPTIMIZER),
-    prescribed=Prescribed(("zero_grad_set_to_none",)),
 )
 
 KNOBS = (OPTIMIZER_IMPL, SET_TO_NONE)

@@ -1,5 +1,6 @@
 """The parts a knob owns besides its domain: how it applies, how it is written back, where the
-ladder tries it, whether a script can take it, and which findings prescribe it.
+ladder tries it, whether a script can take it, and how it serves a model. (Which findings
+prescribe it is the rules' to say, in their prescriptions: `diagnose.rules.prescribing`.)
 
 A knob module declares them next to its `Knob` (torchtitan's "a feature owns its transform"),
 and the stages read them from the catalogue instead of keeping lists of knob names:
@@ -271,11 +272,3 @@ class Script:
     per_loader: bool = False
     on_model: Callable[..., None] | None = None
     scales_loss: Callable[[KnobValue], bool] | None = None
-
-
-@dataclass(frozen=True)
-class Prescribed:
-    """The diagnosis rules (ids) whose findings prescribe the knob, or why none does."""
-
-    rules: tuple[str, ...] = ()
-    none_because: str | None = None

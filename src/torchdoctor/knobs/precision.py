@@ -17,7 +17,6 @@ from torchdoctor.knobs.base import (
 from torchdoctor.knobs.parts import (
     Ladder,
     MemoryStep,
-    Prescribed,
     Script,
     ScriptSite,
     ServedAs,
@@ -70,7 +69,6 @@ PRECISION = Knob(
         on_model=lambda value, found: _autocast_found(value, found),
         scales_loss=lambda value: value == "fp16",
     ),
-    prescribed=Prescribed(("lower_precision_available", "memory_headroom")),
     serving=Serving(
         (
             ServedAs(

@@ -9,7 +9,6 @@ from torchdoctor.knobs.base import IntRange, Knob, KnobValue, cpu_count
 from torchdoctor.knobs.parts import (
     CallEdit,
     Ladder,
-    Prescribed,
     ProcessSetting,
     Script,
     ScriptSite,
@@ -41,7 +40,6 @@ THREADS = Knob(
     write_back=CallEdit("threads"),
     ladder=Ladder(gpu=30, cpu=10, joint=True),
     script=Script(site=ScriptSite.THREADS),
-    prescribed=Prescribed(("cpu_threads",)),
     serving=Serving(
         (
             ServedAs(

@@ -21,7 +21,6 @@ from torchdoctor.knobs import (
     Ladder,
     ModelContext,
     ModelTransform,
-    Prescribed,
     ProcessSetting,
     Script,
     ScriptSite,
@@ -58,7 +57,7 @@ FLUSH_DENORMAL = Knob(
     # (30, 40) on a GPU
     ladder=Ladder(gpu=35, cpu=15),
     script=Script(site=ScriptSite.PROCESS, unchanged=(False,)),
-    prescribed=Prescribed(none_because="a test's knob: no rule finds denormals"),
+    no_rule="a test's knob: no rule finds denormals",
 )
 
 
@@ -81,5 +80,5 @@ TAG_MODEL = Knob(
     write_back=Snippet("after the line that builds the model", lambda v, d: "model.tagged = True"),
     ladder=Ladder(gpu=155),  # after checkpointing (150); not in the CPU prior
     script=Script(site=ScriptSite.MODEL, unchanged=(False,)),
-    prescribed=Prescribed(none_because="a test's knob"),
+    no_rule="a test's knob",
 )

@@ -1,16 +1,18 @@
 """Every knob of the catalogue owns all of its parts, consistently: a knob that forgets one
-(how it applies, how it is written back, its rank in the ladder, whether a script can take it,
-the findings that prescribe it) fails here, not in a stage that silently skips it."""
+(how it applies, how it is written back, its rank in the ladder, whether a script can take
+it), or that no rule prescribes without saying why, fails here, not in a stage that silently
+skips it."""
 
 from __future__ import annotations
 
 import inspect
+from types import ModuleType
 
 import pytest
 from fixture_knob import FLUSH_DENORMAL, TAG_MODEL
 
 import torchdoctor.knobs
-from torchdoctor.diagnose.rules import RULE_MODULES, RULES
+from torchdoctor.diagnose.rules import RULE_MODULES, RULES, prescribed_by, prescribing
 from torchdoctor.knobs import (
     CallEdit,
     DDPArgument,
@@ -53,7 +55,6 @@ def test_a_knob_has_every_part(knob: Knob) -> None:
     assert knob.write_back is not None, "how it is written back (or NotWritten with why)"
     assert knob.ladder is not None, "its rank in the ladder"
     assert knob.script is not None, "whether a script takes it"
-    assert knob.prescribed is not None, "the findings that prescribe it"
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
@@ -120,16 +121,22 @@ def test_model_transforms_are_ordered_within_their_stage() -> None:
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
-def test_a_knob_names_the_rules_that_prescribe_it(knob: Knob) -> None:
-    prescribed = knob.prescribed
-    assert prescribed is not None
-    assert prescribed.rules or (prescribed.none_because or "").strip()
-    assert set(prescribed.rules) <= set(RULES)
-    # each rule it names prescribes it (by the knob's name constant), and every rule that
-    # prescribes it is named
-    mentions = {
-        module.RULE_ID
-        for module in RULE_MODULES
-        if knob.name in CONSTANTS and f"{CONSTANTS[knob.name]}.name" in inspect.getsource(module)
-    }
-    assert mentions == set(prescribed.rules)
+def test_a_knob_is_prescribed_by_a_rule_or_says_why_none_is(knob: Knob) -> None:
+    # knob -> rules: read back from the rules' prescriptions, never stated by the knob
+    rules = prescribing(knob.name)
+    assert set(rules) <= set(RULES)
+    assert bool(rules) != bool((knob.no_rule or "").strip()), knob.name
+
+
+@pytest.mark.parametrize("module", RULE_MODULES, ids=lambda m: str(m.RULE_ID))
+def test_a_rule_prescribes_catalogue_knobs_by_their_constants(module: ModuleType) -> None:
+    # rule -> knobs: the knob constants a rule holds are the catalogue's, and each is named in
+    # its source as a prescription names it (`X.name`); a knob named any other way (a string)
+    # would be missed by `prescribing`
+    held = prescribed_by(module)
+    assert all(get_knob(knob.name) is knob for knob in held)
+    source = inspect.getsource(module)
+    named = {name for name in CONSTANTS.values() if f"{name}.name" in source}
+    assert named == {CONSTANTS[knob.name] for knob in held}
+    for knob in held:
+        assert module.RULE_ID in prescribing(knob.name)
