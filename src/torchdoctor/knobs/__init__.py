@@ -74,6 +74,7 @@ from torchdoctor.knobs.optimizer import OPTIMIZER_IMPL, SET_TO_NONE
 from torchdoctor.knobs.parts import (
     CallEdit,
     DDPArgument,
+    EditedCall,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -160,6 +161,7 @@ __all__ = [
     "Choice",
     "CudaFlags",
     "DDPArgument",
+    "EditedCall",
     "FoundModel",
     "IntRange",
     "Knob",

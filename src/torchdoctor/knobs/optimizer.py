@@ -6,6 +6,7 @@ from torchdoctor.core.optimizer import OPTIMIZER_IMPLS, impl_kwargs, make_optimi
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
 from torchdoctor.knobs.parts import (
     CallEdit,
+    EditedCall,
     Ladder,
     OptimizerArgument,
     Script,
@@ -37,7 +38,7 @@ OPTIMIZER_IMPL = Knob(
     # torch's own default: foreach when every parameter is on CUDA, the for-loop otherwise.
     device_defaults={"cuda": "foreach"},
     applies_to=OptimizerArgument(lambda value: impl_kwargs(str(value))),
-    write_back=CallEdit("optimizer"),
+    write_back=CallEdit(EditedCall.OPTIMIZER),
     ladder=Ladder(gpu=40, cpu=40),
     script=Script(site=ScriptSite.OPTIMIZER),
 )
@@ -51,7 +52,7 @@ SET_TO_NONE = Knob(
     domain=Choice((False, True)),
     default=True,
     applies_to=StepSetting("zero_grad after each optimizer step"),
-    write_back=CallEdit("zero_grad"),
+    write_back=CallEdit(EditedCall.ZERO_GRAD),
     ladder=Ladder(gpu=130, cpu=50),
     script=Script(site=ScriptSite.OPTIMIZER),
 )

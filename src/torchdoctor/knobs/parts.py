@@ -125,13 +125,23 @@ class LoaderKeywordEdit:
     """The DataLoader call the injection acted at gets the keyword (its `LoaderArgument`)."""
 
 
+class EditedCall(Enum):
+    """A call of the script the patch writer edits in place (where the injection acted)."""
+
+    #: a torch.optim constructor: its implementation keywords (`OptimizerArgument.kwargs`)
+    OPTIMIZER = "optimizer"
+    #: `zero_grad(...)`: its set_to_none
+    ZERO_GRAD = "zero_grad"
+    #: the script's own `torch.set_num_threads(N)`, else a line after its imports
+    SET_NUM_THREADS = "set_num_threads"
+
+
 @dataclass(frozen=True)
 class CallEdit:
-    """A call the injection acted at is edited: `call` names the patch writer's editor
-    ("optimizer": the constructor's foreach/fused; "zero_grad": its set_to_none; "threads":
-    the script's own set_num_threads, else a line after its imports)."""
+    """A call the injection acted at is edited (`EditedCall`): the patch writer's editor of
+    that call takes the knob and its value."""
 
-    call: str
+    call: EditedCall
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from torchdoctor.knobs.base import IntRange, Knob, KnobValue, cpu_count
 from torchdoctor.knobs.parts import (
     CallEdit,
+    EditedCall,
     Ladder,
     ProcessSetting,
     Script,
@@ -37,7 +38,7 @@ THREADS = Knob(
     domain=IntRange(1, cpu_count),
     default=None,
     applies_to=ProcessSetting(_set_threads),
-    write_back=CallEdit("threads"),
+    write_back=CallEdit(EditedCall.SET_NUM_THREADS),
     ladder=Ladder(gpu=30, cpu=10, joint=True),
     script=Script(site=ScriptSite.THREADS),
     serving=Serving(
