@@ -46,7 +46,13 @@ from torch import nn
 
 from torchdoctor.collect._patching import user_site
 from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger
-from torchdoctor.knobs import FoundModel, KnobForward, model_parts, scales_loss
+from torchdoctor.knobs import (
+    FoundModel,
+    KnobForward,
+    make_grad_scaler,
+    model_parts,
+    scales_loss,
+)
 
 UNREACHED = (
     "no trained module was seen: no module owning an optimizer's parameters was called with "
@@ -57,7 +63,7 @@ GradScalerFactory = Callable[[str], Any]
 
 
 def _default_scaler(device_type: str) -> Any:
-    return torch.amp.GradScaler(device_type)
+    return make_grad_scaler("fp16", device_type)
 
 
 class ModelInjector:
