@@ -3,10 +3,13 @@ ladder tries it, whether a script can take it, and how it serves a model. (Which
 prescribe it is the rules' to say, in their prescriptions: `diagnose.rules.prescribing`.)
 
 A knob module declares them next to its `Knob` (torchtitan's "a feature owns its transform"),
-and the stages read them from the catalogue instead of keeping lists of knob names:
-the engine session and the script injection apply a knob through `applies_to`, the ladder
-orders knobs by `Ladder`, the patch writer writes them through `write_back`, and a test over
-the catalogue fails when a part is missing. This module is data and plain torch functions
+and the stages read them from the catalogue instead of keeping lists of knob names: the
+engine session applies a knob through `applies_to`; the script injection through its
+`Script.site` (a model knob through `Script.on_model`, sharing the transform's code); `serve`
+through `Serving`; the ladder orders knobs by `Ladder`, which also says which knobs the joint
+search and the memory ladder try; the patch writer writes them through `write_back`. A test
+over the catalogue fails when a part is missing, and one over the source when a stage names
+or applies a knob itself (`tests/unit/knobs/`). This module is data and plain torch functions
 only: it sits left of the engine, collect, diagnose and tune (rule ids are strings here).
 """
 
