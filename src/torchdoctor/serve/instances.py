@@ -29,9 +29,9 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 import numpy as np
-import torch
 
 from torchdoctor.core.errors import MeasureError
+from torchdoctor.knobs import apply_threads
 from torchdoctor.measure import settled
 from torchdoctor.serve._percentiles import percentile
 from torchdoctor.serve.curves import DEFAULT_CALLS, MAX_POINT_WARMUP, doubling, sweep
@@ -141,7 +141,7 @@ def serve_instance(conn: _Connection, stop: Any, spec: str, device: str, batch_s
     while (message := conn.recv()) is not None:
         try:
             if message[0] == "warm":
-                torch.set_num_threads(message[1])
+                apply_threads(message[1])  # the threads knob's own setter
                 warm: list[float] = []
                 while len(warm) < MAX_POINT_WARMUP and not settled(warm):
                     warm.append(timed_call(call, sync, clock))
