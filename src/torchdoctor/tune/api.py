@@ -430,6 +430,8 @@ def _finish(
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
     notes += quality_notes(tuner.quality_reference())
+    if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
+        notes.append(tuner.sharing.note())
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
@@ -451,6 +453,7 @@ def _finish(
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
         fit=fit,
+        device_sharing=tuner.sharing,
     )
     result.write(run_dir / TUNE)
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")

@@ -32,7 +32,8 @@ from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
-from torchdoctor.tune.turns import DeviceTurns
+from torchdoctor.tune.records import TrialResult
+from torchdoctor.tune.turns import DeviceTurns, SharingMode
 
 CAPACITY = 2**18  # bytes of the fake device (small: the model is real torch, on a CPU)
 #: The job: its trained state takes half the device, a step's activations a tenth at batch
@@ -217,15 +218,14 @@ def test_the_resident_arm_is_parked_and_the_next_unparked_and_a_pinned_one_stays
     assert log == ["close b"]
 
 
-def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: Path) -> None:
-    """A best arm replaying CUDA graphs cannot leave the GPU: the candidate beside it runs
-    out of memory, and its trial says the memory was another arm's."""
+def _graphs_trial(tmp_path: Path, sharing: SharingMode | None) -> tuple[Tuner, TrialResult]:
+    """The baseline replays CUDA graphs (it cannot leave the GPU); one ladder trial."""
     gpu = FakeGpu(CAPACITY)
     plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
     source = FakeGpuArms(gpu, plan, DeviceTurns(), {**JOB, "graphs_knob": "graphs"})
     tuner = Tuner(
         SessionSpec("job", {"graphs": True}, device="cuda"),
-        TuneSettings(plan=plan, budget_s=600, reference_runs=0),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=0, device_sharing=sharing),
         Study(f"sqlite:///{tmp_path / 'study.db'}"),
         arms=source,
     )
@@ -234,6 +234,26 @@ def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: P
         trial = tuner.try_change({"fast": True}, kind="ladder", safety="exact")
     finally:
         tuner.close()
+    assert gpu.ooms == (trial.outcome is Outcome.OUT_OF_MEMORY)
+    return tuner, trial
+
+
+def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: Path) -> None:
+    """Forced to interleave, a best arm replaying CUDA graphs cannot leave the GPU: the
+    candidate beside it runs out of memory, and its trial says the memory was another arm's."""
+    _, trial = _graphs_trial(tmp_path, "interleaved")
     assert trial.outcome is Outcome.OUT_OF_MEMORY
     assert "another arm stayed on the GPU beside it" in trial.reason
     assert "CUDA graphs" in trial.reason
+
+
+def test_an_arm_that_cannot_be_parked_and_does_not_fit_twice_takes_turns(tmp_path: Path) -> None:
+    """Left to decide, the same study measures that the graph arm's 50% stays on the device
+    when parked, so a second process does not fit: its trial runs in turns, with a verdict."""
+    tuner, trial = _graphs_trial(tmp_path, None)
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.mode == "turns", sharing
+    assert sharing.moved_bytes == 0
+    assert sharing.stayed_bytes >= 0.95 * JOB["state_share"] * CAPACITY
+    assert trial.outcome is Outcome.KEPT, trial.reason
+    assert trial.sharing_mode == "turns"
