@@ -45,9 +45,15 @@ class FakeGpu:
         self.processes: list[FakeCuda] = []
         #: out-of-memory errors raised, over all processes
         self.ooms = 0
+        #: the most processes that held device memory at one time
+        self.most_resident = 0
 
     def reserved(self) -> int:
         return sum(p.reserved for p in self.processes)
+
+    def resident(self) -> int:
+        """Processes holding device memory now."""
+        return sum(1 for p in self.processes if p.reserved > 0)
 
 
 class FakeCuda:
@@ -88,6 +94,7 @@ class FakeCuda:
             )
         self.reserved += grow
         self.cached = 0
+        self.gpu.most_resident = max(self.gpu.most_resident, self.gpu.resident())
 
     def adopt(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` was allocated on the device (by autograd, an optimizer): charge it."""
