@@ -29,11 +29,11 @@ from torchdoctor.procs import Parked, Prepare, ReplyT, Request, SessionHost, Ses
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
 from torchdoctor.tune.outcome import Outcome
+from torchdoctor.tune.records import TrialResult
 from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
-from torchdoctor.tune.records import TrialResult
 from torchdoctor.tune.turns import DeviceTurns, SharingMode
 
 CAPACITY = 2**18  # bytes of the fake device (small: the model is real torch, on a CPU)
