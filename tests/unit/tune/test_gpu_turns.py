@@ -359,3 +359,36 @@ def test_without_a_decision_a_reference_that_runs_out_of_memory_sends_the_arms_i
     assert "a quality reference ran out of memory beside it" in sharing.reason
     assert gpu.ooms == 1  # the reference's, and no trial's
     assert all(t.outcome is not Outcome.OUT_OF_MEMORY for t in tuner.trials)
+
+
+def test_a_candidate_out_of_memory_beside_the_parked_best_is_measured_again_in_turns(
+    tmp_path: Path,
+) -> None:
+    """A job with 30% in a plain tensor fits twice at its batch (two interleave), but the
+    batch search's larger candidate does not fit beside the parked best (30% stays): its
+    trial goes into turns and is measured alone, where it fits, instead of ending as an
+    out-of-memory edge the job alone never had."""
+    job = {**JOB, "state_share": 0.2, "ballast_share": 0.3, "workspace_share": 0.1}
+    gpu = FakeGpu(CAPACITY)
+    plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
+    tuner = Tuner(
+        SessionSpec("job", {}, device="cuda"),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=2),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=FakeGpuArms(gpu, plan, DeviceTurns(), job),
+    )
+    try:
+        climb(tuner, LadderPlan(space=[], max_batch=MAX_BATCH, prior=(), confirm=False))
+    finally:
+        tuner.close()
+    story = [(t.kind, t.change, t.outcome, t.sharing_mode, t.reason) for t in tuner.trials]
+    batch = [t for t in tuner.trials if t.kind == "batch"]
+    assert [t.change for t in batch] == [{"batch_size": 64}, {"batch_size": 128}], story
+    assert [t.sharing_mode for t in batch] == ["interleaved", "turns"], story
+    assert all(t.outcome is not Outcome.OUT_OF_MEMORY for t in tuner.trials), story
+    # 0.2 + 0.3 + 0.4 of the device fits alone: the search reaches it.
+    assert tuner.best_recipe == {"batch_size": MAX_BATCH}, story
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.in_turns
+    assert "a candidate ran out of memory beside the parked best" in sharing.reason
+    assert gpu.ooms == 1  # that candidate's, beside the parked best; none since
