@@ -195,3 +195,29 @@ def test_a_cpu_study_shares_no_device_and_records_no_mode(tmp_path: Path) -> Non
     assert trials and all(t.sharing_mode is None and t.device_switch_s is None for t in trials)
     stored = TuneResult.read(tmp_path / "run" / "tune.json")
     assert stored.device_sharing is None and result.best_recipe == {"fast": True}
+
+
+def test_the_screen_says_a_trial_ran_in_turns() -> None:
+    from torchdoctor.report.terminal.live import row_of
+    from torchdoctor.tune.outcome import Outcome
+
+    common = {"recipe": {}, "status": "ok", "sharing_mode": "turns"}
+    baseline = TrialResult(
+        key="b", kind="baseline", step=0, decision="baseline", outcome=Outcome.BASELINE, **common
+    )
+    assert "arms take turns on the GPU" in row_of(baseline).why
+    ladder = TrialResult(
+        key="l",
+        kind="ladder",
+        step=1,
+        change={"fast": True},
+        decision="kept",
+        outcome=Outcome.KEPT,
+        chunk_times_s=[1.0, 1.1, 0.9, 1.0],
+        speedup_vs_best=1.5,
+        speedup_vs_best_ci=(1.3, 1.7),
+        **common,
+    )
+    assert row_of(ladder).why == "in turns: 4 pairs of whole runs"
+    interleaved = ladder.model_copy(update={"sharing_mode": "interleaved"})
+    assert row_of(interleaved).why == ""
