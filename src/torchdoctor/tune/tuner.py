@@ -417,17 +417,25 @@ class Tuner:
         self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
 
     def _reference_failed(self, exc: WorkerFailure) -> TuneError:
-        """A quality reference run failed: a second process of the baseline recipe, not the
-        baseline, which ran."""
+        """A quality reference run failed: a second run of the baseline recipe, not the
+        baseline, which ran (on a GPU: alone in turns, or beside the parked baseline)."""
         if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
             return self._budget_too_small()
-        where = "alone, one process on the GPU" if self.in_turns else "beside the baseline's arm"
-        hint = "check that it runs twice in a row (`torchdoctor run`; a script: plain python)"
-        if exc.kind == "oom" and not self.in_turns:
-            hint = "let the arms take turns on the GPU (the default; the study forced interleaving)"
+        where, hint = "", "check that it runs twice in a row (`torchdoctor run`; a script: python)"
+        if self.in_turns:
+            where = ", alone on the GPU"
+            if exc.kind == "oom":  # it ran out of memory alone, as the baseline did not
+                hint = (
+                    "start from a recipe with room to spare: the same effective batch in "
+                    "smaller micro-batches (--set batch_size=B/k --set grad_accum=k)"
+                )
+        elif self.sharing is not None:
+            where = ", beside the baseline's parked process"
+            if exc.kind == "oom":
+                hint = "let the arms take turns on the GPU (the study forced them to interleave)"
         return TuneError(
-            f"the baseline ran, but a quality reference run of it (a second process of the "
-            f"same recipe, {where}) failed ({exc.kind}): {exc.reason}",
+            f"the baseline ran, but a quality reference run of it (a second run of the same "
+            f"recipe{where}) failed ({exc.kind}): {exc.reason}",
             hint=hint,
         )
 

@@ -337,7 +337,9 @@ def test_forced_to_interleave_a_job_that_fits_once_runs_out_of_memory(tmp_path: 
         _tune_held(tmp_path, BALLAST_JOB, "interleaved")
     message = str(failed.value)
     assert "(oom)" in message and "a quality reference run of it" in message, message
+    assert "beside the baseline's parked process" in message
     assert "the baseline recipe failed" not in message
+    assert "take turns" in (failed.value.hint or "") and "batch" not in (failed.value.hint or "")
 
 
 def test_without_a_decision_a_reference_that_runs_out_of_memory_sends_the_arms_into_turns(
