@@ -196,7 +196,9 @@ class Tuner:
             return float(statistics.median(walls))
         # Before any A/B trial: about one baseline measurement (one new arm and its warm-up;
         # the best arm is already warm, and the sequential A/B often stops at its first look).
-        return self.baseline.wall_s if self.baseline else 0.0
+        # In turns a trial is that many pairs of whole runs, each one such measurement.
+        runs = 2 * TURN_PAIRS if self.in_turns else 1
+        return self.baseline.wall_s * runs if self.baseline else 0.0
 
     # arms
 

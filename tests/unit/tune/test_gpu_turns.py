@@ -327,6 +327,15 @@ def test_a_job_holding_60_percent_that_parking_cannot_move_is_tuned_in_turns(
     confirmation = outcome.confirmation
     assert confirmation is not None and confirmation.outcome is Outcome.MEASURED, confirmation
     assert confirmation.speedup_ci is not None and confirmation.speedup_ci[0] > 1.0
+    # A resumed study reads the decision back with the baseline it reuses.
+    resumed = Tuner(
+        SessionSpec("job", {}, device="cuda"),
+        TuneSettings(plan=MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2)),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=FakeGpuArms(FakeGpu(CAPACITY), MeasurePlan(), DeviceTurns(), job),
+    )
+    resumed.run_baseline()
+    assert resumed.reused == 1 and resumed.sharing == sharing and resumed.in_turns
 
 
 def test_forced_to_interleave_a_job_that_fits_once_runs_out_of_memory(tmp_path: Path) -> None:
