@@ -313,6 +313,7 @@ def _run(
         final_pairs=config.final_pairs,
         plan=config.plan,
         isolate=config.isolate,
+        device_sharing=config.device_sharing,
         # The memory ladder measures the peak each recipe reaches, the baseline's over the cap
         # included, so its workers run without the watch that would end them at the cap.
         memory_cap_bytes=None if config.objective == "fit" else config.max_memory_bytes,

@@ -18,7 +18,7 @@ from torchdoctor.procs import FailureKind, Parked, ReplyT, Request, WorkerFailur
 from torchdoctor.tune import tune
 from torchdoctor.tune.arms import Arm
 from torchdoctor.tune.records import TrialResult, TuneResult, read_trial
-from torchdoctor.tune.turns import PEAK_SLACK, DeviceSharing, decide_sharing
+from torchdoctor.tune.turns import PEAK_SLACK, DeviceSharing, SharingMode, decide_sharing
 from torchdoctor.tune.whole_runs import run_in_turns
 from tune_sim import FAST_KNOB, sim_config
 
@@ -183,11 +183,15 @@ def test_a_run_that_fails_is_ended_and_the_failure_raised() -> None:
     assert live == [0] and log[-1] == "close best"
 
 
-def test_a_cpu_study_shares_no_device_and_records_no_mode(tmp_path: Path) -> None:
-    """On a CPU no arm joins the turns: no decision, no note, no mode on any record."""
-    result = tune(
-        config=sim_config([FAST_KNOB], effects={"fast": {"True": 0.5}}), out=tmp_path / "run"
-    )
+@pytest.mark.parametrize("asked", [None, "turns"])
+def test_a_cpu_study_shares_no_device_and_records_no_mode(
+    tmp_path: Path, asked: SharingMode | None
+) -> None:
+    """On a CPU no arm joins the turns, even asked to: no decision, no note, no mode on any
+    record, the arms interleaved as ever."""
+    config = sim_config([FAST_KNOB], effects={"fast": {"True": 0.5}})
+    config = config.model_copy(update={"device_sharing": asked})
+    result = tune(config=config, out=tmp_path / "run")
     assert result.device_sharing is None
     assert not any(n.startswith("arms ran") for n in result.notes)
     trials = [read_trial(p) for p in sorted((tmp_path / "run" / "trials").glob("*.json"))]
