@@ -40,6 +40,8 @@ def _environment() -> jinja2.Environment:
 
 
 def _printable(value: object) -> object:
+    if isinstance(value, Markup):  # a fragment already escaped: still markup after
+        return Markup(printable(str(value)))
     return printable(value) if isinstance(value, str) else value
 
 
