@@ -24,8 +24,16 @@ from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
-from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
-from torchdoctor.tune.storage import cleartext_note
+from torchdoctor.tune import (
+    StorageURL,
+    Study,
+    Trial,
+    TuneConfig,
+    Tuner,
+    TuneResult,
+    cleartext_note,
+    tune,
+)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
