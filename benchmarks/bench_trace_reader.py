@@ -4,8 +4,9 @@ A trace comes from anywhere. Two crafted shapes are read beside a real trace of 
 decompressed size (the first events of the A100 rank-0 trace in tests/data/traces, cut to
 that size, with its metadata):
 
-- cut bytes: one event whose argument is S bytes of ``},``, the bytes the reader cuts at,
-  among a thousand ordinary events. Trying cuts by decoding alone decoded the whole buffer
+- cut string / cut nested: one event whose argument is S bytes of ``},``, the bytes the
+  reader cuts at, among a thousand ordinary events: inside a string, or as a list of empty
+  objects. Trying cuts by decoding alone decoded the whole buffer
   at each of 64 candidates and grew it by a megabyte at a time (quadratic); the structure
   scan that takes over reads each byte once, so its time per MB should stay flat as S grows.
 - long name: one event whose name is S bytes. It is refused at the one-event cap
@@ -44,9 +45,12 @@ def _small(i: int) -> dict[str, object]:
             "dur": 1}  # fmt: skip
 
 
-def write_cut_bytes(path: Path, size: int) -> Path:
+def write_cut_bytes(path: Path, size: int, nested: bool = False) -> Path:
+    """`},` in a string, or `nested`: as a list of empty objects (`[{},{},...]`), whose every
+    `},` is a cut that leaves the piece unbalanced, and which msgspec must parse to say so."""
+    filler: object = [{}] * (size // 3) if nested else "}," * (size // 2)
     events = [_small(i) for i in range(SMALL_EVENTS // 2)]
-    events.append({**_small(SMALL_EVENTS), "args": {"note": "}," * (size // 2)}})
+    events.append({**_small(SMALL_EVENTS), "args": {"note": filler}})
     events += [_small(i) for i in range(SMALL_EVENTS // 2, SMALL_EVENTS)]
     with gzip.open(path, "wt", compresslevel=9) as fh:
         json.dump({"traceEvents": events}, fh)
@@ -110,7 +114,7 @@ def main() -> None:
     raised = decode.ReadLimits(event_bytes=4 * max(sizes) * MB)
     default = decode.ReadLimits()
     header = (
-        f"{'trace':<10} {'MB':>4} {'gzip kB':>8} {'wall s':>7} {'cpu s':>7} {'cpu s/MB':>8} "
+        f"{'trace':<11} {'MB':>4} {'gzip kB':>8} {'wall s':>7} {'cpu s':>7} {'cpu s/MB':>8} "
         f"{'peak MB':>8}  outcome"
     )
     print(header)
@@ -121,7 +125,8 @@ def main() -> None:
             folder, n = Path(tmp), size * MB
             cases = (
                 ("real", write_real(folder / f"real{size}.json.gz", n), default),
-                ("cut bytes", write_cut_bytes(folder / f"cut{size}.json.gz", n), raised),
+                ("cut string", write_cut_bytes(folder / f"cut{size}.json.gz", n), raised),
+                ("cut nested", write_cut_bytes(folder / f"nest{size}.gz", n, nested=True), raised),
                 ("long name", write_long_name(folder / f"name{size}.json.gz", n), default),
             )
             for label, path, limits in cases:
@@ -131,7 +136,7 @@ def main() -> None:
                 real_mb = decompressed_bytes(path) / MB
                 per_mb.setdefault(label, []).append(cpu / real_mb)
                 print(
-                    f"{label:<10} {real_mb:>4.1f} {path.stat().st_size / 1024:>8.0f} "
+                    f"{label:<11} {real_mb:>4.1f} {path.stat().st_size / 1024:>8.0f} "
                     f"{wall:>7.3f} {cpu:>7.3f} {cpu / real_mb:>8.3f} "
                     f"{peak_mb(path, limits):>8.1f}  {runs[0][2]}"
                 )

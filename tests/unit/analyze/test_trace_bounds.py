@@ -30,10 +30,14 @@ def _event(i: int, **extra: object) -> dict[str, object]:
             "dur": 1, **extra}  # fmt: skip
 
 
-def _cut_filled(path: Path, filler_bytes: int) -> Path:
-    """Small events around one whose argument is `filler_bytes` of `},`."""
+def _cut_filled(path: Path, filler_bytes: int, form: str = "string") -> Path:
+    """Small events around one whose argument is `filler_bytes` of `},`: in a string, or as
+    a list of empty objects (`{},{},...`), where every `},` is a cut that fails to balance."""
+    filler: object = "}," * (filler_bytes // 2)
+    if form == "nested":
+        filler = [{}] * (filler_bytes // 3)
     events = [_event(i) for i in range(200)]
-    events.append(_event(200, args={"note": "}," * (filler_bytes // 2)}))
+    events.append(_event(200, args={"note": filler}))
     events += [_event(i) for i in range(201, 400)]
     with gzip.open(path, "wt") as fh:
         json.dump({"traceEvents": events}, fh)
@@ -53,15 +57,16 @@ def _count_decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+@pytest.mark.parametrize("form", ["string", "nested"])
 def test_an_event_full_of_cut_bytes_costs_linear_decoding(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
 ) -> None:
     monkeypatch.setattr(decode, "CHUNK_BYTES", 16 * KB)
     sizes = _count_decoded(monkeypatch)
     work = {}
     for filler in (256 * KB, 512 * KB, 1024 * KB):
         sizes.clear()
-        timeline = loading.load_trace(_cut_filled(tmp_path / f"{filler}.json.gz", filler))
+        timeline = loading.load_trace(_cut_filled(tmp_path / f"{filler}.gz", filler, form))
         assert timeline.names == [f"op{i}" for i in range(400)]
         work[filler] = sum(sizes)
     # The decoder reads each byte a bounded number of times: a few tries of one chunk, then
