@@ -371,9 +371,15 @@ def _warn(line: str) -> None:
 
 def finish_with_report(result: TuneResult) -> None:
     """Render the run folder's report (report.html / report.md), then show the result and it."""
+    from torchdoctor.core.rundir import finishing
     from torchdoctor.report import write_reports
 
-    reports = write_reports(result.run_dir)
+    reports: list[Path] = []
+    # A report the disk refuses marks the study's folder failed, in one line (rundir.py).
+    with finishing(
+        Path(result.run_dir), reports=lambda: reports.extend(write_reports(result.run_dir))
+    ):
+        pass
 
     def render(console: Console) -> None:
         render_result(result, console)
