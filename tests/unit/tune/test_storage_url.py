@@ -134,12 +134,12 @@ def test_children_inherit_neither_the_password_nor_the_url(
     import sys
 
     from torchdoctor.collect.launcher import child_command
-    from torchdoctor.tune.api import _secrets_held
+    from torchdoctor.tune.resume import secrets_held
 
     monkeypatch.setenv("PGPASSWORD", "pa/ss")
     monkeypatch.setenv("PGSSLPASSWORD", "key-pass")
     given = StorageURL.parse("postgresql+psycopg://td@db/studies")
-    with _secrets_held(given) as held:
+    with secrets_held(given) as held:
         assert held is not None and held.password == "pa/ss" and "pa%2Fss" in held.secret
         assert held.public == given.public
         # What a trial's script (collect/launcher.py) and a spawned worker start with.
@@ -160,10 +160,10 @@ def test_children_inherit_neither_the_password_nor_the_url(
 def test_a_url_with_its_own_password_keeps_it_and_the_variable_still_goes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from torchdoctor.tune.api import _secrets_held
+    from torchdoctor.tune.resume import secrets_held
 
     monkeypatch.setenv("PGPASSWORD", "from-env")
-    with _secrets_held(StorageURL.parse("postgresql+psycopg://td:own@db/s")) as held:
+    with secrets_held(StorageURL.parse("postgresql+psycopg://td:own@db/s")) as held:
         assert held is not None and held.password == "own" and "PGPASSWORD" not in os.environ
-    with _secrets_held(StorageURL.parse("sqlite:///s.db")) as held:
+    with secrets_held(StorageURL.parse("sqlite:///s.db")) as held:
         assert "PGPASSWORD" in os.environ  # a file needs no password: nothing changes
