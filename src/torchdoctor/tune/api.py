@@ -220,6 +220,9 @@ def tune(
     `storage`: the shared study's storage URL with its password, held in memory only; the
     config records its public form (`config.storage` is set from it when it has none).
     """
+    if storage is None and resume is None and config is not None and config.storage:
+        # A new study's own config names its storage: its password is held the same way.
+        storage = StorageURL.parse(config.storage)
     with secrets_held(storage) as held:
         return _tune(
             workload,
