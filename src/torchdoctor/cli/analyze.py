@@ -77,9 +77,8 @@ def analyze(
     emit(result, render)
     if report:
         from torchdoctor.cli.reporting import write_run_reports
-        from torchdoctor.core.rundir import ANALYSIS, finish_run_dir, new_run_dir
+        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
 
         run_dir = new_run_dir("analyze", str(trace), out=out)
-        result.write(run_dir / ANALYSIS)
-        finish_run_dir(run_dir)
-        write_run_reports(run_dir)
+        with finishing(run_dir, reports=lambda: write_run_reports(run_dir)):
+            result.write(run_dir / ANALYSIS)

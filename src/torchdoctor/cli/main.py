@@ -174,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(escape(redact_secrets(str(exc))), exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except OSError as exc:
+        # A write the system refused (a full disk, a read-only folder): one line, not a
+        # traceback; --debug shows where.
+        if settings.debug:
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(escape(redact_secrets(f"{exc.strerror or exc}{where}")), 2)
     except (typer.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130)
     except Exception as exc:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from torchdoctor.core.records import Record
+from torchdoctor.core.text import printable_console
 
 
 @dataclass
@@ -23,8 +24,10 @@ settings = Settings()
 
 # Human output goes to stdout; progress, warnings and errors go to stderr so that
 # `--json` output on stdout stays machine-readable.
-console = Console()
-err_console = Console(stderr=True)
+# What a record holds (an op name from a trace) may carry escape sequences: both consoles
+# strip control characters from whatever they render (core/text.py).
+console: Console = printable_console()
+err_console: Console = printable_console(stderr=True)
 
 
 def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> None:

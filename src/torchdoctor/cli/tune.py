@@ -24,7 +24,16 @@ from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
-from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
+from torchdoctor.tune import (
+    StorageURL,
+    Study,
+    Trial,
+    TuneConfig,
+    Tuner,
+    TuneResult,
+    cleartext_note,
+    tune,
+)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -142,11 +151,17 @@ def tune_command(
         None,
         "--storage",
         help="Database URL of a study shared by several tuners, e.g. "
-        "postgresql+psycopg://td@db.example.org/studies (password from PGPASSWORD or "
-        "~/.pgpass; one given in the URL is used, never written). Each ladder step runs in "
-        "one tuner; the others replay its result.",
+        "postgresql+psycopg://td@db.example.org/studies (password from PGPASSWORD, "
+        "~/.pgpass or a service file; one given in the URL is used with a warning, never "
+        "written). Each ladder step runs in one tuner; the others replay its result. With "
+        "--resume: the study's storage, given again.",
     ),
-    resume: Path = typer.Option(None, "--resume", help="Continue the study in this run folder."),
+    resume: Path = typer.Option(
+        None,
+        "--resume",
+        help="Continue the study in this run folder. What runs is given again and checked "
+        "against the folder: its workload file, or its script after --, and --storage.",
+    ),
     out: Path = typer.Option(None, "--out", help="Run folder to create."),
     settings: list[str] = typer.Option([], "--set", help="Baseline knob setting knob=value."),
     knobs: str = typer.Option(None, "--knobs", help="Only try these knobs (comma-separated)."),
@@ -337,15 +352,34 @@ def _open_storage(storage: str | None) -> StorageURL | None:
     if not storage:
         return None
     url = StorageURL.parse(storage)
+    if url.carries_password:
+        _warn(
+            "the --storage URL carries a password, which any user of this machine can read in "
+            "the command line (/proc/PID/cmdline); give it in PGPASSWORD, a password file "
+            "(~/.pgpass or PGPASSFILE) or a service file (PGSERVICEFILE) instead"
+        )
+    note = cleartext_note(url)
+    if note is not None:
+        _warn(note)
     Study(url, shared=True).close()
     return url
 
 
+def _warn(line: str) -> None:
+    err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+
+
 def finish_with_report(result: TuneResult) -> None:
     """Render the run folder's report (report.html / report.md), then show the result and it."""
+    from torchdoctor.core.rundir import finishing
     from torchdoctor.report import write_reports
 
-    reports = write_reports(result.run_dir)
+    reports: list[Path] = []
+    # A report the disk refuses marks the study's folder failed, in one line (rundir.py).
+    with finishing(
+        Path(result.run_dir), reports=lambda: reports.extend(write_reports(result.run_dir))
+    ):
+        pass
 
     def render(console: Console) -> None:
         render_result(result, console)

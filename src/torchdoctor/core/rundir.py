@@ -24,9 +24,11 @@ at the end, so a folder left by a killed run says so instead of looking finished
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -124,6 +126,31 @@ def finish_run_dir(run_dir: Path, *, error: str | None = None) -> RunManifest:
     )
     done.write(run_dir / MANIFEST)
     return done
+
+
+@contextlib.contextmanager
+def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Iterator[None]:
+    """Write a run folder's records in the block, then mark it complete, then write its
+    `reports` (rendered from the folder, status included).
+
+    A write that fails (a full disk, a folder made read-only), the reports' included, marks
+    the folder failed where it still can and raises one line instead of a traceback: a
+    folder that stays "complete" has its records and its reports.
+    """
+    try:
+        yield
+        finish_run_dir(run_dir)
+        if reports is not None:
+            reports()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        where = f" {exc.filename}" if exc.filename else f" into {run_dir}"
+        error = f"cannot write{where}: {why}"
+        with contextlib.suppress(OSError, RecordError):
+            finish_run_dir(run_dir, error=error)
+        raise RecordError(
+            error, hint="free some space (or write elsewhere with --out) and run it again"
+        ) from None
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

@@ -29,7 +29,7 @@ from torchdoctor.tune.records import (
 from torchdoctor.tune.rescale import world_size_note
 from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.storage import StorageURL
+from torchdoctor.tune.storage import StorageURL, cleartext_note
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.torchrun import check_tunable, is_torchrun, job_world_size
 from torchdoctor.tune.tuner import Tuner
@@ -57,6 +57,7 @@ __all__ = [
     "Tuner",
     "check_parity",
     "check_tunable",
+    "cleartext_note",
     "diagnose_before_tuning",
     "is_torchrun",
     "job_world_size",

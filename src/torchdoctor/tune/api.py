@@ -25,15 +25,16 @@ space, and `best_recipe.json` is what `torchdoctor run --recipe R -- python trai
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.env import cpu_computes_bf16
-from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
+from torchdoctor.core.errors import TorchDoctorError, TuneError
 from torchdoctor.core.io import atomic_write_text
-from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir
 from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
 from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
@@ -45,6 +46,7 @@ from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
+from torchdoctor.tune.resume import open_resume, secrets_held
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import (
@@ -182,34 +184,10 @@ def _arm_source(config: TuneConfig, settings: TuneSettings) -> ArmSource | None:
     )
 
 
-def _open_resume(
-    run_dir: Path, workload: str | None, command: tuple[list[str], bool] | None = None
-) -> TuneConfig:
-    try:
-        manifest = read_manifest(run_dir)
-        config = TuneConfig.read(run_dir / CONFIG_FILE)
-    except RecordError as exc:
-        raise TuneError(f"cannot resume from {run_dir}: {exc}") from None
-    if manifest.kind not in ("tune", "demo"):
-        raise TuneError(f"cannot resume from {run_dir}: it is a {manifest.kind} run, not a tune")
-    if workload is not None and workload != config.workload:
-        raise TuneError(
-            f"run folder {run_dir} tunes workload {config.workload!r}, not {workload!r}",
-            hint=f"resume without a workload, or with {config.workload!r}",
-        )
-    if command is not None and (config.command, config.module) != command:
-        # A script's study is keyed by its command: another command is another study.
-        was = " ".join(config.command or [config.workload])
-        raise TuneError(
-            f"run folder {run_dir} tunes {was!r}, not {' '.join(command[0])!r}",
-            hint="resume without a command, or with the study's own",
-        )
-    return config
-
-
 def _open_study(config: TuneConfig, run_dir: Path, storage: StorageURL | None) -> Study:
-    """The study: shared in `storage` (or the config's, its password from the environment),
-    else private in the run folder."""
+    """The study: shared in `storage` (or, for a new study, the caller's config's), else
+    private in the run folder. A resumed study's storage is always the caller's
+    (`tune.resume`)."""
     if storage is None and config.storage:
         storage = StorageURL.parse(config.storage)
     if storage is not None:
@@ -235,12 +213,42 @@ def tune(
 ) -> TuneResult:
     """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`.
 
-    `command` (argv, module) with `resume`: the script command the resumed study must tune.
+    With `resume`, the folder's settings are read from it, but what runs code or reaches a
+    server is the caller's, checked against the folder's (`tune.resume`): `workload` for a
+    workload file, `command` (argv, module) for a script (run in the current directory), the
+    study's own `config` for a session factory and its options, and `storage`.
     `storage`: the shared study's storage URL with its password, held in memory only; the
     config records its public form (`config.storage` is set from it when it has none).
     """
+    if storage is None and resume is None and config is not None and config.storage:
+        # A new study's own config names its storage: its password is held the same way.
+        storage = StorageURL.parse(config.storage)
+    with secrets_held(storage) as held:
+        return _tune(
+            workload,
+            config=config,
+            out=out,
+            resume=resume,
+            on_trial=on_trial,
+            on_start=on_start,
+            command=command,
+            storage=held,
+        )
+
+
+def _tune(
+    workload: str | None,
+    *,
+    config: TuneConfig | None,
+    out: Path | None,
+    resume: Path | None,
+    on_trial: TrialCallback | None,
+    on_start: Callable[[Tuner, int], None] | None,
+    command: tuple[list[str], bool] | None,
+    storage: StorageURL | None,
+) -> TuneResult:
     if resume is not None:
-        config = _open_resume(resume, workload, command)
+        config = open_resume(resume, workload, command, given=config, storage=storage)
         run_dir = resume
         study = _open_study(config, run_dir, storage)
     else:
@@ -473,7 +481,6 @@ def _finish(
 
 
 def _command_text(config: TuneConfig) -> str:
-    import shlex
 
     if is_torchrun(config.command, config.module):  # as the user typed it
         return shlex.join(["torchrun", *(config.command or [])[1:]])

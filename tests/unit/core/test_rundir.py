@@ -59,3 +59,24 @@ def test_display_path_is_relative_inside_the_cwd_and_absolute_outside(
     monkeypatch.chdir(inside)
     assert display_path(inside / "runs" / "r1") == str(Path("runs") / "r1")
     assert display_path(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")
+
+
+def test_a_refused_report_marks_the_finished_run_failed(tmp_path: Path) -> None:
+    import errno
+    import json
+
+    from torchdoctor.core.rundir import finishing
+
+    run = new_run_dir("tune", "mlp", out=tmp_path / "run")
+
+    def full_disk() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(run / "report.html"))
+
+    refused = pytest.raises(RecordError, match=r"cannot write .*report.html: No space left")
+    with refused, finishing(run, reports=full_disk):
+        (run / "record.json").write_text("{}")
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "failed" and "No space left" in manifest["error"]
+    with finishing(run, reports=lambda: None):
+        pass
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
