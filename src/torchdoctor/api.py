@@ -42,31 +42,58 @@ DEFAULT_PROFILE_STEPS = 5
 DEFAULT_TUNE_BUDGET_S = 480.0
 
 
+#: The module a torchrun launch becomes (`torchrun ARGS` is `python -m torch.distributed.run
+#: ARGS`): the job is launched as that module, each rank inside (tune/torchrun.py reads it).
+TORCHRUN_MODULE = "torch.distributed.run"
+
+
+def parse_command(words: Sequence[str]) -> tuple[list[str], bool]:
+    """A script's command line -> (argv, module): the one reading of a command, used by every
+    command that runs one (`diagnose`, `tune`, `run`, `memory`, `scale` after `--`) and by
+    this API.
+
+    `python train.py a b` and `train.py a b` -> (["train.py", "a", "b"], False);
+    `python -m pkg.train a` -> (["pkg.train", "a"], True); a torchrun launch
+    (`torchrun --nproc_per_node 2 train.py`, `python -m torch.distributed.run ...`) ->
+    (["torch.distributed.run", "--nproc_per_node", "2", "train.py"], True): the job, each
+    rank inside. Raises UsageError for an empty line, `-m` without a module or `python`
+    alone.
+    """
+    rest = [str(w) for w in words]
+    if not rest:
+        raise UsageError("no command to run", hint="e.g. -- python train.py")
+    if Path(rest[0]).name.startswith("python"):
+        rest = rest[1:]
+    if rest[:1] == ["-m"]:
+        if len(rest) < 2:
+            raise UsageError("-m needs a module name", hint="e.g. -- python -m pkg.train")
+        return rest[1:], True
+    if not rest:
+        raise UsageError("no script after python", hint="e.g. -- python train.py")
+    if Path(rest[0]).name == "torchrun" or rest[0].endswith(TORCHRUN_MODULE):
+        return [TORCHRUN_MODULE, *rest[1:]], True
+    return rest, False
+
+
 def _command(target: Target) -> tuple[list[str], bool] | None:
     """(argv, module) when `target` is a script's command line; None for a workload or trace.
 
-    A sequence is a command line (`["python", "train.py", ...]`, `["-m", "pkg.train"]`); a
-    string is one when it names a .py file or starts with `python`.
+    A sequence is a command line (`["python", "train.py", ...]`, `["-m", "pkg.train"]`,
+    `["torchrun", "--nproc_per_node", "2", "train.py"]`); a string is one when it names a .py
+    file or starts with `python` or `torchrun`.
     """
     if isinstance(target, Path):
         words = [str(target)] if target.suffix == ".py" else []
     elif isinstance(target, str):
         split = shlex.split(target)
-        is_script = bool(split) and (split[0].endswith(".py") or split[0].startswith("python"))
+        first = split[0] if split else ""
+        is_script = first.endswith(".py") or first.startswith(("python", "torchrun"))
         words = split if is_script else []
     else:
         words = [str(w) for w in target]
     if not words:
         return None
-    if Path(words[0]).name.startswith("python"):
-        words = words[1:]
-    if words[:1] == ["-m"]:
-        if len(words) < 2:
-            raise UsageError("-m needs a module name", hint='e.g. ["-m", "pkg.train"]')
-        return words[1:], True
-    if not words:
-        raise UsageError("no script after python", hint='e.g. ["python", "train.py"]')
-    return words, False
+    return parse_command(words)
 
 
 def _settings(settings: Mapping[str, Any] | None) -> dict[str, str]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 import typer
 from rich.console import Console
 
+from torchdoctor.api import parse_command
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.reporting import write_run_reports
@@ -39,24 +40,6 @@ def _looks_like_a_path(target: str) -> bool:
     if ":" in target:  # path/to/file.py:factory is a user workload
         return False
     return target.endswith(TRACE_ENDINGS) or "/" in target or os.sep in target
-
-
-def _split_command(args: list[str]) -> tuple[list[str], bool]:
-    """`python train.py a b` / `python -m pkg.mod a` / `train.py a` -> (argv, module)."""
-    if not args:
-        raise UsageError("no command after --", hint="e.g. torchdoctor diagnose -- python train.py")
-    rest = list(args)
-    if Path(rest[0]).name.startswith("python"):
-        rest = rest[1:]
-    if rest and rest[0] == "-m":
-        if len(rest) < 2:
-            raise UsageError("-m needs a module name", hint="e.g. -- python -m pkg.train")
-        return rest[1:], True
-    if not rest:
-        raise UsageError("no script after python", hint="e.g. -- python train.py")
-    if Path(rest[0]).name in ("torchrun",) or rest[0].endswith("torch.distributed.run"):
-        return ["torch.distributed.run", *rest[1:]], True  # the job, each rank inside
-    return rest, False
 
 
 @app.command(
@@ -97,7 +80,7 @@ def diagnose(
             hint="torchdoctor diagnose WORKLOAD --memory, or torchdoctor memory WORKLOAD",
         )
     if command:
-        argv, module = _split_command(command)
+        argv, module = parse_command(command)
         exam = examine_script(
             argv,
             module=module,

@@ -85,11 +85,11 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     """`memory -- python train.py ...`: the script's second step split into its owners,
     written to a new run folder's memory.json."""
     from torchdoctor.analyze import owners_plan
-    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.api import parse_command
     from torchdoctor.collect import read_profiles, run_script
     from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
 
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
     collect = run_dir / "collect"
     try:

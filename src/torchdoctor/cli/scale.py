@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from torchdoctor.api import parse_command
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.reporting import write_run_reports
@@ -62,8 +63,8 @@ def _bandwidths(text: str) -> list[float]:
 
 
 def _script(command: list[str]) -> list[str]:
-    rest = command[1:] if command and Path(command[0]).name.startswith("python") else command
-    if not rest or not rest[0].endswith(".py"):
+    rest, module = parse_command(command)
+    if module or not rest[0].endswith(".py"):
         raise UsageError(
             "scale runs a script file after --",
             hint="torchdoctor scale --nproc 1,2 -- python train.py",

@@ -71,7 +71,7 @@ def run_script_with_recipe(
     warmup: int,
     out: Path | None,
 ) -> None:
-    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.api import parse_command
     from torchdoctor.collect import (
         INJECTION_STEM,
         InjectionRecord,
@@ -84,7 +84,7 @@ def run_script_with_recipe(
 
     # No recipe: the script as it is, measured by the same rule (nothing injected).
     recipe = load_recipe_file(recipe_path) if recipe_path is not None else {}
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     if out is not None and out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     target = argv[0] if argv else "script"
@@ -165,7 +165,7 @@ def recheck_recipe(
     out: Path | None,
 ) -> None:
     """`run --recipe R --vs-baseline -- python train.py`: the ratio and its interval."""
-    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.api import parse_command
     from torchdoctor.core import rundir
     from torchdoctor.tune import (
         ScriptCommand,
@@ -181,7 +181,7 @@ def recheck_recipe(
             hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
         )
     recipe = load_recipe_file(recipe_path)
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     if not module and not Path(argv[0]).is_file():
         raise UsageError(
             f"script {argv[0]!r} not found", hint="e.g. -- python train.py, from its folder"

@@ -182,10 +182,10 @@ def tune_command(
         command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
     if resume is not None:
         if command:
-            from torchdoctor.cli.diagnose import _split_command
+            from torchdoctor.api import parse_command
 
             result = run_with_progress(
-                resume=resume, command=_split_command(command), storage=shared
+                resume=resume, command=parse_command(command), storage=shared
             )
         else:
             result = run_with_progress(workload=workload, resume=resume, storage=shared)
@@ -304,10 +304,10 @@ def _script_config(
     is its own, and changing it changes what the script learns)."""
     import os
 
-    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.api import parse_command
     from torchdoctor.knobs import Recipe
 
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     name = argv[0] if module else Path(argv[0]).stem
     device = default_device(device)
     return TuneConfig(
