@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,11 +238,14 @@ def run(
     device: str | None = None,
     seed: int = 0,
     measure_phases: bool = True,
+    params: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """`torchdoctor run WORKLOAD`: a built-in or user workload under `recipe` (knob -> value,
     e.g. a `TuneResult.best_recipe`); returns the `RunResult` (steady throughput, the phase
-    split, peak memory, the loss at every step). A script is run with a recipe by
-    `torchdoctor run --recipe R -- python train.py`."""
+    split, peak memory, the loss at every step). `params`: the workload's own parameters
+    (`run --param`); `progress(done, total)` is called as steps complete. A script is run
+    with a recipe by `torchdoctor run --recipe R -- python train.py`."""
     if _command(target) is not None:
         raise UsageError(
             "torchdoctor.run() runs a workload",
@@ -254,7 +257,7 @@ def run(
     from torchdoctor.workloads import get_workload
 
     device_name = _device(device)
-    job = get_workload(target)
+    job = get_workload(target, **dict(params or {}))
     pairs = [f"{k}={v}" for k, v in _settings(recipe).items()]
     parsed = Recipe.parse(pairs, workload=job, device=device_name)
     with watch_load() as load:
@@ -266,5 +269,6 @@ def run(
             measure_phases=measure_phases,
             device=device_name,
             seed=seed,
+            progress=progress,
         )
     return result.model_copy(update={"machine_load": load.reading})

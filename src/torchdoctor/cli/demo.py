@@ -18,14 +18,17 @@ from typing import Final
 import typer
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import default_device, device_option
-from torchdoctor.cli.state import err_console, settings
-from torchdoctor.cli.tune import (
-    diagnose_into_run_dir,
-    finish_with_report,
+from torchdoctor.cli.options import (
+    budget_option,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    out_option,
     parse_duration,
-    run_with_progress,
 )
+from torchdoctor.cli.state import err_console, settings
+from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
 from torchdoctor.core.rundir import display_path
 from torchdoctor.knobs import (
     CHANNELS_LAST,
@@ -105,11 +108,9 @@ def quick_note(budget_s: float, knobs: list[str]) -> str:
 
 @app.command("demo")
 def demo_command(
-    budget: str = typer.Option(
+    budget: float | None = budget_option(
         None,
-        "--budget",
-        help=f"Tuning budget, e.g. 8m (default {DEFAULT_DEMO_BUDGET}; "
-        f"{QUICK_DEMO_BUDGET} with --quick).",
+        f"Tuning budget (default {DEFAULT_DEMO_BUDGET}; {QUICK_DEMO_BUDGET} with --quick).",
     ),
     quick: bool = typer.Option(
         False,
@@ -117,10 +118,12 @@ def demo_command(
         help=f"The whole story in about two minutes: {QUICK_KNOBS} knobs, shorter A/Bs, no "
         "batch search; wider intervals, said in the output and the report.",
     ),
-    out: Path = typer.Option(None, "--out", help="Run folder to create."),
+    out: Path = out_option(),
+    force: bool = force_option(),
     device: str | None = device_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
+    check_out(out, force=force)
     budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
     run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
