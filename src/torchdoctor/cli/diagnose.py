@@ -18,9 +18,18 @@ from typing import TYPE_CHECKING, Final
 import typer
 from rich.console import Console
 
-from torchdoctor.api import parse_command
+from torchdoctor.api import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP, parse_command
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
+from torchdoctor.cli.options import (
+    DEVICE_HELP,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    out_option,
+    refuse_given,
+    warmup_option,
+)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import console, emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
@@ -53,9 +62,16 @@ def diagnose(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name, or a TRACE file/folder."),
     steps: int | None = typer.Option(None, "--steps", help="End the script after N steps."),
-    warmup: int = typer.Option(5, "--warmup", help="Steps before the profiled window."),
-    profile_steps: int = typer.Option(5, "--profile-steps", help="Steps to profile."),
-    out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
+    warmup: int = warmup_option(
+        DEFAULT_WARMUP,
+        "Here: before the profiled window, so that compilation and the allocator's growth "
+        "stay out of it.",
+    ),
+    profile_steps: int = typer.Option(
+        DEFAULT_PROFILE_STEPS, "--profile-steps", min=1, help="Steps to profile."
+    ),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
     device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
     memory: bool = typer.Option(
@@ -74,6 +90,8 @@ def diagnose(
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py"):
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
+    _refuse_what_the_target_ignores(ctx, command, target)
+    check_out(out, force=force)
     if memory and (command or target is None or Path(target).exists()):
         raise UsageError(
             "--memory applies to a workload only",
@@ -153,6 +171,27 @@ def diagnose(
     if exam.error:
         where = display_path(exam.run_dir)
         raise DiagnoseError(exam.error, hint=f"what was measured is in {where}")
+
+
+def _refuse_what_the_target_ignores(
+    ctx: typer.Context, command: list[str], target: str | None
+) -> None:
+    """A script picks its own recipe and device; a trace was measured already."""
+    if command:
+        refuse_given(
+            ctx,
+            ("set_", "device"),
+            case="for a script",
+            hint="a script's recipe and device are its own (`torchdoctor run --recipe R -- ...` "
+            "runs one with a recipe)",
+        )
+    elif target is not None and Path(target).exists() and not target.endswith(".py"):
+        refuse_given(
+            ctx,
+            ("steps", "warmup", "profile_steps", "set_", "device"),
+            case="for a trace",
+            hint="a trace is read as it was recorded",
+        )
 
 
 def memory_beside(

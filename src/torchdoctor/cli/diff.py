@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.state import emit
 from torchdoctor.core.errors import UsageError
 
@@ -21,9 +22,8 @@ def diff(
         ..., metavar="A", help="The earlier run folder, tuning result or trace."
     ),
     b: Path = typer.Argument(..., metavar="B", help="The later one, of the same kind."),
-    out: Path | None = typer.Option(
-        None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
-    ),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     report: bool = typer.Option(
         True,
         "--report/--no-report",
@@ -48,8 +48,7 @@ def diff(
     """
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
+    check_out(out, force=force)
     from torchdoctor.diagnose import diff_inputs
 
     result = diff_inputs(a, b)  # bad input fails before a run folder is made

@@ -22,15 +22,18 @@ from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
+    check_out,
     default_device,
     device_option,
+    force_option,
+    out_option,
+    parse_size,
     parse_workload_params,
     seed_option,
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
-from torchdoctor.cli.tune import parse_size
 from torchdoctor.core.errors import UsageError
 from torchdoctor.report import render_memory
 
@@ -153,7 +156,8 @@ def memory_command(
         "budget (RLIMIT_DATA), and record it beside the prediction. A probe per batch; "
         "about ten probes of a few seconds each.",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     seed: int = seed_option(),
     device: str | None = device_option(),
 ) -> None:
@@ -182,6 +186,7 @@ def memory_command(
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    check_out(out, force=force)
     if command:
         if max_memory or batch_sizes or settings or params or check_edge:
             raise UsageError(
@@ -213,8 +218,6 @@ def memory_command(
         check_edge_usage(budget, device)
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
-    if out is not None and out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     run_dir = new_run_dir("memory", job.name, out=out)
     try:
         plan = study_memory(

@@ -17,6 +17,7 @@ from rich.console import Console
 from torchdoctor.api import parse_command
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
@@ -129,7 +130,8 @@ def scale(
         "--local-addr",
         help="This node's address as the others reach it (several nodes; default: its name's).",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run folder (shared by the nodes)."),
+    out: Path | None = out_option("Run folder to write (shared by the nodes)."),
+    force: bool = force_option(),
     bench_sizes: str = typer.Option(
         "",
         "--bench-sizes",
@@ -159,6 +161,8 @@ def scale(
     if target is not None and not ctx.args and target.endswith(".py") and ":" not in target:
         command = [target]  # `torchdoctor scale -- train.py`: a script without arguments
     workload = None if command else target
+    if nnodes == 1:  # several nodes share one --out by design, each writing its own files
+        check_out(out, force=force)
     script = _script(command) if command else []
     if workload is None and not script:
         raise UsageError("nothing to scale", hint="torchdoctor scale mlp --nproc 1,2")
