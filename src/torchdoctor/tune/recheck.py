@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.arms import Arm, MeasurePlan
 from torchdoctor.tune.budget import DEFAULT_TRIAL_TIMEOUT_S
 from torchdoctor.tune.confirm import CONFIRM_PAIRS, measure_fresh_pairs
 from torchdoctor.tune.records import Confirmation, recipe_key
-from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand, WorkloadArms
 
 #: Key of the record `recheck_script` returns (one A/B, not a study's trial).
