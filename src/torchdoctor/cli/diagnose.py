@@ -68,7 +68,7 @@ def diagnose(
         "stay out of it.",
     ),
     profile_steps: int = typer.Option(
-        DEFAULT_PROFILE_STEPS, "--profile-steps", min=1, help="Steps to profile."
+        DEFAULT_PROFILE_STEPS, "--profile-steps", min=0, help="Steps to profile."
     ),
     out: Path | None = out_option(),
     force: bool = force_option(),
@@ -167,7 +167,7 @@ def diagnose(
         err_console.print(f"whatever was measured is in {display_path(exam.run_dir)}")
     code = exam.exit_code
     if code not in (None, 0):
-        raise ScriptExit(exam.error or f"the script exited with code {code}", exit_code=int(code))
+        raise ScriptExit(exam.error or f"the script exited with code {code}", script_code=int(code))
     if exam.error:
         where = display_path(exam.run_dir)
         raise DiagnoseError(exam.error, hint=f"what was measured is in {where}")

@@ -9,8 +9,8 @@ import typer
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import check_out, force_option, out_option
-from torchdoctor.cli.state import emit
-from torchdoctor.core.errors import UsageError
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,6 +45,9 @@ def diff(
     A change is called significant when its interval excludes no change and it moves at least
     5% of A's median step; the intervals cover the spread between steps within each run, not
     between two processes of one job.
+
+    Exit code 1 when B is slower than A (its step significantly longer, or a throughput
+    significantly lower), so that a CI job can gate on it; 0 otherwise.
     """
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
@@ -67,3 +70,6 @@ def diff(
         result.write(run_dir / DIFF)
         finish_run_dir(run_dir)
         write_run_reports(run_dir)
+    if result.regressed:
+        err_console.print(f"regression: B is slower than A: {result.verdict}", highlight=False)
+        raise typer.Exit(ExitCode.FINDINGS)

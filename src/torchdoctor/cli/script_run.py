@@ -155,7 +155,7 @@ def run_script_with_recipe(
 
     emit(run, render)
     if code not in (None, 0):
-        raise ScriptExit(error or f"the script exited with code {code}", exit_code=int(code))
+        raise ScriptExit(error or f"the script exited with code {code}", script_code=int(code))
 
 
 def recheck_recipe(
