@@ -25,10 +25,17 @@ from torchdoctor.cli.options import (
     device_option,
     force_option,
     out_option,
+    param_option,
     parse_duration,
+    parse_workload_params,
 )
 from torchdoctor.cli.state import err_console, settings
-from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
+from torchdoctor.cli.tune import (
+    diagnose_into_run_dir,
+    finish_with_report,
+    run_with_progress,
+    workload_options,
+)
 from torchdoctor.core.rundir import display_path
 from torchdoctor.knobs import (
     CHANNELS_LAST,
@@ -121,12 +128,16 @@ def demo_command(
     out: Path = out_option(),
     force: bool = force_option(),
     device: str | None = device_option(),
+    params: list[str] = param_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
     check_out(out, force=force)
+    workload_params = parse_workload_params(params)
     budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
-    run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
+    run_dir, prescribed = diagnose_into_run_dir(
+        DEMO_WORKLOAD, out, device=device, params=workload_params
+    )
     knobs = demo_knobs(prescribed, device=device, quick=quick)
     notes = [quick_note(budget_s, knobs)] if quick else []
     if notes and not settings.json:
@@ -138,6 +149,7 @@ def demo_command(
         knobs=knobs,
         prescribed=[k for k in prescribed if k in knobs],
         notes=notes,
+        factory_options=workload_options(workload_params),
         **({"plan": QUICK_PLAN, "search_batch": False} if quick else {}),
     )
     result = run_with_progress(config=config, out=run_dir)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import typer
 from rich.console import Console
@@ -27,6 +27,8 @@ from torchdoctor.cli.options import (
     device_option,
     force_option,
     out_option,
+    param_option,
+    parse_workload_params,
     refuse_given,
     warmup_option,
 )
@@ -73,6 +75,7 @@ def diagnose(
     out: Path | None = out_option(),
     force: bool = force_option(),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
+    params: list[str] = param_option(),
     device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
     memory: bool = typer.Option(
         False,
@@ -133,6 +136,7 @@ def diagnose(
             profile_steps=profile_steps,
             out=out,
             device=default_device(device),
+            params=parse_workload_params(params),
         )
     job = exam.job
     if job is not None:  # several ranks: one diagnosis of the job, its ranks inside
@@ -154,7 +158,9 @@ def diagnose(
         emit(d, render)
     plan = exam.memory  # a script's step, split into its owners
     if memory and target is not None and exam.diagnoses and not exam.error:
-        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
+        plan = memory_beside(
+            target, settings, default_device(device), exam.run_dir, parse_workload_params(params)
+        )
     if plan is not None:
         from torchdoctor.report import memory_summary
 
@@ -180,7 +186,7 @@ def _refuse_what_the_target_ignores(
     if command:
         refuse_given(
             ctx,
-            ("set_", "device"),
+            ("set_", "params", "device"),
             case="for a script",
             hint="a script's recipe and device are its own (`torchdoctor run --recipe R -- ...` "
             "runs one with a recipe)",
@@ -188,14 +194,18 @@ def _refuse_what_the_target_ignores(
     elif target is not None and Path(target).exists() and not target.endswith(".py"):
         refuse_given(
             ctx,
-            ("steps", "warmup", "profile_steps", "set_", "device"),
+            ("steps", "warmup", "profile_steps", "set_", "params", "device"),
             case="for a trace",
             hint="a trace is read as it was recorded",
         )
 
 
 def memory_beside(
-    workload: str, settings: dict[str, str], device: str, run_dir: Path
+    workload: str,
+    settings: dict[str, str],
+    device: str,
+    run_dir: Path,
+    params: dict[str, Any] | None = None,
 ) -> MemoryPlan:
     """`diagnose WORKLOAD --memory`: the owners at the diagnosed batch and half of it, written
     to the diagnosis's run folder (memory.json, so its report shows them)."""
@@ -204,7 +214,7 @@ def memory_beside(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    job = get_workload(workload)
+    job = get_workload(workload, **(params or {}))
     others = [f"{k}={v}" for k, v in settings.items() if k != "batch_size"]
     recipe = Recipe.parse(others, workload=job, device=device)
     batch = int(settings.get("batch_size", job.default_batch_size))

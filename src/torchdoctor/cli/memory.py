@@ -27,6 +27,7 @@ from torchdoctor.cli.options import (
     device_option,
     force_option,
     out_option,
+    param_option,
     parse_size,
     parse_workload_params,
     seed_option,
@@ -147,7 +148,7 @@ def memory_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set precision=bf16."
     ),
-    params: list[str] = typer.Option([], "--param", help="Workload parameter name=value."),
+    params: list[str] = param_option(),
     check_edge: bool = typer.Option(
         False,
         "--check-edge",

@@ -164,6 +164,16 @@ def default_device(device: str | None, *, cuda_available: Callable[[], bool] | N
     return "cuda" if cuda_available() else "cpu"
 
 
+def param_option() -> Any:
+    """`--param name=value`: a parameter of the workload itself (what its factory takes), in
+    every command that builds one."""
+    return typer.Option(
+        [],
+        "--param",
+        help="Workload parameter name=value (repeatable), e.g. --param attention=manual.",
+    )
+
+
 def parse_workload_params(items: list[str]) -> dict[str, Any]:
     """`--param name=value` -> {name: value}, the value an int, else a float, else a str."""
     params: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from torchdoctor.cli.options import (
     device_option,
     force_option,
     out_option,
+    param_option,
     parse_workload_params,
     seed_option,
     warmup_option,
@@ -47,7 +48,7 @@ def profile_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set batch_size=64."
     ),
-    params: list[str] = typer.Option([], "--param", help="Workload parameter name=value."),
+    params: list[str] = param_option(),
     wait: int = typer.Option(1, "--wait", min=0, help="Steps run unprofiled first."),
     warmup: int = warmup_option(
         2,

@@ -23,6 +23,7 @@ from torchdoctor.cli.options import (
     force_option,
     out_option,
     pairs_option,
+    param_option,
     parse_workload_params,
     refuse_given,
     seed_option,
@@ -69,9 +70,7 @@ def run_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set compile=default."
     ),
-    params: list[str] = typer.Option(
-        [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
-    ),
+    params: list[str] = param_option(),
     steps: int | None = typer.Option(
         None,
         "--steps",

@@ -27,8 +27,10 @@ from torchdoctor.cli.options import (
     given,
     out_option,
     pairs_option,
+    param_option,
     parse_duration,
     parse_size,
+    parse_workload_params,
     refuse_given,
     seed_option,
 )
@@ -155,6 +157,7 @@ def tune_command(
     out: Path = out_option(),
     force: bool = force_option(),
     settings: list[str] = typer.Option([], "--set", help="Baseline knob setting knob=value."),
+    params: list[str] = param_option(),
     knobs: str = typer.Option(None, "--knobs", help="Only try these knobs (comma-separated)."),
     joint: int = typer.Option(0, "--joint", min=0, help="Joint-refinement trials (Optuna)."),
     hold_effective_batch: bool = typer.Option(
@@ -241,6 +244,7 @@ def tune_command(
         if workload is None:
             raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
         device = default_device(device)
+        workload_params = parse_workload_params(params)
         max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
         config = TuneConfig(
             workload=workload,
@@ -253,7 +257,8 @@ def tune_command(
             max_memory_bytes=max_memory_bytes,
             max_memory_fraction=max_memory_fraction,
             storage=shared.public if shared else None,
-            baseline_recipe=_baseline(workload, settings, device),
+            baseline_recipe=_baseline(workload, settings, device, workload_params),
+            factory_options=workload_options(workload_params),
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             joint_trials=joint,
             hold_effective_batch=hold_effective_batch,
@@ -266,6 +271,7 @@ def tune_command(
                 out,
                 device=device,
                 settings={k.strip(): v.strip() for k, v in given_settings.items()},
+                params=workload_params,
             )
             config = config.model_copy(update={"prescribed": prescribed})
     result = run_with_progress(config=config, out=out, storage=shared)
@@ -395,14 +401,17 @@ def diagnose_into_run_dir(
     *,
     device: str = "cpu",
     settings: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> tuple[Path, list[str]]:
-    """Diagnose on `device`, with the baseline's `settings`, into the (new) run folder;
-    returns it and the prescribed knobs."""
+    """Diagnose on `device`, with the baseline's `settings` and the workload's `params`, into
+    the (new) run folder; returns it and the prescribed knobs."""
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(workload, run_dir, device=device, settings=settings)
+    prescribed = diagnose_before_tuning(
+        workload, run_dir, device=device, settings=settings, params=params
+    )
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
@@ -415,13 +424,21 @@ def settings_json() -> bool:
     return settings.json
 
 
-def _baseline(workload: str, settings: list[str], device: str) -> dict[str, Any]:
+def workload_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The trial workers' factory options that build the workload with `params` (its own
+    parameters, `--param`): the engine's factory takes them (procs `engine_session`)."""
+    return {"params": dict(params)} if params else {}
+
+
+def _baseline(
+    workload: str, settings: list[str], device: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     from torchdoctor.core.errors import TorchDoctorError
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
     try:
-        job = get_workload(workload)
+        job = get_workload(workload, **(params or {}))
     except TorchDoctorError as exc:
         raise TuneError(f"cannot tune workload {workload!r}: {exc}") from None
     return Recipe.parse(settings, workload=job, device=device).to_dict()
