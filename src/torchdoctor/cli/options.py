@@ -41,6 +41,14 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * 1024 ** _SIZE_POWERS[match.group(2).lower()])
 
 
+def parse_budget(text: str | float) -> float:
+    """`--budget`'s value in seconds (`parse_duration`), its errors naming the option."""
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise UsageError(f"--budget {text}: not a duration", hint=exc.hint) from None
+
+
 #: What every `--budget` says of its unit.
 DURATION_HELP = "A duration: 90, 90s, 10m or 1h (a plain number is seconds)."
 
@@ -51,7 +59,7 @@ def budget_option(default: str | None, what: str) -> Any:
     return typer.Option(
         default,
         "--budget",
-        parser=parse_duration,
+        parser=parse_budget,
         metavar="DURATION",
         help=f"{what} {DURATION_HELP}",
     )

@@ -7,9 +7,9 @@ torchdoctor scale WORKLOAD --nproc 2 --nnodes 2 --rdzv-endpoint HOST:PORT [--nod
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.rundir import SCALING, display_path, finish_run_dir, new_run_dir
+
+if TYPE_CHECKING:
+    from torchdoctor.scale import StudyPlan
 
 _HELP = """Measure how a job scales over N processes (torchrun at each N) and why it is not N
 times faster: a collective microbenchmark at each N (all-reduce, all-gather, reduce+broadcast;
@@ -144,17 +147,7 @@ def scale(
         help="Seconds one world size's job may take before it and its ranks are ended.",
     ),
 ) -> None:
-    from torchdoctor.scale import (
-        SCALING_MODES,
-        StudyPlan,
-        Topology,
-        build_study,
-        check_backend,
-        check_rendezvous,
-        parse_endpoint,
-        run_worlds,
-        warn_oversubscribed,
-    )
+    from torchdoctor.scale import check_request, plan_study
 
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
@@ -164,21 +157,15 @@ def scale(
     if nnodes == 1:  # several nodes share one --out by design, each writing its own files
         check_out(out, force=force)
     script = _script(command) if command else []
-    if workload is None and not script:
-        raise UsageError("nothing to scale", hint="torchdoctor scale mlp --nproc 1,2")
-    if mode not in SCALING_MODES:
-        raise UsageError(f"unknown --mode {mode!r}", hint="weak or strong")
-    if script and mode == "strong":
-        raise UsageError("a script chooses its own batch: --mode strong is for workloads")
     nprocs = _int_list(nproc, "--nproc")
-    if job_timeout <= 0:
-        raise UsageError(f"--job-timeout must be positive, got {job_timeout:g}")
-    if nnodes < 1:
-        raise UsageError(f"--nnodes must be at least 1, got {nnodes}")
-    if nnodes > 1 and rdzv_endpoint is None:
-        raise UsageError("several nodes need --rdzv-endpoint HOST:PORT")
-    if rdzv_endpoint is not None:
-        parse_endpoint(rdzv_endpoint)
+    check_request(
+        workload=workload,
+        script=script,
+        mode=mode,
+        job_timeout_s=job_timeout,
+        nnodes=nnodes,
+        rdzv_endpoint=rdzv_endpoint,
+    )
     if nnodes > 1 and node_rank is None:
         options = {
             "--nproc": nproc,
@@ -196,57 +183,41 @@ def scale(
         commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
         return
-    if node_rank is not None and not 0 <= node_rank < nnodes:
-        raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
-    import torch
-
-    from torchdoctor.measure import watch_load
-
-    chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    check_backend(chosen)
-    if chosen == "nccl" and max(nprocs) > torch.cuda.device_count():
-        raise UsageError(
-            f"NCCL needs one GPU per rank: --nproc {max(nprocs)} on "
-            f"{torch.cuda.device_count()} GPU(s)",
-            hint="lower --nproc, or use --backend gloo",
-        )
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
-    per_rank = threads or max(1, cores // max(nprocs))
-    if per_rank < 1:
-        raise UsageError(f"--threads must be at least 1, got {per_rank}")
-    warnings = [w for n in nprocs if (w := warn_oversubscribed(n, per_rank))]
-    plan = StudyPlan(
+    plan = plan_study(
         nprocs=nprocs,
         workload=workload,
         script=script,
         mode=mode,
         batch=batch,
         steps=steps,
-        threads=per_rank,
-        backend=chosen,
+        threads=threads,
+        backend=backend,
         quick=quick,
         project_to=_int_list(project_to, "--project-to"),
         bandwidths=_bandwidths(bandwidth),
         nnodes=nnodes,
-        node_rank=node_rank or 0,
+        node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint,
         local_addr=local_addr,
         bench_sizes=_int_list(bench_sizes, "--bench-sizes") if bench_sizes else (),
         job_timeout_s=job_timeout,
-        warnings=list(dict.fromkeys(warnings)),
     )
-    for n in nprocs:
-        plan.per_rank_batch(n * nnodes)  # refuse a batch strong scaling cannot split, up front
-    check_rendezvous(Topology(nprocs[0], nnodes, plan.node_rank, rdzv_endpoint))
+    _run_study(plan, out)
+
+
+def _run_study(plan: StudyPlan, out: Path | None) -> None:
+    """Run the planned study into a new run folder; show it (node 0) or say it is done."""
+    from torchdoctor.measure import watch_load
+    from torchdoctor.scale import build_study, run_worlds
+
     for w in plan.warnings:  # N larger than the cores: warned, not refused
         err_console.print(f"[yellow]warning:[/] {w}")
+    nnodes, nprocs = plan.nnodes, plan.nprocs
     run_dir = new_run_dir("scale", plan.target, out=out)
     worlds = ", ".join(f"N={n * nnodes}" for n in nprocs)
     shown = [
-        f"world sizes {worlds}: {mode} scaling, {steps} steps each, {per_rank} thread(s) per "
-        f"rank, {chosen}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
+        f"world sizes {worlds}: {plan.mode} scaling, {plan.steps} steps each, {plan.threads} "
+        f"thread(s) per rank, {plan.backend}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
         "each N >= 2: a collective microbenchmark in the same ranks, then the training job",
     ]
     try:

@@ -22,6 +22,7 @@ from torchdoctor.cli.options import (
     DURATION_HELP,
     PAIRS_HELP,
     WARMUP_HELP,
+    parse_budget,
     parse_duration,
     parse_workload_params,
 )
@@ -30,7 +31,7 @@ from torchdoctor.cli.options import (
 #: receives, the parser that reads it (None: click's own), and words its help must hold.
 #: A shared name missing here fails `test_every_shared_option_has_one_declared_meaning`.
 VOCABULARY: dict[str, tuple[Any, Any, str]] = {
-    "--budget": (float, parse_duration, DURATION_HELP),
+    "--budget": (float, parse_budget, DURATION_HELP),
     "--pairs": (int, None, PAIRS_HELP),
     "--warmup": (int, None, WARMUP_HELP),
     "--out": (Path, None, "unless --force"),
