@@ -143,3 +143,13 @@ def test_engine_workers_take_the_params() -> None:
 
     session = engine_session("mlp", {}, device="cpu", seed=0, params={"rows": 64, "features": 8})
     assert session.workload.params["features"] == 8
+
+
+def test_the_tuner_judges_what_applies_on_the_workload_its_params_build() -> None:
+    # `tune gpt --param attention=manual`: switching the hand-written attention to SDPA is a
+    # knob that applies to that model, not to the default one (fused already).
+    from torchdoctor.tune.space import recipe_validator
+
+    sdpa = {"attention": "sdpa"}
+    assert recipe_validator("gpt", "cpu", params={"attention": "manual"})(sdpa) is None
+    assert "already" in (recipe_validator("gpt", "cpu")(sdpa) or "")
