@@ -96,6 +96,12 @@ def _command(target: Target) -> tuple[list[str], bool] | None:
     return parse_command(words)
 
 
+def workload_options(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A tuning study's factory options that build its workload with `params` (its own
+    parameters, `--param`): the engine's factory takes them (procs `engine_session`)."""
+    return {"params": dict(params)} if params else {}
+
+
 def _settings(settings: Mapping[str, Any] | None) -> dict[str, str]:
     return {
         k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (settings or {}).items()
@@ -120,13 +126,15 @@ def diagnose(
     settings: Mapping[str, Any] | None = None,
     device: str | None = None,
     out: str | Path | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> Diagnosis:
     """`torchdoctor diagnose`: a script (a command line), a workload (its name or
     `path/to/file.py:factory`) or a profiler trace (a path). Returns the `Diagnosis` (of rank 0
     for a torchrun job; every rank's is in the run folder).
 
-    `settings`: knob values for a workload (`{"threads": 2}`); `device`: a workload's device
-    (default: CUDA when present). Raises `DiagnoseError` when nothing could be diagnosed.
+    `settings`: knob values for a workload (`{"threads": 2}`); `params`: the workload's own
+    parameters (`{"attention": "manual"}`); `device`: a workload's device (default: CUDA when
+    present). Raises `DiagnoseError` when nothing could be diagnosed.
     """
     from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
 
@@ -148,6 +156,7 @@ def diagnose(
             profile_steps=profile_steps,
             out=folder,
             device=_device(device),
+            params=params,
         )
     if exam.diagnosis is None:
         raise DiagnoseError(exam.error or "nothing was diagnosed", hint=f"see {exam.run_dir}")
@@ -168,6 +177,7 @@ def tune(
     objective: Objective = "throughput",
     max_memory_bytes: int | None = None,
     max_memory_fraction: float | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> TuneResult:
     """`torchdoctor tune`: a workload or a script (a command line) climbs the ladder within
     `budget_s` seconds (a hard stop); returns the `TuneResult`.
@@ -177,7 +187,8 @@ def tune(
     (as `tune` does unless `--no-diagnose`). `objective="fit"`: the memory ladder under
     `max_memory_bytes`, or `max_memory_fraction` of the baseline's peak (`tune --objective
     fit`; its result's `fit` holds the memory ladder); a `batch_size` in `settings` is the
-    batch to fit, else the largest batch that fits is searched.
+    batch to fit, else the largest batch that fits is searched. `params`: a workload's own
+    parameters (`tune --param`), with which every trial builds it.
     """
     from torchdoctor.knobs import Recipe
     from torchdoctor.tune import TuneConfig, diagnose_before_tuning
@@ -215,14 +226,18 @@ def tune(
     from torchdoctor.workloads import get_workload
 
     workload = str(target)
-    job = get_workload(workload)
+    workload_params = dict(params or {})
+    job = get_workload(workload, **workload_params)
     prescribed: list[str] = []
     if diagnose_first and objective != "fit":  # the memory ladder's order is its own
         folder = new_run_dir("tune", workload, out=folder)
-        prescribed = diagnose_before_tuning(workload, folder, device=device_name)
+        prescribed = diagnose_before_tuning(
+            workload, folder, device=device_name, params=workload_params
+        )
     config = TuneConfig(
         workload=workload,
         prescribed=prescribed,
+        factory_options=workload_options(workload_params),
         baseline_recipe=Recipe.parse(pairs, workload=job, device=device_name).to_dict(),
         **common,
     )

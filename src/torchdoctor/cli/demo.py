@@ -17,6 +17,7 @@ from typing import Final
 
 import typer
 
+from torchdoctor.api import workload_options
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     budget_option,
@@ -30,12 +31,7 @@ from torchdoctor.cli.options import (
     parse_workload_params,
 )
 from torchdoctor.cli.state import err_console, settings
-from torchdoctor.cli.tune import (
-    diagnose_into_run_dir,
-    finish_with_report,
-    run_with_progress,
-    workload_options,
-)
+from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
 from torchdoctor.core.rundir import display_path
 from torchdoctor.knobs import (
     CHANNELS_LAST,

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from torchdoctor.api import parse_command
+from torchdoctor.api import parse_command, workload_options
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     budget_option,
@@ -422,12 +422,6 @@ def settings_json() -> bool:
     from torchdoctor.cli.state import settings
 
     return settings.json
-
-
-def workload_options(params: dict[str, Any]) -> dict[str, Any]:
-    """The trial workers' factory options that build the workload with `params` (its own
-    parameters, `--param`): the engine's factory takes them (procs `engine_session`)."""
-    return {"params": dict(params)} if params else {}
 
 
 def _baseline(

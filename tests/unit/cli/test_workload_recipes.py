@@ -153,3 +153,29 @@ def test_the_tuner_judges_what_applies_on_the_workload_its_params_build() -> Non
     sdpa = {"attention": "sdpa"}
     assert recipe_validator("gpt", "cpu", params={"attention": "manual"})(sdpa) is None
     assert "already" in (recipe_validator("gpt", "cpu")(sdpa) or "")
+
+
+def test_final_pairs_still_works_and_says_it_is_deprecated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configs, _ = _capture_tune(monkeypatch)
+    assert main(["tune", "mlp", "--final-pairs", "4", "--no-diagnose", "--device", "cpu"]) == 0
+    assert main(["tune", "mlp", "--pairs", "5", "--no-diagnose", "--device", "cpu"]) == 0
+    assert [c.final_pairs for c in configs] == [4, 5]
+    assert "--final-pairs is deprecated; use --pairs" in capsys.readouterr().err
+
+
+def test_a_budget_reaches_the_study_in_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    configs, _ = _capture_tune(monkeypatch)
+    for budget in ("90", "90s", "1.5m"):
+        assert main(["tune", "mlp", "--budget", budget, "--no-diagnose", "--device", "cpu"]) == 0
+    assert [c.budget_s for c in configs] == [90.0, 90.0, 90.0]
+
+
+def test_the_api_tunes_a_workload_with_its_params(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torchdoctor
+
+    seen: list[TuneConfig] = []
+    monkeypatch.setattr(tune_mod, "tune", lambda *, config, out: seen.append(config))
+    torchdoctor.tune("gpt", params={"attention": "manual"}, diagnose_first=False, device="cpu")
+    assert seen[0].factory_options == {"params": {"attention": "manual"}}
