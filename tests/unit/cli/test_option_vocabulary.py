@@ -197,3 +197,16 @@ def test_workload_params_are_read_as_numbers_where_they_are() -> None:
         "lr": 0.5,
         "attention": "manual",
     }
+
+
+def test_serve_no_threads_is_a_deprecated_alias_that_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    # Read, warned of, and the command goes on to its next check (here: the folder).
+    assert cli_main.main(["serve", "mlp", "--no-threads", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--no-threads is deprecated; use --no-sweep-threads" in err
+    assert "is not empty" in err
