@@ -1,4 +1,6 @@
-"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes.
+"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes
+(`torchdoctor.run`); with `--recipe R --vs-baseline`, the recipe against the workload as it is
+in fresh process pairs.
 
 `torchdoctor run [--recipe R] -- python train.py ARGS`: run a script unmodified, as it is or
 with the recipe injected; with `--vs-baseline`, the recipe against the script as it is in
@@ -123,6 +125,11 @@ def run_command(
     (torchrun --standalone), as the tuner ran its arms:
 
         torchdoctor run --recipe RUN --vs-baseline -- torchrun --nproc_per_node 2 train.py
+
+    A workload's recipe too (--set adds to it), alone or against the workload as it is:
+
+        torchdoctor run cnn --recipe RUN
+        torchdoctor run cnn --recipe RUN --vs-baseline
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
@@ -178,7 +185,6 @@ def run_command(
         recheck_workload_recipe(
             workload,
             recipe,
-            recipe_path=recipe_file,
             pairs=pairs,
             steps=steps,
             seed=seed,

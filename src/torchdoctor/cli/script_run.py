@@ -207,7 +207,6 @@ def recheck_workload_recipe(
     workload: str,
     recipe: dict[str, Any],
     *,
-    recipe_path: Path | None,
     pairs: int,
     steps: int | None,
     seed: int,
@@ -223,8 +222,6 @@ def recheck_workload_recipe(
 
     # A bad workload or knob fails here, before a run folder or a worker exists.
     checked = Recipe.from_dict(recipe, workload=get_workload(workload), device=device).to_dict()
-    if recipe_path is not None:
-        _note_world_size(recipe_path, None, [])
     _recheck_into_run_dir(
         workload,
         f"{workload} on {device}",
