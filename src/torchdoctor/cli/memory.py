@@ -30,6 +30,7 @@ from torchdoctor.cli.options import (
     param_option,
     parse_size,
     parse_workload_params,
+    refuse_given,
     seed_option,
 )
 from torchdoctor.cli.reporting import write_run_reports
@@ -195,6 +196,9 @@ def memory_command(
                 hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge "
                 "for a script",
             )
+        refuse_given(
+            ctx, ("seed", "device"), case="for a script", hint="its seed and device are its own"
+        )
         plan, run_dir = script_memory(command, out)
         emit(plan, lambda console: render_memory(console, plan))
         write_run_reports(run_dir)

@@ -17,7 +17,13 @@ from rich.console import Console
 from torchdoctor.api import parse_command
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import check_out, force_option, out_option
+from torchdoctor.cli.options import (
+    DURATION_HELP,
+    check_out,
+    force_option,
+    out_option,
+    parse_duration,
+)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
@@ -44,6 +50,14 @@ Several nodes: prints each node's command (one shared --out); node 0 gathers the
 
 #: scale.launch.JOB_TIMEOUT_S (not imported: `--help` stays free of the stage's imports).
 _JOB_TIMEOUT_S = 900.0
+
+
+def _job_timeout(text: str | float) -> float:
+    """--job-timeout in seconds: a duration, as every --budget is (a plain number is seconds)."""
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise UsageError(f"--job-timeout {text}: not a positive duration", hint=exc.hint) from None
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -142,9 +156,12 @@ def scale(
         "a slow link takes minutes over the largest).",
     ),
     job_timeout: float = typer.Option(
-        _JOB_TIMEOUT_S,
+        f"{_JOB_TIMEOUT_S:g}s",
         "--job-timeout",
-        help="Seconds one world size's job may take before it and its ranks are ended.",
+        parser=_job_timeout,
+        metavar="DURATION",
+        help="How long one world size's job may take before it and its ranks are ended. "
+        f"{DURATION_HELP}",
     ),
 ) -> None:
     from torchdoctor.scale import check_request, plan_study

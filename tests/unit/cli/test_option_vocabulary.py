@@ -145,6 +145,7 @@ REFUSED = [
     (["tune", "--resume", "OUT", "--pairs", "4"], "--pairs"),
     (["diagnose", "--set", "threads=1", "--", "python", "SCRIPT"], "--set"),
     (["diagnose", "--device", "cpu", "--", "python", "SCRIPT"], "--device"),
+    (["memory", "--seed", "1", "--", "python", "SCRIPT"], "--seed"),
 ]
 
 
