@@ -46,7 +46,7 @@ from torchdoctor.tune.tuner import Tuner
 
 #: Fresh process pairs of the final confirmation when the budget allows
 #: (`measure.DEFAULT_REPLICATES`, which says why 4), unless the study asks for fewer
-#: (`TuneSettings.final_pairs`, `tune --final-pairs`).
+#: (`TuneSettings.final_pairs`, `tune --pairs`).
 CONFIRM_PAIRS: Final = DEFAULT_REPLICATES
 
 
