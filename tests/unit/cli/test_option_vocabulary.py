@@ -161,14 +161,36 @@ def test_an_option_a_case_cannot_honour_is_refused_in_one_line(
     assert not out.exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("command", ["diagnose", "tune", "run", "profile", "memory", "serve"])
+TRACE = Path(__file__).parents[2] / "data" / "diff" / "job_plain.json.gz"
+#: Each command that writes a run folder, with what it runs on.
+WRITERS = {
+    "diagnose": ["--", "python", "SCRIPT"],
+    "run": ["--", "python", "SCRIPT"],
+    "memory": ["--", "python", "SCRIPT"],
+    "tune": ["mlp"],
+    "profile": ["mlp"],
+    "serve": ["mlp"],
+    "scale": ["mlp"],
+    "demo": [],
+    "analyze": [str(TRACE)],
+    "diff": [str(TRACE), str(TRACE)],
+}
+
+
+def test_every_command_that_writes_a_run_folder_is_held_to_the_rule() -> None:
+    with_out = {c for c, _ in _options()["--out"]} - {c for c, n in EXCEPTIONS if n == "--out"}
+    assert with_out == set(WRITERS)
+    assert with_out == {c for c, _ in _options()["--force"]}
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
 def test_a_non_empty_out_is_refused_without_force(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "old"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    target = ["--", "python", _script(tmp_path)] if command in ("diagnose", "run") else ["mlp"]
+    target = [_script(tmp_path) if a == "SCRIPT" else a for a in WRITERS[command]]
     assert cli_main.main([command, "--out", str(out), *target]) == 2
     assert "is not empty" in one_error_line(capsys.readouterr().err)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
