@@ -135,31 +135,15 @@ def run_command(
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
     if not command and workload is not None and workload.endswith(".py") and ":" not in workload:
         command = [workload]  # `run --recipe R -- train.py`: a script without arguments
+    _refuse_what_the_case_ignores(ctx, script=bool(command), vs_baseline=vs_baseline)
     if vs_baseline and recipe_file is None:
         raise UsageError(
             "--vs-baseline needs --recipe: the recipe to measure against the job as it is",
             hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
         )
-    if vs_baseline:
-        refuse_given(
-            ctx,
-            ("warmup", "throughput"),
-            case="with --vs-baseline",
-            hint="each process warms up until its step times settle, and only throughput is "
-            "compared",
-        )
-    else:
-        refuse_given(ctx, ("pairs",), case="without --vs-baseline", hint="add --vs-baseline")
     if command:
         from torchdoctor.cli.script_run import recheck_recipe, run_script_with_recipe
 
-        refuse_given(
-            ctx,
-            ("settings", "params", "seed", "device", "throughput"),
-            case="for a script",
-            hint="a script's recipe comes from --recipe; its parameters, seed and device are "
-            "its own",
-        )
         check_out(out, force=force)
         if vs_baseline:
             recheck_recipe(command, recipe_file, pairs=pairs, steps=steps, out=out)
@@ -175,12 +159,6 @@ def run_command(
     if vs_baseline:
         from torchdoctor.cli.script_run import recheck_workload_recipe
 
-        refuse_given(
-            ctx,
-            ("params",),
-            case="with --vs-baseline",
-            hint="each arm is a fresh worker that builds the workload with its own parameters",
-        )
         check_out(out, force=force)
         recheck_workload_recipe(
             workload,
@@ -208,6 +186,28 @@ def run_command(
         device=default_device(device),
         measure_phases=not throughput,
     )
+
+
+def _refuse_what_the_case_ignores(ctx: typer.Context, *, script: bool, vs_baseline: bool) -> None:
+    """Options this case cannot honour, refused in one line before anything runs."""
+    if vs_baseline:
+        refuse_given(
+            ctx,
+            ("warmup", "throughput", "params"),
+            case="with --vs-baseline",
+            hint="each process warms up until its step times settle, builds the job as it is, "
+            "and only throughput is compared",
+        )
+    else:
+        refuse_given(ctx, ("pairs",), case="without --vs-baseline", hint="add --vs-baseline")
+    if script:
+        refuse_given(
+            ctx,
+            ("settings", "params", "seed", "device", "throughput"),
+            case="for a script",
+            hint="a script's recipe comes from --recipe; its parameters, seed and device are "
+            "its own",
+        )
 
 
 def _settings(items: list[str]) -> dict[str, str]:
