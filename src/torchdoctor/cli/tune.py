@@ -257,7 +257,7 @@ def tune_command(
             max_memory_bytes=max_memory_bytes,
             max_memory_fraction=max_memory_fraction,
             storage=shared.public if shared else None,
-            baseline_recipe=_baseline(workload, settings, device, workload_params),
+            baseline_recipe=baseline_recipe(workload, settings, device, workload_params),
             factory_options=workload_options(workload_params),
             knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             joint_trials=joint,
@@ -265,7 +265,9 @@ def tune_command(
             search_batch=batch_search,
         )
         if diagnose and objective != "fit":  # the memory ladder's order is its own
-            given_settings = dict(item.split("=", 1) for item in settings)  # read by _baseline
+            given_settings = dict(
+                item.split("=", 1) for item in settings
+            )  # read by baseline_recipe
             out, prescribed = diagnose_into_run_dir(
                 workload,
                 out,
@@ -424,9 +426,11 @@ def settings_json() -> bool:
     return settings.json
 
 
-def _baseline(
+def baseline_recipe(
     workload: str, settings: list[str], device: str, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
+    """The baseline's recipe (`--set`), checked on the workload its `params` build: a bad
+    workload, parameter or knob is one line before any folder exists."""
     from torchdoctor.core.errors import TorchDoctorError
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload

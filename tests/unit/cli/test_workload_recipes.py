@@ -109,20 +109,21 @@ def _capture_tune(monkeypatch: pytest.MonkeyPatch) -> tuple[list[TuneConfig], li
 def test_tune_builds_the_workload_with_its_params(monkeypatch: pytest.MonkeyPatch) -> None:
     configs, diagnosed = _capture_tune(monkeypatch)
     assert main(["tune", "gpt", "--param", "attention=manual", "--device", "cpu"]) == 0
-    assert main(["demo", "--param", "channels=8", "--device", "cpu"]) == 0
+    assert main(["demo", "--param", "width=8", "--device", "cpu"]) == 0
     tune, demo = configs
     # The trial workers build the workload with them (procs.engine_session's `params`).
     assert tune.factory_options == {"params": {"attention": "manual"}}
-    assert demo.factory_options == {"params": {"channels": 8}}
-    assert diagnosed == [{"attention": "manual"}, {"channels": 8}]
+    assert demo.factory_options == {"params": {"width": 8}}
+    assert diagnosed == [{"attention": "manual"}, {"width": 8}]
 
 
 def test_an_unknown_param_is_one_line_before_anything_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     configs, _ = _capture_tune(monkeypatch)
-    assert main(["tune", "mlp", "--param", "no_such_param=1", "--device", "cpu"]) == 2
-    assert "no_such_param" in one_error_line(capsys.readouterr().err) and configs == []
+    for command in (["tune", "mlp"], ["demo"]):
+        assert main([*command, "--param", "no_such_param=1", "--device", "cpu"]) == 2
+        assert "no_such_param" in one_error_line(capsys.readouterr().err) and configs == []
 
 
 def test_diagnose_builds_the_workload_with_its_params(monkeypatch: pytest.MonkeyPatch) -> None:
