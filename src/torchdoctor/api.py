@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from torchdoctor.core.vocabulary import Objective
     from torchdoctor.diagnose import Diagnosis
     from torchdoctor.engine import RunResult
-    from torchdoctor.tune import TuneResult
+    from torchdoctor.tune import TuneConfig, TuneResult
 
 Target = str | Path | Sequence[str]
 
@@ -163,6 +163,83 @@ def diagnose(
     return exam.diagnosis
 
 
+def tune_config(
+    target: Target,
+    *,
+    budget_s: float = DEFAULT_TUNE_BUDGET_S,
+    settings: Mapping[str, Any] | None = None,
+    knobs: Sequence[str] | None = None,
+    device: str | None = None,
+    seed: int = 0,
+    min_gain: float | None = None,
+    objective: Objective = "throughput",
+    max_memory_bytes: int | None = None,
+    max_memory_fraction: float | None = None,
+    params: Mapping[str, Any] | None = None,
+    pairs: int | None = None,
+    joint_trials: int = 0,
+    hold_effective_batch: bool = False,
+    search_batch: bool = True,
+    storage: str | None = None,
+) -> TuneConfig:
+    """The study `tune` runs on `target` (a workload, or a script's command line), before any
+    diagnosis: the one place a study's config is built, for this API and the command alike.
+
+    A script's batch is its own: its study searches none (`search_batch` is for workloads).
+    A bad workload, parameter or knob raises here, before anything is written. `pairs`: most
+    fresh process pairs of the final A/B; `storage`: a shared study's public URL.
+    """
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.tune import TuneConfig
+
+    device_name = _device(device)
+    assignments = [f"{k}={v}" for k, v in _settings(settings).items()]
+    common: dict[str, Any] = {
+        "device": device_name,
+        "seed": seed,
+        "budget_s": budget_s,
+        "knobs": list(knobs) if knobs else None,
+        "objective": objective,
+        "max_memory_bytes": max_memory_bytes,
+        "max_memory_fraction": max_memory_fraction,
+        "joint_trials": joint_trials,
+        "storage": storage,
+    }
+    if min_gain is not None:
+        common["min_gain"] = min_gain
+    if pairs is not None:
+        common["final_pairs"] = pairs
+    command = _command(target)
+    if command is not None:
+        argv, module = command
+        name = argv[0] if module else Path(argv[0]).stem
+        return TuneConfig(
+            workload=f"script:{name}",
+            command=argv,
+            module=module,
+            cwd=os.getcwd(),
+            baseline_recipe=Recipe.parse(assignments, device=device_name).to_dict(),
+            search_batch=False,
+            **common,
+        )
+    from torchdoctor.core.errors import TorchDoctorError, TuneError
+    from torchdoctor.workloads import get_workload
+
+    workload = str(target)
+    try:
+        job = get_workload(workload, **dict(params or {}))
+    except TorchDoctorError as exc:
+        raise TuneError(f"cannot tune workload {workload!r}: {exc}") from None
+    return TuneConfig(
+        workload=workload,
+        factory_options=workload_options(params),
+        baseline_recipe=Recipe.parse(assignments, workload=job, device=device_name).to_dict(),
+        hold_effective_batch=hold_effective_batch,
+        search_batch=search_batch,
+        **common,
+    )
+
+
 def tune(
     target: Target,
     *,
@@ -188,59 +265,35 @@ def tune(
     `max_memory_bytes`, or `max_memory_fraction` of the baseline's peak (`tune --objective
     fit`; its result's `fit` holds the memory ladder); a `batch_size` in `settings` is the
     batch to fit, else the largest batch that fits is searched. `params`: a workload's own
-    parameters (`tune --param`), with which every trial builds it.
+    parameters (`tune --param`), with which every trial builds it. The study is
+    `tune_config`'s.
     """
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.tune import TuneConfig, diagnose_before_tuning
+    from torchdoctor.tune import diagnose_before_tuning
     from torchdoctor.tune import tune as tune_study
 
-    device_name = _device(device)
-    pairs = [f"{k}={v}" for k, v in _settings(settings).items()]
-    common: dict[str, Any] = {
-        "device": device_name,
-        "seed": seed,
-        "budget_s": budget_s,
-        "knobs": list(knobs) if knobs else None,
-        "objective": objective,
-        "max_memory_bytes": max_memory_bytes,
-        "max_memory_fraction": max_memory_fraction,
-    }
-    if min_gain is not None:
-        common["min_gain"] = min_gain
-    folder = Path(out) if out is not None else None
-    command = _command(target)
-    if command is not None:
-        argv, module = command
-        name = argv[0] if module else Path(argv[0]).stem
-        config = TuneConfig(
-            workload=f"script:{name}",
-            command=argv,
-            module=module,
-            cwd=os.getcwd(),
-            baseline_recipe=Recipe.parse(pairs, device=device_name).to_dict(),
-            search_batch=False,
-            **common,
-        )
-        return tune_study(config=config, out=folder)
-    from torchdoctor.core.rundir import new_run_dir
-    from torchdoctor.workloads import get_workload
-
-    workload = str(target)
-    workload_params = dict(params or {})
-    job = get_workload(workload, **workload_params)
-    prescribed: list[str] = []
-    if diagnose_first and objective != "fit":  # the memory ladder's order is its own
-        folder = new_run_dir("tune", workload, out=folder)
-        prescribed = diagnose_before_tuning(
-            workload, folder, device=device_name, params=workload_params
-        )
-    config = TuneConfig(
-        workload=workload,
-        prescribed=prescribed,
-        factory_options=workload_options(workload_params),
-        baseline_recipe=Recipe.parse(pairs, workload=job, device=device_name).to_dict(),
-        **common,
+    config = tune_config(
+        target,
+        budget_s=budget_s,
+        settings=settings,
+        knobs=knobs,
+        device=device,
+        seed=seed,
+        min_gain=min_gain,
+        objective=objective,
+        max_memory_bytes=max_memory_bytes,
+        max_memory_fraction=max_memory_fraction,
+        params=params,
     )
+    folder = Path(out) if out is not None else None
+    if config.command is None and diagnose_first and objective != "fit":
+        # The memory ladder's order is its own; a script is not diagnosed first.
+        from torchdoctor.core.rundir import new_run_dir
+
+        folder = new_run_dir("tune", config.workload, out=folder)
+        prescribed = diagnose_before_tuning(
+            config.workload, folder, device=config.device, params=dict(params or {})
+        )
+        config = config.model_copy(update={"prescribed": prescribed})
     return tune_study(config=config, out=folder)
 
 

@@ -182,6 +182,17 @@ def param_option() -> Any:
     )
 
 
+def parse_settings(items: list[str]) -> dict[str, str]:
+    """`--set knob=value` (repeatable) -> {knob: value}, checked as the recipe is built."""
+    settings: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 def parse_workload_params(items: list[str]) -> dict[str, Any]:
     """`--param name=value` -> {name: value}, the value an int, else a float, else a str."""
     params: dict[str, Any] = {}

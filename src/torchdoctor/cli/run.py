@@ -26,6 +26,7 @@ from torchdoctor.cli.options import (
     out_option,
     pairs_option,
     param_option,
+    parse_settings,
     parse_workload_params,
     refuse_given,
     seed_option,
@@ -155,7 +156,7 @@ def run_command(
     from torchdoctor.cli.script_run import load_recipe_file
 
     recipe = load_recipe_file(recipe_file) if recipe_file is not None else {}
-    recipe.update(_settings(settings))
+    recipe.update(parse_settings(settings))
     if vs_baseline:
         from torchdoctor.cli.script_run import recheck_workload_recipe
 
@@ -208,17 +209,6 @@ def _refuse_what_the_case_ignores(ctx: typer.Context, *, script: bool, vs_baseli
             hint="a script's recipe comes from --recipe; its parameters, seed and device are "
             "its own",
         )
-
-
-def _settings(items: list[str]) -> dict[str, str]:
-    """--set knob=value (repeatable) -> {knob: value}, checked as the recipe is built."""
-    settings: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
-        settings[key.strip()] = value.strip()
-    return settings
 
 
 def _run_workload(

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from torchdoctor.api import parse_command, workload_options
+from torchdoctor.api import parse_command, tune_config
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     budget_option,
@@ -28,18 +28,18 @@ from torchdoctor.cli.options import (
     out_option,
     pairs_option,
     param_option,
-    parse_duration,
+    parse_settings,
     parse_size,
     parse_workload_params,
     refuse_given,
     seed_option,
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
+from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
-from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
+from torchdoctor.tune import StorageURL, Study, Trial, Tuner, TuneResult, tune
 
 #: Files of a stored study in a run folder (tune/config.py's CONFIG_FILE and STUDY_FILE):
 #: `--out` naming such a folder would reopen the study, which is `--resume`'s to do.
@@ -213,7 +213,6 @@ def tune_command(
         pairs = final_pairs
     _check_objective(objective, max_memory)
     check_study_out(out, force=force)
-    shared = _open_storage(storage)
     if command:
         refuse_given(
             ctx,
@@ -226,56 +225,36 @@ def tune_command(
                 "--objective fit tunes a workload, not a script",
                 hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
             )
-        config = _script_config(
-            command,
-            budget=budget,
-            objective=objective,
-            max_memory=max_memory,
-            storage=shared,
-            settings=settings,
-            knobs=knobs,
-            joint=joint,
-            min_gain=min_gain,
-            final_pairs=pairs,
-            device=device,
-            seed=seed,
+    elif workload is None:
+        raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
+    shared = _open_storage(storage)
+    max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
+    device = default_device(device)
+    baseline, workload_params = parse_settings(settings), parse_workload_params(params)
+    config = tune_config(
+        command or str(workload),
+        budget_s=budget,
+        settings=baseline,
+        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+        device=device,
+        seed=seed,
+        min_gain=min_gain,
+        objective=objective,  # checked by _check_objective
+        max_memory_bytes=max_memory_bytes,
+        max_memory_fraction=max_memory_fraction,
+        params=workload_params,
+        pairs=pairs,
+        joint_trials=joint,
+        hold_effective_batch=hold_effective_batch,
+        search_batch=batch_search,
+        storage=shared.public if shared else None,
+    )
+    if config.command is None and diagnose and objective != "fit":
+        # The memory ladder's order is its own; a script is not diagnosed first.
+        out, prescribed = diagnose_into_run_dir(
+            config.workload, out, device=device, settings=baseline, params=workload_params
         )
-    else:
-        if workload is None:
-            raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
-        device = default_device(device)
-        workload_params = parse_workload_params(params)
-        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
-        config = TuneConfig(
-            workload=workload,
-            objective=objective,
-            device=device,
-            seed=seed,
-            budget_s=budget,
-            min_gain=min_gain,
-            final_pairs=pairs,
-            max_memory_bytes=max_memory_bytes,
-            max_memory_fraction=max_memory_fraction,
-            storage=shared.public if shared else None,
-            baseline_recipe=baseline_recipe(workload, settings, device, workload_params),
-            factory_options=workload_options(workload_params),
-            knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-            joint_trials=joint,
-            hold_effective_batch=hold_effective_batch,
-            search_batch=batch_search,
-        )
-        if diagnose and objective != "fit":  # the memory ladder's order is its own
-            given_settings = dict(
-                item.split("=", 1) for item in settings
-            )  # read by baseline_recipe
-            out, prescribed = diagnose_into_run_dir(
-                workload,
-                out,
-                device=device,
-                settings={k.strip(): v.strip() for k, v in given_settings.items()},
-                params=workload_params,
-            )
-            config = config.model_copy(update={"prescribed": prescribed})
+        config = config.model_copy(update={"prescribed": prescribed})
     result = run_with_progress(config=config, out=out, storage=shared)
     finish_with_report(result)
 
@@ -322,50 +301,6 @@ def _check_objective(objective: str, max_memory: str | None) -> None:
             "--objective fit needs the memory cap to fit under",
             hint="give --max-memory, e.g. --max-memory 4GiB",
         )
-
-
-def _script_config(
-    command: list[str],
-    *,
-    budget: float | str,
-    objective: str,
-    max_memory: str | None,
-    storage: StorageURL | None,
-    settings: list[str],
-    knobs: str | None,
-    joint: int,
-    min_gain: float,
-    final_pairs: int,
-    device: str | None,
-    seed: int,
-) -> TuneConfig:
-    """The study of `tune -- python train.py ARGS` (the batch search is off: a script's batch
-    is its own, and changing it changes what the script learns)."""
-    import os
-
-    from torchdoctor.knobs import Recipe
-
-    argv, module = parse_command(command)
-    name = argv[0] if module else Path(argv[0]).stem
-    device = default_device(device)
-    return TuneConfig(
-        workload=f"script:{name}",
-        command=argv,
-        module=module,
-        cwd=os.getcwd(),
-        objective=objective,
-        device=device,
-        seed=seed,
-        budget_s=parse_duration(budget),
-        min_gain=min_gain,
-        final_pairs=final_pairs,
-        max_memory_bytes=parse_size(max_memory) if max_memory else None,
-        storage=storage.public if storage else None,
-        baseline_recipe=Recipe.parse(settings, device=device).to_dict(),
-        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-        joint_trials=joint,
-        search_batch=False,
-    )
 
 
 def _open_storage(storage: str | None) -> StorageURL | None:
@@ -431,12 +366,5 @@ def baseline_recipe(
 ) -> dict[str, Any]:
     """The baseline's recipe (`--set`), checked on the workload its `params` build: a bad
     workload, parameter or knob is one line before any folder exists."""
-    from torchdoctor.core.errors import TorchDoctorError
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads import get_workload
-
-    try:
-        job = get_workload(workload, **(params or {}))
-    except TorchDoctorError as exc:
-        raise TuneError(f"cannot tune workload {workload!r}: {exc}") from None
-    return Recipe.parse(settings, workload=job, device=device).to_dict()
+    config = tune_config(workload, settings=parse_settings(settings), device=device, params=params)
+    return dict(config.baseline_recipe)
