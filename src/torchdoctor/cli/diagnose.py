@@ -28,6 +28,7 @@ from torchdoctor.cli.options import (
     force_option,
     out_option,
     param_option,
+    parse_settings,
     parse_workload_params,
     refuse_given,
     warmup_option,
@@ -122,12 +123,7 @@ def diagnose(
             "name (see `torchdoctor workloads`), or a script after `--`",
         )
     else:
-        settings: dict[str, str] = {}
-        for item in set_:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
-            settings[key.strip()] = value.strip()
+        settings = parse_settings(set_)
         exam = examine_workload(
             target,
             settings,
