@@ -31,12 +31,7 @@ from torchdoctor.cli.options import (
     parse_workload_params,
 )
 from torchdoctor.cli.state import err_console, settings
-from torchdoctor.cli.tune import (
-    baseline_recipe,
-    diagnose_into_run_dir,
-    finish_with_report,
-    run_with_progress,
-)
+from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
 from torchdoctor.core.rundir import display_path
 from torchdoctor.knobs import (
     CHANNELS_LAST,
@@ -134,7 +129,10 @@ def demo_command(
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
     check_out(out, force=force)
     workload_params = parse_workload_params(params)
-    baseline_recipe(DEMO_WORKLOAD, [], default_device(device), workload_params)  # checked first
+    if workload_params:  # a bad parameter is one line before the run folder exists
+        from torchdoctor.workloads import get_workload
+
+        get_workload(DEMO_WORKLOAD, **workload_params)
     budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
     run_dir, prescribed = diagnose_into_run_dir(

@@ -359,12 +359,3 @@ def settings_json() -> bool:
     from torchdoctor.cli.state import settings
 
     return settings.json
-
-
-def baseline_recipe(
-    workload: str, settings: list[str], device: str, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The baseline's recipe (`--set`), checked on the workload its `params` build: a bad
-    workload, parameter or knob is one line before any folder exists."""
-    config = tune_config(workload, settings=parse_settings(settings), device=device, params=params)
-    return dict(config.baseline_recipe)
