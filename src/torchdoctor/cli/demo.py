@@ -17,15 +17,21 @@ from typing import Final
 
 import typer
 
+from torchdoctor.api import workload_options
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import default_device, device_option
-from torchdoctor.cli.state import err_console, settings
-from torchdoctor.cli.tune import (
-    diagnose_into_run_dir,
-    finish_with_report,
+from torchdoctor.cli.options import (
+    budget_option,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    out_option,
+    param_option,
     parse_duration,
-    run_with_progress,
+    parse_workload_params,
 )
+from torchdoctor.cli.state import err_console, settings
+from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
 from torchdoctor.core.rundir import display_path
 from torchdoctor.knobs import (
     CHANNELS_LAST,
@@ -105,11 +111,9 @@ def quick_note(budget_s: float, knobs: list[str]) -> str:
 
 @app.command("demo")
 def demo_command(
-    budget: str = typer.Option(
+    budget: float | None = budget_option(
         None,
-        "--budget",
-        help=f"Tuning budget, e.g. 8m (default {DEFAULT_DEMO_BUDGET}; "
-        f"{QUICK_DEMO_BUDGET} with --quick).",
+        f"Tuning budget (default {DEFAULT_DEMO_BUDGET}; {QUICK_DEMO_BUDGET} with --quick).",
     ),
     quick: bool = typer.Option(
         False,
@@ -117,13 +121,23 @@ def demo_command(
         help=f"The whole story in about two minutes: {QUICK_KNOBS} knobs, shorter A/Bs, no "
         "batch search; wider intervals, said in the output and the report.",
     ),
-    out: Path = typer.Option(None, "--out", help="Run folder to create."),
+    out: Path = out_option(),
+    force: bool = force_option(),
     device: str | None = device_option(),
+    params: list[str] = param_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
+    check_out(out, force=force)
+    workload_params = parse_workload_params(params)
+    if workload_params:  # a bad parameter is one line before the run folder exists
+        from torchdoctor.workloads import get_workload
+
+        get_workload(DEMO_WORKLOAD, **workload_params)
     budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
-    run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
+    run_dir, prescribed = diagnose_into_run_dir(
+        DEMO_WORKLOAD, out, device=device, params=workload_params
+    )
     knobs = demo_knobs(prescribed, device=device, quick=quick)
     notes = [quick_note(budget_s, knobs)] if quick else []
     if notes and not settings.json:
@@ -135,6 +149,7 @@ def demo_command(
         knobs=knobs,
         prescribed=[k for k in prescribed if k in knobs],
         notes=notes,
+        factory_options=workload_options(workload_params),
         **({"plan": QUICK_PLAN, "search_batch": False} if quick else {}),
     )
     result = run_with_progress(config=config, out=run_dir)

@@ -5,7 +5,10 @@
 belong to the user's script and are left alone.
 
 Errors from the `TorchDoctorError` hierarchy become one line on stderr and their exit code
-(2 for user errors); `--debug` shows the traceback as well.
+(core/errors.py `ExitCode`: 2 for user errors, 3 when the user's script failed); `--debug`
+shows the traceback as well. With `--json` an error is also one JSON document on stdout
+(`{"schema": "torchdoctor/error", "error": ..., "exit_code": ...}`), unless the command had
+already printed its record there.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 import traceback
 
@@ -21,7 +25,7 @@ from rich.markup import escape
 
 from torchdoctor._version import __version__
 from torchdoctor.cli.state import err_console, settings
-from torchdoctor.core.errors import TorchDoctorError
+from torchdoctor.core.errors import EXIT_CODE_MEANINGS, ExitCode, TorchDoctorError
 from torchdoctor.core.redact import redact_secrets
 
 app = typer.Typer(
@@ -31,6 +35,9 @@ app = typer.Typer(
         "Start with `torchdoctor demo`, or `torchdoctor env` to see this machine's measured "
         "ceilings."
     ),
+    epilog="Exit codes: "
+    + "; ".join(f"{int(code)} {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items())
+    + ".",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -151,11 +158,45 @@ def _register_commands(args: list[str] | None = None) -> None:
             info.help = reflow_help(doc)
 
 
-def _fail(message: str, code: int) -> int:
+#: The `--json` form of an error: one document on stdout, beside the one line on stderr.
+ERROR_SCHEMA = "torchdoctor/error"
+ERROR_SCHEMA_VERSION = 1
+
+
+def _fail(message: str, code: int, *, as_json: bool = False, markup: bool = True) -> int:
     err_console.print(
-        f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True
+        f"[bold red]error:[/] {message}", markup=markup, highlight=False, soft_wrap=True
     )
+    if as_json and not settings.emitted:
+        _print_error_document(message, code)
     return code
+
+
+def _print_error_document(message: str, code: int) -> None:
+    """`--json`: an error is a document on stdout too, so that a reader of stdout never finds
+    it empty (a command that already printed its record leaves stdout to that record)."""
+    from rich.text import Text
+
+    plain = Text.from_markup(message).plain
+    document = {
+        "schema": ERROR_SCHEMA,
+        "version": ERROR_SCHEMA_VERSION,
+        "error": plain,
+        "exit_code": int(code),
+    }
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _asks_for_version(args: list[str]) -> bool:
+    """`torchdoctor --version`: answered before any command module is imported."""
+    end = args.index("--") if "--" in args else len(args)
+    return "--version" in args[:end] and _command_named(args) is None
+
+
+def _json_requested(args: list[str]) -> bool:
+    end = args.index("--") if "--" in args else len(args)
+    return "--json" in args[:end]
 
 
 def _is_click_usage_error(exc: Exception) -> bool:
@@ -165,13 +206,18 @@ def _is_click_usage_error(exc: Exception) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (also used by the tests)."""
     args = _hoist_global_flags(sys.argv[1:] if argv is None else list(argv))
+    if _asks_for_version(args):
+        sys.stdout.write(f"torchdoctor {__version__}\n")
+        return ExitCode.OK
+    as_json = _json_requested(args)
+    settings.emitted = False
     _register_commands(args)
     try:
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
     except TorchDoctorError as exc:
         if settings.debug:
             traceback.print_exc()
-        return _fail(escape(redact_secrets(str(exc))), exc.exit_code)
+        return _fail(escape(redact_secrets(str(exc))), exc.exit_code, as_json=as_json)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except OSError as exc:
@@ -182,15 +228,17 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         return _fail(escape(redact_secrets(f"{exc.strerror or exc}{where}")), 2)
     except (typer.Abort, KeyboardInterrupt):
-        return _fail("interrupted", 130)
+        return _fail("interrupted", ExitCode.INTERRUPTED, as_json=as_json)
     except Exception as exc:
         # Bad options and arguments: click's own message and usage line, exit 2. Newer typer
         # releases vendor click, so match the exception by its interface, not its class.
         if _is_click_usage_error(exc):
             exc.show()  # type: ignore[attr-defined]
-            return 2
+            if as_json:
+                _print_error_document(str(getattr(exc, "format_message", str)()), ExitCode.ERROR)
+            return ExitCode.ERROR
         raise
-    return result if isinstance(result, int) else 0
+    return result if isinstance(result, int) else ExitCode.OK
 
 
 def run() -> None:  # pragma: no cover - console-script shim

@@ -18,6 +18,9 @@ from torchdoctor.core.text import printable_console
 class Settings:
     json: bool = False
     debug: bool = False
+    #: Whether a record was printed on stdout (with --json, an error after it prints no
+    #: second document there).
+    emitted: bool = False
 
 
 settings = Settings()
@@ -36,6 +39,7 @@ def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> 
         data = result.to_json_dict() if isinstance(result, Record) else result
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
         sys.stdout.flush()
+        settings.emitted = True
     else:
         render(console)
 

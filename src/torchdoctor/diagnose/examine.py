@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -305,11 +306,14 @@ def examine_workload(
     profile_steps: int = 3,
     out: Path | None = None,
     device: str = "cpu",
+    params: Mapping[str, Any] | None = None,
 ) -> Examination:
-    """Run a built-in or user workload with phase timing, then a short profiled window."""
+    """Run a built-in or user workload with phase timing, then a short profiled window.
+    `params`: the workload's own parameters (`diagnose WORKLOAD --param name=value`)."""
     from torchdoctor.diagnose.workload_profile import check_workload, profile_workload
 
-    check_workload(name, settings, device)  # a bad name or knob leaves no run folder behind
+    # A bad name, parameter or knob leaves no run folder behind.
+    check_workload(name, settings, device, params=params)
     run_dir = rundir.new_run_dir("diagnose", name, out=out)
     exam = Examination(run_dir=run_dir)
     try:
@@ -318,6 +322,7 @@ def examine_workload(
             run, kind, trace, cores = profile_workload(
                 name,
                 settings,
+                params=params,
                 steps=steps,
                 warmup=warmup,
                 profile_steps=profile_steps,

@@ -95,14 +95,21 @@ def build_session(spec: SessionSpec) -> SessionLike:
 
 
 def engine_session(
-    workload: str, recipe: dict[str, Any], *, device: str, seed: int, perturbation: int = 0
+    workload: str,
+    recipe: dict[str, Any],
+    *,
+    device: str,
+    seed: int,
+    perturbation: int = 0,
+    params: dict[str, Any] | None = None,
 ) -> SessionLike:
-    """The real thing: a built-in workload prepared by the engine under `recipe`."""
+    """The real thing: a built-in workload prepared by the engine under `recipe`; `params`,
+    the workload's own (`tune WORKLOAD --param name=value`, as a spec's `options`)."""
     from torchdoctor.engine import prepare
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    wl = get_workload(workload)
+    wl = get_workload(workload, **(params or {}))
     session: SessionLike = prepare(
         wl, Recipe.from_dict(recipe), device=device, seed=seed, perturbation=perturbation
     )

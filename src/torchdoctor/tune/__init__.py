@@ -13,7 +13,7 @@ from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
-from torchdoctor.tune.recheck import recheck_script
+from torchdoctor.tune.recheck import recheck_script, recheck_workload
 from torchdoctor.tune.records import (
     Confirmation,
     FitLadder,
@@ -62,6 +62,7 @@ __all__ = [
     "is_torchrun",
     "job_world_size",
     "recheck_script",
+    "recheck_workload",
     "tune",
     "world_size_note",
 ]

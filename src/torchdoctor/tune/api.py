@@ -74,18 +74,26 @@ def _default_batch(config: TuneConfig) -> int:
         return 0  # a script's batch is its own (the batch search is off for scripts)
     if config.factory != ENGINE_FACTORY:
         return int(config.factory_options.get("base_batch", 32))
+    return int(_workload_of(config).default_batch_size)
+
+
+def _workload_params(config: TuneConfig) -> dict[str, Any]:
+    """The workload's own parameters (`tune --param`), which the engine's factory takes as
+    its `params` option (procs `engine_session`)."""
+    return dict(config.factory_options.get("params") or {})
+
+
+def _workload_of(config: TuneConfig) -> Any:
     from torchdoctor.workloads import get_workload
 
-    return int(get_workload(config.workload).default_batch_size)
+    return get_workload(config.workload, **_workload_params(config))
 
 
 def _check_workload(config: TuneConfig) -> None:
     if config.factory != ENGINE_FACTORY or config.is_script:
         return
-    from torchdoctor.workloads import get_workload
-
     try:
-        get_workload(config.workload)
+        _workload_of(config)
     except TorchDoctorError as exc:
         raise TuneError(f"cannot tune workload {config.workload!r}: {exc}") from None
 
@@ -122,11 +130,9 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
             for s in specs
         ]
 
-    from torchdoctor.workloads import get_workload
-
     effective = {
         THREADS.name: torch.get_num_threads(),
-        NUM_WORKERS.name: get_workload(config.workload).default_num_workers,
+        NUM_WORKERS.name: _workload_of(config).default_num_workers,
     }
     return [
         replace(s, default=effective[s.name]) if s.default is None and s.name in effective else s
@@ -303,7 +309,11 @@ def _run(
     if config.space is not None:
         validate = None
     else:
-        validate = recipe_validator(None if config.is_script else config.workload, config.device)
+        validate = recipe_validator(
+            None if config.is_script else config.workload,
+            config.device,
+            params=_workload_params(config),
+        )
     plan = LadderPlan(
         space=space,
         prescribed=config.prescribed,

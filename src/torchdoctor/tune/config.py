@@ -59,7 +59,7 @@ class TuneConfig(Record):
     #: A ladder win is kept only when a second pair of fresh processes points the same way
     #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
-    #: Most fresh process pairs of the final confirmation (`tune --final-pairs`): fewer than
+    #: Most fresh process pairs of the final confirmation (`tune --pairs`): fewer than
     #: the default take less time, and their interval, from the pairs run, is wider.
     final_pairs: int = Field(ge=MIN_REPLICATES, default=DEFAULT_REPLICATES)
     #: How the arms share a GPU (tune/turns.py): None decides from the memory the baseline's

@@ -50,7 +50,7 @@ from torchdoctor.tune.whole_runs import steady_alone
 
 #: Fresh process pairs of the final confirmation when the budget allows
 #: (`measure.DEFAULT_REPLICATES`, which says why 4), unless the study asks for fewer
-#: (`TuneSettings.final_pairs`, `tune --final-pairs`).
+#: (`TuneSettings.final_pairs`, `tune --pairs`).
 CONFIRM_PAIRS: Final = DEFAULT_REPLICATES
 
 
