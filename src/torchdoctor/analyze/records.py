@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from torchdoctor.analyze.rank_records import CrossRankAnalysis
 from torchdoctor.core.records import Record, SubRecord
 
@@ -110,7 +112,7 @@ class SyncStats(SubRecord):
     host_scalar_reads: int = 0
     # Schema 6. torchdoctor's own syncs (inside its TOOL_SYNC_RANGE annotation) by name, not
     # counted as the job's.
-    tool_by_name: dict[str, int] = {}
+    tool_by_name: dict[str, int] = Field(default_factory=dict)
 
 
 class KernelMix(SubRecord):
