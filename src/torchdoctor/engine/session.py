@@ -140,6 +140,8 @@ class TrainingSession:
         # torch.compile, CUDA graphs: the module the steps call
         self.model: nn.Module = apply_to_model(model, self._model_ctx, CALLED)
         self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)
+        # Graph replays allocate from private pools: the peak must be read where they show.
+        self.memory.graph_pools = self.cuda_graphs or self.mark_cudagraph_steps
         self.model.train()
         self.memory.start()
 
