@@ -51,7 +51,9 @@ class MemoryTracker:
     needs no device synchronize.
     """
 
-    def __init__(self, device: torch.device, cuda: Any = None, *, graph_pools: bool = False) -> None:
+    def __init__(
+        self, device: torch.device, cuda: Any = None, *, graph_pools: bool = False
+    ) -> None:
         self.device = device
         self.cuda = torch.cuda if cuda is None else cuda
         self.run_scoped = False
