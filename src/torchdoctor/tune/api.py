@@ -43,7 +43,7 @@ from torchdoctor.tune.fit import check_fit_config, climb_fit, fit_ladder, fit_no
 from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
-from torchdoctor.tune.parity import quality_notes
+from torchdoctor.tune.parity import quality_bands, quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
@@ -429,7 +429,8 @@ def _finish(
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
-    notes += quality_notes(tuner.quality_reference())
+    reference = tuner.quality_reference()
+    notes += quality_notes(reference, tuner.settings.tolerances)
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
@@ -450,6 +451,7 @@ def _finish(
         elapsed_s=tuner.budget.elapsed_s(),
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
+        quality_bands=quality_bands(reference, tuner.settings.tolerances),
         fit=fit,
     )
     result.write(run_dir / TUNE)
