@@ -171,3 +171,46 @@ def test_torchrun_writes_one_profile_per_rank_and_none_of_its_own(
     )
     assert profiles == ["script_profile.rank0.json"]
     assert load(out / "collect" / "script_profile.rank0.json")["rank"] == 0
+
+
+def test_a_script_holding_most_of_the_gpu_can_be_tuned(env: dict[str, str], tmp_path: Path) -> None:
+    import torch
+
+    share = round(0.55 * torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    out = tmp_path / "tune"
+    script = [sys.executable, TRAIN, "--steps", "1000000", "--ballast-gb", str(share)]
+    td(
+        env, "--json", "tune", "--budget", "45s", "--knobs", "cudnn_benchmark", "--out",
+        str(out), "--", *script, timeout=150,
+    )  # fmt: skip
+    for path in glob.glob(str(out / "trials" / "*.json")):
+        assert load(path)["status"] != "oom", path  # two arms never live at once
+
+
+def test_a_gpu_sized_cap_bounds_device_memory(env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    td(
+        env, "--json", "tune", "mlp", "--device", "cuda", "--budget", "30s", "--max-memory",
+        "2GiB", "--knobs", "tf32", "--no-batch-search", "--no-diagnose", "--out", str(out),
+        timeout=120,
+    )  # fmt: skip
+    baseline = load(sorted(glob.glob(str(out / "trials" / "000-*.json")))[0])
+    assert baseline["status"] == "ok"  # the mlp needs far less than 2 GiB of the GPU
+
+
+def test_demo_quick_on_the_gpu_tunes_gpt2_small_with_gpu_knobs(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "torchdoctor", "demo", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCHDOCTOR_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "demo on a GPU: gpt2-small" in done.stderr
+    result = load(out / "tune.json")
+    assert result["workload"] == "gpt2-small" and result["device"].startswith("cuda")
+    tried = [load(p).get("change") or {} for p in glob.glob(str(out / "trials" / "*.json"))]
+    gpu_knobs = {"precision", "attention", "cuda_graphs", "compile", "tf32", "optimizer_impl"}
+    assert any(set(change) & gpu_knobs for change in tried)

@@ -1,7 +1,8 @@
 """A small GPU training script for the GPU tier: planted syncs, AMP, DDP under torchrun.
 
 Options: --steps N, --amp none|fp16|bf16, --init-scale S (a GradScaler scale that overflows
-at first), --item K / --float K (K planted `loss.item()` / `float(loss)` per step), --ddp.
+at first), --item K / --float K (K planted `loss.item()` / `float(loss)` per step), --ddp,
+--ballast-gb G (G GiB of live device memory, as large weights would hold).
 """
 
 import argparse
@@ -17,6 +18,7 @@ p.add_argument("--init-scale", type=float, default=65536.0)
 p.add_argument("--item", type=int, default=0)
 p.add_argument("--float", type=int, default=0)
 p.add_argument("--ddp", action="store_true")
+p.add_argument("--ballast-gb", type=float, default=0.0)  # live device memory, like weights
 a = p.parse_args()
 local = int(os.environ.get("LOCAL_RANK", "0"))
 dev = torch.device("cuda", local)
@@ -25,6 +27,7 @@ if a.ddp:
 
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl")
+ballast = torch.empty(int(a.ballast_gb * 2**30), dtype=torch.uint8, device=dev)
 layers = [m for _ in range(4) for m in (nn.Linear(2048, 2048), nn.GELU())]
 model: nn.Module = nn.Sequential(*layers, nn.Linear(2048, 10)).to(dev)
 if a.ddp:
