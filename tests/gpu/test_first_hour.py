@@ -138,7 +138,8 @@ def test_gpu_knobs_run_and_report_their_peak(env: dict[str, str], settings: list
     result = json.loads(
         td(env, "--json", "run", "mlp", "--device", "cuda", "--steps", "60", *args).stdout
     )
-    assert all(x is not None and math.isfinite(x) for x in result["losses"])
+    read = [x for x in result["losses"] if x is not None]
+    assert read and all(math.isfinite(x) for x in read)
     memory = result["memory"]
     assert memory["cuda_peak_bytes"] > 0
     graphs = "cuda_graphs=true" in settings or "compile=reduce-overhead" in settings
