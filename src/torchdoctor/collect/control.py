@@ -580,7 +580,7 @@ class StepController:
     def _replays_graphs(self) -> bool:
         """Whether the injected recipe replays CUDA graphs (cuda_graphs, or a compile mode
         that captures them)."""
-        recipe = getattr(getattr(self.injection, "recipe", None), "to_dict", dict)()
+        recipe: dict[str, Any] = getattr(getattr(self.injection, "recipe", None), "to_dict", dict)()
         return recipe.get(CUDA_GRAPHS.name) in (True, "true") or (
             recipe.get(COMPILE.name) in CUDAGRAPH_COMPILE_MODES
         )
