@@ -210,6 +210,11 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
     profile = inst.result(
         argv=target, module=cfg.module, exit_code=code, ended_by=ended_by, error=error
     )
+    if launches_ranks(cfg, target) and code == 0 and error is None:
+        # torchrun trained nothing here; its ranks wrote theirs. A record of its own (rank
+        # None, 0 steps) beside them would read as one more process that measured nothing.
+        # A launcher that failed still writes one: its error is the run's.
+        return code
     profile.write(profile_path(cfg.out_dir))
     return code
 

@@ -105,6 +105,8 @@ from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
+from torchdoctor.engine import CUDAGRAPH_COMPILE_MODES
+from torchdoctor.knobs import COMPILE, CUDA_GRAPHS
 
 if TYPE_CHECKING:
     from torchdoctor.engine import DeviceMover, Parking
@@ -234,10 +236,16 @@ def read_losses(steps: list[list[torch.Tensor]]) -> list[float | None]:
     return out
 
 
-def peak_memory_bytes() -> int:
-    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS."""
+def peak_memory_bytes(*, graph_pools: bool = False) -> int:
+    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS.
+
+    With `graph_pools` (the recipe replays CUDA graphs) the reserved peak: the graphs'
+    private pools never show in `max_memory_allocated` (engine.MemoryStats.cuda_peak_bytes)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return int(torch.cuda.max_memory_allocated())
+        allocated = int(torch.cuda.max_memory_allocated())
+        if graph_pools:
+            return max(allocated, int(torch.cuda.max_memory_reserved()))
+        return allocated
     # ru_maxrss is in KiB on Linux
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
@@ -571,10 +579,18 @@ class StepController:
         rows: list[Row] = [
             (s, n, v) for s, n, v in zip(self._seconds, self._samples, values, strict=False)
         ]
-        peak = peak_memory_bytes()
+        peak = peak_memory_bytes(graph_pools=self._replays_graphs())
         if self._release:
             _release_device_memory()
         return ScriptChunk(rows, peak, ended=ended, exit_code=exit_code)
+
+    def _replays_graphs(self) -> bool:
+        """Whether the injected recipe replays CUDA graphs (cuda_graphs, or a compile mode
+        that captures them)."""
+        recipe: dict[str, Any] = getattr(getattr(self.injection, "recipe", None), "to_dict", dict)()
+        return recipe.get(CUDA_GRAPHS.name) in (True, "true") or (
+            recipe.get(COMPILE.name) in CUDAGRAPH_COMPILE_MODES
+        )
 
     def _send(self, message: object) -> None:
         with contextlib.suppress(OSError):

@@ -121,7 +121,10 @@ def peak_memory_of(session: object) -> int | None:
     read_memory = getattr(session, "read_memory", None)
     if callable(read_memory):  # the engine's TrainingSession -> MemoryStats
         stats = read_memory()
-        cuda = getattr(stats, "cuda_max_allocated_bytes", None)
+        # The compared device peak (graph pools included), else the allocated one (older).
+        cuda = getattr(stats, "cuda_peak_bytes", None)
+        if cuda is None:
+            cuda = getattr(stats, "cuda_max_allocated_bytes", None)
         host = getattr(stats, "cpu_peak_rss_bytes", None)
         value = cuda if cuda is not None else host
         if isinstance(value, int):

@@ -44,7 +44,7 @@ from torchdoctor.tune.fit import check_fit_config, climb_fit, fit_ladder, fit_no
 from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
-from torchdoctor.tune.parity import quality_notes
+from torchdoctor.tune.parity import quality_bands, quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.resume import open_resume, secrets_held
 from torchdoctor.tune.snippet import recipe_snippet
@@ -448,7 +448,8 @@ def _finish(
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
-    notes += quality_notes(tuner.quality_reference())
+    reference = tuner.quality_reference()
+    notes += quality_notes(reference, tuner.settings.tolerances)
     if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
         notes.append(tuner.sharing.note())
     result = TuneResult(
@@ -471,6 +472,7 @@ def _finish(
         elapsed_s=tuner.budget.elapsed_s(),
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
+        quality_bands=quality_bands(reference, tuner.settings.tolerances),
         fit=fit,
         device_sharing=tuner.sharing,
     )

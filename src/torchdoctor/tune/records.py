@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, peek_schema
 from torchdoctor.core.vocabulary import Objective
+from torchdoctor.tune.band_records import QualityBand
 from torchdoctor.tune.fit_records import FitLadder, MemoryRung
 from torchdoctor.tune.outcome import (
     Decision,
@@ -429,6 +430,8 @@ class TuneResult(Record):
     """What `torchdoctor tune` hands back (also its `--json` output)."""
 
     schema_name: ClassVar[str] = "tune_result"
+    # 2: quality_bands. Older records still read.
+    schema_version: ClassVar[int] = 2
 
     workload: str
     objective: Objective
@@ -449,6 +452,9 @@ class TuneResult(Record):
     elapsed_s: float
     budget_exhausted: bool = False
     notes: list[str] = Field(default_factory=list)
+    #: The band each safety class's late loss was held to, and which bound set it
+    #: (tune.parity.quality_bands); empty in records written before it was kept.
+    quality_bands: list[QualityBand] = Field(default_factory=list)
     #: `--objective fit`: the memory ladder (the cap, the baseline's peak, each step's peak
     #: and the batch that fits); None for the speed objectives.
     fit: FitLadder | None = None
