@@ -22,7 +22,9 @@ def _capture(monkeypatch: pytest.MonkeyPatch, *, gpu: bool) -> tuple[list[TuneCo
     configs: list[TuneConfig] = []
     diagnosed: list[str] = []
 
-    def diagnose(workload: str, out: Path | None, *, device: str) -> tuple[Path, list[str]]:
+    def diagnose(
+        workload: str, out: Path | None, *, device: str, params: dict[str, object] | None = None
+    ) -> tuple[Path, list[str]]:
         diagnosed.append(workload)
         return Path("run"), []
 
