@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.analyze import analyze_trace
-from torchdoctor.collect import run_script
+from torchdoctor.procs import run_script
 from torchdoctor.diagnose import diagnose_evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.collect import read_profiles, run_script
+from torchdoctor.collect import read_profiles
+from torchdoctor.procs import run_script
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.diagnose import diagnose_evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.collect import read_profiles, run_script
+from torchdoctor.collect import read_profiles
+from torchdoctor.procs import run_script
 from torchdoctor.core.errors import CollectError
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"

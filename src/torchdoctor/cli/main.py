@@ -5,7 +5,8 @@
 belong to the user's script and are left alone.
 
 Errors from the `TorchDoctorError` hierarchy become one line on stderr and their exit code
-(2 for user errors); `--debug` shows the traceback as well.
+(2 for user errors); `--debug` shows the traceback as well. Ctrl-C, SIGTERM and SIGHUP end a
+command as "interrupted", exit 128 + the signal's number (core/interrupt.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import signal
 import sys
 import traceback
 
@@ -22,7 +24,9 @@ from rich.markup import escape
 from torchdoctor._version import __version__
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.core.errors import TorchDoctorError
+from torchdoctor.core.interrupt import Interrupted, interrupt_on_signals, interruption
 from torchdoctor.core.redact import redact_secrets
+from torchdoctor.core.rundir import display_path
 
 app = typer.Typer(
     name="torchdoctor",
@@ -158,6 +162,15 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _interrupted_line(stopped: Interrupted) -> str:
+    """What an interrupted command says last: by what, and where its run folder is."""
+    by = "" if stopped.signum == signal.SIGINT else f" by {signal.Signals(stopped.signum).name}"
+    line = f"interrupted{by}"
+    if stopped.run_dir is not None:
+        line += f"; what was done is in {escape(display_path(stopped.run_dir))}"
+    return line
+
+
 def _is_click_usage_error(exc: Exception) -> bool:
     return callable(getattr(exc, "show", None)) and getattr(exc, "exit_code", None) == 2
 
@@ -167,15 +180,19 @@ def main(argv: list[str] | None = None) -> int:
     args = _hoist_global_flags(sys.argv[1:] if argv is None else list(argv))
     _register_commands(args)
     try:
-        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        # SIGTERM and SIGHUP unwind as Ctrl-C does: what the command started is ended, its run
+        # folder says "interrupted", and the exit code is 128 + the signal (core/interrupt.py).
+        with interrupt_on_signals():
+            result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
     except TorchDoctorError as exc:
         if settings.debug:
             traceback.print_exc()
         return _fail(escape(redact_secrets(str(exc))), exc.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        return _fail("interrupted", 130)
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        stopped = interruption(exc) or Interrupted()
+        return _fail(_interrupted_line(stopped), stopped.exit_code)
     except Exception as exc:
         # Bad options and arguments: click's own message and usage line, exit 2. Newer typer
         # releases vendor click, so match the exception by its interface, not its class.

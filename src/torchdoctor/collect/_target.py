@@ -100,6 +100,11 @@ class Terminated(BaseException):
 
 
 def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    # A driver that is gone (or ends this run) may have left the script's DataLoader workers
+    # stopped: continued, they can exit when the script shuts them down (collect/_lifeline.py).
+    from torchdoctor.collect._lifeline import resume_children
+
+    resume_children()
     raise Terminated("terminated by SIGTERM")
 
 

@@ -19,7 +19,9 @@ Layout (a file is present only if the command that made the folder produces it):
       report.html, report.md
 
 The manifest is written first with status "running" and rewritten "complete" or "failed"
-at the end, so a folder left by a killed run says so instead of looking finished.
+at the end, so a folder left by a killed run says so instead of looking finished; a run
+stopped by Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py) is rewritten "interrupted", with
+the signal in `error`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from torchdoctor.core.redact import redact_argv, redact_secrets
 RunKind = Literal[
     "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff", "memory"
 ]
-RunStatus = Literal["running", "complete", "failed"]
+RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 MANIFEST = "run.json"
 ENV = "env.json"
@@ -112,13 +114,17 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
     return out
 
 
-def finish_run_dir(run_dir: Path, *, error: str | None = None) -> RunManifest:
-    """Mark a run folder complete (or failed, with the one-line reason)."""
+def finish_run_dir(
+    run_dir: Path, *, error: str | None = None, interrupted: bool = False
+) -> RunManifest:
+    """Mark a run folder complete (or failed, with the one-line reason; or, with
+    `interrupted`, stopped by a signal, the reason naming it)."""
     manifest = read_manifest(run_dir)
+    status: RunStatus = "interrupted" if interrupted else "failed" if error else "complete"
     done = manifest.model_copy(
         update={
             "finished": _now(),
-            "status": "failed" if error else "complete",
+            "status": status,
             "error": redact_secrets(error) if error else error,
         }
     )

@@ -77,7 +77,8 @@ def examine_script(
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
     """
-    from torchdoctor.collect import read_profiles, run_script
+    from torchdoctor.collect import read_profiles
+    from torchdoctor.procs import run_script
 
     target = " ".join(argv) if argv else "script"
     run_dir = rundir.new_run_dir("diagnose", argv[-1] if module and argv else target, out=out)
