@@ -11,12 +11,15 @@ command as "interrupted", exit 128 + the signal's number (core/interrupt.py).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import signal
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -150,9 +153,36 @@ def _register_commands(args: list[str] | None = None) -> None:
         key=lambda info: rank.get(getattr(info.callback, "__module__", ""), len(rank))
     )
     for info in app.registered_commands:
+        if info.callback is not None:
+            info.callback = _interruptible(info.callback)
         doc = getattr(info.callback, "__doc__", None)
         if info.help is None and doc:
             info.help = reflow_help(doc)
+
+
+class _CarriedInterruption(BaseException):
+    """An interruption carried past typer, which turns a KeyboardInterrupt raised in a command
+    into a silent exit 130 (whatever the signal, and with no word of the run folder)."""
+
+    def __init__(self, stopped: Interrupted) -> None:
+        super().__init__(str(stopped))
+        self.stopped = stopped
+
+
+def _interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """`callback` with its interruption carried to `main` (`_CarriedInterruption`)."""
+    if getattr(callback, "_carries_interruption", False):
+        return callback
+
+    @functools.wraps(callback)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise _CarriedInterruption(Interrupted.of(exc)) from exc
+
+    command._carries_interruption = True  # type: ignore[attr-defined]
+    return command
 
 
 def _fail(message: str, code: int) -> int:
@@ -188,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         if settings.debug:
             traceback.print_exc()
         return _fail(escape(redact_secrets(str(exc))), exc.exit_code)
+    except _CarriedInterruption as carried:
+        return _fail(_interrupted_line(carried.stopped), carried.stopped.exit_code)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt) as exc:

@@ -440,16 +440,12 @@ def diagnose_into_run_dir(
 ) -> tuple[Path, list[str]]:
     """Diagnose on `device`, with the baseline's `settings`, into the (new) run folder;
     returns it and the prescribed knobs."""
-    from torchdoctor.core.rundir import finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import marking_interruption, new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    try:
+    with marking_interruption(run_dir):
         prescribed = diagnose_before_tuning(workload, run_dir, device=device, settings=settings)
-    except KeyboardInterrupt as exc:
-        stopped = Interrupted.of(exc, run_dir)
-        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
-        raise stopped from None
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)

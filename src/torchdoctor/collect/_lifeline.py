@@ -12,7 +12,8 @@ could the script, which joins them as it unwinds. Two things prevent it:
   launcher passes in `PARENT_PID_ENV`.
 - `resume_children`: before the script unwinds because its driver is gone (SIGTERM, or its
   control connection closed), every process under it is continued (SIGCONT), so a stopped
-  DataLoader worker can take its shutdown and exit.
+  DataLoader worker can take its shutdown and exit; and once more after the script has
+  unwound, before the interpreter's exit joins its children.
 """
 
 from __future__ import annotations

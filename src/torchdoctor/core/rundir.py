@@ -26,9 +26,11 @@ the signal in `error`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -36,6 +38,7 @@ from pydantic import Field
 
 from torchdoctor._version import __version__
 from torchdoctor.core.errors import RecordError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
@@ -130,6 +133,19 @@ def finish_run_dir(
     )
     done.write(run_dir / MANIFEST)
     return done
+
+
+@contextlib.contextmanager
+def marking_interruption(run_dir: Path) -> Iterator[None]:
+    """Inside, an interruption (Ctrl-C, SIGTERM, SIGHUP: core/interrupt.py) marks `run_dir`
+    "interrupted" and goes on as an `Interrupted` that names it, so the command says where
+    what was done is."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted.of(exc, run_dir)
+        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
+        raise stopped from None
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
