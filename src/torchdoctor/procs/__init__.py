@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import lazy_getattr
+from torchdoctor.procs._command import run_command
 from torchdoctor.procs._failure import (
     FailureKind,
     WorkerFailure,
@@ -42,6 +43,7 @@ from torchdoctor.procs._protocol import (
     StepRow,
     Unpark,
 )
+from torchdoctor.procs._spawn import end_process, spawn_process
 from torchdoctor.procs._spec import (
     ENGINE_FACTORY,
     SessionLike,
@@ -110,11 +112,14 @@ __all__ = [
     "classify_exception",
     "classify_reason",
     "end_popen",
+    "end_process",
     "end_processes",
     "end_tree",
     "engine_session",
     "run_capped_step",
+    "run_command",
     "run_script",
+    "spawn_process",
     "start_worker",
     "tree_of",
 ]
