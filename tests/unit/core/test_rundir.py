@@ -59,3 +59,16 @@ def test_display_path_is_relative_inside_the_cwd_and_absolute_outside(
     monkeypatch.chdir(inside)
     assert display_path(inside / "runs" / "r1") == str(Path("runs") / "r1")
     assert display_path(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")
+
+
+def test_an_interrupted_run_says_so_and_names_its_folder(tmp_path: Path) -> None:
+    from torchdoctor.core.interrupt import Interrupted
+    from torchdoctor.core.rundir import marking_interruption
+
+    run = new_run_dir("tune", "cnn", out=tmp_path / "r3")
+    with pytest.raises(Interrupted) as info, marking_interruption(run):
+        raise KeyboardInterrupt
+    assert info.value.run_dir == run and info.value.exit_code == 130
+    m = read_manifest(run)
+    assert m.status == "interrupted" and m.error == "interrupted by SIGINT"
+    assert m.finished is not None
