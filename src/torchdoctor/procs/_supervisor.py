@@ -141,7 +141,7 @@ class SubprocessWorker(MemoryCapped):
         )
         self._proc = ctx.Process(
             target=worker_main,
-            args=(child, str(log_path) if log_path else None, start_method),
+            args=(child, str(log_path) if log_path else None, start_method, True),
             daemon=False,
         )
         self._proc.start()
