@@ -8,6 +8,8 @@
   the run folder "interrupted" and exits 143.
 - Ctrl-C (SIGINT to the foreground process group) during `tune mlp`: exit 130, "interrupted",
   and a run folder with its report that `tune --resume` continues.
+- SIGTERM of `diagnose -- python train.py`: its script and the script's DataLoader workers are
+  ended, the command says "interrupted by SIGTERM" and exits 143, its folder "interrupted".
 
 Each drives the real CLI in a session of its own and walks its process tree with psutil.
 They wait for a tuner to reach its arms (tens of seconds on a busy 2-core host): `slow`.
@@ -166,3 +168,21 @@ def test_ctrl_c_during_tune_says_interrupted_and_leaves_a_report(tmp_path: Path)
     assert _status(run_dir) == "interrupted"
     assert (run_dir / "report.md").is_file()
     assert "tune --resume run" in " ".join(text.split())  # the folder, as seen from its cwd
+
+
+def test_a_sigtermed_diagnose_ends_its_script_and_says_interrupted(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TINY_LOADER)
+    run_dir = tmp_path / "run"
+    proc = _start(["diagnose", "--out", str(run_dir), "--", "python", "train.py"], tmp_path)
+    seen: dict[int, psutil.Process] = {}
+    try:
+        # The script and its two DataLoader workers are running.
+        _wait_for(proc, seen, lambda: len(seen) >= 3)
+        os.kill(proc.pid, signal.SIGTERM)  # the command only, as `kill` or a scheduler sends it
+        _, err = proc.communicate(timeout=GONE_TIMEOUT_S)
+        assert _left(seen) == []
+    finally:
+        _end(proc, seen)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "interrupted by SIGTERM" in err.decode()
+    assert _status(run_dir) == "interrupted"
