@@ -8,17 +8,22 @@ Errors from the `TorchDoctorError` hierarchy become one line on stderr and their
 (core/errors.py `ExitCode`: 2 for user errors, 3 when the user's script failed); `--debug`
 shows the traceback as well. With `--json` an error is also one JSON document on stdout
 (`{"schema": "torchdoctor/error", "error": ..., "exit_code": ...}`), unless the command had
-already printed its record there.
+already printed its record there. Ctrl-C, SIGTERM and SIGHUP end a command as "interrupted",
+exit 128 + the signal's number (core/interrupt.py).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import json
+import signal
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -26,7 +31,9 @@ from rich.markup import escape
 from torchdoctor._version import __version__
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.core.errors import EXIT_CODE_MEANINGS, ExitCode, TorchDoctorError
+from torchdoctor.core.interrupt import Interrupted, interrupt_on_signals, interruption
 from torchdoctor.core.redact import redact_secrets
+from torchdoctor.core.rundir import display_path
 
 app = typer.Typer(
     name="torchdoctor",
@@ -153,9 +160,36 @@ def _register_commands(args: list[str] | None = None) -> None:
         key=lambda info: rank.get(getattr(info.callback, "__module__", ""), len(rank))
     )
     for info in app.registered_commands:
+        if info.callback is not None:
+            info.callback = _interruptible(info.callback)
         doc = getattr(info.callback, "__doc__", None)
         if info.help is None and doc:
             info.help = reflow_help(doc)
+
+
+class _CarriedInterruption(BaseException):
+    """An interruption carried past typer, which turns a KeyboardInterrupt raised in a command
+    into a silent exit 130 (whatever the signal, and with no word of the run folder)."""
+
+    def __init__(self, stopped: Interrupted) -> None:
+        super().__init__(str(stopped))
+        self.stopped = stopped
+
+
+def _interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """`callback` with its interruption carried to `main` (`_CarriedInterruption`)."""
+    if getattr(callback, "_carries_interruption", False):
+        return callback
+
+    @functools.wraps(callback)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise _CarriedInterruption(Interrupted.of(exc)) from exc
+
+    command._carries_interruption = True  # type: ignore[attr-defined]
+    return command
 
 
 #: The `--json` form of an error: one document on stdout, beside the one line on stderr.
@@ -199,6 +233,15 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in args[:end]
 
 
+def _interrupted_line(stopped: Interrupted) -> str:
+    """What an interrupted command says last: by what, and where its run folder is."""
+    by = "" if stopped.signum == signal.SIGINT else f" by {signal.Signals(stopped.signum).name}"
+    line = f"interrupted{by}"
+    if stopped.run_dir is not None:
+        line += f"; what was done is in {escape(display_path(stopped.run_dir))}"
+    return line
+
+
 def _is_click_usage_error(exc: Exception) -> bool:
     return callable(getattr(exc, "show", None)) and getattr(exc, "exit_code", None) == 2
 
@@ -213,11 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     settings.emitted = False
     _register_commands(args)
     try:
-        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        # SIGTERM and SIGHUP unwind as Ctrl-C does: what the command started is ended, its run
+        # folder says "interrupted", and the exit code is 128 + the signal (core/interrupt.py).
+        with interrupt_on_signals():
+            result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
     except TorchDoctorError as exc:
         if settings.debug:
             traceback.print_exc()
         return _fail(escape(redact_secrets(str(exc))), exc.exit_code, as_json=as_json)
+    except _CarriedInterruption as carried:
+        stopped = carried.stopped
+        return _fail(_interrupted_line(stopped), stopped.exit_code, as_json=as_json)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except OSError as exc:
@@ -226,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         if settings.debug:
             traceback.print_exc()
         where = f": {exc.filename}" if exc.filename else ""
-        return _fail(escape(redact_secrets(f"{exc.strerror or exc}{where}")), 2)
-    except (typer.Abort, KeyboardInterrupt):
-        return _fail("interrupted", ExitCode.INTERRUPTED, as_json=as_json)
+        return _fail(escape(redact_secrets(f"{exc.strerror or exc}{where}")), 2, as_json=as_json)
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        stopped = interruption(exc) or Interrupted()
+        return _fail(_interrupted_line(stopped), stopped.exit_code, as_json=as_json)
     except Exception as exc:
         # Bad options and arguments: click's own message and usage line, exit 2. Newer typer
         # releases vendor click, so match the exception by its interface, not its class.

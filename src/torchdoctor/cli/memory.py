@@ -91,8 +91,9 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     written to a new run folder's memory.json."""
     from torchdoctor.analyze import owners_plan
     from torchdoctor.api import parse_command
-    from torchdoctor.collect import read_profiles, run_script
+    from torchdoctor.collect import read_profiles
     from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.procs import run_script
 
     argv, module = parse_command(command)
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)

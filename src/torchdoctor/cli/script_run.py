@@ -81,10 +81,10 @@ def run_script_with_recipe(
         InjectionRecord,
         ScriptRun,
         check_ranks_agree,
-        run_script,
     )
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
+    from torchdoctor.procs import run_script
 
     # No recipe: the script as it is, measured by the same rule (nothing injected).
     recipe = load_recipe_file(recipe_path) if recipe_path is not None else {}

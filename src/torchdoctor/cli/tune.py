@@ -8,8 +8,10 @@ torch.optim optimizer (tune/sources.py).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import typer
 from rich.console import Console
@@ -36,7 +38,9 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import TorchDoctorError, UsageError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.rundir import display_path
+from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
 from torchdoctor.tune import (
@@ -200,6 +204,81 @@ def tune_command(
 ) -> None:
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
     wins, hand back the recipe."""
+    with reporting_interruption():
+        _tune(
+            ctx,
+            workload=workload,
+            budget=budget,
+            objective=objective,
+            max_memory=max_memory,
+            storage=storage,
+            resume=resume,
+            out=out,
+            force=force,
+            settings=settings,
+            params=params,
+            knobs=knobs,
+            joint=joint,
+            hold_effective_batch=hold_effective_batch,
+            batch_search=batch_search,
+            min_gain=min_gain,
+            pairs=pairs,
+            final_pairs=final_pairs,
+            device=device,
+            seed=seed,
+            diagnose=diagnose,
+        )
+
+
+@contextlib.contextmanager
+def reporting_interruption() -> Iterator[None]:
+    """An interrupted tune (Ctrl-C, SIGTERM, SIGHUP) writes the report of what it did and says
+    how to go on from it; the interruption then ends the command (exit 128 + the signal)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted.of(exc)
+        if stopped.run_dir is not None:
+            from torchdoctor.report import write_reports
+            from torchdoctor.tune import CONFIG_FILE
+
+            # Reports of a folder cut short say what is missing; one that cannot be rendered
+            # must not hide the interruption.
+            with contextlib.suppress(TorchDoctorError):
+                for path in write_reports(stopped.run_dir):
+                    err_console.print(f"Report: {display_path(path)}", highlight=False)
+            if (stopped.run_dir / CONFIG_FILE).is_file():
+                err_console.print(
+                    f"continue it with: torchdoctor tune --resume {display_path(stopped.run_dir)}",
+                    highlight=False,
+                )
+        raise stopped from None
+
+
+def _tune(
+    ctx: typer.Context,
+    *,
+    workload: str | None,
+    budget: float,
+    objective: str,
+    max_memory: str | None,
+    storage: str | None,
+    resume: Path | None,
+    out: Path | None,
+    force: bool,
+    settings: list[str],
+    params: list[str],
+    knobs: str | None,
+    joint: int,
+    hold_effective_batch: bool,
+    batch_search: bool,
+    min_gain: float,
+    pairs: int,
+    final_pairs: int | None,
+    device: str | None,
+    seed: int,
+    diagnose: bool,
+) -> None:
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
     if workload is not None and not ctx.args and workload.endswith(".py"):
@@ -253,7 +332,7 @@ def tune_command(
         device=device,
         seed=seed,
         min_gain=min_gain,
-        objective=objective,  # checked by _check_objective
+        objective=cast(Objective, objective),  # checked by _check_objective
         max_memory_bytes=max_memory_bytes,
         max_memory_fraction=max_memory_fraction,
         params=workload_params,
@@ -375,13 +454,14 @@ def diagnose_into_run_dir(
 ) -> tuple[Path, list[str]]:
     """Diagnose on `device`, with the baseline's `settings` and the workload's `params`, into
     the (new) run folder; returns it and the prescribed knobs."""
-    from torchdoctor.core.rundir import new_run_dir
+    from torchdoctor.core.rundir import marking_interruption, new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(
-        workload, run_dir, device=device, settings=settings, params=params
-    )
+    with marking_interruption(run_dir):
+        prescribed = diagnose_before_tuning(
+            workload, run_dir, device=device, settings=settings, params=params
+        )
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)

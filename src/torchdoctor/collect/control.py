@@ -21,7 +21,7 @@ messages are the types of `collect/_channel.py`):
   `ScriptChunk` (rows of step seconds, samples and loss, and the peak memory) and it waits
   again; with `release`, CUDA's cached free blocks go back to the device first;
 - `DriverRelease` -> `ScriptFreed`, the same on its own;
-- `DriverPark(off)` -> `ScriptParked`: on a GPU the parameters, gradients and optimizer state
+- `DriverPark(off)` -> `Parked`: on a GPU the parameters, gradients and optimizer state
   of every torch.optim optimizer the script has stepped, and the buffers of the modules owning
   those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that
   the other arm of an A/B has the whole device; a script that captured CUDA graphs stays
@@ -93,14 +93,15 @@ from torchdoctor.collect._channel import (
     DriverRun,
     DriverStop,
     DriverWelcome,
+    Parked,
     Row,
     ScriptChunk,
     ScriptError,
     ScriptFreed,
     ScriptHello,
-    ScriptParked,
     ScriptReady,
 )
+from torchdoctor.collect._lifeline import resume_children
 from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
@@ -494,6 +495,9 @@ class StepController:
         try:
             return self.conn.recv()
         except (EOFError, OSError):
+            # The driver died between chunks, its stopped children left behind: continued, they
+            # can exit when the script shuts them down as it unwinds (collect/_lifeline.py).
+            resume_children()
             return DriverStop()
 
     def _await_command(self) -> None:
@@ -523,7 +527,7 @@ class StepController:
                 continue
             self._send(_error(f"unknown command {message!r}"))
 
-    def _move(self, *, off: bool) -> ScriptParked:
+    def _move(self, *, off: bool) -> Parked:
         """Park (`off`) or unpark the optimizers' state; nothing off a GPU (module docstring)."""
         # The engine (and what it imports) is loaded only by a script on a GPU, on its first
         # park: a CPU script's start-up is not slowed by it.
@@ -533,7 +537,7 @@ class StepController:
             mover = self._mover
             if mover is None:
                 if script_device() != "cuda":
-                    return ScriptParked()
+                    return Parked()
                 mover = CudaMover(torch.device("cuda", torch.cuda.current_device()))
             self._parking = Parking(mover)
         optimizers = list(self.optimizers)
@@ -543,7 +547,7 @@ class StepController:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
-        return ScriptParked(
+        return Parked(
             moved.moved_bytes,
             moved.left_bytes,
             moved.seconds,

@@ -19,7 +19,9 @@ Layout (a file is present only if the command that made the folder produces it):
       report.html, report.md
 
 The manifest is written first with status "running" and rewritten "complete" or "failed"
-at the end, so a folder left by a killed run says so instead of looking finished.
+at the end, so a folder left by a killed run says so instead of looking finished; a run
+stopped by Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py) is rewritten "interrupted", with
+the signal in `error`.
 """
 
 from __future__ import annotations
@@ -36,13 +38,14 @@ from pydantic import Field
 
 from torchdoctor._version import __version__
 from torchdoctor.core.errors import RecordError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
 RunKind = Literal[
     "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff", "memory"
 ]
-RunStatus = Literal["running", "complete", "failed"]
+RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 MANIFEST = "run.json"
 ENV = "env.json"
@@ -114,13 +117,17 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
     return out
 
 
-def finish_run_dir(run_dir: Path, *, error: str | None = None) -> RunManifest:
-    """Mark a run folder complete (or failed, with the one-line reason)."""
+def finish_run_dir(
+    run_dir: Path, *, error: str | None = None, interrupted: bool = False
+) -> RunManifest:
+    """Mark a run folder complete (or failed, with the one-line reason; or, with
+    `interrupted`, stopped by a signal, the reason naming it)."""
     manifest = read_manifest(run_dir)
+    status: RunStatus = "interrupted" if interrupted else "failed" if error else "complete"
     done = manifest.model_copy(
         update={
             "finished": _now(),
-            "status": "failed" if error else "complete",
+            "status": status,
             "error": redact_secrets(error) if error else error,
         }
     )
@@ -151,6 +158,19 @@ def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Ite
         raise RecordError(
             error, hint="free some space (or write elsewhere with --out) and run it again"
         ) from None
+
+
+@contextlib.contextmanager
+def marking_interruption(run_dir: Path) -> Iterator[None]:
+    """Inside, an interruption (Ctrl-C, SIGTERM, SIGHUP: core/interrupt.py) marks `run_dir`
+    "interrupted" and goes on as an `Interrupted` that names it, so the command says where
+    what was done is."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted.of(exc, run_dir)
+        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
+        raise stopped from None
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

@@ -1,15 +1,14 @@
 """One run of a user's script as a process group: its process, its control connection, its
 children held still between chunks, and its end (`procs/_script.py` drives it).
 
-The script runs in its own session (process group), so stopping the group also stops the
-DataLoader workers it started, which would otherwise outlive it.
+The script runs in its own session (process group); its tree is held still between chunks
+and ended by `procs/_tree.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -18,8 +17,6 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Listener
 from typing import Any, Final
-
-import psutil
 
 from torchdoctor.procs._supervisor import POLL_INTERVAL_S
 
@@ -126,59 +123,6 @@ def accept(listener: Listener, watch: Callable[[], None]) -> Connection:
         with contextlib.suppress(OSError):  # wake the accept: it closes this one and returns
             socket.create_connection(address, timeout=1).close()
         thread.join(1)
-
-
-def suspend_children(pid: int) -> list[psutil.Process]:
-    """Stop the child processes of `pid` (a script's DataLoader workers); those stopped.
-
-    A script paused at a step boundary waits idle, but its DataLoader workers do not: they
-    go on decoding batches while the other arm's chunk runs. Measured on the zoo's
-    data-loading script on 2 cores: the paused candidate's two workers halved the
-    baseline's speed during its chunks (357 samples/s interleaved, 726 alone) and handed
-    the candidate ready batches, so the A/B said 2.8x where fresh processes, each alone,
-    said 0.92x. Stopped (SIGSTOP) they take no CPU; resumed (SIGCONT) before the next
-    chunk they go on where they were, the prefetch queue as full as the script left it.
-    """
-    stopped = []
-    for child in descendants(pid):
-        with contextlib.suppress(psutil.Error):
-            child.suspend()
-            stopped.append(child)
-    return stopped
-
-
-def descendants(pid: int) -> list[psutil.Process]:
-    """Every process under `pid`, found now (a child whose parent dies is moved to init)."""
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def kill_left(processes: list[psutil.Process]) -> None:
-    """SIGKILL those of `processes` still alive (SIGKILL ends a stopped process too).
-
-    A process group does not reach every descendant: torchrun starts each rank in a session
-    of its own, so killing the script's group leaves its ranks, stopped by
-    `suspend_children` while their arm was paused, behind for good.
-    """
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(processes, timeout=1.0)
-
-
-def resume(processes: list[psutil.Process]) -> None:
-    """Continue processes stopped by `suspend_children` (those still there)."""
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.resume()
-
-
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Send `sig` to a process group; nothing when it is gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def wait_for(proc: subprocess.Popen[bytes], timeout: float) -> None:

@@ -8,7 +8,7 @@ change with its own measured gain.
 from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
-from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
@@ -35,6 +35,7 @@ from torchdoctor.tune.torchrun import check_tunable, is_torchrun, job_world_size
 from torchdoctor.tune.tuner import Tuner
 
 __all__ = [
+    "CONFIG_FILE",
     "TOLERANCES",
     "Confirmation",
     "FitLadder",

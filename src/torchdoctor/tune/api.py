@@ -33,6 +33,7 @@ from typing import Any
 
 from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import TorchDoctorError, TuneError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.io import atomic_write_text
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir
 from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
@@ -279,6 +280,13 @@ def _tune(
     except TorchDoctorError as exc:
         finish_run_dir(run_dir, error=str(exc))
         raise
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py): the trials decided so far are in the
+        # study, and `tune --resume RUN_DIR` goes on from them; the arms were ended as the
+        # interruption unwound through them.
+        stopped = Interrupted.of(exc, run_dir)
+        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
+        raise stopped from None
     except BaseException as exc:
         lost = study.storage_failure(exc)
         finish_run_dir(run_dir, error=str(lost) if lost else f"{type(exc).__name__}: {exc}")

@@ -80,3 +80,16 @@ def test_a_refused_report_marks_the_finished_run_failed(tmp_path: Path) -> None:
     with finishing(run, reports=lambda: None):
         pass
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_an_interrupted_run_says_so_and_names_its_folder(tmp_path: Path) -> None:
+    from torchdoctor.core.interrupt import Interrupted
+    from torchdoctor.core.rundir import marking_interruption
+
+    run = new_run_dir("tune", "cnn", out=tmp_path / "r3")
+    with pytest.raises(Interrupted) as info, marking_interruption(run):
+        raise KeyboardInterrupt
+    assert info.value.run_dir == run and info.value.exit_code == 130
+    m = read_manifest(run)
+    assert m.status == "interrupted" and m.error == "interrupted by SIGINT"
+    assert m.finished is not None
