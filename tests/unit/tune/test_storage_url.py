@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
@@ -70,7 +71,11 @@ def test_the_cli_rejects_an_unreadable_url_in_one_line(capsys: pytest.CaptureFix
     assert main(["--json", "tune", "mlp", "--no-diagnose", "--storage", bad]) == 2
     out, err = capsys.readouterr()
     line = one_error_line(err)
-    assert out == "" and "hunter2" not in line and "cannot read the storage URL" in line
+    assert "hunter2" not in line and "cannot read the storage URL" in line
+    # Under --json stdout holds the error as one document, without the password either.
+    document = json.loads(out)
+    assert document["exit_code"] == 2 and "hunter2" not in out
+    assert "cannot read the storage URL" in document["error"]
 
 
 def test_a_database_that_refuses_is_one_error_naming_the_public_url() -> None:
