@@ -17,6 +17,9 @@
 - `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
   `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
   `torchdoctor run` and the tuner.
+- `min_chunk_s(timer)`, `calibrate_chunks(times, ...)` -> `ChunkCalibration`: a chunk's floor
+  per timer kind (host clock 0.3 s, CUDA events 50 ms) and its length from steady steps, a
+  whole number of stall periods (`stall_period`: an epoch restart every P steps).
 - `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
   ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
 - `watch_load(probe)`: the other load on the machine while a block runs (`LoadProbe`; the
@@ -26,6 +29,16 @@
 Implementation lives in private modules; this package re-exports the public names.
 """
 
+from torchdoctor.measure._chunks import (
+    CUDA_EVENT_MIN_CHUNK_S,
+    MAX_CHUNK_STEPS,
+    ChunkCalibration,
+    TimerKind,
+    calibrate_chunks,
+    calibration_steps,
+    min_chunk_s,
+    stall_period,
+)
 from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
@@ -50,7 +63,6 @@ from torchdoctor.measure._sequential import (
 from torchdoctor.measure._shift import MIN_SHIFT_SAMPLES, Shift, shift_estimate
 from torchdoctor.measure._steady import (
     DEFAULT_STEADY_STEPS,
-    MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MAX_STEADY_STEPS,
     MIN_CHUNK_S,
@@ -69,6 +81,7 @@ from torchdoctor.measure.ceilings import get_ceilings
 from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
+    "CUDA_EVENT_MIN_CHUNK_S",
     "DEFAULT_MIN_EFFECT",
     "DEFAULT_REPLICATES",
     "DEFAULT_STEADY_STEPS",
@@ -83,6 +96,7 @@ __all__ = [
     "MIN_WARMUP_STEPS",
     "SETTLE_WINDOW",
     "BlockTimer",
+    "ChunkCalibration",
     "Clock",
     "Comparison",
     "LoadProbe",
@@ -94,6 +108,9 @@ __all__ = [
     "Shift",
     "SpeedVerdict",
     "Timer",
+    "TimerKind",
+    "calibrate_chunks",
+    "calibration_steps",
     "chunk_rates",
     "chunk_steps",
     "compare",
@@ -102,6 +119,7 @@ __all__ = [
     "look_confidence",
     "make_block_timer",
     "make_sync",
+    "min_chunk_s",
     "paired_speedup",
     "replicated_speedup",
     "replicates_agree",
@@ -109,6 +127,7 @@ __all__ = [
     "settled",
     "shift_estimate",
     "speed_verdict",
+    "stall_period",
     "steady_rate",
     "steady_steps",
     "summarize",
