@@ -143,10 +143,15 @@ def calibrate_chunks(
     """The chunk length for steady steps `times`: at least `floor_s` of scored work at their
     mean step time, at least `least` steps; with a stall period, the scored steps of a chunk
     are a whole number of periods, so every chunk holds its share of stalls."""
+    period = stall_period(times)
+    if period is not None:
+        # The mean over whole periods from the first stall: each stall counted once per period.
+        first = next(i for i, t in enumerate(times) if t > STALL_FACTOR * statistics.median(times))
+        whole = (len(times) - first) // period * period
+        times = times[first : first + whole]
     step_s = statistics.fmean(times) if times else 0.0
     wanted = math.ceil(floor_s / step_s) if step_s > 0 else least
     scored = min(max(least, wanted), MAX_CHUNK_STEPS)
-    period = stall_period(times)
     if period is not None:
         scored = period * math.ceil(max(least, wanted) / period)
     return ChunkCalibration(steps=scored + dropped, step_s=step_s, period=period, dropped=dropped)
