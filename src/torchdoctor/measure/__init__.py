@@ -13,6 +13,8 @@
   samples (Hodges-Lehmann shift, its Mann-Whitney interval).
 - `replicated_speedup(a, b)`: the speedup a new process sees, from replicated pairs of fresh
   processes (Student's t interval of the mean log ratio).
+- `process_spread(log_ratios)` -> `ProcessSpread`; `second_pair_needed(ci_low, spread)`: how
+  much processes of one recipe differ, and whether a win needs a second pair of them.
 - `synchronize(device)`: wait for queued device work.
 - `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
   `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
@@ -61,6 +63,12 @@ from torchdoctor.measure._sequential import (
     speed_verdict,
 )
 from torchdoctor.measure._shift import MIN_SHIFT_SAMPLES, Shift, shift_estimate
+from torchdoctor.measure._spread import (
+    ProcessSpread,
+    process_margin,
+    process_spread,
+    second_pair_needed,
+)
 from torchdoctor.measure._steady import (
     DEFAULT_STEADY_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
@@ -103,6 +111,7 @@ __all__ = [
     "Look",
     "Measurement",
     "PairedSpeedup",
+    "ProcessSpread",
     "RatioEstimate",
     "SequentialTest",
     "Shift",
@@ -121,8 +130,11 @@ __all__ = [
     "make_sync",
     "min_chunk_s",
     "paired_speedup",
+    "process_margin",
+    "process_spread",
     "replicated_speedup",
     "replicates_agree",
+    "second_pair_needed",
     "sequential_looks",
     "settled",
     "shift_estimate",

@@ -21,6 +21,7 @@ from torchdoctor.procs._failure import (
     classify_exception,
     classify_reason,
 )
+from torchdoctor.procs._pool import CUDA_POOL_SIZE, WorkerPool, end_now, pool_size
 from torchdoctor.procs._protocol import (
     Done,
     Exit,
@@ -66,6 +67,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CUDA_POOL_SIZE",
     "ENGINE_FACTORY",
     "Done",
     "Exit",
@@ -94,10 +96,13 @@ __all__ = [
     "Unpark",
     "WorkerFailure",
     "WorkerLike",
+    "WorkerPool",
     "canonical_factory",
     "classify_exception",
     "classify_reason",
+    "end_now",
     "engine_session",
+    "pool_size",
     "run_capped_step",
     "start_worker",
 ]

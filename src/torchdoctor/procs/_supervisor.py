@@ -128,7 +128,16 @@ def _kill_live_workers() -> None:
 class SubprocessWorker(MemoryCapped):
     """One spawned worker process holding one session."""
 
-    def __init__(self, *, memory_cap_bytes: int | None, log_path: Path | None) -> None:
+    def __init__(
+        self,
+        *,
+        memory_cap_bytes: int | None,
+        log_path: Path | None,
+        preload_device: str | None = None,
+    ) -> None:
+        """`preload_device`: the worker imports torch (and on CUDA brings up the device's
+        context) as soon as it starts, before its `Prepare` (a pre-started worker,
+        `procs.WorkerPool`)."""
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._log_path = log_path
@@ -140,7 +149,7 @@ class SubprocessWorker(MemoryCapped):
         )
         self._proc = ctx.Process(
             target=worker_main,
-            args=(child, str(log_path) if log_path else None, start_method),
+            args=(child, str(log_path) if log_path else None, start_method, preload_device),
             daemon=False,
         )
         self._proc.start()
@@ -148,6 +157,21 @@ class SubprocessWorker(MemoryCapped):
         child.close()
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def move_log(self, path: Path) -> None:
+        """Give the worker's log another name (a pre-started worker handed to an arm): the
+        worker writes on through its open descriptor, under the new name."""
+        if self._log_path is not None and self._log_path.exists():
+            self._log_path.replace(path)
+            self._log_path = path
 
     def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
         self.close(kill=True)
@@ -217,14 +241,20 @@ def start_worker(
     timeout_s: float,
     memory_cap_bytes: int | None = None,
     log_path: Path | None = None,
+    started: SubprocessWorker | None = None,
 ) -> tuple[WorkerLike, float]:
-    """Start a worker and prepare its session; returns it with the prepare time in seconds."""
+    """Start a worker and prepare its session; returns it with the prepare time in seconds.
+
+    `started`: a worker already started (`procs.WorkerPool`), which prepares the session in
+    place of a new one."""
     worker: WorkerLike
     # On CUDA the cap is the device memory's (the worker sets it, below): the host RSS is not
     # what it bounds, and a CUDA context, the loaded kernels and pinned buffers alone take
     # around a GiB of it, so a cap of a few GiB read as RSS failed healthy CUDA workers.
     on_cuda = spec.device.split(":", 1)[0] == "cuda"
-    if isolate:
+    if started is not None:
+        worker = started
+    elif isolate:
         rss_cap = None if on_cuda else memory_cap_bytes
         worker = SubprocessWorker(memory_cap_bytes=rss_cap, log_path=log_path)
     else:

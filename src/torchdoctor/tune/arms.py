@@ -46,7 +46,16 @@ from torchdoctor.measure import (
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.procs import Park, Parked, Reference, Release, Run, Unpark, WorkerLike
+from torchdoctor.procs import (
+    Park,
+    Parked,
+    Reference,
+    Release,
+    Run,
+    Unpark,
+    WorkerLike,
+    end_now,
+)
 from torchdoctor.tune.turns import DeviceTurns
 
 #: Seconds the next worker request may take. Called before every request, so that all the
@@ -397,10 +406,16 @@ class Arm:
         """Units of a chunk score per step: 1 (latency, s/step) or samples per step."""
         return 1.0 if self.objective == "latency" else self.samples_per_step
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
+        """End this arm's worker; `at_once` ends its process tree now rather than letting its
+        session close and waiting for it (an arm the trial no longer needs, whose successor
+        is about to start: `procs.end_now`)."""
         if self.turns is not None:
             self.turns.forget(self)
-        self.worker.close()
+        if at_once:
+            end_now(self.worker)
+        else:
+            self.worker.close()
 
 
 def _scale(arm: Arm, steps: int) -> float:
@@ -486,6 +501,11 @@ REPLICATE_CONFIDENCE: Final = 0.80
 #: The bar of the second pair (`REPLICATE_CONFIDENCE`): no change. The first pair has
 #: already cleared 1 + min_gain; the second checks the direction.
 REPLICATE_THRESHOLD: Final = 1.0
+#: How sure the ladder must be that the spread between processes could not have made a win
+#: before it keeps the win without a second pair (`measure.second_pair_needed`): the second
+#: pair's own one-sided confidence (`REPLICATE_CONFIDENCE` two-sided is 90% one-sided), so
+#: that skipping it is no less sure than running it.
+SPREAD_CONFIDENCE: Final = 1.0 - (1.0 - REPLICATE_CONFIDENCE) / 2
 
 
 def replicate_plan(plan: MeasurePlan) -> MeasurePlan:

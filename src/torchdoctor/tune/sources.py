@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchdoctor.procs import Prepare, SessionSpec, start_worker
+from torchdoctor.procs import Prepare, SessionSpec, WorkerPool, start_worker
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
 from torchdoctor.tune.torchrun import arm_argv, is_torchrun
 from torchdoctor.tune.turns import DeviceTurns
@@ -38,6 +38,9 @@ class ArmSource(ABC):
     plan: MeasurePlan
     #: one arm of this source on the GPU at a time (tune/turns.py)
     turns: DeviceTurns
+
+    def close(self) -> None:
+        """End what this source keeps started for later arms (nothing, unless it says)."""
 
     @abstractmethod
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
@@ -76,16 +79,24 @@ class WorkloadArms(ArmSource):
     isolate: bool = True
     memory_cap_bytes: int | None = None
     turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
+    #: Workers started ahead of need (a GPU's: `procs.WorkerPool`); None starts each anew
+    pool: WorkerPool | None = field(default=None, compare=False, repr=False)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         spec = self.spec.with_recipe(recipe)
         on_cuda = spec.device.split(":", 1)[0] == "cuda"
+        started = self.pool.take(log_path=log_path) if self.pool and self.isolate else None
         worker, prepare_s = start_worker(
             spec,
             isolate=self.isolate,
             timeout_s=timeout(),
             memory_cap_bytes=self.memory_cap_bytes,
             log_path=log_path,
+            started=started,
         )
         return Arm(
             recipe=dict(spec.recipe),
