@@ -39,7 +39,7 @@ class ArmSource(ABC):
     #: one arm of this source on the GPU at a time (tune/turns.py)
     turns: DeviceTurns
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most sources keep nothing started
         """End what this source keeps started for later arms (nothing, unless it says)."""
 
     @abstractmethod
