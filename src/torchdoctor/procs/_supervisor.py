@@ -33,6 +33,11 @@ from torchdoctor.procs._worker import SessionHost, worker_main
 #: the watchdog's reaction well under a training step of our workloads at negligible cost.
 POLL_INTERVAL_S: Final = 0.05
 
+#: Seconds a pre-started worker is given to open its log before the log is renamed for the arm
+#: that takes it (`SubprocessWorker.move_log`): a spawned interpreter opens it within its
+#: first second.
+LOG_OPEN_WAIT_S: Final = 30.0
+
 #: Lines of the worker's log quoted in a crash reason.
 _LOG_TAIL_LINES: Final = 3
 
@@ -103,6 +108,14 @@ class WorkerLike(Protocol):
     def close(self) -> None: ...
 
 
+def _has_open(pid: int | None, path: Path) -> bool:
+    """Whether process `pid` holds `path` open."""
+    try:
+        return any(Path(f.path) == path for f in psutil.Process(pid).open_files())
+    except psutil.Error:
+        return False
+
+
 def log_tail(path: Path | None) -> str:
     if path is None or not path.exists():
         return ""
@@ -166,11 +179,21 @@ class SubprocessWorker(MemoryCapped):
     def log_path(self) -> Path | None:
         return self._log_path
 
-    def move_log(self, path: Path) -> None:
+    def move_log(self, path: Path, *, wait_s: float = LOG_OPEN_WAIT_S) -> None:
         """Give the worker's log another name (a pre-started worker handed to an arm): the
-        worker writes on through its open descriptor, under the new name."""
-        if self._log_path is not None and self._log_path.exists():
-            self._log_path.replace(path)
+        worker writes on through its open descriptor, under the new name. A worker that has
+        not opened its log yet is waited for (up to `wait_s`), else it would open a new file
+        under the old name."""
+        old = self._log_path
+        if old is None or old == path:
+            return
+        deadline = time.monotonic() + wait_s
+        while self._proc.is_alive() and not _has_open(self._proc.pid, old):
+            if time.monotonic() > deadline:
+                return  # keeps its own name: its tail is still quoted on a crash
+            time.sleep(POLL_INTERVAL_S)
+        if old.exists():
+            old.replace(path)
             self._log_path = path
 
     def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
