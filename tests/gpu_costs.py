@@ -10,19 +10,34 @@ times drawn from a model of the device and the job, not from the tuner's rules:
   workers to be forked again and their prefetch queue refilled: `restart_s` more (0 for a
   loader without worker processes). The loader's place in its epoch carries over from one
   request to the next, as a live session's does;
-- after a `Release` (or a `Run` with `release`), the caching allocator is empty and the next
-  step pays `refill_s` more (cudaMalloc synchronizes).
+- after a `Release` (or a `Run` with `release`, or a park), the caching allocator is empty and
+  the next step pays `refill_s` more (cudaMalloc synchronizes).
+
+Losses fall as a training run's do, with a little noise per seed (`Reference` runs too).
 
 Time is not spent: the steps report the seconds the device would have taken.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from torchdoctor.procs import Done, Ran, Release, Request, Run, StepRow
+from torchdoctor.procs import (
+    Done,
+    Losses,
+    Park,
+    Parked,
+    Ran,
+    Reference,
+    Release,
+    Request,
+    Run,
+    StepRow,
+    Unpark,
+)
 
 
 @dataclass
@@ -58,13 +73,26 @@ class EpochJob:
     def request(self, message: Request[object], *, timeout_s: float) -> object:
         self.requests += 1
         if isinstance(message, Run):
-            rows = tuple(StepRow(self._step(), self.batch, 1.0) for _ in range(message.steps))
+            rows = tuple(
+                StepRow(self._step(), self.batch, self._loss(self.steps_done, self._rng))
+                for _ in range(message.steps)
+            )
             self._released = self._released or message.release
             return Ran(rows)
         if isinstance(message, Release):
             self._released = True
             return Done()
+        if isinstance(message, (Park, Unpark)):
+            self._released = True  # parked state comes back to an empty cache
+            return Parked()
+        if isinstance(message, Reference):
+            rng = np.random.default_rng([self.seed, message.perturbation])
+            return Losses(tuple(self._loss(i, rng) for i in range(message.steps)))
         raise AssertionError(f"EpochJob does not answer {type(message).__name__}")
+
+    @staticmethod
+    def _loss(index: int, rng: np.random.Generator) -> float:
+        return 2.0 * math.exp(-0.05 * index) + 0.2 + 0.002 * float(rng.standard_normal())
 
     def close(self) -> None:
         self.closed = True

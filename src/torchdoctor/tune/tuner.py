@@ -312,6 +312,8 @@ class Tuner:
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
+            if arm.timer == "cuda_event":
+                self._measure_twin(arm)
             # The quality check's yardstick, paid once per study (see tune.parity).
             references = [
                 arm.reference_losses(i, plan.parity_steps, timeout=self.budget.request_timeout)
@@ -361,6 +363,29 @@ class Tuner:
         )
         self.best_arm = arm
         return result
+
+    def _measure_twin(self, arm: Arm) -> None:
+        """On a GPU: a second process of the baseline recipe, scored alone as the first was,
+        their log rate ratio the study's first measure of how much processes of one recipe
+        differ (`process_log_ratios`), so that a first win far beyond it needs no second pair.
+
+        Where a process start costs 10 s and a step milliseconds (H200 records, 2026-11-28),
+        one more process of the baseline (started ahead, `procs.WorkerPool`) costs its build
+        and a few seconds of steps; the second pair it can spare costs two starts and an A/B.
+        A twin that fails is no failure of the baseline: the second pair runs as before.
+        """
+        try:
+            twin = self.open_arm_for(self.best_recipe, "baseline-twin")
+        except WorkerFailure:
+            return
+        try:
+            measure_alone(twin, self.settings.plan, timeout=self.budget.request_timeout)
+            if arm.chunk_scores and twin.chunk_scores:
+                self.process_log_ratios.append(math.log(arm.rate() / twin.rate()))
+        except WorkerFailure:
+            pass
+        finally:
+            twin.close(at_once=True)
 
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""

@@ -234,5 +234,10 @@ def test_a_change_that_pays_only_on_top_of_an_unproven_win_is_tried_with_it(
         ({"a": True, "c": True}, "kept"),
         ({"b": True}, "rejected"),
     ], story
-    assert ladder[4].replicate_speedup_vs_best == pytest.approx(1 / (1.02 * 1.05 * 0.8), rel=0.03)
+    # a with c's first process is lucky too (a's 15%): 1.37x on its first pair, beyond what the
+    # four pairs of processes measured so far differ by, so it is kept on that pair; the
+    # final A/B, in fresh processes, measures the true gain.
+    assert ladder[4].replicate_speedup_vs_best is None, story
+    assert ladder[4].reason.startswith(f"{FIRST_PAIR_ONLY}: processes of one recipe"), story
+    assert result.speedup == pytest.approx(1 / (1.02 * 1.05 * 0.8), rel=0.03), story
     assert result.best_recipe == {"a": True, "c": True}
