@@ -39,6 +39,7 @@ from torchdoctor.measure._chunks import (
     calibrate_chunks,
     calibration_steps,
     min_chunk_s,
+    more_calibration_steps,
     stall_period,
 )
 from torchdoctor.measure._compare import Comparison, compare
@@ -129,6 +130,7 @@ __all__ = [
     "make_block_timer",
     "make_sync",
     "min_chunk_s",
+    "more_calibration_steps",
     "paired_speedup",
     "process_margin",
     "process_spread",

@@ -61,6 +61,11 @@ CALIBRATION_CHUNKS: Final = 2
 #: timer no more than the chunks (a 2-core host's step is tens of milliseconds, and a window
 #: of several epochs would cost each arm seconds).
 MIN_CALIBRATION_S: Final[dict[TimerKind, float]] = {"host": 0.0, "cuda_event": 3.0}
+#: Most seconds a calibration window may grow to where it has seen a stall but not yet its
+#: period (`more_calibration_steps`): on a GPU 10 s, a process start's worth (an H200 cnn step
+#: of 20-35 ms with a restart every 64 steps shows three restarts in 4-7 s); on a host timer no
+#: growth: a stall there is as likely a scheduler's hiccup, and the window is the chunks'.
+MAX_CALIBRATION_S: Final[dict[TimerKind, float]] = {"host": 0.0, "cuda_event": 10.0}
 #: Fewest steady steps of a calibration window.
 MIN_CALIBRATION_STEPS: Final = 4
 #: Most steady steps of a calibration window (a sub-millisecond step).
@@ -97,6 +102,26 @@ def calibration_steps(step_s: float, timer: TimerKind, *, floor_s: float) -> int
     seconds = max(CALIBRATION_CHUNKS * floor_s, MIN_CALIBRATION_S[timer])
     wanted = math.ceil(seconds / step_s) if step_s > 0 else MIN_CALIBRATION_STEPS
     return min(max(MIN_CALIBRATION_STEPS, wanted), MAX_CALIBRATION_STEPS)
+
+
+def more_calibration_steps(times: Sequence[float], timer: TimerKind) -> int:
+    """Steps a calibration window of `times` should run on to see a stall's period: none when
+    it has one, saw no stall, or is at `MAX_CALIBRATION_S` or `MAX_CALIBRATION_STEPS`; else up
+    to one more gap past the last stall seen (the window again, with a single stall)."""
+    if not times or stall_period(times) is not None:
+        return 0
+    bar = STALL_FACTOR * statistics.median(times)
+    stalls = [i for i, t in enumerate(times) if t > bar]
+    spent = sum(times)
+    if not stalls or spent >= MAX_CALIBRATION_S[timer] or len(times) >= MAX_CALIBRATION_STEPS:
+        return 0
+    if len(stalls) >= 2:
+        gap = max(b - a for a, b in itertools.pairwise(stalls))
+        wanted = stalls[-1] + gap + 1 - len(times) + 1
+    else:
+        wanted = len(times)
+    affordable = math.floor((MAX_CALIBRATION_S[timer] - spent) / (spent / len(times)))
+    return max(0, min(wanted, affordable, MAX_CALIBRATION_STEPS - len(times)))
 
 
 def stall_period(times: Sequence[float]) -> int | None:
@@ -146,7 +171,8 @@ def calibrate_chunks(
     period = stall_period(times)
     if period is not None:
         # The mean over whole periods from the first stall: each stall counted once per period.
-        first = next(i for i, t in enumerate(times) if t > STALL_FACTOR * statistics.median(times))
+        bar = STALL_FACTOR * statistics.median(times)
+        first = next(i for i, t in enumerate(times) if t > bar)
         whole = (len(times) - first) // period * period
         times = times[first : first + whole]
     step_s = statistics.fmean(times) if times else 0.0

@@ -355,6 +355,11 @@ class Arm:
             warm_up=True,
         )
         times = [r.total_s for r in rows]
+        # A stall seen without its period yet (an epoch longer than the window): on a GPU the
+        # window runs on until the period shows (`measure.more_calibration_steps`).
+        while more := measure.more_calibration_steps(times, self.timer):
+            extra = self.steps(more, timeout=timeout, release=False, warm_up=True)
+            times += [r.total_s for r in extra]
         self.warmup_s += sum(times)
         # A released arm's first step of each chunk is not scored (`scored_rows`): the scored
         # steps are the whole periods.

@@ -15,6 +15,7 @@ from torchdoctor.measure import (
     calibration_steps,
     chunk_rates,
     min_chunk_s,
+    more_calibration_steps,
     stall_period,
 )
 from torchdoctor.measure._chunks import MIN_CALIBRATION_S, MIN_STALLS
@@ -85,3 +86,15 @@ def test_the_median_over_whole_period_chunks_is_the_rate_the_job_pays() -> None:
     # Chunks of whole epochs (the period found in the steps themselves) count it in each.
     rates = chunk_rates(steps)
     assert all(abs(r / mean_rate - 1) < 0.05 for r in rates)
+
+
+def test_a_window_grows_only_to_see_a_period_it_has_a_stall_of() -> None:
+    times = epoch_times(230, step_s=0.013, epoch=100, restart_s=0.58)[5:]  # restarts at 95, 195
+    more = more_calibration_steps(times, "cuda_event")
+    assert more > 0
+    grown = epoch_times(230 + more, step_s=0.013, epoch=100, restart_s=0.58)[5:]
+    assert stall_period(grown) == 100
+    assert more_calibration_steps(grown, "cuda_event") == 0
+    # No stall, or the host's clock: the window is what it was.
+    assert more_calibration_steps([0.013] * 200, "cuda_event") == 0
+    assert more_calibration_steps(times, "host") == 0

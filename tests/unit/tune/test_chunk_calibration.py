@@ -125,3 +125,20 @@ def test_with_the_old_plan_the_ladders_chunks_split_on_the_restart() -> None:
     # the restarts the ladder's chunks held in some rounds: the two disagreed.
     confirm = confirmation(OLD_PLAN, seed=2)
     assert confirm.speedup is not None and confirm.speedup > 1.5 * TRUE_SPEEDUP
+
+
+def test_a_gpu_window_runs_on_until_an_epoch_longer_than_it_shows_its_period() -> None:
+    # 100-step epochs of 13 ms steps: the 3 s window sees two restarts, one gap; the arm runs
+    # on until the third shows the period. On the host's clock the window does not grow.
+    def arm(timer: TimerKind) -> Arm:
+        job = EpochJob(step_s=0.013, restart_s=0.58, epoch_steps=100, seed=3)
+        a = Arm(
+            recipe={}, worker=job,  # type: ignore[arg-type]
+            objective="throughput", release_after_run=timer == "cuda_event", timer=timer,
+        )  # fmt: skip
+        return warm_arm(a, PLAN, timeout=timeout)
+
+    gpu = arm("cuda_event")
+    assert gpu.period == 100 and (gpu.chunk_steps - 1) % 100 == 0
+    host = arm("host")
+    assert host.period is None
