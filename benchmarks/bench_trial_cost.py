@@ -15,8 +15,9 @@ time, the seconds its timed chunks held and their share, and the ladder's and th
 confirmation's estimates of the recipe side by side: whether their intervals overlap.
 
 The default workload is `benchmarks/scripts/epoch_cnn.py:factory`, a cnn whose loader
-restarts every 16 steps, so that the change (`num_workers=2`) re-forks its workers at every
-epoch. It runs on the GPU when one is present (`--device`).
+restarts every 8 steps, so that the change (`num_workers=2`) starts its workers again at
+every epoch. `--rounds` caps every A/B of both settings alike (the plan's 24 by default).
+It runs on the GPU when one is present (`--device`).
 
     python benchmarks/bench_trial_cost.py
     python benchmarks/bench_trial_cost.py --device cuda --change num_workers=8 --pairs 3
@@ -123,7 +124,9 @@ def run_setting(name: str, setting: Setting, spec: SessionSpec, change: dict[str
         best = open_arm({}, "best")
         cand = open_arm(change, "candidate")
         started_s = time.perf_counter() - start
+        print(f"  {name}: arms open in {started_s:.1f} s", flush=True)
         est = interleave_until_clear(best, cand, setting.plan, threshold=THRESHOLD, timeout=timeout)
+        print(f"  {name}: A/B {fmt(est)}", flush=True)
         timed = chunk_seconds(best) + chunk_seconds(cand)
         chunks = (best.chunk_steps, cand.chunk_steps, cand.period)
         rates = (best.rate(), cand.rate())
@@ -146,6 +149,7 @@ def run_setting(name: str, setting: Setting, spec: SessionSpec, change: dict[str
             best2.close(at_once=setting.at_once)
             cand2.close(at_once=setting.at_once)
         wall = time.perf_counter() - start
+        print(f"  {name}: trial {wall:.1f} s; the confirmation next", flush=True)
         confirm_start = time.perf_counter()
         confirm = measure_fresh_pairs(
             open_arm, {}, change, key="bench", step=0, steps=None, pairs=pairs,
@@ -181,6 +185,7 @@ def main() -> None:
     parser.add_argument("--change", default="num_workers=2", help="knob=value (the candidate)")
     parser.add_argument("--pairs", type=int, default=3, help="fresh pairs of the confirmation")
     parser.add_argument("--settings", default="old,new", help="comma-separated: old, new")
+    parser.add_argument("--rounds", type=int, default=None, help="most A/B rounds (both alike)")
     args = parser.parse_args()
     device = args.device
     if device is None:
@@ -197,9 +202,11 @@ def main() -> None:
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench-trial-cost-") as tmp:
         for name in names:
-            rows[name] = run_setting(name, SETTINGS[name], spec, change, args.pairs, Path(tmp))
-            r = rows[name]
-            print(f"  {name}: trial {r['wall']:.1f} s done", flush=True)
+            setting = SETTINGS[name]
+            if args.rounds is not None:
+                plan = replace(setting.plan, rounds=args.rounds, min_rounds=min(6, args.rounds))
+                setting = replace(setting, plan=plan)
+            rows[name] = run_setting(name, setting, spec, change, args.pairs, Path(tmp))
     print()
     print(f"{'setting':8} {'trial s':>8} {'starts s':>8} {'chunks s':>8} {'share':>6} "
           f"{'chunk steps (best, cand, period)':>32}")  # fmt: skip
