@@ -13,10 +13,15 @@
   samples (Hodges-Lehmann shift, its Mann-Whitney interval).
 - `replicated_speedup(a, b)`: the speedup a new process sees, from replicated pairs of fresh
   processes (Student's t interval of the mean log ratio).
+- `process_spread(log_ratios)` -> `ProcessSpread`; `second_pair_needed(ci_low, spread)`: how
+  much processes of one recipe differ, and whether a win needs a second pair of them.
 - `synchronize(device)`: wait for queued device work.
 - `settled(times)`: the warm-up rule (the last few timings agree within 10%); `warm_up`,
   `steady_rate`: a training job's warm-up and steady-state throughput by that rule, shared by
   `torchdoctor run` and the tuner.
+- `min_chunk_s(timer)`, `calibrate_chunks(times, ...)` -> `ChunkCalibration`: a chunk's floor
+  per timer kind (host clock 0.3 s, CUDA events 50 ms) and its length from steady steps, a
+  whole number of stall periods (`stall_period`: an epoch restart every P steps).
 - `make_block_timer(device)` -> `BlockTimer`: how one block is timed (CUDA events on a CUDA or
   ROCm device, synchronize + host clock elsewhere); injectable into `Timer`.
 - `watch_load(probe)`: the other load on the machine while a block runs (`LoadProbe`; the
@@ -26,6 +31,17 @@
 Implementation lives in private modules; this package re-exports the public names.
 """
 
+from torchdoctor.measure._chunks import (
+    CUDA_EVENT_MIN_CHUNK_S,
+    MAX_CHUNK_STEPS,
+    ChunkCalibration,
+    TimerKind,
+    calibrate_chunks,
+    calibration_steps,
+    min_chunk_s,
+    more_calibration_steps,
+    stall_period,
+)
 from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
@@ -54,9 +70,14 @@ from torchdoctor.measure._sequential import (
     speed_verdict,
 )
 from torchdoctor.measure._shift import MIN_SHIFT_SAMPLES, Shift, shift_estimate
+from torchdoctor.measure._spread import (
+    ProcessSpread,
+    process_margin,
+    process_spread,
+    second_pair_needed,
+)
 from torchdoctor.measure._steady import (
     DEFAULT_STEADY_STEPS,
-    MAX_CHUNK_STEPS,
     MAX_EXTRA_WARMUP_STEPS,
     MAX_STEADY_STEPS,
     MIN_CHUNK_S,
@@ -75,6 +96,7 @@ from torchdoctor.measure.ceilings import get_ceilings
 from torchdoctor.measure.load import LoadProbe, watch_load
 
 __all__ = [
+    "CUDA_EVENT_MIN_CHUNK_S",
     "DEFAULT_MIN_EFFECT",
     "DEFAULT_REPLICATES",
     "DEFAULT_STEADY_STEPS",
@@ -89,18 +111,23 @@ __all__ = [
     "MIN_WARMUP_STEPS",
     "SETTLE_WINDOW",
     "BlockTimer",
+    "ChunkCalibration",
     "Clock",
     "Comparison",
     "LoadProbe",
     "Look",
     "Measurement",
     "PairedSpeedup",
+    "ProcessSpread",
     "RatioEstimate",
     "SequentialTest",
     "Shift",
     "SpeedVerdict",
     "Timer",
+    "TimerKind",
     "Verdict",
+    "calibrate_chunks",
+    "calibration_steps",
     "chunk_rates",
     "chunk_steps",
     "compare",
@@ -109,14 +136,20 @@ __all__ = [
     "look_confidence",
     "make_block_timer",
     "make_sync",
+    "min_chunk_s",
+    "more_calibration_steps",
     "paired_speedup",
+    "process_margin",
+    "process_spread",
     "ratio_verdict",
     "replicated_speedup",
     "replicates_agree",
+    "second_pair_needed",
     "sequential_looks",
     "settled",
     "shift_estimate",
     "speed_verdict",
+    "stall_period",
     "steady_rate",
     "steady_steps",
     "summarize",

@@ -23,6 +23,12 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from torchdoctor.core.steps import StepTiming
+from torchdoctor.measure._chunks import (
+    HOST_MIN_CHUNK_S,
+    MAX_CHUNK_STEPS,
+    period_chunks,
+    stall_period,
+)
 from torchdoctor.measure._timer import settled
 
 #: Warm-up steps before the settle rule is even asked: the compiling step, and two after it
@@ -34,8 +40,9 @@ MAX_EXTRA_WARMUP_STEPS: Final = 30
 #: A chunk lasts at least this long: scheduler preemptions on a shared machine last tens of
 #: milliseconds, so a chunk of a few short steps can be slowed 2-10x by one of them; 0.3 s
 #: chunks average such hiccups out (4-step chunks of an MLP varied 10x under load 10 on a
-#: 2-core host, 0.3 s chunks a few percent).
-MIN_CHUNK_S: Final = 0.3
+#: 2-core host, 0.3 s chunks a few percent). The floor of a host-timed chunk; a chunk timed by
+#: CUDA events has its own (`measure._chunks.min_chunk_s`).
+MIN_CHUNK_S: Final = HOST_MIN_CHUNK_S
 #: Least steady-state steps a run measures by default (`steady_steps`): `torchdoctor run`
 #: without --steps and each process of the tuner's final confirmation, so that both time the
 #: same window.
@@ -49,8 +56,6 @@ DEFAULT_STEADY_STEPS: Final = 30
 MIN_STEADY_S: Final = 3.0
 #: Cap on the default steady steps (a sub-millisecond step).
 MAX_STEADY_STEPS: Final = 5000
-#: Cap on the steps of one chunk (a very fast model still yields many chunks).
-MAX_CHUNK_STEPS: Final = 256
 
 
 class Stepper(Protocol):
@@ -108,23 +113,31 @@ def chunk_steps(step_s: float, *, least: int = 1, min_chunk_s: float = MIN_CHUNK
     return min(max(least, wanted), MAX_CHUNK_STEPS)
 
 
-def chunk_rates(steps: Sequence[StepTiming]) -> list[float]:
-    """Samples per second of consecutive chunks of at least `MIN_CHUNK_S` (the last chunk may
-    be shorter only when it is the sole one)."""
+def chunk_rates(
+    steps: Sequence[StepTiming], *, period: int | None = None, floor_s: float = MIN_CHUNK_S
+) -> list[float]:
+    """Samples per second of consecutive chunks of at least `floor_s` (the last chunk may be
+    shorter only when it is the sole one).
+
+    Each chunk is a whole number of stall periods: `period` when the caller calibrated one,
+    else the one the steps show (`measure._chunks.stall_period`), so that a stall recurring
+    every epoch is counted at the rate the job pays it rather than in some chunks only.
+    """
+    times = [s.total_s for s in steps]
+    if period is None:
+        period = stall_period(times)
     rates: list[float] = []
-    seconds, samples = 0.0, 0
-    for step in steps:
-        seconds += step.total_s
-        samples += step.samples or 0
-        if seconds >= MIN_CHUNK_S:
-            rates.append(samples / seconds)
-            seconds, samples = 0.0, 0
-    if not rates and seconds > 0:
-        rates.append(samples / seconds)
+    for chunk in period_chunks(times, period, floor_s):
+        seconds = sum(times[i] for i in chunk)
+        if seconds > 0:
+            rates.append(sum(steps[i].samples or 0 for i in chunk) / seconds)
     return rates
 
 
-def steady_rate(steps: Sequence[StepTiming]) -> float:
-    """Steady-state samples per second: the median over chunks (0 with no timed steps)."""
-    rates = chunk_rates(steps)
+def steady_rate(
+    steps: Sequence[StepTiming], *, period: int | None = None, floor_s: float = MIN_CHUNK_S
+) -> float:
+    """Steady-state samples per second: the median over chunks (`chunk_rates`; 0 with no
+    timed steps)."""
+    rates = chunk_rates(steps, period=period, floor_s=floor_s)
     return statistics.median(rates) if rates else 0.0

@@ -24,6 +24,7 @@ from torchdoctor.procs._failure import (
     classify_exception,
     classify_reason,
 )
+from torchdoctor.procs._pool import CUDA_POOL_SIZE, WorkerPool, end_now, pool_size
 from torchdoctor.procs._protocol import (
     Done,
     Exit,
@@ -79,6 +80,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CUDA_POOL_SIZE",
     "ENGINE_FACTORY",
     "TERMINATE_GRACE_S",
     "Done",
@@ -108,14 +110,17 @@ __all__ = [
     "Unpark",
     "WorkerFailure",
     "WorkerLike",
+    "WorkerPool",
     "canonical_factory",
     "classify_exception",
     "classify_reason",
+    "end_now",
     "end_popen",
     "end_process",
     "end_processes",
     "end_tree",
     "engine_session",
+    "pool_size",
     "run_capped_step",
     "run_command",
     "run_script",

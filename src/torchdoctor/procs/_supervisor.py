@@ -34,6 +34,11 @@ from torchdoctor.procs._worker import SessionHost, worker_main
 #: the watchdog's reaction well under a training step of our workloads at negligible cost.
 POLL_INTERVAL_S: Final = 0.05
 
+#: Seconds a pre-started worker is given to open its log before the log is renamed for the arm
+#: that takes it (`SubprocessWorker.move_log`): a spawned interpreter opens it within its
+#: first second.
+LOG_OPEN_WAIT_S: Final = 30.0
+
 #: Lines of the worker's log quoted in a crash reason.
 _LOG_TAIL_LINES: Final = 3
 
@@ -104,6 +109,14 @@ class WorkerLike(Protocol):
     def close(self) -> None: ...
 
 
+def _has_open(pid: int | None, path: Path) -> bool:
+    """Whether process `pid` holds `path` open."""
+    try:
+        return any(Path(f.path) == path for f in psutil.Process(pid).open_files())
+    except psutil.Error:
+        return False
+
+
 def log_tail(path: Path | None) -> str:
     if path is None or not path.exists():
         return ""
@@ -129,7 +142,16 @@ def _kill_live_workers() -> None:
 class SubprocessWorker(MemoryCapped):
     """One spawned worker process holding one session."""
 
-    def __init__(self, *, memory_cap_bytes: int | None, log_path: Path | None) -> None:
+    def __init__(
+        self,
+        *,
+        memory_cap_bytes: int | None,
+        log_path: Path | None,
+        preload_device: str | None = None,
+    ) -> None:
+        """`preload_device`: the worker imports torch (and on CUDA brings up the device's
+        context) as soon as it starts, before its `Prepare` (a pre-started worker,
+        `procs.WorkerPool`)."""
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._log_path = log_path
@@ -141,7 +163,13 @@ class SubprocessWorker(MemoryCapped):
         )
         self._proc = ctx.Process(
             target=worker_main,
-            args=(child, str(log_path) if log_path else None, start_method, True),
+            args=(
+                child,
+                str(log_path) if log_path else None,
+                start_method,
+                True,
+                preload_device,
+            ),
             daemon=False,
         )
         self._proc.start()
@@ -149,6 +177,31 @@ class SubprocessWorker(MemoryCapped):
         child.close()
         self._memory_cap = memory_cap_bytes
         self.peak_rss_bytes = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def move_log(self, path: Path, *, wait_s: float = LOG_OPEN_WAIT_S) -> None:
+        """Give the worker's log another name (a pre-started worker handed to an arm): the
+        worker writes on through its open descriptor, under the new name. A worker that has
+        not opened its log yet is waited for (up to `wait_s`), else it would open a new file
+        under the old name."""
+        old = self._log_path
+        if old is None or old == path:
+            return
+        deadline = time.monotonic() + wait_s
+        while self._proc.is_alive() and not _has_open(self._proc.pid, old):
+            if time.monotonic() > deadline:
+                return  # keeps its own name: its tail is still quoted on a crash
+            time.sleep(POLL_INTERVAL_S)
+        if old.exists():
+            old.replace(path)
+            self._log_path = path
 
     def _fail(self, kind: FailureKind, reason: str) -> WorkerFailure:
         self.close(kill=True)
@@ -220,14 +273,20 @@ def start_worker(
     timeout_s: float,
     memory_cap_bytes: int | None = None,
     log_path: Path | None = None,
+    started: SubprocessWorker | None = None,
 ) -> tuple[WorkerLike, float]:
-    """Start a worker and prepare its session; returns it with the prepare time in seconds."""
+    """Start a worker and prepare its session; returns it with the prepare time in seconds.
+
+    `started`: a worker already started (`procs.WorkerPool`), which prepares the session in
+    place of a new one."""
     worker: WorkerLike
     # On CUDA the cap is the device memory's (the worker sets it, below): the host RSS is not
     # what it bounds, and a CUDA context, the loaded kernels and pinned buffers alone take
     # around a GiB of it, so a cap of a few GiB read as RSS failed healthy CUDA workers.
     on_cuda = spec.device.split(":", 1)[0] == "cuda"
-    if isolate:
+    if started is not None:
+        worker = started
+    elif isolate:
         rss_cap = None if on_cuda else memory_cap_bytes
         worker = SubprocessWorker(memory_cap_bytes=rss_cap, log_path=log_path)
     else:

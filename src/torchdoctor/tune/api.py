@@ -386,7 +386,10 @@ def _run(
         tuner.close()
     for why, knobs in not_injectable.items():
         outcome.skipped.setdefault(why, []).extend(knobs)
-    return _finish(config, run_dir, tuner, outcome, pareto)
+    try:
+        return _finish(config, run_dir, tuner, outcome, pareto)
+    finally:
+        tuner.arms.close()  # the workers started ahead: the confirmation was the last need
 
 
 def _run_fit(
@@ -405,7 +408,10 @@ def _run_fit(
         outcome = climb_fit(tuner, memory)
     finally:
         tuner.close()
-    return _finish(config, run_dir, tuner, outcome, [], fit=fit_ladder(tuner, outcome.plan))
+    try:
+        return _finish(config, run_dir, tuner, outcome, [], fit=fit_ladder(tuner, outcome.plan))
+    finally:
+        tuner.arms.close()
 
 
 def _finish(

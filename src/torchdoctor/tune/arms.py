@@ -32,19 +32,30 @@ from torchdoctor.core.load import MachineLoad, combine
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import (
+    CUDA_EVENT_MIN_CHUNK_S,
     MAX_EXTRA_WARMUP_STEPS,
     MIN_CHUNK_S,
     SETTLE_WINDOW,
     LoadProbe,
     PairedSpeedup,
     SequentialTest,
+    TimerKind,
     look_confidence,
     sequential_looks,
     settled,
     steady_rate,
 )
 from torchdoctor.measure import load as load_signal
-from torchdoctor.procs import Park, Parked, Reference, Release, Run, Unpark, WorkerLike
+from torchdoctor.procs import (
+    Park,
+    Parked,
+    Reference,
+    Release,
+    Run,
+    Unpark,
+    WorkerLike,
+    end_now,
+)
 from torchdoctor.tune.turns import DeviceTurns
 
 #: Seconds the next worker request may take. Called before every request, so that all the
@@ -64,6 +75,9 @@ DEFAULT_CHUNK_STEPS: Final = 4
 #: A chunk lasts at least this long (more steps for fast models); one definition with `run`'s
 #: chunks (`torchdoctor.measure.MIN_CHUNK_S`, which says why 0.3 s).
 DEFAULT_MIN_CHUNK_S: Final = MIN_CHUNK_S
+#: A chunk timed by CUDA events lasts at least this long (`measure.CUDA_EVENT_MIN_CHUNK_S`
+#: says why 50 ms): the host's 0.3 s floor is the scheduler's noise, which events do not see.
+DEFAULT_EVENT_MIN_CHUNK_S: Final = CUDA_EVENT_MIN_CHUNK_S
 #: Most scored A/B rounds of one trial (the sequential design's last look). Clear wins and
 #: clear losses stop at the first look (6 rounds), so a higher cap costs only the unclear
 #: trials. A 5-10% gain needs about this many rounds to clear 1 + min_gain on a 2-core host;
@@ -108,6 +122,13 @@ class MeasurePlan:
     warmup_steps: Annotated[int, Field(ge=1)] = DEFAULT_WARMUP_STEPS
     chunk_steps: Annotated[int, Field(ge=1)] = DEFAULT_CHUNK_STEPS
     min_chunk_s: Annotated[float, Field(ge=0)] = DEFAULT_MIN_CHUNK_S
+    #: The floor of a chunk timed by CUDA events, where it is below `min_chunk_s`
+    #: (`chunk_floor`); `min_chunk_s` restores the host's floor on a GPU.
+    event_min_chunk_s: Annotated[float, Field(ge=0)] = DEFAULT_EVENT_MIN_CHUNK_S
+    #: Calibrate each arm's chunks from a window of steady steps after warm-up (their mean
+    #: step time, stalls included, and whole stall periods: `measure.calibrate_chunks`);
+    #: False takes the chunk length from the last warm-up steps, as before.
+    calibrate_steady: bool = True
     rounds: Annotated[int, Field(ge=3)] = DEFAULT_ROUNDS
     min_rounds: Annotated[int, Field(ge=3)] = DEFAULT_MIN_ROUNDS
     look_every: Annotated[int, Field(ge=1)] = DEFAULT_LOOK_EVERY
@@ -115,6 +136,13 @@ class MeasurePlan:
     parity_steps: Annotated[int, Field(ge=2)] = DEFAULT_PARITY_STEPS
     confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
     remeasures: Annotated[int, Field(ge=0)] = DEFAULT_REMEASURES
+
+    def chunk_floor(self, timer: TimerKind) -> float:
+        """Least seconds of a chunk timed by `timer`: `min_chunk_s` on the host's clock, the
+        smaller of it and `event_min_chunk_s` on CUDA events (0 when `min_chunk_s` is 0)."""
+        if timer == "cuda_event":
+            return min(self.min_chunk_s, self.event_min_chunk_s)
+        return self.min_chunk_s
 
     def looks(self) -> list[int]:
         """Scored-round counts at which the sequential A/B looks (`measure.sequential_looks`)."""
@@ -159,8 +187,15 @@ class Arm:
     #: faster of the first two when the first is past give_up_above (None with one warm-up
     #: step): a first look at the arm's speed, before anything is scored.
     warm_score: float | None = None
-    #: Seconds per step at the end of warm-up (the steps the chunk length is calibrated from)
+    #: Seconds per step the chunk length is calibrated from: the mean over the steady
+    #: calibration window (stalls included), or the last warm-up steps without one
     step_s: float = 0.0
+    #: How this arm's steps are timed (`measure.TimerKind`): CUDA events for a workload on a
+    #: GPU, the host clock elsewhere; it sets the chunk's floor (`MeasurePlan.chunk_floor`)
+    timer: TimerKind = "host"
+    #: Steps between stalls that recur (an epoch restart), seen in the calibration window;
+    #: every chunk, and every steady score, is a whole number of them (None: none seen)
+    period: int | None = None
     #: Whether the worker returns its cached device memory after each chunk (CUDA): the
     #: other arm runs next on the same GPU (see torchdoctor.procs._worker.release_device_memory).
     #: The first step after a release refills the caching allocator (cudaMalloc, which
@@ -221,13 +256,14 @@ class Arm:
         """Score steady steps as `torchdoctor run` does.
 
         Throughput: seconds per sample at `measure.steady_rate` (the median over chunks of at
-        least 0.3 s); latency: the median step time. The final confirmation scores each
+        least the timer's floor, 0.3 s on the host's clock, each a whole number of the arm's
+        stall periods); latency: the median step time. The final confirmation scores each
         fresh process this way, so that a user's `torchdoctor run` of a recipe times the
         same window by the same rule.
         """
         if self.objective == "latency":
             return statistics.median(s.total_s for s in rows)
-        rate = steady_rate(rows)
+        rate = steady_rate(rows, period=self.period, floor_s=measure.min_chunk_s(self.timer))
         return 1.0 / rate if rate > 0 else math.inf
 
     def steps(
@@ -299,11 +335,43 @@ class Arm:
                     break
                 recent.append(self._warm_step(timeout))
             step_s = statistics.median(recent[-SETTLE_WINDOW:]) * _scale(self, 1)
-        # Calibrate the chunk length from the last (post-compile) warm-up steps.
-        self.step_s = step_s
-        self.chunk_steps = measure.chunk_steps(
-            step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s
+        self._calibrate(plan, step_s, timeout)
+
+    def _calibrate(self, plan: MeasurePlan, warm_step_s: float, timeout: Timeout) -> None:
+        """Set the chunk length: from a window of steady steps (`measure.calibrate_chunks`),
+        or from the last (post-compile) warm-up steps without one (`calibrate_steady` off, or
+        a plan without a floor, whose chunks are `plan.chunk_steps`)."""
+        floor = plan.chunk_floor(self.timer)
+        self.step_s = warm_step_s
+        if not plan.calibrate_steady or floor <= 0:
+            self.chunk_steps = measure.chunk_steps(
+                warm_step_s, least=plan.chunk_steps, min_chunk_s=floor
+            )
+            return
+        rows = self.steps(
+            measure.calibration_steps(warm_step_s, self.timer, floor_s=floor),
+            timeout=timeout,
+            release=False,
+            warm_up=True,
         )
+        times = [r.total_s for r in rows]
+        # A stall seen without its period yet (an epoch longer than the window): on a GPU the
+        # window runs on until the period shows (`measure.more_calibration_steps`).
+        while more := measure.more_calibration_steps(times, self.timer):
+            extra = self.steps(more, timeout=timeout, release=False, warm_up=True)
+            times += [r.total_s for r in extra]
+        self.warmup_s += sum(times)
+        # A released arm's first step of each chunk is not scored (`scored_rows`): the scored
+        # steps are the whole periods.
+        calibrated = measure.calibrate_chunks(
+            times,
+            least=plan.chunk_steps,
+            floor_s=floor,
+            dropped=1 if self.release_after_run else 0,
+        )
+        self.step_s = calibrated.step_s
+        self.chunk_steps = calibrated.steps
+        self.period = calibrated.period
 
     def reference_losses(
         self, perturbation: int, steps: int, *, timeout: Timeout
@@ -343,10 +411,16 @@ class Arm:
         """Units of a chunk score per step: 1 (latency, s/step) or samples per step."""
         return 1.0 if self.objective == "latency" else self.samples_per_step
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
+        """End this arm's worker; `at_once` ends its process tree now rather than letting its
+        session close and waiting for it (an arm the trial no longer needs, whose successor
+        is about to start: `procs.end_now`)."""
         if self.turns is not None:
             self.turns.forget(self)
-        self.worker.close()
+        if at_once:
+            end_now(self.worker)
+        else:
+            self.worker.close()
 
 
 def _scale(arm: Arm, steps: int) -> float:
@@ -432,6 +506,11 @@ REPLICATE_CONFIDENCE: Final = 0.80
 #: The bar of the second pair (`REPLICATE_CONFIDENCE`): no change. The first pair has
 #: already cleared 1 + min_gain; the second checks the direction.
 REPLICATE_THRESHOLD: Final = 1.0
+#: How sure the ladder must be that the spread between processes could not have made a win
+#: before it keeps the win without a second pair (`measure.second_pair_needed`): the second
+#: pair's own one-sided confidence (`REPLICATE_CONFIDENCE` two-sided is 90% one-sided), so
+#: that skipping it is no less sure than running it.
+SPREAD_CONFIDENCE: Final = 1.0 - (1.0 - REPLICATE_CONFIDENCE) / 2
 
 
 def replicate_plan(plan: MeasurePlan) -> MeasurePlan:

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.procs import FailureKind, Prepare, SessionSpec, WorkerFailure, start_worker
+from torchdoctor.procs import (
+    FailureKind,
+    Prepare,
+    SessionSpec,
+    WorkerFailure,
+    WorkerPool,
+    start_worker,
+)
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
 from torchdoctor.tune.torchrun import arm_argv, is_torchrun
 from torchdoctor.tune.turns import DeviceTurns
@@ -43,6 +50,9 @@ class ArmSource(ABC):
     plan: MeasurePlan
     #: one arm of this source on the GPU at a time (tune/turns.py)
     turns: DeviceTurns
+
+    def close(self) -> None:  # noqa: B027 - most sources keep nothing started
+        """End what this source keeps started for later arms (nothing, unless it says)."""
 
     @abstractmethod
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
@@ -106,6 +116,12 @@ class WorkloadArms(ArmSource):
     isolate: bool = True
     memory_cap_bytes: int | None = None
     turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
+    #: Workers started ahead of need (a GPU's: `procs.WorkerPool`); None starts each anew
+    pool: WorkerPool | None = field(default=None, compare=False, repr=False)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         return self._start(self.spec.with_recipe(recipe), timeout=timeout, log_path=log_path)
@@ -117,19 +133,24 @@ class WorkloadArms(ArmSource):
         return self._start(spec, timeout=timeout, log_path=log_path)
 
     def _start(self, spec: SessionSpec, *, timeout: Timeout, log_path: Path | None) -> Arm:
+        on_cuda = spec.device.split(":", 1)[0] == "cuda"
+        started = self.pool.take(log_path=log_path) if self.pool and self.isolate else None
         worker, prepare_s = start_worker(
             spec,
             isolate=self.isolate,
             timeout_s=timeout(),
             memory_cap_bytes=self.memory_cap_bytes,
             log_path=log_path,
+            started=started,
         )
         return Arm(
             recipe=dict(spec.recipe),
             worker=worker,
             objective=self.objective,  # type: ignore[arg-type]
             prepare_s=prepare_s,
-            release_after_run=spec.device.split(":", 1)[0] == "cuda",
+            release_after_run=on_cuda,
+            # The engine times a step on CUDA by events on its stream (engine/step_marks.py).
+            timer="cuda_event" if on_cuda else "host",
         )
 
 

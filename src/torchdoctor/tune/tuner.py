@@ -20,6 +20,7 @@ against the baseline in `torchdoctor.tune.confirm`.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -29,10 +30,17 @@ from typing import Any, Final, TypeVar
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
-from torchdoctor.measure import DEFAULT_REPLICATES, PairedSpeedup
-from torchdoctor.procs import SessionSpec, WorkerFailure
+from torchdoctor.measure import (
+    DEFAULT_REPLICATES,
+    PairedSpeedup,
+    ProcessSpread,
+    process_spread,
+    second_pair_needed,
+)
+from torchdoctor.procs import SessionSpec, WorkerFailure, WorkerPool, pool_size
 from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
+    SPREAD_CONFIDENCE,
     Arm,
     MeasurePlan,
     interleave_fresh_pair,
@@ -137,12 +145,15 @@ class Tuner:
         self.base_spec = base_spec
         self.settings = settings
         #: where arms come from (tune/sources.py): the spec's workload unless given
+        # On a GPU, workers are started ahead of need (`procs.WorkerPool`, `procs.pool_size`).
+        size = pool_size(base_spec.device, isolate=settings.isolate) if arms is None else 0
         self.arms: ArmSource = arms or WorkloadArms(
             base_spec,
             settings.plan,
             settings.objective,
             isolate=settings.isolate,
             memory_cap_bytes=settings.memory_cap_bytes,
+            pool=WorkerPool(base_spec.device, size, log_dir=log_dir) if size else None,
         )
         self.study = study
         self.log_dir = log_dir
@@ -177,6 +188,10 @@ class Tuner:
         self.on_look: Callable[[PairedSpeedup, int], None] | None = None
         #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
         self.planned_order: list[str] = []
+        #: Log rate ratios of two processes of one recipe (a win's first and second pair):
+        #: the spread between processes a later win's second pair is decided by
+        #: (`measure.second_pair_needed`)
+        self.process_log_ratios: list[float] = []
         #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
         self.sharing: DeviceSharing | None = None
 
@@ -221,9 +236,9 @@ class Tuner:
             changed=changed,
         )
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
         if self.best_arm is not None:
-            self.best_arm.close()
+            self.best_arm.close(at_once=at_once)
             self.best_arm = None
 
     # recording
@@ -317,6 +332,9 @@ class Tuner:
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
             self._share_device(arm)
+            if arm.timer == "cuda_event" and not self.in_turns:
+                # In turns every pair is fresh processes already: no twin to measure.
+                self._measure_twin(arm)
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self._budget_too_small() from None
@@ -440,6 +458,29 @@ class Tuner:
             f"recipe{where}) failed ({exc.kind}): {exc.reason}",
             hint=hint,
         )
+
+    def _measure_twin(self, arm: Arm) -> None:
+        """On a GPU: a second process of the baseline recipe, scored alone as the first was,
+        their log rate ratio the study's first measure of how much processes of one recipe
+        differ (`process_log_ratios`), so that a first win far beyond it needs no second pair.
+
+        Where a process start costs 10 s and a step milliseconds (H200 records, 2026-11-28),
+        one more process of the baseline (started ahead, `procs.WorkerPool`) costs its build
+        and a few seconds of steps; the second pair it can spare costs two starts and an A/B.
+        A twin that fails is no failure of the baseline: the second pair runs as before.
+        """
+        try:
+            twin = self.open_arm_for(self.best_recipe, "baseline-twin")
+        except WorkerFailure:
+            return
+        try:
+            measure_alone(twin, self.settings.plan, timeout=self.budget.request_timeout)
+            if arm.chunk_scores and twin.chunk_scores:
+                self.process_log_ratios.append(math.log(arm.rate() / twin.rate()))
+        except WorkerFailure:
+            pass
+        finally:
+            twin.close(at_once=True)
 
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
@@ -598,7 +639,13 @@ class Tuner:
         again: PairedSpeedup | None = None
         ends_with: Arm | None = cand
         if verdict.outcome is Outcome.KEPT and self.settings.replicate_wins:
-            verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
+            spread = process_spread(self.process_log_ratios)
+            if spread is not None and not second_pair_needed(
+                est.ci_low, spread, confidence=SPREAD_CONFIDENCE
+            ):
+                verdict = replace(verdict, reason=_spread_reason(spread, est.ci_low))
+            else:
+                verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
         figures = TrialFigures(
             samples_per_s=cand.rate(),
             best_samples_per_s=best.rate(),
@@ -699,8 +746,10 @@ class Tuner:
         fresh best as the live best. The first pair's arms are closed first, so at most two
         processes run.
         """
-        cand.close()
-        self.close()
+        first_rates = (self.best_arm.rate() if self.best_arm is not None else None, cand.rate())
+        # Ended at once: the fresh pair starts next, and nothing of the first is needed.
+        cand.close(at_once=True)
+        self.close(at_once=True)
         try:
             est, best2, cand2 = interleave_fresh_pair(
                 self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
@@ -716,11 +765,16 @@ class Tuner:
                 exc.kind, f"a second pair of fresh processes failed: {exc.reason}"
             )
             return replace(failed, loss_deviation=kept.loss_deviation), None, None
+        # Two processes of each recipe measured: the spread between processes (the first and
+        # second pair's rates of one recipe), by which later wins may need no second pair.
+        for rate, again_rate in zip(first_rates, (best2.rate(), cand2.rate()), strict=True):
+            if rate and again_rate:
+                self.process_log_ratios.append(math.log(rate / again_rate))
         check = SpeedCheck(est, REPLICATE_THRESHOLD)
         if check.faster:
-            best2.close()
+            best2.close(at_once=True)
             return kept, est, cand2
-        cand2.close()
+        cand2.close(at_once=True)
         self.best_arm = best2
         reason = check.reason().removeprefix("not a proven win: ")
         rejected = replace(
@@ -772,6 +826,16 @@ class Tuner:
         self.best_trial = result
         self.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
+
+
+def _spread_reason(spread: ProcessSpread, ci_low: float) -> str:
+    """Why a win was kept without a second pair: the processes' measured spread."""
+    upper = spread.upper(SPREAD_CONFIDENCE)
+    return (
+        f"{FIRST_PAIR_ONLY}: processes of one recipe differ by {spread.sd:.1%} "
+        f"(at most {upper:.1%}, {spread.pairs} pairs), far less than its least gain "
+        f"{ci_low - 1:.1%}"
+    )
 
 
 def _switched(seconds: float) -> float | None:
