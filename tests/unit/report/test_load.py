@@ -75,3 +75,18 @@ def test_a_file_that_is_not_a_record(tmp_path: Path) -> None:
 def test_the_manifest_stands_for_its_run_folder(run_dir: Path) -> None:
     found = read_input(run_dir / rundir.MANIFEST)
     assert found.source == run_dir and "tune" in found.records
+
+
+def test_a_tune_reads_the_trace_analysis_of_its_diagnosis_sub_run(run_dir: Path) -> None:
+    """A tune's pre-tune diagnosis leaves analysis.json and the trace in diagnosis/, and copies
+    only diagnosis.json up: the page shows that analysis, not "no trace analysis"."""
+    from torchdoctor.report.api import render_text
+
+    sub = run_dir / rundir.DIAGNOSIS_SUBDIR
+    sub.mkdir()
+    (run_dir / rundir.ANALYSIS).rename(sub / rundir.ANALYSIS)
+    found = read_run_dir(run_dir)
+    assert found.records["analysis"] == json.loads((sub / rundir.ANALYSIS).read_text())
+    page = render_text(found, "html")
+    assert "No trace analysis in this run" not in page
+    assert 'id="roofline"' in page and "aten::addmm" in page
