@@ -21,6 +21,9 @@ def _head(v: ReportView) -> list[str]:
     h = v.header
     out = [f"# {md(h.title)}", "", f"Status: **{md(h.status)}**"]
     out += [f"Error: {md(h.error)}"] if h.error else []
+    if h.resume:
+        out += ["", "The run stopped before the end; continue it where it stopped:", ""]
+        out += ["```sh", h.resume.replace(FENCE, ALT_FENCE), "```"]
     out.append("")
     out += [f"> **Warning:** {md(w)}" for w in v.warnings]
     out += [""] if v.warnings else []

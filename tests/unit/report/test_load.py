@@ -14,7 +14,7 @@ from torchdoctor.tune.records import TuneResult
 
 def test_reads_every_record_of_a_complete_run(run_dir: Path) -> None:
     found = read_run_dir(run_dir)
-    assert set(found.records) == {"diagnosis", "analysis", "profile", "tune"}
+    assert set(found.records) == {"diagnosis", "analysis", "profile", "tune", "tune_config"}
     assert set(found.env) == {"fingerprint", "ceilings"}
     assert len(found.trials) == 5
     assert found.manifest is not None and found.manifest["status"] == "complete"
