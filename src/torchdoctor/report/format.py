@@ -126,15 +126,41 @@ SHARE_SUFFIXES: Final = ("_share", "_fraction", "_frac")
 DEVIATION_SUFFIXES: Final = ("_deviation", "_dev")
 
 
+#: Key suffixes that name a figure's unit: the suffix, and how a value in it is shown. The
+#: longest first (`_bytes_per_s` before `_s`).
+UNIT_SUFFIXES: Final = (
+    ("_flops_per_s", flops),
+    ("_bytes_per_s", bandwidth),
+    ("_bytes", nbytes),
+    ("_pct", pct_value),
+    ("_us", micros),
+    ("_ms", lambda v: seconds(None if v is None else v / 1e3)),
+    ("_s", seconds),
+)
+
+
 def evidence_value(key: str, value: Any) -> str:
-    """A record's evidence value by what its key says it is: a share as a percentage, a
-    deviation as a signed percentage, anything else as a number."""
-    if isinstance(value, float) and not isinstance(value, bool):
+    """A record's value by what its key says it is: a share as a percentage, a deviation as a
+    signed percentage, a figure with a unit in its key in that unit, anything else as a
+    number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
         if key.endswith(SHARE_SUFFIXES) or key == "share":
-            return share(value)
+            return share(float(value))
         if key.endswith(DEVIATION_SUFFIXES):
-            return signed_percent(value)
+            return signed_percent(float(value))
+        for suffix, show in UNIT_SUFFIXES:
+            if key.endswith(suffix):
+                return show(float(value))
     return number(value)
+
+
+def evidence_label(key: str) -> str:
+    """A record's key as a row's label, its unit suffix dropped where the value shows the unit
+    ('mean_us' -> 'mean'; 'peak_memory_bytes' -> 'peak memory')."""
+    for suffix, _ in UNIT_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return label(key.removesuffix(suffix))
+    return label(key)
 
 
 def trial_label(key: str) -> str:

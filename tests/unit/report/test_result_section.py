@@ -110,3 +110,12 @@ def test_the_final_ab_row_is_labelled_as_what_it_is(run_dir: Path) -> None:
     )
     assert view.change.startswith("final A/B") and view.change != "baseline"
     assert view.throughput == "190.7 \u2192 289.8 samples/s"
+
+
+def test_a_figure_shows_its_unit_and_drops_it_from_its_label() -> None:
+    assert fmt.evidence_value("mean_us", 2.1e5) == "210.00 ms"
+    assert fmt.evidence_label("mean_us") == "mean"
+    assert fmt.evidence_value("tiny_kernels_pct", 17.72) == "17.7%"
+    assert fmt.evidence_value("peak_memory_bytes", 2**30) == "1.0 GiB"
+    assert fmt.evidence_label("peak_memory_bytes") == "peak memory"
+    assert fmt.evidence_value("achieved_bytes_per_s", 1e10) == "10 GB/s"

@@ -21,7 +21,8 @@ def _evidence(value: Any) -> list[KeyValue]:
     """Evidence as rows, whatever shape the rule recorded: a mapping, a list or a sentence."""
     if isinstance(value, dict):
         return [
-            KeyValue(fmt.label(str(k)), fmt.evidence_value(str(k), v)) for k, v in value.items()
+            KeyValue(fmt.evidence_label(str(k)), fmt.evidence_value(str(k), v))
+            for k, v in value.items()
         ]
     if isinstance(value, list):
         rows: list[KeyValue] = []
