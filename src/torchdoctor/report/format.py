@@ -164,9 +164,11 @@ def evidence_label(key: str) -> str:
 
 
 def trial_label(key: str) -> str:
-    """A trial's id as a reader's label: 'ladder:{"precision": "bf16"}->{...}' (the change
-    after the arrow, the recipe it was tried on before it) -> 'precision=bf16 on
-    channels_last=true'. An id of another form is shown as it is."""
+    """A trial's id as a reader's label. An id names the recipe a trial started from and the
+    recipe it measured: 'ladder:{"channels_last": true}->{"channels_last": true, "precision":
+    "bf16"}' -> 'ladder: precision=bf16 on channels_last=true' (what it changed, on what);
+    the final A/B's 'confirm-pairs:{}->{...}' -> 'final A/B: ... vs baseline'. An id of
+    another form is shown as it is."""
     kind, sep, rest = key.partition(":")
     if not sep or not rest.startswith("{"):
         return key
@@ -179,8 +181,11 @@ def trial_label(key: str) -> str:
     if not isinstance(base, dict) or not (changed is None or isinstance(changed, dict)):
         return key
     if changed is None:
-        return f"{kind}: {change(base)}"
-    return f"{kind}: {change(changed)} on {change(base)}"
+        return change(base) if kind == "baseline" else f"{kind}: {change(base)}"
+    if kind.startswith("confirm"):
+        return f"final A/B: {change(changed)} vs {change(base)}"
+    delta = {k: v for k, v in changed.items() if k not in base or base[k] != v}
+    return f"{kind}: {change(delta)} on {change(base)}"
 
 
 def number(value: Any) -> str:

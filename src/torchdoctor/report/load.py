@@ -114,7 +114,13 @@ def read_run_dir(run_dir: Path) -> RunRecords:
     for spec in record_types():
         path = run_dir / spec.file
         if path.is_file():
-            found.records[spec.key] = _validate(_read_json(path), spec.module, spec.cls, str(path))
+            try:
+                found.records[spec.key] = _validate(
+                    _read_json(path), spec.module, spec.cls, str(path)
+                )
+            except RecordError:
+                if spec.strict:
+                    raise
             continue
         for sub, keys in SUBRUN_RECORDS.items():
             path = run_dir / sub / spec.file

@@ -79,6 +79,7 @@ TUNE_CONFIG: Final = register_record(
         cls="TuneConfig",
         schema="tune_config",
         feeds="the headline interval's confidence level and the re-check command",
+        strict=False,
     )
 )
 

@@ -90,3 +90,19 @@ def test_a_tune_reads_the_trace_analysis_of_its_diagnosis_sub_run(run_dir: Path)
     page = render_text(found, "html")
     assert "No trace analysis in this run" not in page
     assert 'id="roofline"' in page and "aten::addmm" in page
+
+
+def test_a_study_setting_the_report_cannot_read_leaves_out_only_its_level(run_dir: Path) -> None:
+    """tune_config.json gives the headline interval's level; one written by another version
+    of the tuner (a field this build does not know) costs the level, not the report."""
+    path = run_dir / "tune_config.json"
+    data = json.loads(path.read_text())
+    data["plan"]["a_setting_of_a_later_version"] = True
+    path.write_text(json.dumps(data))
+    found = read_run_dir(run_dir)
+    assert "tune_config" not in found.records and "tune" in found.records
+    from torchdoctor.report.api import render_text
+
+    assert "the study's confidence (level unknown: no readable tune\\_config.json)" in render_text(
+        found, "md"
+    )

@@ -87,9 +87,12 @@ def test_numbers_have_one_format() -> None:
 
 
 def test_trial_ids_read_as_labels_never_json() -> None:
-    key = 'ladder:{"channels_last": true}->{"precision": "bf16"}'
+    key = 'ladder:{"channels_last": true}->{"channels_last": true, "precision": "bf16"}'
     assert fmt.trial_label(key) == "ladder: precision=bf16 on channels_last=true"
-    assert fmt.trial_label("baseline:{}") == "baseline: baseline"
+    assert fmt.trial_label('ladder:{}->{"c": true}') == "ladder: c=true on baseline"
+    assert fmt.trial_label("baseline:{}") == "baseline"
+    confirm = 'confirm-pairs:{}->{"a": true, "c": true}'
+    assert fmt.trial_label(confirm) == "final A/B: a=true, c=true vs baseline"
     assert fmt.trial_label("t003") == "t003"
     assert fmt.trial_label("ladder:{not json") == "ladder:{not json"
 

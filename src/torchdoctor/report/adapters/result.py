@@ -34,7 +34,8 @@ def _legend(confidence: float | None) -> str:
     headline = (
         f"the headline's at the study's {fmt.level(confidence)} confidence"
         if confidence is not None
-        else "the headline's at the study's confidence (tune_config.json not found)"
+        else "the headline's at the study's confidence "
+        "(level unknown: no readable tune_config.json)"
     )
     return (
         f"Intervals: {headline}; each ladder A/B's at the level of the look that decided it, "
