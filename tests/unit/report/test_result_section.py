@@ -122,3 +122,13 @@ def test_a_figure_shows_its_unit_and_drops_it_from_its_label() -> None:
     assert fmt.evidence_value("peak_memory_bytes", 2**30) == "1.0 GiB"
     assert fmt.evidence_label("peak_memory_bytes") == "peak memory"
     assert fmt.evidence_value("achieved_bytes_per_s", 1e10) == "10 GB/s"
+
+
+def test_a_fit_leads_with_its_peak_against_the_cap(tmp_path: Path) -> None:
+    from torchdoctor.report.adapters.result import result_section
+
+    tune = tune_record(tmp_path).to_json_dict()
+    tune["fit"] = {"max_memory_bytes": 2**30, "peak_memory_bytes": 2**29, "fits": True}
+    view = result_section(tune, None, "RUN")
+    assert "peaks at 512.0 MiB, under the cap" in view.sentence
+    assert view.recheck == [] and view.notes == list(TUNE_NOTES)

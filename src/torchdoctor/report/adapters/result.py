@@ -64,7 +64,38 @@ def recheck_commands(config: JsonDict | None, run: str) -> list[str]:
     return [f"{head} {SCRIPT_PLACEHOLDER}"]
 
 
+def _fit_result(tune: JsonDict, fit: JsonDict) -> ResultView:
+    """`--objective fit`: the best recipe's peak against the memory cap (the memory ladder
+    below has every step)."""
+    best = fmt.change(mapping(tune, "best_recipe"))
+    peak, cap = num(fit, "peak_memory_bytes"), num(fit, "max_memory_bytes")
+    fits = get(fit, "fits") is True
+    sentence = (
+        f"Fitting {text(tune, 'workload') or fmt.NA} under {fmt.nbytes(cap)}: the best recipe "
+        f"({best}) peaks at {fmt.nbytes(peak)}, {'under' if fits else 'over'} the cap."
+    )
+    rows = [
+        KeyValue("best recipe", best),
+        KeyValue(
+            "peak memory, baseline → best",
+            (f"{fmt.nbytes(num(fit, 'baseline_peak_bytes'))} → {fmt.nbytes(peak)}"),
+        ),
+        KeyValue("memory cap", fmt.nbytes(cap)),
+        KeyValue("fits", "yes" if fits else "no"),
+    ]
+    return ResultView(
+        sentence=sentence,
+        rows=rows,
+        speedups="",
+        legend="",
+        notes=[str(n) for n in items(tune, "notes")],
+    )
+
+
 def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultView:
+    fit = get(tune, "fit")
+    if isinstance(fit, dict):
+        return _fit_result(tune, fit)
     ladder = mapping(tune, "ladder")
     rungs = [r for r in items(ladder, "rungs") if isinstance(r, dict)]
     kept = [fmt.change(mapping(r, "change")) for r in rungs if integer(r, "step")]

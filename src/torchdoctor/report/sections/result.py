@@ -23,7 +23,8 @@ def result_markdown(view: ResultView | None) -> list[str]:
     if not view:
         return []
     out = ["## Result", "", md(view.sentence), "", *kv_lines(view.rows)]
-    out += [md(view.speedups), "", md(view.legend), ""]
+    for paragraph in (view.speedups, view.legend):
+        out += [md(paragraph), ""] if paragraph else []
     out += [f"- Note: {md(n)}" for n in view.notes]
     out += [""] if view.notes else []
     if view.recheck:

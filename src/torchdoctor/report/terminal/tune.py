@@ -101,7 +101,9 @@ def render_result(result: TuneResult, console: Console) -> None:
             + (f" {_fmt_range(rung.speedup_vs_baseline_ci)}" if rung.step else ""),
             _ab(rung.best_samples_per_s, rung.samples_per_s) if rung.step else "",
             _fmt_mem(rung.peak_memory_bytes),
-            f"{rung.loss_deviation:+.1%}" if rung.step and rung.loss_deviation is not None else "",
+            fmt.signed_percent(rung.loss_deviation)
+            if rung.step and rung.loss_deviation is not None
+            else "",
         )
     console.print(table)
     if result.ladder.rejected:
