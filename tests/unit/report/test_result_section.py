@@ -132,3 +132,10 @@ def test_a_fit_leads_with_its_peak_against_the_cap(tmp_path: Path) -> None:
     view = result_section(tune, None, "RUN")
     assert "peaks at 512.0 MiB, under the cap" in view.sentence
     assert view.recheck == [] and view.notes == list(TUNE_NOTES)
+
+
+def test_a_tune_stopped_before_its_settings_were_written_has_no_resume_hint(
+    killed_run_dir: Path,
+) -> None:
+    (killed_run_dir / "tune_config.json").unlink()
+    assert "--resume" not in render_text(read_input(killed_run_dir), "md")

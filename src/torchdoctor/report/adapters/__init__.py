@@ -12,6 +12,7 @@ from torchdoctor.report.adapters.missing import missing_records
 from torchdoctor.report.adapters.reproduce import shown_path
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.model import Header, ReportView
+from torchdoctor.report.records import TUNE_CONFIG
 from torchdoctor.report.registry import sections
 
 __all__ = ["build_view"]
@@ -21,8 +22,9 @@ RESUMABLE_KINDS = ("tune", "demo")
 
 
 def _resume(found: RunRecords, kind: str, status: str) -> str | None:
-    """The command that continues an unfinished tune (its study is in the run folder)."""
-    if kind not in RESUMABLE_KINDS or status == "complete":
+    """The command that continues an unfinished tune: its study's settings (tune_config.json)
+    are in the run folder, so `--resume` can pick it up where it stopped."""
+    if kind not in RESUMABLE_KINDS or status == "complete" or TUNE_CONFIG.file not in found.files:
         return None
     return f"torchdoctor tune --resume {shown_path(found.source)}"
 
