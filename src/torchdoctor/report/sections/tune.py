@@ -65,6 +65,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                     "status",
                     "throughput (baseline scale)",
                     "speedup vs best",
+                    "CI",
                     "its A/B: best \u2192 with it",
                     "why",
                 ],
@@ -74,6 +75,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                         r.status,
                         fmt.rate(r.scaled_samples_per_s),
                         fmt.speedup(r.speedup),
+                        fmt.interval(r.ci_low, r.ci_high),
                         fmt.ab_rates(r.best_samples_per_s, r.samples_per_s),
                         r.reason,
                     )
