@@ -1,8 +1,9 @@
 """The same content as Markdown, for pull requests and CI logs (tables, no charts).
 
 The page's head (title, status, warnings, what is missing) is written here; each registered
-section writes its own lines (`Section.markdown`), in `Section.markdown_order`: verdict and
-cure first, then the evidence, which is what a reader of a pull request wants.
+section writes its own lines (`Section.markdown`), in `Section.markdown_order`: a tune's result
+first (one sentence, one table), then its ladder, the diagnosis and its findings, the
+environment, then the evidence, which is what a reader of a pull request wants.
 
 Strings from users or traces are escaped so they cannot break a table or inject markup: pipes,
 backticks, HTML angle brackets and the other Markdown control characters.
