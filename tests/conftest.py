@@ -39,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_cuda = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
-        if "requires_cuda" in item.keywords and not _HAS_CUDA:
+        if ("requires_cuda" in item.keywords or "gpu" in item.keywords) and not _HAS_CUDA:
             item.add_marker(skip_cuda)
 
 

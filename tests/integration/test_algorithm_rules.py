@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from torchdoctor.analyze import analyze_trace
-from torchdoctor.collect import run_script
 from torchdoctor.diagnose import diagnose_evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
+from torchdoctor.procs import run_script
 
 #: A real profiled process; the finding rests on the trace's ops, not on their times.
 pytestmark = [pytest.mark.study, pytest.mark.untimed]

@@ -34,7 +34,7 @@ def test_rich_output_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None
 def test_json_output_is_the_versioned_record(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json", "analyze", str(BERT), "--top", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["schema"] == "torchdoctor/trace_analysis" and data["version"] == 5
+    assert data["schema"] == "torchdoctor/trace_analysis" and data["version"] == 6
     assert data["cuda_capability"] == [9, 0]  # an H100 (deviceProperties computeMajor/Minor)
     assert data["device_timeline"]["idle_pct"] == pytest.approx(92.082, abs=0.5)
     assert len(data["ops"]) == 2

@@ -1,5 +1,5 @@
-"""Bad input to `torchdoctor diagnose -- ...`: clear message, exit code passed through,
-whatever was measured still written."""
+"""Bad input to `torchdoctor diagnose -- ...`: clear message, a failing script exit 3 (its own
+code in the message), whatever was measured still written."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ def test_syntax_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_raises_before_first_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _run(tmp_path, "raise RuntimeError('boom before training')\n")
-    assert code == 1  # Python's own exit code for an uncaught exception
-    assert "first training step" in capsys.readouterr().err
+    assert code == 3  # the script failed (Python's own code for an uncaught exception is 1)
+    err = capsys.readouterr().err
+    assert "first training step" in err and "code 1" in err
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
     assert (out / "profile.json").is_file()
 
@@ -61,16 +62,19 @@ def test_never_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (out / "profile.json").is_file()
 
 
-def test_sys_exit_code_passed_through(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_script_exits_3_and_says_its_own_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     script = (
         "import sys, torch\n"
         "m = torch.nn.Linear(4, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(4):\n"
         "    opt.zero_grad(); m(torch.randn(8, 4)).sum().backward(); opt.step()\n"
-        "sys.exit(3)\n"
+        "sys.exit(2)\n"
     )
     code, out = _run(tmp_path, script)
-    assert code == 3
+    assert code == 3  # the script's own 2 is not passed through: it would read as bad usage
+    assert "code 2" in capsys.readouterr().err
     assert (out / "diagnosis.json").is_file()
     assert json.loads((out / "diagnosis.json").read_text())["step_count"] == 4
 

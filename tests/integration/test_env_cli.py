@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from torchdoctor import __version__
 from torchdoctor.cli.main import main
 from torchdoctor.core.env import Ceilings
 from torchdoctor.measure import ceilings as ceilings_mod
@@ -48,6 +49,7 @@ def test_env_rich_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["env"]) == 0
     out = capsys.readouterr().out
     assert "matmul float32" in out and "GFLOP/s" in out and "memory bandwidth" in out
+    assert f"torchdoctor {__version__}" in out  # which torchdoctor measured, for a bug report
 
 
 def test_env_unknown_device_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,3 +79,4 @@ def test_env_json_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["fingerprint"]["schema"] == "torchdoctor/env_fingerprint"
     assert data["ceilings"]["schema"] == "torchdoctor/ceilings"
+    assert data["torchdoctor"] == __version__

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.collect import read_profiles, run_script
+from torchdoctor.collect import read_profiles
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.diagnose import diagnose_evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
+from torchdoctor.procs import run_script
 
 pytestmark = pytest.mark.study
 

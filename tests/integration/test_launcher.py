@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from torchdoctor.collect import read_profiles, run_script
+from torchdoctor.collect import read_profiles
 from torchdoctor.core.errors import CollectError
+from torchdoctor.procs import run_script
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 

@@ -72,7 +72,8 @@ def test_serve_writes_a_run_folder_and_one_json_document(
     out = tmp_path / "run"
     code = main(
         ["--json", "serve", _model(tmp_path, TINY), "--sla", "p50<=1us", "--budget", "1",
-         "--max-batch", "4", "--no-threads", "--instances", "--device", "cpu", "--out", str(out)]
+         "--max-batch", "4", "--no-sweep-threads", "--instances", "--device", "cpu",
+         "--out", str(out)]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0

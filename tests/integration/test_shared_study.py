@@ -128,11 +128,12 @@ def test_three_tuners_share_one_study_and_a_killed_ones_step_is_retried(
     # A survivor's study resumes from its run folder, whose config names the storage without
     # its password: given again in memory, or from PGPASSWORD as libpq reads it.
     run = tmp_path / f"run{survivors[0]}"
-    resumed = tune(resume=run, storage=StorageURL.parse(url))
+    resumed = tune(resume=run, config=config, storage=StorageURL.parse(url))
     assert resumed.n_reused == resumed.n_trials == len(keys)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PGPASSWORD", server.password)
-        assert tune(resume=run).n_reused == len(keys)
+        public = StorageURL.parse(server.url(password=False))
+        assert tune(resume=run, config=config, storage=public).n_reused == len(keys)
 
 
 def _survivors(tuners: list[subprocess.Popen[bytes]], killed: int) -> list[int]:

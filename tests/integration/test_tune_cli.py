@@ -63,7 +63,7 @@ def test_tune_mlp_writes_the_run_folder_and_json(
     ("args", "message"),
     [
         (["tune", "no-such-model"], "no-such-model"),
-        (["tune", "mlp", "--budget", "soon"], "cannot read duration 'soon'"),
+        (["tune", "mlp", "--budget", "soon"], "--budget soon: not a duration"),
         (["tune", "mlp", "--max-memory", "lots"], "cannot read memory size 'lots'"),
         (["tune", "mlp", "--objective", "speed"], "unknown objective 'speed'"),
         (["tune", "mlp", "--set", "compile=fast"], "compile"),
@@ -93,5 +93,5 @@ def test_unopenable_storage_is_one_line_and_exit_2(
 def test_demo_rejects_a_bad_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code = main(["demo", "--budget", "whenever", "--out", str(tmp_path / "run")])
     assert code == 2
-    assert "cannot read duration 'whenever'" in capsys.readouterr().err
+    assert "--budget whenever: not a duration" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

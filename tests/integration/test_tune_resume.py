@@ -68,7 +68,7 @@ def test_sigkill_then_resume_loses_and_reruns_nothing(tmp_path: Path) -> None:
     assert 3 <= len(before) < 1 + len(KNOBS), "kill must land mid-study"
     assert json.loads((run / "run.json").read_text())["status"] == "running"
 
-    result = tune(resume=run)
+    result = tune(resume=run, config=config)
 
     after = list(Study(f"sqlite:///{run / STUDY_FILE}").records())
     keys = [r.key for r in after]

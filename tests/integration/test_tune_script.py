@@ -32,7 +32,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 #: Budget of the zoo studies: the baseline with its six reference launches (~40 s here) and
 #: two or three A/B trials of a few seconds of steps each, plus the final A/B (fresh pairs).
 SCRIPT_BUDGET = "150s"
-#: Fresh process pairs of the studies' final A/B (`tune --final-pairs`): the fewest that give
+#: Fresh process pairs of the studies' final A/B (`tune --pairs`): the fewest that give
 #: an interval (`measure.MIN_REPLICATES`), the pairs the ladder holds its reserve for, one
 #: pair (two launches of the script, a compiled one compiling again) less than the default.
 #: Three pairs' interval is 1.56x as wide as four's for the same spread (t = 4.30 over
@@ -48,7 +48,7 @@ def _tune(
     run: Path, knobs: str, *command: str, budget: str = SCRIPT_BUDGET
 ) -> tuple[int, dict[str, object]]:
     code = main(
-        ["--json", "tune", "--budget", budget, "--knobs", knobs, "--final-pairs", FINAL_PAIRS,
+        ["--json", "tune", "--budget", budget, "--knobs", knobs, "--pairs", FINAL_PAIRS,
          "--out", str(run), "--", "python", *command]
     )  # fmt: skip
     data = json.loads((run / "tune.json").read_text()) if (run / "tune.json").exists() else {}

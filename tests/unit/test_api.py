@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import torchdoctor
-from torchdoctor.api import _command
+from torchdoctor.api import _command, parse_command
 from torchdoctor.core.errors import UsageError
 from torchdoctor.diagnose import Diagnosis
 from torchdoctor.engine import RunResult
@@ -49,10 +49,44 @@ def test_diagnose_returns_what_the_command_prints(tmp_path: Path) -> None:
         ("cnn", None),
         ("path/to/file.py:factory", None),
         ("trace.json.gz", None),
+        (
+            "torchrun --nproc_per_node 2 train.py",
+            (["torch.distributed.run", "--nproc_per_node", "2", "train.py"], True),
+        ),
     ],
 )
 def test_a_target_is_a_script_a_workload_or_a_trace(target: Any, expected: Any) -> None:
     assert _command(target) == expected
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["python", "train.py", "a"], (["train.py", "a"], False)),
+        (["train.py"], (["train.py"], False)),
+        (["python3", "-m", "pkg.train", "--x"], (["pkg.train", "--x"], True)),
+        (
+            ["torchrun", "--standalone", "t.py"],
+            (["torch.distributed.run", "--standalone", "t.py"], True),
+        ),
+        (["/usr/bin/torchrun", "t.py"], (["torch.distributed.run", "t.py"], True)),
+        (
+            ["python", "-m", "torch.distributed.run", "t.py"],
+            (["torch.distributed.run", "t.py"], True),
+        ),
+    ],
+)
+def test_one_parser_reads_every_command_line(words: list[str], expected: Any) -> None:
+    assert parse_command(words) == expected
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [([], "no command"), (["python"], "no script"), (["python", "-m"], "-m needs")],
+)
+def test_a_command_line_that_runs_nothing_is_a_usage_error(words: list[str], said: str) -> None:
+    with pytest.raises(UsageError, match=said):
+        parse_command(words)
 
 
 def test_tune_builds_the_config_the_command_builds(

@@ -234,3 +234,153 @@ def test_the_circle_finder_finds_a_circle_and_only_it() -> None:
 
 def test_no_module_imports_itself_around_a_circle() -> None:
     assert [sorted(circle) for circle in _circles(_module_graph())] == []
+
+
+def _private_imports_of_the_cli() -> set[tuple[str, str]]:
+    """(CLI file, what it takes) for each private thing a CLI module imports from elsewhere:
+    another module's `_name`, or a module whose own name begins with `_`."""
+    found: set[tuple[str, str]] = set()
+    for path in (SRC / "cli").rglob("*.py"):
+        own = ".".join(_module_of(path))
+        for module, names in _import_statements(path):
+            if not module.startswith("torchdoctor.") or module == own:
+                continue
+            private = any(part.startswith("_") for part in module.split(".")[1:])
+            if private and module != "torchdoctor._version":  # the version: cheap, by design
+                found.add((path.name, module))
+            found.update(
+                (path.name, f"{module}.{name}")
+                for name in names
+                if name.startswith("_") and not name.startswith("__")
+            )
+    return found
+
+
+def test_the_cli_imports_no_private_name_of_another_module() -> None:
+    # The CLI is a shell over the API and the stages' public names: a command that needs
+    # another command's private helper (a command-line parser, say) shows a piece that
+    # belongs in the API or a stage.
+    assert _private_imports_of_the_cli() == set()
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    # The check reads the statements a CLI module holds; a private import is among them.
+    statements = list(_import_statements(SRC / "cli" / "main.py"))
+    assert ("torchdoctor._version", ["__version__"]) in statements
+
+
+# ---- processes --------------------------------------------------------------------------------
+
+#: Functions of a module that start a process or signal one.
+_PROCESS_FUNCTIONS = {
+    "subprocess": {"Popen", "run", "call", "check_call", "check_output", "getoutput"},
+    "os": {
+        "kill",
+        "killpg",
+        "fork",
+        "forkpty",
+        "system",
+        "popen",
+        "posix_spawn",
+        "posix_spawnp",
+        "execv",
+        "execve",
+        "execvp",
+        "execvpe",
+        "spawnv",
+        "spawnve",
+        "spawnvp",
+        "spawnvpe",
+    },
+    "signal": {"pthread_kill", "raise_signal", "pidfd_send_signal"},
+    "multiprocessing": {"Process", "Pool"},
+}
+#: Methods that start a process (a multiprocessing context's `Process`) or end, stop or
+#: continue one (Popen's, multiprocessing's and psutil's), whatever object they are called on.
+_PROCESS_METHODS = {
+    "Process",
+    "Pool",
+    "Popen",
+    "send_signal",
+    "terminate",
+    "kill",
+    "killpg",
+    "suspend",
+    "resume",
+}
+#: Reading a process is not starting one: `psutil.Process(pid)` looks a process up.
+_PROCESS_LOOKUPS = {("psutil", "Process")}
+
+#: (file, call) pairs outside `procs/` that start or signal a process, each with why.
+PROCESS_CALLS_ALLOWED = {
+    # The bootstrap inside the user's script (a stage before `procs`, which it cannot import):
+    # it signals itself when its launcher died before it could ask the kernel to be told.
+    ("collect/_lifeline.py", "os.kill"),
+    # The same bootstrap continues its own children, stopped by the driver between chunks,
+    # before it unwinds: no other process is left to do it when its driver is gone.
+    ("collect/_lifeline.py", ".resume"),
+}
+
+
+def _process_calls(path: Path) -> Iterator[str]:
+    """The calls in `path` that start, end or signal a process: `module.function` for a
+    module's function (or a name imported from it), `.method` for a method."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {}  # a bare name -> its module, for `from os import kill`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in _PROCESS_FUNCTIONS:
+            for alias in node.names:
+                if alias.name in _PROCESS_FUNCTIONS[node.module]:
+                    imported[alias.asname or alias.name] = node.module
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in imported:
+            yield f"{imported[func.id]}.{func.id}"
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if owner in _PROCESS_FUNCTIONS and func.attr in _PROCESS_FUNCTIONS[owner]:
+                yield f"{owner}.{func.attr}"
+            elif func.attr in _PROCESS_METHODS and (owner, func.attr) not in _PROCESS_LOOKUPS:
+                yield f".{func.attr}"
+
+
+def _process_calls_outside_procs() -> set[tuple[str, str]]:
+    return {
+        (str(path.relative_to(SRC)), call)
+        for path in SRC.rglob("*.py")
+        if path.relative_to(SRC).parts[0] != "procs"
+        for call in _process_calls(path)
+    }
+
+
+def test_only_procs_starts_or_ends_a_process() -> None:
+    # docs/DESIGN.md: `procs/` is the only place a process is started, paused or ended, with
+    # one way to end a tree (`procs.end_tree`); a stage that needs a process asks it.
+    assert _process_calls_outside_procs() - PROCESS_CALLS_ALLOWED == set()
+
+
+def test_the_process_allow_list_holds_only_calls_that_exist() -> None:
+    assert _process_calls_outside_procs() >= PROCESS_CALLS_ALLOWED
+
+
+def test_the_process_call_finder_finds_each_form(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import os, psutil, subprocess\n"
+        "from os import killpg\n"
+        "subprocess.run(['true'])\n"
+        "os.kill(1, 9)\n"
+        "killpg(1, 9)\n"
+        "ctx.Process(target=f).start()\n"
+        "psutil.Process(1).terminate()\n"
+        "session.run(3)\n"
+    )
+    assert sorted(_process_calls(source)) == [
+        ".Process",
+        ".terminate",
+        "os.kill",
+        "os.killpg",
+        "subprocess.run",
+    ]

@@ -10,9 +10,15 @@ vs orjson 1.4 s for the whole A100 document (both under load); see benchmarks/RE
 Bounded memory: the decompressed stream (gzip by its magic bytes, whatever the file's name)
 is read in CHUNK_BYTES pieces; events are cut at an element boundary of the events array and
 each piece is decoded on its own, so peak memory is a few chunks plus the numpy columns,
-whatever the trace size. A cut is found by trying the last `}` followed by `,`: a cut inside
-a nested value or a string leaves an unbalanced piece, which fails to decode, and the next
-earlier candidate is tried.
+whatever the trace size. A cut is found by trying the last few `}` followed by `,`: a cut
+inside a nested value or a string leaves an unbalanced piece, which fails to decode. Where
+those few fail (an event holding `},` in its strings, or one larger than a chunk), a scan of
+the JSON's structure (`_Boundaries`) takes over, over the bytes it has not seen yet only, so
+the cost stays linear in the trace's size whatever its events hold.
+
+Bounded input (`ReadLimits`): a trace comes from anywhere, and a 16 kB gzip can hold 16 MB of
+one event. The decompressed bytes, one event's bytes and an event name's length have caps;
+past one, the read stops with one line naming the cap and the variable that raises it.
 
 Both Chrome trace layouts are read: an object with a `traceEvents` array (Kineto), and a
 bare array of events. A piece whose events do not fit the typed structs (an event that is
@@ -29,14 +35,33 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Final, Union
 
 import msgspec
 import numpy as np
 
+from torchdoctor.analyze._bounds import (
+    MAX_EVENT_BYTES,
+    MAX_NAME_CHARS,
+    MAX_TRACE_BYTES,
+    ReadLimits,
+    _Boundaries,
+    _Capped,
+    _OverCap,
+)
 from torchdoctor.analyze.shapes import op_dtype_code, op_flops_and_bytes
 from torchdoctor.analyze.timeline import CATEGORY_KINDS, Kind
 from torchdoctor.core.errors import TraceError
+
+__all__ = [
+    "CHUNK_BYTES",
+    "MAX_EVENT_BYTES",
+    "MAX_NAME_CHARS",
+    "MAX_TRACE_BYTES",
+    "Columns",
+    "ReadLimits",
+    "read_columns",
+]
 
 # 1 MB of decompressed JSON per decode. Measured on the 26 MB A100 trace (analyze_trace CPU
 # time, peak RSS): 16 MB chunks 0.57 s / 155 MB, 4 MB 0.44 s / 94 MB, 1 MB 0.43 s / 65 MB;
@@ -46,9 +71,11 @@ CHUNK_BYTES = 1 << 20
 # deviceProperties + collect_env dump is tens of kB); reading further for it would hold an
 # unbounded head in memory.
 HEAD_LIMIT_BYTES = 64 << 20
-# How many `}` candidates to try before giving up on a cut (each failed try costs a decode
-# attempt that stops at the first error, so this is cheap).
-MAX_CUT_TRIES = 64
+# How many `}` candidates to try by decoding before the structure scan takes over. A try that
+# fails costs a decode of the buffer up to it; on real traces the last candidate is an event's
+# end (the first try succeeds), so a few tries cover them and a crafted buffer costs at most
+# this many decodes of one chunk.
+MAX_CUT_TRIES = 4
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 GZIP_MAGIC = b"\x1f\x8b"
 _NULL = msgspec.Raw(b"null")
@@ -128,12 +155,16 @@ _EVENTS = msgspec.json.Decoder(list[_AnyEvent])
 class _Interner(dict[Any, int]):
     """Raw event name -> index into `names` (interned as str(name): 1 and "1" are one name)."""
 
-    def __init__(self, names: dict[str, int]) -> None:
+    def __init__(self, names: dict[str, int], max_chars: int = MAX_NAME_CHARS) -> None:
         super().__init__()
         self.names = names
+        self.max_chars = max_chars
 
     def __missing__(self, key: Any) -> int:
-        value = self.names.setdefault(str(key), len(self.names))
+        name = str(key)
+        if len(name) > self.max_chars:
+            raise _OverCap("name_chars", "has an event name longer than", self.max_chars)
+        value = self.names.setdefault(name, len(self.names))
         self[key] = value
         return value
 
@@ -148,10 +179,15 @@ class _CategoryKinds(dict[Any, int]):
         return value
 
 
+#: The range of the int64 columns ids and pids are kept in.
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _as_int(value: Any, default: int = -1) -> int:
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
+        # An id past int64 (a crafted pid of 10**30) is no id the profiler writes.
+        return value if _INT64_MIN <= value <= _INT64_MAX else default
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 2.0**63:
         return int(value)
     if isinstance(value, str):
         try:
@@ -177,14 +213,23 @@ def _int_column(values: list[Any], default: int) -> np.ndarray:
 
 
 def _float_column(values: list[Any]) -> np.ndarray | None:
-    """float64 column, or None when a value is not a number (the caller checks each)."""
+    """float64 column, or None when a value is not a number or an integer past float's range
+    (the caller checks each)."""
     if set(map(type, values)) <= _NUMBER_TYPES:
-        return np.array(values, dtype=np.float64)
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:
+            return None
     return None
 
 
 def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+    if not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past float's range (a crafted 10**400)
+        return False
 
 
 class _Memo(dict[tuple[Any, ...], int]):
@@ -213,13 +258,14 @@ class Columns:
         "ts", "dur", "kind", "name_id", "pid", "tid", "corr", "ext_id", "flops", "nbytes", "dtype"
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, limits: ReadLimits | None = None) -> None:
+        self.limits = limits or ReadLimits()
         self.names: dict[str, int] = {}
         self.parts: dict[str, list[np.ndarray]] = {f: [] for f in self.FIELDS}
         self.skipped = 0
         self.first_skip: str | None = None
         self.top: dict[str, Any] = {}
-        self._interner = _Interner(self.names)
+        self._interner = _Interner(self.names, self.limits.name_chars)
         self._kinds = _CategoryKinds()
         # (name, recorded flops, dims, types, concrete) -> (flops, bytes, dtype code): real
         # traces repeat the same op on the same shapes every step, so each is computed once.
@@ -237,12 +283,15 @@ class Columns:
         types = msgspec.json.decode(types_raw)
         flops = nbytes = math.nan
         if dims is not None:
-            est_flops, est_bytes = op_flops_and_bytes(
-                str(raw_name), dims, types, msgspec.json.decode(concrete_raw)
-            )
+            try:
+                est_flops, est_bytes = op_flops_and_bytes(
+                    str(raw_name), dims, types, msgspec.json.decode(concrete_raw)
+                )
+            except OverflowError:  # shapes past float's range (a crafted 10**400): no estimate
+                est_flops = est_bytes = None
             flops = est_flops if est_flops is not None else math.nan
             nbytes = est_bytes if est_bytes is not None else math.nan
-        if isinstance(recorded, int | float) and recorded > 0:
+        if _numeric(recorded) and recorded > 0:
             flops = float(recorded)
         return flops, nbytes, op_dtype_code(types)
 
@@ -389,8 +438,9 @@ def _decode_doc(data: Any) -> tuple[dict[str, Any], list[Any]]:
     return top, doc.traceEvents
 
 
-def _cut(buf: bytearray) -> tuple[list[Any], int] | None:
-    """Decode the longest decodable run of whole events at the start of `buf`.
+def _try_cuts(buf: bytearray) -> tuple[list[Any], int] | None:
+    """Decode the longest run of whole events at the start of `buf`, trying the last
+    `MAX_CUT_TRIES` candidate cuts (a `}` followed by `,`); None when none decodes.
 
     `buf` starts with "[" (kept there between cuts). The byte after the chosen `}` is
     whitespace or `,`: it is swapped for "]" while msgspec reads the buffer in place, so a
@@ -403,18 +453,24 @@ def _cut(buf: bytearray) -> tuple[list[Any], int] | None:
             return None
         after = bytes(buf[p + 1 : p + 65]).lstrip()
         if after.startswith(b","):
-            saved = buf[p + 1]
-            buf[p + 1] = ord("]")
             try:
-                # The events' Raw fields point into `buf` (msgspec does not copy them): the
-                # caller must drop the events before resizing `buf`.
-                return _decode_events(memoryview(buf)[: p + 2]), p + 1
+                return _decode_at(buf, p), p + 1
             except msgspec.DecodeError:
                 pass  # cut inside a nested value or string: try an earlier `}`
-            finally:
-                buf[p + 1] = saved
         end = p
     return None
+
+
+def _decode_at(buf: bytearray, p: int) -> list[Any]:
+    """The events of `buf` up to the `}` at `p`, decoded in place; raises DecodeError."""
+    saved = buf[p + 1]
+    buf[p + 1] = ord("]")
+    try:
+        # The events' Raw fields point into `buf` (msgspec does not copy them): the caller
+        # must drop the events before resizing `buf`.
+        return _decode_events(memoryview(buf)[: p + 2])
+    finally:
+        buf[p + 1] = saved
 
 
 def _fill(stream: Any, buf: bytearray, target: int) -> bool:
@@ -427,6 +483,11 @@ def _fill(stream: Any, buf: bytearray, target: int) -> bool:
     return False
 
 
+#: Scanned bytes a structure scan may leave behind a cut and still be dropped (the fast tries
+#: then resume): rescanning this much once per cut keeps the cost linear.
+_RESCAN_BYTES: Final = 64 << 10
+
+
 def _read_event_array(stream: Any, buf: bytearray, cols: Columns) -> bytearray:
     """Reduce the events of the array that `buf` starts with ("["), chunk by chunk.
 
@@ -434,17 +495,31 @@ def _read_event_array(stream: Any, buf: bytearray, cols: Columns) -> bytearray:
     the array, for the caller to decode.
     """
     target = CHUNK_BYTES
+    scan: _Boundaries | None = None
     while not _fill(stream, buf, target):
-        cut = _cut(buf)
-        if cut is None:  # no complete event in the buffer yet (a huge one): read on
-            target = len(buf) + CHUNK_BYTES
-            continue
+        cut = _try_cuts(buf) if scan is None else None
+        if cut is None:
+            scan = scan or _Boundaries()
+            scan.scan(buf)
+            p = scan.cut(buf)
+            if p is None:  # no complete event in the buffer yet (a huge one): read on
+                if len(buf) > cols.limits.event_bytes:
+                    raise _OverCap(
+                        "event_bytes", "has an event larger than", cols.limits.event_bytes
+                    )
+                target = len(buf) + CHUNK_BYTES
+                continue
+            cut = _decode_at(buf, p), p + 1  # the scan says it is whole: errors are real
         events, used = cut
         cols.add(events)
         del cut, events  # releases the Raw views into buf
         comma = buf.index(b",", used)
         del buf[:comma]
         buf[0] = ord("[")
+        if scan is not None:
+            scan.shift(comma)
+            if scan.pos < _RESCAN_BYTES:
+                scan = None
         target = CHUNK_BYTES
     return buf
 
@@ -496,9 +571,11 @@ def _is_gzip(path: Path) -> bool:
         return probe.read(2) == GZIP_MAGIC
 
 
-def read_columns(path: Path) -> Columns:
-    """The trace's events as columns; raises `TraceError` (one line) on unreadable input."""
-    cols = Columns()
+def read_columns(path: Path, limits: ReadLimits | None = None) -> Columns:
+    """The trace's events as columns; raises `TraceError` (one line) on unreadable input or
+    input over `limits` (default: `ReadLimits.from_environment()`)."""
+    limits = limits or ReadLimits.from_environment()
+    cols = Columns(limits)
     gzipped = _is_gzip(path)
     # Decoding allocates hundreds of thousands of short-lived, acyclic objects; the cyclic
     # garbage collector would traverse them again and again for nothing (pausing it cut the
@@ -508,7 +585,7 @@ def read_columns(path: Path) -> Columns:
     try:
         # gzip.open owns the file it opens, so closing the stream closes the file too.
         with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
-            _read(stream, cols)
+            _read(_Capped(stream, limits.trace_bytes), cols)
     except (EOFError, zlib.error) as exc:
         raise TraceError(
             f"{path}: the gzip stream is truncated or corrupt ({exc})",
@@ -516,6 +593,17 @@ def read_columns(path: Path) -> Columns:
         ) from None
     except gzip.BadGzipFile as exc:
         raise TraceError(f"{path}: not a valid gzip file ({exc})") from None
+    except RecursionError:
+        raise TraceError(
+            f"{path}: JSON nested deeper than it can be read",
+            hint="pass a Chrome/Kineto trace written by torch.profiler",
+        ) from None
+    except _OverCap as exc:
+        variable = ReadLimits.VARIABLES[exc.field]
+        raise TraceError(
+            f"{path}: the trace {exc.what} {exc.limit} {exc.unit}",
+            hint=f"if it is a trace you trust, raise the cap: {variable}={exc.limit * 4}",
+        ) from None
     except _NoEvents as exc:
         raise TraceError(
             f"{path}: JSON has no 'traceEvents' list{' ' + str(exc) if str(exc) else ''}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from torchdoctor.analyze.rank_records import CrossRankAnalysis
 from torchdoctor.core.records import Record, SubRecord
 
@@ -105,6 +107,12 @@ class SyncStats(SubRecord):
     idle_after_us: float | None = None
     cost_us: float | None = None
     grad_scaler_reads: int = 0  # GradScaler's found_inf reads, not counted as sync points
+    # Schema 6. Scalar reads that waited for no device (host tensors, e.g. AdamW's CPU step
+    # counters), not counted as sync points; 0 where the trace records no runtime calls.
+    host_scalar_reads: int = 0
+    # Schema 6. torchdoctor's own syncs (inside its TOOL_SYNC_RANGE annotation) by name, not
+    # counted as the job's.
+    tool_by_name: dict[str, int] = Field(default_factory=dict)
 
 
 class KernelMix(SubRecord):
@@ -160,9 +168,9 @@ class TraceAnalysis(Record):
 
     schema_name = "trace_analysis"
     # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability;
-    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank, attention.
-    # Older records still read.
-    schema_version = 5
+    # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank, attention;
+    # 6: SyncStats.host_scalar_reads, tool_by_name. Older records still read.
+    schema_version = 6
 
     source: str
     device_name: str | None

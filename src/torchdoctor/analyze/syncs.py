@@ -5,6 +5,17 @@ device/stream/event synchronize calls, and reading a device scalar (`tensor.item
 runs `aten::_local_scalar_dense`: a device-to-host copy plus a stream synchronize). A
 `_local_scalar_dense` that already contains a synchronize call counts once.
 
+A scalar read is a sync only when it waits for the device. On a trace that records the device
+runtime, a read of a device tensor shows its copy and wait beneath it (CUDA: cudaMemcpyAsync
+then cudaStreamSynchronize, as the H100 traces in tests/data/traces record; ROCm:
+hipMemcpyWithStream); a read with neither beneath read a host tensor, such as the step
+counters AdamW keeps on the CPU and reads with `.item()` every step (the A100 trace there
+holds 945 such reads, each 1-2 us). Those are counted apart (`host_scalar_reads`). A trace
+with no runtime events cannot tell, and counts every read as before.
+
+torchdoctor's own syncs run inside a `TOOL_SYNC_RANGE` annotation (core.tool_syncs): they are
+listed apart (`tool_by_name`), not counted as the job's.
+
 Copies are split by direction and by host memory kind as the trace names them, e.g.
 "Memcpy HtoD (Pinned -> Device)": pageable host memory forces a staged, synchronous copy.
 """
@@ -20,6 +31,7 @@ from torchdoctor.analyze import intervals as iv
 from torchdoctor.analyze.records import CopyStat, SyncStats
 from torchdoctor.analyze.step_windows import in_windows
 from torchdoctor.analyze.timeline import BoolArray, Kind, Timeline
+from torchdoctor.core.tool_syncs import TOOL_SYNC_RANGE
 
 SYNC_CALLS = frozenset(
     {
@@ -37,6 +49,8 @@ SYNC_CALLS = frozenset(
 SCALAR_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 # The op GradScaler.unscale_ runs before GradScaler.step reads found_inf (torch.amp).
 GRAD_SCALER_UNSCALE = "aten::_amp_foreach_non_finite_check_and_unscale_"
+#: Runtime calls that copy between host and device: the copy of a device scalar's read.
+COPY_CALL_PREFIXES = ("cudaMemcpy", "cuMemcpy", "hipMemcpy")
 _COPY_NAME = re.compile(r"Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 
 
@@ -131,26 +145,31 @@ def sync_stats(tl: Timeline, windows: iv.Intervals, selected: BoolArray | None =
     scaler = _grad_scaler_reads(tl, lsd)
     sync_idx = np.flatnonzero(is_sync)
     # A sync call inside a scalar read is that read's sync, not another point.
-    owner = np.full(sync_idx.size, -1)
-    if lsd.size and sync_idx.size:
-        by_start = np.argsort(tl.ts[lsd], kind="stable")
-        pos = np.searchsorted(tl.ts[lsd][by_start], tl.ts[sync_idx], side="right") - 1
-        cand = lsd[by_start][np.clip(pos, 0, None)]
-        inside = (
-            (pos >= 0) & (tl.end[sync_idx] <= tl.end[cand]) & (tl.tid[sync_idx] == tl.tid[cand])
-        )
-        owner[inside] = np.searchsorted(lsd, cand[inside])
+    owner = _enclosing(tl, lsd, sync_idx)
     own_sync = np.zeros(lsd.size, dtype=bool)
     own_sync[owner[owner >= 0]] = True
-    # GradScaler's reads drop out with their aten::item parents and inner sync calls.
+    waits = _waits_for_device(tl, lsd)
+    tool_ranges = np.flatnonzero(
+        tl.name_mask(lambda n: n == TOOL_SYNC_RANGE) & tl.mask(Kind.USER_ANNOTATION, Kind.CPU_OP)
+    )
+    tool_lsd = _inside_any(tl, lsd, tool_ranges)
+    tool_sync = _inside_any(tl, sync_idx, tool_ranges)
+    # GradScaler's reads drop out with their aten::item parents and inner sync calls; so do
+    # reads of host tensors (no device wait) and torchdoctor's own syncs.
     excluded = set(lsd[scaler].tolist())
-    keep_sync = ~np.isin(owner, np.flatnonzero(scaler)) | (owner < 0)
-    keep_lsd = ~scaler
+    keep_lsd = ~scaler & waits & ~tool_lsd
+    dropped_owner = np.isin(owner, np.flatnonzero(~keep_lsd)) & (owner >= 0)
+    keep_sync = ~dropped_owner & ~tool_sync
     by_name: Counter[str] = Counter(tl.names[int(i)] for i in tl.name_id[sync_idx[keep_sync]])
     by_name.update(tl.names[int(i)] for i in tl.name_id[lsd[keep_lsd]])
     items = np.flatnonzero(is_scalar & ~lsd_mask)
-    drop_items = _parents(tl, items, lsd[scaler])
+    item_of = _enclosing(tl, items, lsd)
+    drop_items = np.zeros(items.size, dtype=bool)
+    drop_items[item_of[~keep_lsd & (item_of >= 0)]] = True
     by_name.update(tl.names[int(i)] for i in tl.name_id[items[~drop_items]])
+    tool_by_name: Counter[str] = Counter(
+        tl.names[int(i)] for i in tl.name_id[np.concatenate((sync_idx[tool_sync], lsd[tool_lsd]))]
+    )
     # Each point: (host blocked from, to).
     point_idx = np.concatenate((sync_idx[keep_sync], lsd[keep_lsd & ~own_sync]))
     starts, ends = tl.ts[point_idx], tl.end[point_idx]
@@ -173,19 +192,59 @@ def sync_stats(tl: Timeline, windows: iv.Intervals, selected: BoolArray | None =
         by_name=dict(sorted(by_name.items())),
         copies=copy_stats(tl),
         grad_scaler_reads=len(excluded),
+        host_scalar_reads=int(np.sum(~waits & ~tool_lsd)),
+        tool_by_name=dict(sorted(tool_by_name.items())),
         **extra,
     )
 
 
-def _parents(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> BoolArray:
-    """Which `outer` events (e.g. aten::item) enclose one of the `inner` events."""
-    out = np.zeros(outer.size, dtype=bool)
-    # The inner events' columns once: `tl.end` is computed over the whole trace on each use,
-    # and indexing it per outer event made this loop most of `analyze` on a 115 MB trace.
+def _enclosing(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Per `inner` event, the position in `outer` of the event enclosing it on the same thread
+    (-1 if none). `outer` events of one kind do not nest in each other (scalar reads, their
+    aten::item parents), so the latest one to start before an inner event is the only
+    candidate."""
+    found = np.full(inner.size, -1)
+    if outer.size == 0 or inner.size == 0:
+        return found
+    by_start = np.argsort(tl.ts[outer], kind="stable")
+    o_ts = tl.ts[outer][by_start]
+    pos = np.searchsorted(o_ts, tl.ts[inner], side="right") - 1
+    cand = outer[by_start][np.clip(pos, 0, None)]
+    inner_end = tl.ts[inner] + tl.dur[inner]
+    cand_end = tl.ts[cand] + tl.dur[cand]
+    inside = (pos >= 0) & (inner_end <= cand_end) & (tl.tid[inner] == tl.tid[cand])
+    found[inside] = by_start[np.clip(pos, 0, None)][inside]
+    return found
+
+
+def _inside_any(tl: Timeline, inner: np.ndarray, ranges: np.ndarray) -> BoolArray:
+    """Which `inner` events lie inside one of `ranges` (few: one per tool sync) on their
+    thread."""
+    out = np.zeros(inner.size, dtype=bool)
     i_ts, i_tid = tl.ts[inner], tl.tid[inner]
     i_end = i_ts + tl.dur[inner]
-    o_ts, o_tid = tl.ts[outer], tl.tid[outer]
-    o_end = o_ts + tl.dur[outer]
-    for j in range(outer.size):
-        out[j] = bool(np.any((i_ts >= o_ts[j]) & (i_end <= o_end[j]) & (i_tid == o_tid[j])))
+    for r in ranges.tolist():
+        r_end = tl.ts[r] + tl.dur[r]
+        out |= (i_ts >= tl.ts[r]) & (i_end <= r_end) & (i_tid == tl.tid[r])
+    return out
+
+
+def _waits_for_device(tl: Timeline, lsd: np.ndarray) -> BoolArray:
+    """Which scalar reads (indices) waited for the device: a copy or synchronize runtime call
+    runs beneath them. All of them when the trace records no runtime calls (a CPU-only
+    profile, or one without CUDA activity): it cannot tell."""
+    runtime = tl.mask(Kind.RUNTIME)
+    if not runtime.any():
+        return np.ones(lsd.size, dtype=bool)
+    waiting = np.flatnonzero(
+        runtime & tl.name_mask(lambda n: n in SYNC_CALLS or n.startswith(COPY_CALL_PREFIXES))
+    )
+    return _has_inner(tl, lsd, waiting)
+
+
+def _has_inner(tl: Timeline, outer: np.ndarray, inner: np.ndarray) -> BoolArray:
+    """Which `outer` events enclose at least one `inner` event on the same thread."""
+    out = np.zeros(outer.size, dtype=bool)
+    pos = _enclosing(tl, outer, inner)
+    out[pos[pos >= 0]] = True
     return out

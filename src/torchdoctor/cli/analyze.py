@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import UsageError
 
@@ -48,9 +49,8 @@ def analyze(
         ..., help="A .json or .json.gz profiler trace, or a folder of per-rank traces."
     ),
     top: int = typer.Option(15, "--top", help="How many ops to list (heaviest first)."),
-    out: Path | None = typer.Option(
-        None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
-    ),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     report: bool = typer.Option(
         True,
         "--report/--no-report",
@@ -62,8 +62,7 @@ def analyze(
         raise UsageError(f"--top must be at least 1, got {top}")
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
+    check_out(out, force=force)
     # Analyze first: a trace that cannot be read leaves no run folder behind.
     result = _load_analyzer()(trace, top=top)
     for warning in result.warnings:
@@ -77,9 +76,8 @@ def analyze(
     emit(result, render)
     if report:
         from torchdoctor.cli.reporting import write_run_reports
-        from torchdoctor.core.rundir import ANALYSIS, finish_run_dir, new_run_dir
+        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
 
         run_dir = new_run_dir("analyze", str(trace), out=out)
-        result.write(run_dir / ANALYSIS)
-        finish_run_dir(run_dir)
-        write_run_reports(run_dir)
+        with finishing(run_dir, reports=lambda: write_run_reports(run_dir)):
+            result.write(run_dir / ANALYSIS)

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import budget_option
 from torchdoctor.cli.state import emit
 from torchdoctor.core.errors import UsageError
 
@@ -37,7 +38,7 @@ def bench_command(
     vs: str | None = typer.Option(
         None, "--vs", help="A second statement to compare against STMT (the baseline)."
     ),
-    budget: float = typer.Option(10.0, "--budget", help="Seconds to spend at most."),
+    budget: float = budget_option("10s", "Time to spend at most."),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level, 0..1."),
     target: float = typer.Option(
         0.01, "--target", help="Stop once the CI half-width is this fraction of the median."
@@ -50,8 +51,6 @@ def bench_command(
     ),
 ) -> None:
     """Time STMT (warm-up, adaptive repetition, CI of the median), or compare it with --vs."""
-    if not (budget > 0 and math.isfinite(budget)):
-        raise UsageError(f"--budget {budget:g} must be a positive number of seconds")
     if not 0.0 < confidence < 1.0:
         raise UsageError(f"--confidence {confidence:g} must be between 0 and 1", hint="e.g. 0.95")
     if not target > 0:

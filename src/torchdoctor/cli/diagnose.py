@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import typer
 from rich.console import Console
 
+from torchdoctor.api import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP, parse_command
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
+from torchdoctor.cli.options import (
+    DEVICE_HELP,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    out_option,
+    param_option,
+    parse_settings,
+    parse_workload_params,
+    refuse_given,
+    warmup_option,
+)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import console, emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
@@ -41,24 +54,6 @@ def _looks_like_a_path(target: str) -> bool:
     return target.endswith(TRACE_ENDINGS) or "/" in target or os.sep in target
 
 
-def _split_command(args: list[str]) -> tuple[list[str], bool]:
-    """`python train.py a b` / `python -m pkg.mod a` / `train.py a` -> (argv, module)."""
-    if not args:
-        raise UsageError("no command after --", hint="e.g. torchdoctor diagnose -- python train.py")
-    rest = list(args)
-    if Path(rest[0]).name.startswith("python"):
-        rest = rest[1:]
-    if rest and rest[0] == "-m":
-        if len(rest) < 2:
-            raise UsageError("-m needs a module name", hint="e.g. -- python -m pkg.train")
-        return rest[1:], True
-    if not rest:
-        raise UsageError("no script after python", hint="e.g. -- python train.py")
-    if Path(rest[0]).name in ("torchrun",) or rest[0].endswith("torch.distributed.run"):
-        return ["torch.distributed.run", *rest[1:]], True  # the job, each rank inside
-    return rest, False
-
-
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
     help="Name the bottleneck of a script (-- python train.py ...), a workload, or a trace. "
@@ -70,10 +65,18 @@ def diagnose(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name, or a TRACE file/folder."),
     steps: int | None = typer.Option(None, "--steps", help="End the script after N steps."),
-    warmup: int = typer.Option(5, "--warmup", help="Steps before the profiled window."),
-    profile_steps: int = typer.Option(5, "--profile-steps", help="Steps to profile."),
-    out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
+    warmup: int = warmup_option(
+        DEFAULT_WARMUP,
+        "Here: before the profiled window, so that compilation and the allocator's growth "
+        "stay out of it.",
+    ),
+    profile_steps: int = typer.Option(
+        DEFAULT_PROFILE_STEPS, "--profile-steps", min=0, help="Steps to profile."
+    ),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     set_: list[str] = typer.Option([], "--set", help="knob=value for a workload (repeatable)."),
+    params: list[str] = param_option(),
     device: str | None = device_option(f"For a workload: {DEVICE_HELP} A script picks its own."),
     memory: bool = typer.Option(
         False,
@@ -91,13 +94,15 @@ def diagnose(
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py"):
         command = [target]  # `torchdoctor diagnose -- train.py`: a script without arguments
+    _refuse_what_the_target_ignores(ctx, command, target)
+    check_out(out, force=force)
     if memory and (command or target is None or Path(target).exists()):
         raise UsageError(
             "--memory applies to a workload only",
             hint="torchdoctor diagnose WORKLOAD --memory, or torchdoctor memory WORKLOAD",
         )
     if command:
-        argv, module = _split_command(command)
+        argv, module = parse_command(command)
         exam = examine_script(
             argv,
             module=module,
@@ -118,12 +123,7 @@ def diagnose(
             "name (see `torchdoctor workloads`), or a script after `--`",
         )
     else:
-        settings: dict[str, str] = {}
-        for item in set_:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
-            settings[key.strip()] = value.strip()
+        settings = parse_settings(set_)
         exam = examine_workload(
             target,
             settings,
@@ -132,6 +132,7 @@ def diagnose(
             profile_steps=profile_steps,
             out=out,
             device=default_device(device),
+            params=parse_workload_params(params),
         )
     job = exam.job
     if job is not None:  # several ranks: one diagnosis of the job, its ranks inside
@@ -153,7 +154,9 @@ def diagnose(
         emit(d, render)
     plan = exam.memory  # a script's step, split into its owners
     if memory and target is not None and exam.diagnoses and not exam.error:
-        plan = memory_beside(target, settings, default_device(device), exam.run_dir)
+        plan = memory_beside(
+            target, settings, default_device(device), exam.run_dir, parse_workload_params(params)
+        )
     if plan is not None:
         from torchdoctor.report import memory_summary
 
@@ -166,14 +169,39 @@ def diagnose(
         err_console.print(f"whatever was measured is in {display_path(exam.run_dir)}")
     code = exam.exit_code
     if code not in (None, 0):
-        raise ScriptExit(exam.error or f"the script exited with code {code}", exit_code=int(code))
+        raise ScriptExit(exam.error or f"the script exited with code {code}", script_code=int(code))
     if exam.error:
         where = display_path(exam.run_dir)
         raise DiagnoseError(exam.error, hint=f"what was measured is in {where}")
 
 
+def _refuse_what_the_target_ignores(
+    ctx: typer.Context, command: list[str], target: str | None
+) -> None:
+    """A script picks its own recipe and device; a trace was measured already."""
+    if command:
+        refuse_given(
+            ctx,
+            ("set_", "params", "device"),
+            case="for a script",
+            hint="a script's recipe and device are its own (`torchdoctor run --recipe R -- ...` "
+            "runs one with a recipe)",
+        )
+    elif target is not None and Path(target).exists() and not target.endswith(".py"):
+        refuse_given(
+            ctx,
+            ("steps", "warmup", "profile_steps", "set_", "params", "device"),
+            case="for a trace",
+            hint="a trace is read as it was recorded",
+        )
+
+
 def memory_beside(
-    workload: str, settings: dict[str, str], device: str, run_dir: Path
+    workload: str,
+    settings: dict[str, str],
+    device: str,
+    run_dir: Path,
+    params: dict[str, Any] | None = None,
 ) -> MemoryPlan:
     """`diagnose WORKLOAD --memory`: the owners at the diagnosed batch and half of it, written
     to the diagnosis's run folder (memory.json, so its report shows them)."""
@@ -182,7 +210,7 @@ def memory_beside(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    job = get_workload(workload)
+    job = get_workload(workload, **(params or {}))
     others = [f"{k}={v}" for k, v in settings.items() if k != "batch_size"]
     recipe = Recipe.parse(others, workload=job, device=device)
     batch = int(settings.get("batch_size", job.default_batch_size))

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.state import emit
-from torchdoctor.core.errors import UsageError
+from torchdoctor.cli.options import check_out, force_option, out_option
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,9 +22,8 @@ def diff(
         ..., metavar="A", help="The earlier run folder, tuning result or trace."
     ),
     b: Path = typer.Argument(..., metavar="B", help="The later one, of the same kind."),
-    out: Path | None = typer.Option(
-        None, "--out", help="Run folder to write (default: a new one under torchdoctor-runs/)."
-    ),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     report: bool = typer.Option(
         True,
         "--report/--no-report",
@@ -45,11 +45,13 @@ def diff(
     A change is called significant when its interval excludes no change and it moves at least
     5% of A's median step; the intervals cover the spread between steps within each run, not
     between two processes of one job.
+
+    Exit code 1 when B is slower than A (its step significantly longer, or a throughput
+    significantly lower), so that a CI job can gate on it; 0 otherwise.
     """
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out} exists and is not an empty folder", hint="pass a new one")
+    check_out(out, force=force)
     from torchdoctor.diagnose import diff_inputs
 
     result = diff_inputs(a, b)  # bad input fails before a run folder is made
@@ -68,3 +70,6 @@ def diff(
         result.write(run_dir / DIFF)
         finish_run_dir(run_dir)
         write_run_reports(run_dir)
+    if result.regressed:
+        err_console.print(f"regression: B is slower than A: {result.verdict}", highlight=False)
+        raise typer.Exit(ExitCode.FINDINGS)

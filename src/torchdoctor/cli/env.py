@@ -1,10 +1,11 @@
-"""`torchdoctor env`: this machine's fingerprint and measured ceilings."""
+"""`torchdoctor env`: torchdoctor's version, this machine's fingerprint and measured ceilings."""
 
 from __future__ import annotations
 
 import typer
 from rich.console import Console
 
+from torchdoctor._version import __version__
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
@@ -30,6 +31,14 @@ def env_command(
     def render(console: Console) -> None:
         from torchdoctor.report import render_env
 
+        console.print(f"torchdoctor {__version__}", highlight=False)
         render_env(console, fp, ceilings)
 
-    emit({"fingerprint": fp.to_json_dict(), "ceilings": ceilings.to_json_dict()}, render)
+    emit(
+        {
+            "torchdoctor": __version__,
+            "fingerprint": fp.to_json_dict(),
+            "ceilings": ceilings.to_json_dict(),
+        },
+        render,
+    )

@@ -22,15 +22,20 @@ from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
+    check_out,
     default_device,
     device_option,
+    force_option,
+    out_option,
+    param_option,
+    parse_size,
     parse_workload_params,
+    refuse_given,
     seed_option,
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
-from torchdoctor.cli.tune import parse_size
 from torchdoctor.core.errors import UsageError
 from torchdoctor.report import render_memory
 
@@ -85,11 +90,12 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     """`memory -- python train.py ...`: the script's second step split into its owners,
     written to a new run folder's memory.json."""
     from torchdoctor.analyze import owners_plan
-    from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.collect import read_profiles, run_script
+    from torchdoctor.api import parse_command
+    from torchdoctor.collect import read_profiles
     from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.procs import run_script
 
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
     collect = run_dir / "collect"
     try:
@@ -144,7 +150,7 @@ def memory_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set precision=bf16."
     ),
-    params: list[str] = typer.Option([], "--param", help="Workload parameter name=value."),
+    params: list[str] = param_option(),
     check_edge: bool = typer.Option(
         False,
         "--check-edge",
@@ -153,7 +159,8 @@ def memory_command(
         "budget (RLIMIT_DATA), and record it beside the prediction. A probe per batch; "
         "about ten probes of a few seconds each.",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     seed: int = seed_option(),
     device: str | None = device_option(),
 ) -> None:
@@ -182,6 +189,7 @@ def memory_command(
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+    check_out(out, force=force)
     if command:
         if max_memory or batch_sizes or settings or params or check_edge:
             raise UsageError(
@@ -189,6 +197,9 @@ def memory_command(
                 hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge "
                 "for a script",
             )
+        refuse_given(
+            ctx, ("seed", "device"), case="for a script", hint="its seed and device are its own"
+        )
         plan, run_dir = script_memory(command, out)
         emit(plan, lambda console: render_memory(console, plan))
         write_run_reports(run_dir)
@@ -213,8 +224,6 @@ def memory_command(
         check_edge_usage(budget, device)
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
-    if out is not None and out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     run_dir = new_run_dir("memory", job.name, out=out)
     try:
         plan = study_memory(

@@ -16,14 +16,19 @@ from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
+    check_out,
     default_device,
     device_option,
+    force_option,
+    out_option,
+    param_option,
     parse_workload_params,
     seed_option,
+    warmup_option,
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
-from torchdoctor.core.errors import TorchDoctorError, UsageError
+from torchdoctor.core.errors import TorchDoctorError
 
 
 def _ceilings(device: str) -> Any | None:
@@ -43,11 +48,16 @@ def profile_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set batch_size=64."
     ),
-    params: list[str] = typer.Option([], "--param", help="Workload parameter name=value."),
+    params: list[str] = param_option(),
     wait: int = typer.Option(1, "--wait", min=0, help="Steps run unprofiled first."),
-    warmup: int = typer.Option(2, "--warmup", min=0, help="Profiler warm-up steps (discarded)."),
+    warmup: int = warmup_option(
+        2,
+        "Here: the profiler's warm-up (torch.profiler's schedule), after --wait, so that its "
+        "own start-up stays out of the trace.",
+    ),
     active: int = typer.Option(3, "--active", min=1, help="Steps recorded in the trace."),
-    out: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one)."),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     seed: int = seed_option(),
     device: str | None = device_option(),
     ceilings: bool = typer.Option(
@@ -63,11 +73,10 @@ def profile_command(
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
+    check_out(out, force=force)
     device = default_device(device)
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
-    if out is not None and out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     machine = _ceilings(device) if ceilings else None
     run_dir = new_run_dir("profile", job.name, out=out)
     try:

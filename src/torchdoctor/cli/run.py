@@ -1,4 +1,6 @@
-"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes.
+"""`torchdoctor run WORKLOAD`: train a workload under a recipe; show where each step's time goes
+(`torchdoctor.run`); with `--recipe R --vs-baseline`, the recipe against the workload as it is
+in fresh process pairs.
 
 `torchdoctor run [--recipe R] -- python train.py ARGS`: run a script unmodified, as it is or
 with the recipe injected; with `--vs-baseline`, the recipe against the script as it is in
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -16,10 +19,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
+    check_out,
     default_device,
     device_option,
+    force_option,
+    out_option,
+    pairs_option,
+    param_option,
+    parse_settings,
     parse_workload_params,
+    refuse_given,
     seed_option,
+    warmup_option,
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
 from torchdoctor.core.errors import EngineError, UsageError
@@ -41,28 +52,28 @@ def run_command(
     recipe_file: Path | None = typer.Option(
         None,
         "--recipe",
-        help="For a script: JSON knob values to inject (tune's best_recipe.json or tune.json); "
-        "without it the script is measured as it is.",
+        help="JSON knob values (tune's best_recipe.json, tune.json or its run folder): injected "
+        "into a script, or a workload's recipe (--set adds to it); without it a script is "
+        "measured as it is.",
     ),
     vs_baseline: bool = typer.Option(
         False,
         "--vs-baseline",
-        help="For a script with --recipe: measure the recipe against the script as it is in "
+        help="With --recipe: measure the recipe against the script (or workload) as it is in "
         "fresh process pairs, as tune's final A/B does, and print the ratio with its interval.",
     ),
-    pairs: int = typer.Option(
-        DEFAULT_REPLICATES,
-        "--pairs",
-        min=MIN_REPLICATES,
-        help="With --vs-baseline: fresh process pairs (each launches the script twice).",
+    pairs: int = pairs_option(
+        DEFAULT_REPLICATES, MIN_REPLICATES, "With --vs-baseline: how many to run."
     ),
-    out: Path | None = typer.Option(None, "--out", help="For a script: run folder to write."),
+    out: Path | None = out_option(
+        "Run folder to write (a script's run, or --vs-baseline's A/B; default: a new one under "
+        "torchdoctor-runs/)."
+    ),
+    force: bool = force_option(),
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set compile=default."
     ),
-    params: list[str] = typer.Option(
-        [], "--param", help="Workload parameter name=value, e.g. --param decode_cost_us=0."
-    ),
+    params: list[str] = param_option(),
     steps: int | None = typer.Option(
         None,
         "--steps",
@@ -71,11 +82,9 @@ def run_command(
         f"least {MIN_STEADY_S:g} s of them, the window the tuner times); for a script: end it "
         "after N steps.",
     ),
-    warmup: int = typer.Option(
+    warmup: int = warmup_option(
         MIN_WARMUP_STEPS,
-        "--warmup",
-        min=0,
-        help="Least warm-up steps (compile happens here); more run until step times settle "
+        "The least before timing (compile happens here); more run until step times settle "
         "within 10%, as the tuner warms up.",
     ),
     seed: int = seed_option(),
@@ -117,18 +126,26 @@ def run_command(
     (torchrun --standalone), as the tuner ran its arms:
 
         torchdoctor run --recipe RUN --vs-baseline -- torchrun --nproc_per_node 2 train.py
+
+    A workload's recipe too (--set adds to it), alone or against the workload as it is:
+
+        torchdoctor run cnn --recipe RUN
+        torchdoctor run cnn --recipe RUN --vs-baseline
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    if command or recipe_file is not None or vs_baseline:
+    if not command and workload is not None and workload.endswith(".py") and ":" not in workload:
+        command = [workload]  # `run --recipe R -- train.py`: a script without arguments
+    _refuse_what_the_case_ignores(ctx, script=bool(command), vs_baseline=vs_baseline)
+    if vs_baseline and recipe_file is None:
+        raise UsageError(
+            "--vs-baseline needs --recipe: the recipe to measure against the job as it is",
+            hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
+        )
+    if command:
         from torchdoctor.cli.script_run import recheck_recipe, run_script_with_recipe
 
-        if not command and workload is not None:
-            command = [workload]  # `run --recipe R -- train.py`: a script without arguments
-        if not command:
-            raise UsageError(
-                "no script to run", hint="torchdoctor run --recipe R -- python train.py"
-            )
+        check_out(out, force=force)
         if vs_baseline:
             recheck_recipe(command, recipe_file, pairs=pairs, steps=steps, out=out)
             return
@@ -136,13 +153,77 @@ def run_command(
         return
     if workload is None:
         raise UsageError("nothing to run", hint="torchdoctor run WORKLOAD, or -- python train.py")
-    from torchdoctor.engine import run_workload
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads import get_workload
+    from torchdoctor.cli.script_run import load_recipe_file
 
-    device = default_device(device)
-    job = get_workload(workload, **parse_workload_params(params))
-    recipe = Recipe.parse(settings, workload=job, device=device)
+    recipe = load_recipe_file(recipe_file) if recipe_file is not None else {}
+    recipe.update(parse_settings(settings))
+    if vs_baseline:
+        from torchdoctor.cli.script_run import recheck_workload_recipe
+
+        check_out(out, force=force)
+        recheck_workload_recipe(
+            workload,
+            recipe,
+            pairs=pairs,
+            steps=steps,
+            seed=seed,
+            device=default_device(device),
+            out=out,
+        )
+        return
+    refuse_given(
+        ctx,
+        ("out", "force"),
+        case="for a workload's run",
+        hint="it writes no run folder (--json prints its record); --vs-baseline's A/B writes one",
+    )
+    _run_workload(
+        workload,
+        recipe,
+        params=parse_workload_params(params),
+        steps=steps,
+        warmup=warmup,
+        seed=seed,
+        device=default_device(device),
+        measure_phases=not throughput,
+    )
+
+
+def _refuse_what_the_case_ignores(ctx: typer.Context, *, script: bool, vs_baseline: bool) -> None:
+    """Options this case cannot honour, refused in one line before anything runs."""
+    if vs_baseline:
+        refuse_given(
+            ctx,
+            ("warmup", "throughput", "params"),
+            case="with --vs-baseline",
+            hint="each process warms up until its step times settle, builds the job as it is, "
+            "and only throughput is compared",
+        )
+    else:
+        refuse_given(ctx, ("pairs",), case="without --vs-baseline", hint="add --vs-baseline")
+    if script:
+        refuse_given(
+            ctx,
+            ("settings", "params", "seed", "device", "throughput"),
+            case="for a script",
+            hint="a script's recipe comes from --recipe; its parameters, seed and device are "
+            "its own",
+        )
+
+
+def _run_workload(
+    workload: str,
+    recipe: dict[str, Any],
+    *,
+    params: dict[str, Any],
+    steps: int | None,
+    warmup: int,
+    seed: int,
+    device: str,
+    measure_phases: bool,
+) -> None:
+    """`run WORKLOAD`: `torchdoctor.run` with a progress bar on a terminal, then the record."""
+    from torchdoctor.api import run
 
     bar: Progress | None = None
     if progress_enabled():
@@ -155,26 +236,24 @@ def run_command(
             transient=True,
         )
     planned = (steps or DEFAULT_STEADY_STEPS) + warmup  # grows with warm-up and the 3 s window
-    task = bar.add_task(f"{job.name}: {recipe.describe()}", total=planned) if bar else None
+    task = bar.add_task(f"run {workload}", total=planned) if bar else None
 
     def progress(done: int, total: int) -> None:
         if bar is not None and task is not None:
             bar.update(task, completed=done, total=total)
 
-    from torchdoctor.measure import watch_load
-
-    with bar if bar is not None else nullcontext(), watch_load() as load:
-        result = run_workload(
-            job,
-            recipe,
+    with bar if bar is not None else nullcontext():
+        result = run(
+            workload,
+            recipe=recipe,
+            params=params,
             steps=steps,
-            warmup_steps=warmup,
-            measure_phases=not throughput,
+            warmup=warmup,
+            measure_phases=measure_phases,
             device=device,
             seed=seed,
             progress=progress,
         )
-    result = result.model_copy(update={"machine_load": load.reading})
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_run

@@ -7,19 +7,30 @@ torchdoctor scale WORKLOAD --nproc 2 --nnodes 2 --rdzv-endpoint HOST:PORT [--nod
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
+from torchdoctor.api import parse_command
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
+from torchdoctor.cli.options import (
+    DURATION_HELP,
+    check_out,
+    force_option,
+    out_option,
+    parse_duration,
+)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.rundir import SCALING, display_path, finish_run_dir, new_run_dir
+
+if TYPE_CHECKING:
+    from torchdoctor.scale import StudyPlan
 
 _HELP = """Measure how a job scales over N processes (torchrun at each N) and why it is not N
 times faster: a collective microbenchmark at each N (all-reduce, all-gather, reduce+broadcast;
@@ -39,6 +50,14 @@ Several nodes: prints each node's command (one shared --out); node 0 gathers the
 
 #: scale.launch.JOB_TIMEOUT_S (not imported: `--help` stays free of the stage's imports).
 _JOB_TIMEOUT_S = 900.0
+
+
+def _job_timeout(text: str | float) -> float:
+    """--job-timeout in seconds: a duration, as every --budget is (a plain number is seconds)."""
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise UsageError(f"--job-timeout {text}: not a positive duration", hint=exc.hint) from None
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -62,8 +81,8 @@ def _bandwidths(text: str) -> list[float]:
 
 
 def _script(command: list[str]) -> list[str]:
-    rest = command[1:] if command and Path(command[0]).name.startswith("python") else command
-    if not rest or not rest[0].endswith(".py"):
+    rest, module = parse_command(command)
+    if module or not rest[0].endswith(".py"):
         raise UsageError(
             "scale runs a script file after --",
             hint="torchdoctor scale --nproc 1,2 -- python train.py",
@@ -128,7 +147,8 @@ def scale(
         "--local-addr",
         help="This node's address as the others reach it (several nodes; default: its name's).",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run folder (shared by the nodes)."),
+    out: Path | None = out_option("Run folder to write (shared by the nodes)."),
+    force: bool = force_option(),
     bench_sizes: str = typer.Option(
         "",
         "--bench-sizes",
@@ -136,44 +156,33 @@ def scale(
         "a slow link takes minutes over the largest).",
     ),
     job_timeout: float = typer.Option(
-        _JOB_TIMEOUT_S,
+        f"{_JOB_TIMEOUT_S:g}s",
         "--job-timeout",
-        help="Seconds one world size's job may take before it and its ranks are ended.",
+        parser=_job_timeout,
+        metavar="DURATION",
+        help="How long one world size's job may take before it and its ranks are ended. "
+        f"{DURATION_HELP}",
     ),
 ) -> None:
-    from torchdoctor.scale import (
-        SCALING_MODES,
-        StudyPlan,
-        Topology,
-        build_study,
-        check_backend,
-        check_rendezvous,
-        parse_endpoint,
-        run_worlds,
-        warn_oversubscribed,
-    )
+    from torchdoctor.scale import check_request, plan_study
 
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py") and ":" not in target:
         command = [target]  # `torchdoctor scale -- train.py`: a script without arguments
     workload = None if command else target
+    if nnodes == 1:  # several nodes share one --out by design, each writing its own files
+        check_out(out, force=force)
     script = _script(command) if command else []
-    if workload is None and not script:
-        raise UsageError("nothing to scale", hint="torchdoctor scale mlp --nproc 1,2")
-    if mode not in SCALING_MODES:
-        raise UsageError(f"unknown --mode {mode!r}", hint="weak or strong")
-    if script and mode == "strong":
-        raise UsageError("a script chooses its own batch: --mode strong is for workloads")
     nprocs = _int_list(nproc, "--nproc")
-    if job_timeout <= 0:
-        raise UsageError(f"--job-timeout must be positive, got {job_timeout:g}")
-    if nnodes < 1:
-        raise UsageError(f"--nnodes must be at least 1, got {nnodes}")
-    if nnodes > 1 and rdzv_endpoint is None:
-        raise UsageError("several nodes need --rdzv-endpoint HOST:PORT")
-    if rdzv_endpoint is not None:
-        parse_endpoint(rdzv_endpoint)
+    check_request(
+        workload=workload,
+        script=script,
+        mode=mode,
+        job_timeout_s=job_timeout,
+        nnodes=nnodes,
+        rdzv_endpoint=rdzv_endpoint,
+    )
     if nnodes > 1 and node_rank is None:
         options = {
             "--nproc": nproc,
@@ -191,57 +200,41 @@ def scale(
         commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
         return
-    if node_rank is not None and not 0 <= node_rank < nnodes:
-        raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
-    import torch
-
-    from torchdoctor.measure import watch_load
-
-    chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    check_backend(chosen)
-    if chosen == "nccl" and max(nprocs) > torch.cuda.device_count():
-        raise UsageError(
-            f"NCCL needs one GPU per rank: --nproc {max(nprocs)} on "
-            f"{torch.cuda.device_count()} GPU(s)",
-            hint="lower --nproc, or use --backend gloo",
-        )
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
-    per_rank = threads or max(1, cores // max(nprocs))
-    if per_rank < 1:
-        raise UsageError(f"--threads must be at least 1, got {per_rank}")
-    warnings = [w for n in nprocs if (w := warn_oversubscribed(n, per_rank))]
-    plan = StudyPlan(
+    plan = plan_study(
         nprocs=nprocs,
         workload=workload,
         script=script,
         mode=mode,
         batch=batch,
         steps=steps,
-        threads=per_rank,
-        backend=chosen,
+        threads=threads,
+        backend=backend,
         quick=quick,
         project_to=_int_list(project_to, "--project-to"),
         bandwidths=_bandwidths(bandwidth),
         nnodes=nnodes,
-        node_rank=node_rank or 0,
+        node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint,
         local_addr=local_addr,
         bench_sizes=_int_list(bench_sizes, "--bench-sizes") if bench_sizes else (),
         job_timeout_s=job_timeout,
-        warnings=list(dict.fromkeys(warnings)),
     )
-    for n in nprocs:
-        plan.per_rank_batch(n * nnodes)  # refuse a batch strong scaling cannot split, up front
-    check_rendezvous(Topology(nprocs[0], nnodes, plan.node_rank, rdzv_endpoint))
+    _run_study(plan, out)
+
+
+def _run_study(plan: StudyPlan, out: Path | None) -> None:
+    """Run the planned study into a new run folder; show it (node 0) or say it is done."""
+    from torchdoctor.measure import watch_load
+    from torchdoctor.scale import build_study, run_worlds
+
     for w in plan.warnings:  # N larger than the cores: warned, not refused
         err_console.print(f"[yellow]warning:[/] {w}")
+    nnodes, nprocs = plan.nnodes, plan.nprocs
     run_dir = new_run_dir("scale", plan.target, out=out)
     worlds = ", ".join(f"N={n * nnodes}" for n in nprocs)
     shown = [
-        f"world sizes {worlds}: {mode} scaling, {steps} steps each, {per_rank} thread(s) per "
-        f"rank, {chosen}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
+        f"world sizes {worlds}: {plan.mode} scaling, {plan.steps} steps each, {plan.threads} "
+        f"thread(s) per rank, {plan.backend}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
         "each N >= 2: a collective microbenchmark in the same ranks, then the training job",
     ]
     try:

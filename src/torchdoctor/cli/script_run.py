@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,6 +24,9 @@ from rich.markup import escape
 from torchdoctor.cli.state import emit, err_console, settings
 from torchdoctor.core.errors import MeasureError, ScriptExit, TorchDoctorError, UsageError
 from torchdoctor.core.rundir import display_path
+
+if TYPE_CHECKING:
+    from torchdoctor.tune import Confirmation
 
 #: File names a recipe is read from when --recipe names a `torchdoctor tune` run folder.
 TUNE_BEST = "best_recipe.json"
@@ -71,22 +75,20 @@ def run_script_with_recipe(
     warmup: int,
     out: Path | None,
 ) -> None:
-    from torchdoctor.cli.diagnose import _split_command
+    from torchdoctor.api import parse_command
     from torchdoctor.collect import (
         INJECTION_STEM,
         InjectionRecord,
         ScriptRun,
         check_ranks_agree,
-        run_script,
     )
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
+    from torchdoctor.procs import run_script
 
     # No recipe: the script as it is, measured by the same rule (nothing injected).
     recipe = load_recipe_file(recipe_path) if recipe_path is not None else {}
-    argv, module = _split_command(command)
-    if out is not None and out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
+    argv, module = parse_command(command)
     target = argv[0] if argv else "script"
     run_dir = rundir.new_run_dir("run", target, out=out)
     collect_dir = run_dir / COLLECT_SUBDIR
@@ -153,7 +155,7 @@ def run_script_with_recipe(
 
     emit(run, render)
     if code not in (None, 0):
-        raise ScriptExit(error or f"the script exited with code {code}", exit_code=int(code))
+        raise ScriptExit(error or f"the script exited with code {code}", script_code=int(code))
 
 
 def recheck_recipe(
@@ -165,8 +167,7 @@ def recheck_recipe(
     out: Path | None,
 ) -> None:
     """`run --recipe R --vs-baseline -- python train.py`: the ratio and its interval."""
-    from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.core import rundir
+    from torchdoctor.api import parse_command
     from torchdoctor.tune import (
         ScriptCommand,
         check_tunable,
@@ -181,7 +182,7 @@ def recheck_recipe(
             hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
         )
     recipe = load_recipe_file(recipe_path)
-    argv, module = _split_command(command)
+    argv, module = parse_command(command)
     if not module and not Path(argv[0]).is_file():
         raise UsageError(
             f"script {argv[0]!r} not found", hint="e.g. -- python train.py, from its folder"
@@ -192,21 +193,69 @@ def recheck_recipe(
         check_tunable(argv)
         # The pairs' ratio is this world size's: a recipe tuned at another one says so first.
         _note_world_size(recipe_path, job_world_size(argv), [])
-    if out is not None and out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out {out} exists and is not empty", hint="pass a new folder")
     script = ScriptCommand(tuple(argv), module=module)
-    run_dir = rundir.new_run_dir("run", argv[0], out=out)
+    _recheck_into_run_dir(
+        argv[0],
+        script.display(),
+        lambda logs: recheck_script(script, recipe, pairs=pairs, steps=steps, log_dir=logs),
+        pairs=pairs,
+        out=out,
+    )
+
+
+def recheck_workload_recipe(
+    workload: str,
+    recipe: dict[str, Any],
+    *,
+    pairs: int,
+    steps: int | None,
+    seed: int,
+    device: str,
+    out: Path | None,
+) -> None:
+    """`run WORKLOAD --recipe R --vs-baseline`: the recipe against the workload as it is, each
+    arm a fresh workload worker, as the tuner's final A/B; the same record and run folder as
+    a script's."""
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.tune import recheck_workload
+    from torchdoctor.workloads import get_workload
+
+    # A bad workload or knob fails here, before a run folder or a worker exists.
+    checked = Recipe.from_dict(recipe, workload=get_workload(workload), device=device).to_dict()
+    _recheck_into_run_dir(
+        workload,
+        f"{workload} on {device}",
+        lambda logs: recheck_workload(
+            workload, checked, device=device, pairs=pairs, steps=steps, seed=seed, log_dir=logs
+        ),
+        pairs=pairs,
+        out=out,
+    )
+
+
+def _recheck_into_run_dir(
+    target: str,
+    shown: str,
+    measure: Callable[[Path], Confirmation],
+    *,
+    pairs: int,
+    out: Path | None,
+) -> None:
+    """Run the A/B `measure(logs)` into a new run folder (vs_baseline.json, logs/), show it."""
+    from torchdoctor.core import rundir
+
+    run_dir = rundir.new_run_dir("run", target, out=out)
     logs = run_dir / LOGS_SUBDIR
     logs.mkdir(exist_ok=True)
     if not settings.json:
         err_console.print(
-            f"{script.display()}: {pairs} fresh process pairs, the recipe against the script "
-            "as it is (each pair launches it twice)",
+            f"{shown}: {pairs} fresh process pairs, the recipe against it as it is (each pair "
+            "starts it twice)",
             highlight=False,
             soft_wrap=True,
         )
     try:
-        check = recheck_script(script, recipe, pairs=pairs, steps=steps, log_dir=logs)
+        check = measure(logs)
     except TorchDoctorError as exc:
         rundir.finish_run_dir(run_dir, error=str(exc))
         raise
@@ -216,7 +265,7 @@ def recheck_recipe(
     def render(console: Console) -> None:
         from torchdoctor.report import render_recheck
 
-        render_recheck(console, check, script.display())
+        render_recheck(console, check, shown)
         console.print(f"run folder: {escape(display_path(run_dir))}", soft_wrap=True)
 
     emit(check, render)

@@ -12,9 +12,17 @@ from rich.console import Console
 
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import default_device, device_option, seed_option
+from torchdoctor.cli.options import (
+    budget_option,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    out_option,
+    seed_option,
+)
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit
+from torchdoctor.cli.state import emit, err_console
 from torchdoctor.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,6 +30,9 @@ if TYPE_CHECKING:
 
 SEARCHES: Final = ("binary", "sweep")
 ARRIVALS: Final = ("poisson", "gamma", "constant")
+#: The shortest --budget for the latency windows: a window of 100 requests needs some time
+#: even for a fast model, and the percentiles need several windows.
+MIN_BUDGET_S: Final = 0.5
 
 
 def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
@@ -52,11 +63,14 @@ def serve_command(
     max_delay_ms: float = typer.Option(
         0.0, "--max-delay-ms", min=0.0, help="The batcher's max queue delay (Triton's default 0)."
     ),
-    budget: float = typer.Option(
-        10.0, "--budget", min=0.5, help="Seconds at most for the batch-1 latency windows."
+    budget: float = budget_option(
+        "10s", f"At most this long for the batch-1 latency windows (at least {MIN_BUDGET_S:g} s)."
     ),
     threads: bool = typer.Option(
-        True, "--threads/--no-threads", help="Also sweep intra-op threads (CPU only)."
+        True, "--sweep-threads/--no-sweep-threads", help="Also sweep intra-op threads (CPU only)."
+    ),
+    no_threads: bool = typer.Option(
+        False, "--no-threads", hidden=True, help="Deprecated: --no-sweep-threads."
     ),
     instances: bool = typer.Option(
         False,
@@ -73,7 +87,8 @@ def serve_command(
         "compile, compile_max_autotune, compile_freezing, export, torchscript, int8_dynamic, "
         "bf16_autocast, fp16_autocast, bf16, fp16, channels_last, threads:N.",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run folder to write."),
+    out: Path | None = out_option(),
+    force: bool = force_option(),
     device: str | None = device_option(),
     seed: int = seed_option(),
 ) -> None:
@@ -104,6 +119,12 @@ def serve_command(
     """
     from torchdoctor.serve import parse_sla
 
+    if budget < MIN_BUDGET_S:
+        raise UsageError(f"--budget {budget:g}s is under {MIN_BUDGET_S:g} s", hint="e.g. 10s")
+    if no_threads:
+        err_console.print("warning: --no-threads is deprecated; use --no-sweep-threads")
+        threads = False
+    check_out(out, force=force)
     spec = parse_sla(sla) if sla is not None else None
     _choice(search, SEARCHES, "--search")
     _choice(arrivals, ARRIVALS, "--arrivals")

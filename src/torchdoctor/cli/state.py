@@ -11,20 +11,26 @@ from typing import Any
 from rich.console import Console
 
 from torchdoctor.core.records import Record
+from torchdoctor.core.text import printable_console
 
 
 @dataclass
 class Settings:
     json: bool = False
     debug: bool = False
+    #: Whether a record was printed on stdout (with --json, an error after it prints no
+    #: second document there).
+    emitted: bool = False
 
 
 settings = Settings()
 
 # Human output goes to stdout; progress, warnings and errors go to stderr so that
 # `--json` output on stdout stays machine-readable.
-console = Console()
-err_console = Console(stderr=True)
+# What a record holds (an op name from a trace) may carry escape sequences: both consoles
+# strip control characters from whatever they render (core/text.py).
+console: Console = printable_console()
+err_console: Console = printable_console(stderr=True)
 
 
 def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> None:
@@ -33,6 +39,7 @@ def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> 
         data = result.to_json_dict() if isinstance(result, Record) else result
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
         sys.stdout.flush()
+        settings.emitted = True
     else:
         render(console)
 

@@ -8,44 +8,63 @@ torch.optim optimizer (tune/sources.py).
 
 from __future__ import annotations
 
-import re
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import typer
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from torchdoctor.api import parse_command, tune_config
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import default_device, device_option, seed_option
+from torchdoctor.cli.options import (
+    budget_option,
+    check_out,
+    default_device,
+    device_option,
+    force_option,
+    given,
+    out_option,
+    pairs_option,
+    param_option,
+    parse_settings,
+    parse_size,
+    parse_workload_params,
+    refuse_given,
+    seed_option,
+)
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.errors import TorchDoctorError, TuneError, UsageError
+from torchdoctor.core.errors import TorchDoctorError, UsageError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.rundir import display_path
+from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_result
-from torchdoctor.tune import StorageURL, Study, Trial, TuneConfig, Tuner, TuneResult, tune
+from torchdoctor.tune import (
+    StorageURL,
+    Study,
+    Trial,
+    Tuner,
+    TuneResult,
+    cleartext_note,
+    tune,
+)
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+#: Files of a stored study in a run folder (tune/config.py's CONFIG_FILE and STUDY_FILE):
+#: `--out` naming such a folder would reopen the study, which is `--resume`'s to do.
+STORED_STUDY_FILES = ("tune_config.json", "study.db")
 
-
-def parse_duration(text: str) -> float:
-    """'10m' -> 600.0; '90s', '1.5h' and plain seconds also work."""
-    match = _DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"cannot read duration {text!r}", hint="write e.g. 10m, 90s or 1h")
-    return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "").lower()]
-
-
-def parse_size(text: str) -> int:
-    """'4GiB' / '4G' / '512MB' -> bytes (binary multiples: memory is sized in pages)."""
-    match = _SIZE.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"cannot read memory size {text!r}", hint="write e.g. 4GiB or 512MiB")
-    return int(float(match.group(1)) * 1024 ** _SIZE_POWERS[match.group(2).lower()])
+#: Options a script's study cannot honour, with why (`tune -- python train.py`).
+SCRIPT_REFUSES = ("diagnose", "batch_search", "hold_effective_batch", "params")
+#: Options a resumed study cannot honour: its stored config decides them.
+RESUME_REFUSES = (
+    "budget", "objective", "max_memory", "out", "force", "settings", "params", "knobs", "joint",
+    "hold_effective_batch", "batch_search", "min_gain", "pairs", "final_pairs", "device", "seed",
+    "diagnose",
+)  # fmt: skip
 
 
 def run_with_progress(**kwargs: Any) -> TuneResult:
@@ -124,7 +143,7 @@ def tune_command(
     workload: str = typer.Argument(
         None, help="Built-in workload name (omit with --resume, or give -- python train.py)."
     ),
-    budget: str = typer.Option("10m", "--budget", help="Wall-time budget, e.g. 10m, 90s, 1h."),
+    budget: float = budget_option("10m", "Wall-time budget of the study, a hard stop."),
     objective: str = typer.Option(
         "throughput",
         "--objective",
@@ -142,13 +161,21 @@ def tune_command(
         None,
         "--storage",
         help="Database URL of a study shared by several tuners, e.g. "
-        "postgresql+psycopg://td@db.example.org/studies (password from PGPASSWORD or "
-        "~/.pgpass; one given in the URL is used, never written). Each ladder step runs in "
-        "one tuner; the others replay its result.",
+        "postgresql+psycopg://td@db.example.org/studies (password from PGPASSWORD, "
+        "~/.pgpass or a service file; one given in the URL is used with a warning, never "
+        "written). Each ladder step runs in one tuner; the others replay its result. With "
+        "--resume: the study's storage, given again.",
     ),
-    resume: Path = typer.Option(None, "--resume", help="Continue the study in this run folder."),
-    out: Path = typer.Option(None, "--out", help="Run folder to create."),
+    resume: Path = typer.Option(
+        None,
+        "--resume",
+        help="Continue the study in this run folder. What runs is given again and checked "
+        "against the folder: its workload file, or its script after --, and --storage.",
+    ),
+    out: Path = out_option(),
+    force: bool = force_option(),
     settings: list[str] = typer.Option([], "--set", help="Baseline knob setting knob=value."),
+    params: list[str] = param_option(),
     knobs: str = typer.Option(None, "--knobs", help="Only try these knobs (comma-separated)."),
     joint: int = typer.Option(0, "--joint", min=0, help="Joint-refinement trials (Optuna)."),
     hold_effective_batch: bool = typer.Option(
@@ -158,14 +185,16 @@ def tune_command(
         True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
     ),
     min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
-    final_pairs: int = typer.Option(
+    pairs: int = pairs_option(
         DEFAULT_REPLICATES,
-        "--final-pairs",
-        min=MIN_REPLICATES,
-        help="Most fresh process pairs of the final A/B (the best recipe against the "
-        "baseline, each pair two new processes). Fewer end sooner and their interval, from "
-        f"the pairs run, is wider: at 95% {MIN_REPLICATES} pairs give about 1.5x the width "
-        f"of {DEFAULT_REPLICATES} for the same spread between processes.",
+        MIN_REPLICATES,
+        "At most this many in the final A/B (the best recipe against the baseline). Fewer end "
+        "sooner and their interval, from the pairs run, is wider: at 95% "
+        f"{MIN_REPLICATES} pairs give about 1.5x the width of {DEFAULT_REPLICATES} for the "
+        "same spread between processes.",
+    ),
+    final_pairs: int | None = typer.Option(
+        None, "--final-pairs", min=MIN_REPLICATES, hidden=True, help="Deprecated: --pairs."
     ),
     device: str | None = device_option(),
     seed: int = seed_option(),
@@ -175,82 +204,164 @@ def tune_command(
 ) -> None:
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
     wins, hand back the recipe."""
+    with reporting_interruption():
+        _tune(
+            ctx,
+            workload=workload,
+            budget=budget,
+            objective=objective,
+            max_memory=max_memory,
+            storage=storage,
+            resume=resume,
+            out=out,
+            force=force,
+            settings=settings,
+            params=params,
+            knobs=knobs,
+            joint=joint,
+            hold_effective_batch=hold_effective_batch,
+            batch_search=batch_search,
+            min_gain=min_gain,
+            pairs=pairs,
+            final_pairs=final_pairs,
+            device=device,
+            seed=seed,
+            diagnose=diagnose,
+        )
+
+
+@contextlib.contextmanager
+def reporting_interruption() -> Iterator[None]:
+    """An interrupted tune (Ctrl-C, SIGTERM, SIGHUP) writes the report of what it did and says
+    how to go on from it; the interruption then ends the command (exit 128 + the signal)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted.of(exc)
+        if stopped.run_dir is not None:
+            from torchdoctor.report import write_reports
+            from torchdoctor.tune import CONFIG_FILE
+
+            # Reports of a folder cut short say what is missing; one that cannot be rendered
+            # must not hide the interruption.
+            with contextlib.suppress(TorchDoctorError):
+                for path in write_reports(stopped.run_dir):
+                    err_console.print(f"Report: {display_path(path)}", highlight=False)
+            if (stopped.run_dir / CONFIG_FILE).is_file():
+                err_console.print(
+                    f"continue it with: torchdoctor tune --resume {display_path(stopped.run_dir)}",
+                    highlight=False,
+                )
+        raise stopped from None
+
+
+def _tune(
+    ctx: typer.Context,
+    *,
+    workload: str | None,
+    budget: float,
+    objective: str,
+    max_memory: str | None,
+    storage: str | None,
+    resume: Path | None,
+    out: Path | None,
+    force: bool,
+    settings: list[str],
+    params: list[str],
+    knobs: str | None,
+    joint: int,
+    hold_effective_batch: bool,
+    batch_search: bool,
+    min_gain: float,
+    pairs: int,
+    final_pairs: int | None,
+    device: str | None,
+    seed: int,
+    diagnose: bool,
+) -> None:
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    shared = _open_storage(storage)
     if workload is not None and not ctx.args and workload.endswith(".py"):
         command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
     if resume is not None:
-        if command:
-            from torchdoctor.cli.diagnose import _split_command
-
-            result = run_with_progress(
-                resume=resume, command=_split_command(command), storage=shared
-            )
-        else:
+        refuse_given(
+            ctx,
+            RESUME_REFUSES,
+            case="with --resume",
+            hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
+            "with --out to change them",
+        )
+        shared = _open_storage(storage)
+        parsed = parse_command(command) if command else None
+        if parsed is None:
             result = run_with_progress(workload=workload, resume=resume, storage=shared)
-    elif command:
-        _check_objective(objective, max_memory)
+        else:
+            result = run_with_progress(resume=resume, command=parsed, storage=shared)
+        finish_with_report(result)
+        return
+    if final_pairs is not None:
+        if given(ctx, "pairs"):
+            raise UsageError("--final-pairs is the old name of --pairs", hint="give --pairs only")
+        err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
+        pairs = final_pairs
+    _check_objective(objective, max_memory)
+    check_study_out(out, force=force)
+    if command:
+        refuse_given(
+            ctx,
+            SCRIPT_REFUSES,
+            case="for a script",
+            hint="a script is not diagnosed first, and its batch and parameters are its own",
+        )
         if objective == "fit":
             raise UsageError(
                 "--objective fit tunes a workload, not a script",
                 hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
             )
-        result = run_with_progress(
-            config=_script_config(
-                command,
-                budget=budget,
-                objective=objective,
-                max_memory=max_memory,
-                storage=shared,
-                settings=settings,
-                knobs=knobs,
-                joint=joint,
-                min_gain=min_gain,
-                final_pairs=final_pairs,
-                device=device,
-                seed=seed,
-            ),
-            out=out,
-            storage=shared,
+    elif workload is None:
+        raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
+    shared = _open_storage(storage)
+    max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
+    device = default_device(device)
+    baseline, workload_params = parse_settings(settings), parse_workload_params(params)
+    config = tune_config(
+        command or str(workload),
+        budget_s=budget,
+        settings=baseline,
+        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
+        device=device,
+        seed=seed,
+        min_gain=min_gain,
+        objective=cast(Objective, objective),  # checked by _check_objective
+        max_memory_bytes=max_memory_bytes,
+        max_memory_fraction=max_memory_fraction,
+        params=workload_params,
+        pairs=pairs,
+        joint_trials=joint,
+        hold_effective_batch=hold_effective_batch,
+        search_batch=batch_search,
+        storage=shared.public if shared else None,
+    )
+    if config.command is None and diagnose and objective != "fit":
+        # The memory ladder's order is its own; a script is not diagnosed first.
+        out, prescribed = diagnose_into_run_dir(
+            config.workload, out, device=device, settings=baseline, params=workload_params
         )
-    else:
-        if workload is None:
-            raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
-        _check_objective(objective, max_memory)
-        device = default_device(device)
-        baseline = _baseline(workload, settings, device)
-        budget_s = parse_duration(budget)
-        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
-        prescribed: list[str] = []
-        if diagnose and objective != "fit":  # the memory ladder's order is its own
-            given = dict(item.split("=", 1) for item in settings)  # checked by _baseline
-            out, prescribed = diagnose_into_run_dir(
-                workload,
-                out,
-                device=device,
-                settings={k.strip(): v.strip() for k, v in given.items()},
-            )
-        config = TuneConfig(
-            workload=workload,
-            prescribed=prescribed,
-            objective=objective,
-            device=device,
-            seed=seed,
-            budget_s=budget_s,
-            min_gain=min_gain,
-            final_pairs=final_pairs,
-            max_memory_bytes=max_memory_bytes,
-            max_memory_fraction=max_memory_fraction,
-            storage=shared.public if shared else None,
-            baseline_recipe=baseline,
-            knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-            joint_trials=joint,
-            hold_effective_batch=hold_effective_batch,
-            search_batch=batch_search,
-        )
-        result = run_with_progress(config=config, out=out, storage=shared)
+        config = config.model_copy(update={"prescribed": prescribed})
+    result = run_with_progress(config=config, out=out, storage=shared)
     finish_with_report(result)
+
+
+def check_study_out(out: Path | None, *, force: bool) -> None:
+    """`--out` by the rule of every command (cli/options.py `check_out`), and never a folder
+    that holds a stored study: opening it would continue that study, which `--resume` says
+    out loud."""
+    if out is not None and any((out / name).exists() for name in STORED_STUDY_FILES):
+        raise UsageError(
+            f"--out {out} holds a stored study",
+            hint=f"continue it with --resume {out}, or pass a new folder",
+        )
+    check_out(out, force=force)
 
 
 def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | None]:
@@ -285,51 +396,6 @@ def _check_objective(objective: str, max_memory: str | None) -> None:
         )
 
 
-def _script_config(
-    command: list[str],
-    *,
-    budget: str,
-    objective: str,
-    max_memory: str | None,
-    storage: StorageURL | None,
-    settings: list[str],
-    knobs: str | None,
-    joint: int,
-    min_gain: float,
-    final_pairs: int,
-    device: str | None,
-    seed: int,
-) -> TuneConfig:
-    """The study of `tune -- python train.py ARGS` (the batch search is off: a script's batch
-    is its own, and changing it changes what the script learns)."""
-    import os
-
-    from torchdoctor.cli.diagnose import _split_command
-    from torchdoctor.knobs import Recipe
-
-    argv, module = _split_command(command)
-    name = argv[0] if module else Path(argv[0]).stem
-    device = default_device(device)
-    return TuneConfig(
-        workload=f"script:{name}",
-        command=argv,
-        module=module,
-        cwd=os.getcwd(),
-        objective=objective,
-        device=device,
-        seed=seed,
-        budget_s=parse_duration(budget),
-        min_gain=min_gain,
-        final_pairs=final_pairs,
-        max_memory_bytes=parse_size(max_memory) if max_memory else None,
-        storage=storage.public if storage else None,
-        baseline_recipe=Recipe.parse(settings, device=device).to_dict(),
-        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-        joint_trials=joint,
-        search_batch=False,
-    )
-
-
 def _open_storage(storage: str | None) -> StorageURL | None:
     """The shared study's storage URL, opened once here: a URL that does not parse or a
     database that refuses fails at once, before any folder exists (the password, if the URL
@@ -337,15 +403,34 @@ def _open_storage(storage: str | None) -> StorageURL | None:
     if not storage:
         return None
     url = StorageURL.parse(storage)
+    if url.carries_password:
+        _warn(
+            "the --storage URL carries a password, which any user of this machine can read in "
+            "the command line (/proc/PID/cmdline); give it in PGPASSWORD, a password file "
+            "(~/.pgpass or PGPASSFILE) or a service file (PGSERVICEFILE) instead"
+        )
+    note = cleartext_note(url)
+    if note is not None:
+        _warn(note)
     Study(url, shared=True).close()
     return url
 
 
+def _warn(line: str) -> None:
+    err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+
+
 def finish_with_report(result: TuneResult) -> None:
     """Render the run folder's report (report.html / report.md), then show the result and it."""
+    from torchdoctor.core.rundir import finishing
     from torchdoctor.report import write_reports
 
-    reports = write_reports(result.run_dir)
+    reports: list[Path] = []
+    # A report the disk refuses marks the study's folder failed, in one line (rundir.py).
+    with finishing(
+        Path(result.run_dir), reports=lambda: reports.extend(write_reports(result.run_dir))
+    ):
+        pass
 
     def render(console: Console) -> None:
         render_result(result, console)
@@ -365,14 +450,18 @@ def diagnose_into_run_dir(
     *,
     device: str = "cpu",
     settings: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> tuple[Path, list[str]]:
-    """Diagnose on `device`, with the baseline's `settings`, into the (new) run folder;
-    returns it and the prescribed knobs."""
-    from torchdoctor.core.rundir import new_run_dir
+    """Diagnose on `device`, with the baseline's `settings` and the workload's `params`, into
+    the (new) run folder; returns it and the prescribed knobs."""
+    from torchdoctor.core.rundir import marking_interruption, new_run_dir
     from torchdoctor.tune import diagnose_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
-    prescribed = diagnose_before_tuning(workload, run_dir, device=device, settings=settings)
+    with marking_interruption(run_dir):
+        prescribed = diagnose_before_tuning(
+            workload, run_dir, device=device, settings=settings, params=params
+        )
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
@@ -383,15 +472,3 @@ def settings_json() -> bool:
     from torchdoctor.cli.state import settings
 
     return settings.json
-
-
-def _baseline(workload: str, settings: list[str], device: str) -> dict[str, Any]:
-    from torchdoctor.core.errors import TorchDoctorError
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads import get_workload
-
-    try:
-        job = get_workload(workload)
-    except TorchDoctorError as exc:
-        raise TuneError(f"cannot tune workload {workload!r}: {exc}") from None
-    return Recipe.parse(settings, workload=job, device=device).to_dict()

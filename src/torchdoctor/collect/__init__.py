@@ -1,7 +1,8 @@
 """Stage: collect (see docs/DESIGN.md).
 
-Hooks that find steps and phases in code we did not write (`Instrumentation`), the launcher
-that runs an unmodified script under them (`run_script`), `watch()` for notebooks, and the
+Hooks that find steps and phases in code we did not write (`Instrumentation`), the launch of
+an unmodified script under them (`prepare_launch`, `launch_profile`; `procs.run_script` runs
+the process), `watch()` for notebooks, and the
 profiler capture of a workload (`profile_workload`, `quiet_profiling`, `export_gz`), and
 knobs injected into an unmodified script (`install_recipe`, its `InjectionRecord`), and what
 a tuner needs to drive one step by step (`LaunchConfig`, `child_command`, collect/control.py,
@@ -22,11 +23,11 @@ if TYPE_CHECKING:
         DriverRun,
         DriverStop,
         DriverWelcome,
+        Parked,
         ScriptChunk,
         ScriptError,
         ScriptFreed,
         ScriptHello,
-        ScriptParked,
         ScriptReady,
     )
     from torchdoctor.collect._target import LaunchConfig
@@ -36,7 +37,13 @@ if TYPE_CHECKING:
     from torchdoctor.collect.inject import install_recipe
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
-    from torchdoctor.collect.launcher import check_script, child_command, read_profiles, run_script
+    from torchdoctor.collect.launcher import (
+        check_script,
+        child_command,
+        launch_profile,
+        prepare_launch,
+        read_profiles,
+    )
     from torchdoctor.collect.memory_owners import (
         LiveTensorBytes,
         SavedActivations,
@@ -59,7 +66,7 @@ _EXPORTS = {
     "ScriptError": "torchdoctor.collect._channel",
     "ScriptFreed": "torchdoctor.collect._channel",
     "ScriptHello": "torchdoctor.collect._channel",
-    "ScriptParked": "torchdoctor.collect._channel",
+    "Parked": "torchdoctor.collect._channel",
     "ScriptReady": "torchdoctor.collect._channel",
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
@@ -83,7 +90,8 @@ _EXPORTS = {
     "profile_workload": "torchdoctor.collect.profile",
     "quiet_profiling": "torchdoctor.collect.quiet",
     "read_profiles": "torchdoctor.collect.launcher",
-    "run_script": "torchdoctor.collect.launcher",
+    "launch_profile": "torchdoctor.collect.launcher",
+    "prepare_launch": "torchdoctor.collect.launcher",
     "watch": "torchdoctor.collect._watch",
 }
 
@@ -102,12 +110,12 @@ __all__ = [
     "Instrumentation",
     "LaunchConfig",
     "LiveTensorBytes",
+    "Parked",
     "SavedActivations",
     "ScriptChunk",
     "ScriptError",
     "ScriptFreed",
     "ScriptHello",
-    "ScriptParked",
     "ScriptProfile",
     "ScriptReady",
     "ScriptRun",
@@ -116,11 +124,12 @@ __all__ = [
     "child_command",
     "export_gz",
     "install_recipe",
+    "launch_profile",
     "measure_step_memory",
+    "prepare_launch",
     "profile_workload",
     "quiet_profiling",
     "read_profiles",
-    "run_script",
     "unique_bytes",
     "watch",
 ]

@@ -7,7 +7,7 @@ control module's docstring describes is checked by type, not by string keys. The
 
 Script -> driver: `ScriptHello` on connecting, `ScriptReady` at the ready boundary,
 `ScriptChunk` after a chunk of steps (or with `ended` when the script ended mid-chunk),
-`ScriptFreed` after a release, `ScriptParked` after a park or unpark, `ScriptError` when it
+`ScriptFreed` after a release, `Parked` after a park or unpark, `ScriptError` when it
 cannot go on. Driver -> script: `DriverWelcome` (the seed), then `DriverRun`, `DriverRelease`,
 `DriverPark` or `DriverStop`.
 """
@@ -96,14 +96,22 @@ class ScriptFreed:
 
 
 @dataclass(frozen=True)
-class ScriptParked:
-    """A park or unpark was done: bytes moved, bytes still held on the device, seconds, and
-    why nothing could move (`pinned`: CUDA graphs), or None."""
+class Parked:
+    """A park or an unpark (`torchdoctor.engine.park`): the bytes moved, the bytes the process
+    still holds on the device after it, the seconds it took (no step's), and `pinned`, why
+    nothing could move (CUDA graphs), or None. A park also says the device's free and total
+    bytes as it leaves it (`torchdoctor.engine.park.Moved`). A process on a CPU answers with
+    zeros.
+
+    One message for both channels: a script's (to its driver) and a worker's (the reply to
+    `procs`' `Park` and `Unpark`, re-exported there)."""
 
     moved_bytes: int = 0
     left_bytes: int = 0
     seconds: float = 0.0
     pinned: str | None = None
+    free_bytes: int = 0
+    total_bytes: int = 0
 
 
 @dataclass(frozen=True)

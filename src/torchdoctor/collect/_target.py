@@ -100,6 +100,11 @@ class Terminated(BaseException):
 
 
 def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    # A driver that is gone (or ends this run) may have left the script's DataLoader workers
+    # stopped: continued, they can exit when the script shuts them down (collect/_lifeline.py).
+    from torchdoctor.collect._lifeline import resume_children
+
+    resume_children()
     raise Terminated("terminated by SIGTERM")
 
 
@@ -204,12 +209,23 @@ def run_target(cfg: LaunchConfig, target: list[str]) -> int:
         code, ended_by, error = 1, "exception", one_line_error(exc)
     if controller is not None:
         controller.finish(ended_by, code, error)
+        # Once more before the interpreter's exit joins the children: a DataLoader that shut
+        # down while its workers were stopped left them a SIGTERM they take only when continued
+        # (collect/_lifeline.py).
+        from torchdoctor.collect._lifeline import resume_children
+
+        resume_children()
     if injection is not None:
         injection.uninstall()  # before the probes' patches are put back: reverse order
         injection.write(cfg.out_dir)
     profile = inst.result(
         argv=target, module=cfg.module, exit_code=code, ended_by=ended_by, error=error
     )
+    if launches_ranks(cfg, target) and code == 0 and error is None:
+        # torchrun trained nothing here; its ranks wrote theirs. A record of its own (rank
+        # None, 0 steps) beside them would read as one more process that measured nothing.
+        # A launcher that failed still writes one: its error is the run's.
+        return code
     profile.write(profile_path(cfg.out_dir))
     return code
 

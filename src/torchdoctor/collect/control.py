@@ -21,7 +21,7 @@ messages are the types of `collect/_channel.py`):
   `ScriptChunk` (rows of step seconds, samples and loss, and the peak memory) and it waits
   again; with `release`, CUDA's cached free blocks go back to the device first;
 - `DriverRelease` -> `ScriptFreed`, the same on its own;
-- `DriverPark(off)` -> `ScriptParked`: on a GPU the parameters, gradients and optimizer state
+- `DriverPark(off)` -> `Parked`: on a GPU the parameters, gradients and optimizer state
   of every torch.optim optimizer the script has stepped, and the buffers of the modules owning
   those parameters, go to host memory (`off`) or back (`torchdoctor.engine.park`), so that
   the other arm of an A/B has the whole device; a script that captured CUDA graphs stays
@@ -93,18 +93,21 @@ from torchdoctor.collect._channel import (
     DriverRun,
     DriverStop,
     DriverWelcome,
+    Parked,
     Row,
     ScriptChunk,
     ScriptError,
     ScriptFreed,
     ScriptHello,
-    ScriptParked,
     ScriptReady,
 )
+from torchdoctor.collect._lifeline import resume_children
 from torchdoctor.collect.hooks import StopCollection, script_device
 from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.core.errors import CollectError
+from torchdoctor.engine import CUDAGRAPH_COMPILE_MODES
+from torchdoctor.knobs import COMPILE, CUDA_GRAPHS
 
 if TYPE_CHECKING:
     from torchdoctor.engine import DeviceMover, Parking
@@ -234,10 +237,16 @@ def read_losses(steps: list[list[torch.Tensor]]) -> list[float | None]:
     return out
 
 
-def peak_memory_bytes() -> int:
-    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS."""
+def peak_memory_bytes(*, graph_pools: bool = False) -> int:
+    """Device memory at its peak on CUDA (as a workload worker reports it), else peak RSS.
+
+    With `graph_pools` (the recipe replays CUDA graphs) the reserved peak: the graphs'
+    private pools never show in `max_memory_allocated` (engine.MemoryStats.cuda_peak_bytes)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return int(torch.cuda.max_memory_allocated())
+        allocated = int(torch.cuda.max_memory_allocated())
+        if graph_pools:
+            return max(allocated, int(torch.cuda.max_memory_reserved()))
+        return allocated
     # ru_maxrss is in KiB on Linux
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
@@ -486,6 +495,9 @@ class StepController:
         try:
             return self.conn.recv()
         except (EOFError, OSError):
+            # The driver died between chunks, its stopped children left behind: continued, they
+            # can exit when the script shuts them down as it unwinds (collect/_lifeline.py).
+            resume_children()
             return DriverStop()
 
     def _await_command(self) -> None:
@@ -515,7 +527,7 @@ class StepController:
                 continue
             self._send(_error(f"unknown command {message!r}"))
 
-    def _move(self, *, off: bool) -> ScriptParked:
+    def _move(self, *, off: bool) -> Parked:
         """Park (`off`) or unpark the optimizers' state; nothing off a GPU (module docstring)."""
         # The engine (and what it imports) is loaded only by a script on a GPU, on its first
         # park: a CPU script's start-up is not slowed by it.
@@ -525,7 +537,7 @@ class StepController:
             mover = self._mover
             if mover is None:
                 if script_device() != "cuda":
-                    return ScriptParked()
+                    return Parked()
                 mover = CudaMover(torch.device("cuda", torch.cuda.current_device()))
             self._parking = Parking(mover)
         optimizers = list(self.optimizers)
@@ -535,7 +547,14 @@ class StepController:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
-        return ScriptParked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+        return Parked(
+            moved.moved_bytes,
+            moved.left_bytes,
+            moved.seconds,
+            moved.pinned,
+            moved.free_bytes,
+            moved.total_bytes,
+        )
 
     def _trained_modules(self, optimizers: list[Any]) -> list[torch.nn.Module]:
         """The modules owning a parameter the optimizers step, found once per launch (their
@@ -564,10 +583,18 @@ class StepController:
         rows: list[Row] = [
             (s, n, v) for s, n, v in zip(self._seconds, self._samples, values, strict=False)
         ]
-        peak = peak_memory_bytes()
+        peak = peak_memory_bytes(graph_pools=self._replays_graphs())
         if self._release:
             _release_device_memory()
         return ScriptChunk(rows, peak, ended=ended, exit_code=exit_code)
+
+    def _replays_graphs(self) -> bool:
+        """Whether the injected recipe replays CUDA graphs (cuda_graphs, or a compile mode
+        that captures them)."""
+        recipe: dict[str, Any] = getattr(getattr(self.injection, "recipe", None), "to_dict", dict)()
+        return recipe.get(CUDA_GRAPHS.name) in (True, "true") or (
+            recipe.get(COMPILE.name) in CUDAGRAPH_COMPILE_MODES
+        )
 
     def _send(self, message: object) -> None:
         with contextlib.suppress(OSError):

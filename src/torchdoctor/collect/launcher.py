@@ -1,4 +1,6 @@
-"""`run_script`: run a user's training script unmodified, instrumented, in a child process.
+"""What running a user's training script unmodified, instrumented, in a child process needs:
+its command line and launch config (`prepare_launch`), and what it left (`launch_profile`).
+The process itself is started and ended by `torchdoctor.procs.run_script`.
 
 The child is `python -m torchdoctor.collect._child CONFIG -- script args`, so the script
 runs exactly as `python script args` would (`__main__`, argv, sys.path[0], exit code), and
@@ -9,28 +11,22 @@ instrumented process writes its own `script_profile[.rank<N>].json` into `out_di
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import psutil
-
+from torchdoctor.collect._lifeline import PARENT_PID_ENV
 from torchdoctor.collect._target import CONFIG_ENV, PROFILE_STEM, TRACE_STEM, LaunchConfig
 from torchdoctor.collect.script_profile import ScriptProfile
 from torchdoctor.core.errors import CollectError, RecordError
 from torchdoctor.core.rank import rank_of_file
 
-#: Seconds a timed-out script gets after SIGTERM to write what it measured before SIGKILL.
-TERMINATE_GRACE_S = 10.0
 _SITE_DIR = Path(__file__).resolve().parent / "_site"
 _CONFIG_NAME = ".collect_config.json"
 
 
-def run_script(
+def prepare_launch(
     argv: list[str],
     *,
     module: bool = False,
@@ -38,31 +34,17 @@ def run_script(
     warmup: int = 5,
     profile_steps: int = 5,
     out_dir: Path,
-    timeout_s: float | None = None,
     cuda_sync_debug: bool = False,
     python: str = sys.executable,
     env: dict[str, str] | None = None,
     recipe: dict[str, Any] | None = None,
-    output: Path | None = None,
-    stdout_to_stderr: bool = False,
-    kill_tree: bool = False,
     memory_owners: bool = False,
-) -> ScriptProfile:
-    """Run `argv` (script path or, with `module`, a module name, then its arguments).
+) -> tuple[list[str], dict[str, str]]:
+    """Check `argv`, write its launch config into a cleared `out_dir`; the bootstrap's command
+    line and environment (`child_command`). The options are `procs.run_script`'s.
 
-    Returns the profile of the launched process, or of rank 0 when the script started
-    distributed ranks (all ranks: `read_profiles(out_dir)`); `exit_code` is the command's.
-    Raises `CollectError` when the script cannot start (missing, syntax error, no module).
-    `recipe` (knob -> value) is injected into the script (collect/inject); what each knob
-    did is in `out_dir/injection.json` (`InjectionRecord`). With `output`, the script's own
-    stdout and stderr go to that file instead of this process's (a run the user did not ask
-    to watch, whose prints must not mix with `--json` output); with `stdout_to_stderr`, the
-    script's stdout goes to this process's stderr (`--json`: stdout holds the record only).
-    With `memory_owners`, each process splits its last warm-up step's memory into its owners
-    (`ScriptProfile.memory`, collect/probes/memory.py).
-    With `kill_tree`, `timeout_s` ends every process the command started too (torchrun puts
-    its ranks in sessions of their own, which a signal to the command or its group misses, and
-    which outlive a torchrun that is killed).
+    Raises `CollectError` when the script cannot start (missing, syntax error) or an option is
+    out of range.
     """
     if not argv:
         raise CollectError("no script to run", hint="pass a script path and its arguments")
@@ -86,15 +68,7 @@ def run_script(
         memory_owners=memory_owners,
     )
     config_path = config.write(out_dir / _CONFIG_NAME)
-    cmd, child_env = child_command(config_path, argv, python=python, env=env)
-    if output is None:
-        code = _run_child(
-            cmd, child_env, timeout_s, to_stderr=stdout_to_stderr, kill_tree=kill_tree
-        )
-    else:
-        with open(output, "wb") as sink:
-            code = _run_child(cmd, child_env, timeout_s, sink=sink, kill_tree=kill_tree)
-    return _main_profile(out_dir, argv, module, code)
+    return child_command(config_path, argv, python=python, env=env)
 
 
 def child_command(
@@ -107,6 +81,8 @@ def child_command(
     """
     child_env = dict(os.environ if env is None else env)
     child_env[CONFIG_ENV] = str(config_path.resolve())
+    # The bootstrap dies with this process (collect/_lifeline.py).
+    child_env[PARENT_PID_ENV] = str(os.getpid())
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_SITE_DIR), child_env.get("PYTHONPATH", "")) if p
     )
@@ -152,54 +128,9 @@ def _clear_previous(out_dir: Path) -> None:
             old.unlink()
 
 
-def _run_child(
-    cmd: list[str],
-    env: dict[str, str],
-    timeout_s: float | None,
-    *,
-    sink: IO[bytes] | None = None,
-    to_stderr: bool = False,
-    kill_tree: bool = False,
-) -> int:
-    out: IO[bytes] | int | None = sink if sink is not None else (2 if to_stderr else None)
-    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=sink)
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        if kill_tree:
-            return end_tree(proc)
-        proc.send_signal(signal.SIGTERM)  # the bootstrap unwinds and writes what it has
-        try:
-            return proc.wait(timeout=TERMINATE_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        proc.wait()
-        raise
-
-
-def end_tree(proc: subprocess.Popen[Any], grace_s: float = TERMINATE_GRACE_S) -> int:
-    """SIGTERM `proc` and every process under it (found before any is signalled: a child
-    whose parent dies is moved to init), SIGKILL those left after `grace_s`; `proc`'s code."""
-    try:
-        tree = [psutil.Process(proc.pid)]
-        tree += tree[0].children(recursive=True)
-    except psutil.NoSuchProcess:
-        return proc.wait()
-    for p in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.terminate()  # the bootstrap unwinds and writes what it has
-    _, alive = psutil.wait_procs(tree, timeout=grace_s)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-    return proc.wait()
-
-
-def _main_profile(out_dir: Path, argv: list[str], module: bool, code: int) -> ScriptProfile:
+def launch_profile(out_dir: Path, argv: list[str], module: bool, code: int) -> ScriptProfile:
+    """The profile a launch of `argv` left in `out_dir`, given the command's exit `code`: the
+    launched process's, or rank 0's when it started ranks and trained nothing itself."""
     try:
         profiles = read_profiles(out_dir)
     except RecordError as exc:

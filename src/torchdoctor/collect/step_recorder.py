@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from torchdoctor.collect.script_profile import StepDetection
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
+from torchdoctor.core.tool_syncs import tool_sync_range
 
 
 class Clock(Protocol):
@@ -40,6 +41,9 @@ class HostClock:
     def mark(self) -> float:
         return time.perf_counter()
 
+    def ready(self, mark: float) -> bool:
+        return True
+
     def seconds(self, start: float, end: float) -> float:
         return max(0.0, end - start)
 
@@ -54,8 +58,11 @@ class _EventMark:
 class CudaEventClock:
     """CUDA events on the script's device's stream: phase times as that device saw them.
 
-    No sync per phase: `seconds` waits for the end event only, and the recorder resolves a
-    step's intervals one step late, when the device has long finished them.
+    No sync inside the steps: mid-run the recorder resolves a step only once `ready` says the
+    device has passed its end event (`Event.query`, which waits for nothing), so no wait of
+    the tool's lands in the job's steps (on an H200 a wait per step showed up as one of the
+    job's syncs in every step of a script's diagnosis). What is still pending when the
+    script ends is resolved then, each wait inside torchdoctor's own sync range.
 
     The device is the one the script's tensors live on, not whichever is current: a DDP
     script that moves its model and batches to `cuda:{LOCAL_RANK}` without set_device leaves
@@ -83,10 +90,16 @@ class CudaEventClock:
         event.record(self._cuda.current_stream(self.device))
         return _EventMark(event, self.device, time.perf_counter())
 
+    def ready(self, mark: _EventMark) -> bool:
+        """Whether the device has passed `mark` (reading it then waits for nothing)."""
+        return bool(mark.event.query())
+
     def seconds(self, start: _EventMark, end: _EventMark) -> float:
         if start.device != end.device:
             return max(0.0, end.host_s - start.host_s)
-        end.event.synchronize()
+        if not end.event.query():
+            with tool_sync_range():
+                end.event.synchronize()
         # elapsed_time is in ms
         return max(0.0, float(start.event.elapsed_time(end.event)) / 1e3)
 
@@ -244,9 +257,14 @@ class StepRecorder:
                 self._open.start = self.clock.mark()
 
     def _resolve(self, *, keep_last: bool) -> None:
-        """Turn closed steps into records; with CUDA events, one step late (see CudaEventClock)."""
-        keep = 1 if keep_last and not isinstance(self.clock, HostClock) else 0
+        """Turn closed steps into records. Mid-run (`keep_last`), only those the clock reads
+        without waiting (`ready`: with CUDA events, steps the device has finished, see
+        CudaEventClock); a clock without `ready` resolves one step late. At the end, all."""
+        ready = getattr(self.clock, "ready", None)
+        keep = 1 if keep_last and ready is None and not isinstance(self.clock, HostClock) else 0
         while len(self._unresolved) > keep:
+            if keep_last and ready is not None and not ready(self._unresolved[0].end):
+                break
             done = self._unresolved.pop(0)
             phases: dict[Phase, float] = {p: 0.0 for p in PHASES}
             for phase, start, end in done.intervals:

@@ -1,7 +1,8 @@
-"""The one exception hierarchy.
+"""The one exception hierarchy, and the exit codes a command ends with.
 
 Every error a user can cause is a `TorchDoctorError` (or a subclass per stage). The CLI
-prints it as one line, `error: <message>`, and exits with `exit_code` (2 for user errors).
+prints it as one line, `error: <message>`, and exits with `exit_code` (`ExitCode.ERROR`; a
+user's script that fails, `ExitCode.SCRIPT_FAILED`).
 Messages say what failed, the offending value, and what to do about it::
 
     raise KnobError("unknown knob 'batchsize'", hint="known knobs: batch_size, ...")
@@ -9,11 +10,40 @@ Messages say what failed, the offending value, and what to do about it::
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What a `torchdoctor` command's exit status means, for a CI job to gate on
+    (`torchdoctor --help` lists them)."""
+
+    #: Done, and nothing to gate on.
+    OK = 0
+    #: Done, and the command found what it gates on: `diff` found B slower than A.
+    FINDINGS = 1
+    #: Bad usage or input, or a failure torchdoctor reports in one line (`error: ...`).
+    ERROR = 2
+    #: The user's own script failed (its own exit code is said in the message, not passed
+    #: through: a script's 2 would read as a usage error).
+    SCRIPT_FAILED = 3
+    #: Interrupted (Ctrl-C).
+    INTERRUPTED = 130
+
+
+#: What each code means, in the words `torchdoctor --help` prints.
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success",
+    ExitCode.FINDINGS: "a finding the command gates on (diff: B is slower than A)",
+    ExitCode.ERROR: "usage error, bad input, or a failure reported in one line",
+    ExitCode.SCRIPT_FAILED: "your script failed (its own exit code is in the message)",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
 
 class TorchDoctorError(Exception):
     """Root of every error torchdoctor raises on purpose."""
 
-    exit_code: int = 2
+    exit_code: int = ExitCode.ERROR
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -88,8 +118,14 @@ class ReportError(TorchDoctorError):
 
 
 class ScriptExit(TorchDoctorError):
-    """A user's script ended with its own non-zero exit code, which we pass through."""
+    """A user's script ended with its own non-zero exit code: `script_code`. The command
+    exits with `ExitCode.SCRIPT_FAILED`, whatever the script's code, so that a script's 2 is
+    never read as a usage error."""
 
-    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+    exit_code = ExitCode.SCRIPT_FAILED
+
+    def __init__(self, message: str, *, script_code: int, hint: str | None = None) -> None:
+        if f"code {script_code}" not in message:
+            message = f"{message} (the script's exit code {script_code})"
         super().__init__(message, hint=hint)
-        self.exit_code = exit_code
+        self.script_code = script_code

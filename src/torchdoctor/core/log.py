@@ -15,14 +15,15 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def configure(*, debug: bool) -> None:
-    from rich.console import Console
     from rich.logging import RichHandler
+
+    from torchdoctor.core.text import printable_console
 
     root = logging.getLogger(LOGGER_NAME)
     root.handlers.clear()
     # Log to stderr: stdout carries the --json record and must stay machine-readable.
     handler = RichHandler(
-        console=Console(stderr=True), show_path=debug, rich_tracebacks=debug, markup=False
+        console=printable_console(stderr=True), show_path=debug, rich_tracebacks=debug, markup=False
     )
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)

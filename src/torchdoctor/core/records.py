@@ -108,6 +108,8 @@ class Record(BaseModel):
             raise RecordError(f"{p}: no such file") from None
         except OSError as exc:
             raise RecordError(f"{p}: cannot read ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise RecordError(f"{p}: not UTF-8 text") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -115,6 +117,10 @@ class Record(BaseModel):
                 f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno})",
                 hint="the file may be truncated by a killed run; re-create it",
             ) from None
+        except (ValueError, RecursionError) as exc:
+            # A number of thousands of digits, or nesting deeper than Python recurses.
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:80]
+            raise RecordError(f"{p}: not a record ({why})") from None
         return cls.from_json_dict(data, source=str(p))
 
 
@@ -122,7 +128,7 @@ def peek_schema(path: str | Path) -> tuple[str, int] | None:
     """Return (schema, version) of a record file, or None if it is not a record."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError too
         return None
     if isinstance(data, dict) and isinstance(data.get("schema"), str):
         version = data.get("version")

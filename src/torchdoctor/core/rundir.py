@@ -19,14 +19,18 @@ Layout (a file is present only if the command that made the folder produces it):
       report.html, report.md
 
 The manifest is written first with status "running" and rewritten "complete" or "failed"
-at the end, so a folder left by a killed run says so instead of looking finished.
+at the end, so a folder left by a killed run says so instead of looking finished; a run
+stopped by Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py) is rewritten "interrupted", with
+the signal in `error`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -34,13 +38,14 @@ from pydantic import Field
 
 from torchdoctor._version import __version__
 from torchdoctor.core.errors import RecordError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv, redact_secrets
 
 RunKind = Literal[
     "run", "profile", "analyze", "diagnose", "tune", "demo", "scale", "serve", "diff", "memory"
 ]
-RunStatus = Literal["running", "complete", "failed"]
+RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 MANIFEST = "run.json"
 ENV = "env.json"
@@ -115,18 +120,60 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
     return out
 
 
-def finish_run_dir(run_dir: Path, *, error: str | None = None) -> RunManifest:
-    """Mark a run folder complete (or failed, with the one-line reason)."""
+def finish_run_dir(
+    run_dir: Path, *, error: str | None = None, interrupted: bool = False
+) -> RunManifest:
+    """Mark a run folder complete (or failed, with the one-line reason; or, with
+    `interrupted`, stopped by a signal, the reason naming it)."""
     manifest = read_manifest(run_dir)
+    status: RunStatus = "interrupted" if interrupted else "failed" if error else "complete"
     done = manifest.model_copy(
         update={
             "finished": _now(),
-            "status": "failed" if error else "complete",
+            "status": status,
             "error": redact_secrets(error) if error else error,
         }
     )
     done.write(run_dir / MANIFEST)
     return done
+
+
+@contextlib.contextmanager
+def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Iterator[None]:
+    """Write a run folder's records in the block, then mark it complete, then write its
+    `reports` (rendered from the folder, status included).
+
+    A write that fails (a full disk, a folder made read-only), the reports' included, marks
+    the folder failed where it still can and raises one line instead of a traceback: a
+    folder that stays "complete" has its records and its reports.
+    """
+    try:
+        yield
+        finish_run_dir(run_dir)
+        if reports is not None:
+            reports()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        where = f" {exc.filename}" if exc.filename else f" into {run_dir}"
+        error = f"cannot write{where}: {why}"
+        with contextlib.suppress(OSError, RecordError):
+            finish_run_dir(run_dir, error=error)
+        raise RecordError(
+            error, hint="free some space (or write elsewhere with --out) and run it again"
+        ) from None
+
+
+@contextlib.contextmanager
+def marking_interruption(run_dir: Path) -> Iterator[None]:
+    """Inside, an interruption (Ctrl-C, SIGTERM, SIGHUP: core/interrupt.py) marks `run_dir`
+    "interrupted" and goes on as an `Interrupted` that names it, so the command says where
+    what was done is."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        stopped = Interrupted.of(exc, run_dir)
+        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
+        raise stopped from None
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

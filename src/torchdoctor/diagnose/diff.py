@@ -115,6 +115,18 @@ class RunDiff(Record):
         )
 
     @property
+    def regressed(self) -> bool:
+        """B is slower than A (what `torchdoctor diff` gates on: exit 1): its step
+        significantly longer; or, where the step's own interval is too wide to say, the phases
+        that changed significantly add up to a longer step; or a throughput significantly
+        lower."""
+        if self.step is not None and self.step.significant:
+            slower = self.step.shift > 0
+        else:
+            slower = sum(c.shift for c in self.phases if c.significant) > 0
+        return slower or any(c.significant and c.shift < 0 for c in self.throughput)
+
+    @property
     def significant(self) -> list[Change]:
         every = [self.step, *self.phases, *self.ops, *self.kernels, *self.throughput]
         return [c for c in every if c is not None and c.significant]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,48 +78,52 @@ def examine_script(
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
     """
-    from torchdoctor.collect import read_profiles, run_script
+    from torchdoctor.collect import read_profiles
+    from torchdoctor.procs import run_script
 
     target = " ".join(argv) if argv else "script"
     run_dir = rundir.new_run_dir("diagnose", argv[-1] if module and argv else target, out=out)
-    exam = Examination(run_dir=run_dir)
-    collect_dir = run_dir / COLLECT_SUBDIR
-    try:
-        with watch_load() as load:
-            main = run_script(
-                argv,
-                module=module,
-                steps=steps,
-                warmup=warmup,
-                profile_steps=profile_steps,
-                out_dir=collect_dir,
-                stdout_to_stderr=stdout_to_stderr,
-                memory_owners=True,
-            )
-    except TorchDoctorError as exc:
-        exam.error = str(exc)
-        _finish(exam)
-        raise
-    main.write(run_dir / rundir.PROFILE)
-    exam.exit_code = main.exit_code
-    profiles = [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
-    ranked = [p for p in profiles if p.rank is not None]
-    to_diagnose = ranked or ([main] if main.steps else [])
-    _diagnose_profiles(
-        exam,
-        to_diagnose,
-        ranked,
-        ceilings=ceilings,
-        warmup=warmup,
-        load=load.reading,
-        target=" ".join(argv),
-    )
-    _write_memory(exam, to_diagnose, target=" ".join(argv))
-    if not main.steps and not exam.diagnoses:
-        exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
-    elif main.exit_code:
-        exam.error = f"the script exited with code {main.exit_code}"
-    return _finish(exam)
+    with rundir.marking_interruption(run_dir):
+        exam = Examination(run_dir=run_dir)
+        collect_dir = run_dir / COLLECT_SUBDIR
+        try:
+            with watch_load() as load:
+                main = run_script(
+                    argv,
+                    module=module,
+                    steps=steps,
+                    warmup=warmup,
+                    profile_steps=profile_steps,
+                    out_dir=collect_dir,
+                    stdout_to_stderr=stdout_to_stderr,
+                    memory_owners=True,
+                )
+        except TorchDoctorError as exc:
+            exam.error = str(exc)
+            _finish(exam)
+            raise
+        main.write(run_dir / rundir.PROFILE)
+        exam.exit_code = main.exit_code
+        profiles = (
+            [p for p in read_profiles(collect_dir) if p.steps] if collect_dir.exists() else []
+        )
+        ranked = [p for p in profiles if p.rank is not None]
+        to_diagnose = ranked or ([main] if main.steps else [])
+        _diagnose_profiles(
+            exam,
+            to_diagnose,
+            ranked,
+            ceilings=ceilings,
+            warmup=warmup,
+            load=load.reading,
+            target=" ".join(argv),
+        )
+        _write_memory(exam, to_diagnose, target=" ".join(argv))
+        if not main.steps and not exam.diagnoses:
+            exam.error = _never_trained_reason(main.ended_by, main.error, main.exit_code)
+        elif main.exit_code:
+            exam.error = f"the script exited with code {main.exit_code}"
+        return _finish(exam)
 
 
 def _write_memory(exam: Examination, profiles: list[Any], *, target: str) -> None:
@@ -305,50 +310,55 @@ def examine_workload(
     profile_steps: int = 3,
     out: Path | None = None,
     device: str = "cpu",
+    params: Mapping[str, Any] | None = None,
 ) -> Examination:
-    """Run a built-in or user workload with phase timing, then a short profiled window."""
+    """Run a built-in or user workload with phase timing, then a short profiled window.
+    `params`: the workload's own parameters (`diagnose WORKLOAD --param name=value`)."""
     from torchdoctor.diagnose.workload_profile import check_workload, profile_workload
 
-    check_workload(name, settings, device)  # a bad name or knob leaves no run folder behind
+    # A bad name, parameter or knob leaves no run folder behind.
+    check_workload(name, settings, device, params=params)
     run_dir = rundir.new_run_dir("diagnose", name, out=out)
-    exam = Examination(run_dir=run_dir)
-    try:
-        ceilings, why = local_ceilings("cuda" if device.startswith("cuda") else "cpu")
-        with watch_load() as load:
-            run, kind, trace, cores = profile_workload(
-                name,
-                settings,
-                steps=steps,
-                warmup=warmup,
-                profile_steps=profile_steps,
-                trace_path=run_dir / rundir.TRACE,
-                device=device,
+    with rundir.marking_interruption(run_dir):
+        exam = Examination(run_dir=run_dir)
+        try:
+            ceilings, why = local_ceilings("cuda" if device.startswith("cuda") else "cpu")
+            with watch_load() as load:
+                run, kind, trace, cores = profile_workload(
+                    name,
+                    settings,
+                    params=params,
+                    steps=steps,
+                    warmup=warmup,
+                    profile_steps=profile_steps,
+                    trace_path=run_dir / rundir.TRACE,
+                    device=device,
+                )
+            run = run.model_copy(update={"machine_load": load.reading})
+            run.write(run_dir / rundir.RUN_RESULT)
+            analysis, twhy = analyze_if_present(trace, ceilings)
+            if analysis is not None:
+                analysis.write(run_dir / rundir.ANALYSIS)
+            diag = diagnose_run(
+                run,
+                analysis,
+                workload_kind=kind,
+                ceilings=ceilings_as_evidence(ceilings),
+                environment=local_environment(),
+                usable_cores=cores,
             )
-        run = run.model_copy(update={"machine_load": load.reading})
-        run.write(run_dir / rundir.RUN_RESULT)
-        analysis, twhy = analyze_if_present(trace, ceilings)
-        if analysis is not None:
-            analysis.write(run_dir / rundir.ANALYSIS)
-        diag = diagnose_run(
-            run,
-            analysis,
-            workload_kind=kind,
-            ceilings=ceilings_as_evidence(ceilings),
-            environment=local_environment(),
-            usable_cores=cores,
-        )
-        notes = [n for n in (why, twhy) if n]
-        if notes:
-            diag = diag.model_copy(update={"notes": [*diag.notes, *notes]})
-        diag = diag.with_load(load.reading)
-        diag.write(run_dir / rundir.DIAGNOSIS)
-        exam.diagnoses.append(diag)
-    except TorchDoctorError as exc:
-        exam.error = str(exc)
-        with contextlib.suppress(TorchDoctorError):
-            _finish(exam)
-        raise
-    return _finish(exam)
+            notes = [n for n in (why, twhy) if n]
+            if notes:
+                diag = diag.model_copy(update={"notes": [*diag.notes, *notes]})
+            diag = diag.with_load(load.reading)
+            diag.write(run_dir / rundir.DIAGNOSIS)
+            exam.diagnoses.append(diag)
+        except TorchDoctorError as exc:
+            exam.error = str(exc)
+            with contextlib.suppress(TorchDoctorError):
+                _finish(exam)
+            raise
+        return _finish(exam)
 
 
 def require_diagnosis(exam: Examination) -> Diagnosis:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -42,14 +43,20 @@ def usable_cores() -> int | None:
         return os.cpu_count()
 
 
-def check_workload(name: str, settings: dict[str, str], device: str = "cpu") -> None:
-    """Raise the user's error (unknown workload, bad knob) before anything is written."""
+def check_workload(
+    name: str,
+    settings: dict[str, str],
+    device: str = "cpu",
+    *,
+    params: Mapping[str, Any] | None = None,
+) -> None:
+    """Raise the user's error (unknown workload or parameter, bad knob) before anything is
+    written."""
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    Recipe.parse(
-        [f"{k}={v}" for k, v in settings.items()], workload=get_workload(name), device=device
-    )
+    workload = get_workload(name, **dict(params or {}))
+    Recipe.parse([f"{k}={v}" for k, v in settings.items()], workload=workload, device=device)
 
 
 def profile_workload(
@@ -61,13 +68,15 @@ def profile_workload(
     profile_steps: int,
     trace_path: Path,
     device: str = "cpu",
+    params: Mapping[str, Any] | None = None,
 ) -> tuple[RunResult, str | None, Path | None, int | None]:
-    """(run result, workload kind, trace path or None, usable cores)."""
+    """(run result, workload kind, trace path or None, usable cores); `params`: the
+    workload's own."""
     from torchdoctor.engine import prepare, run_workload
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    workload = get_workload(name)
+    workload = get_workload(name, **dict(params or {}))
     recipe = Recipe.parse([f"{k}={v}" for k, v in settings.items()], workload=workload)
     run = run_workload(workload, recipe, steps=steps, warmup_steps=warmup, device=device)
     lines = _sample_lines(prepare(workload, recipe, device=device), line_steps(run, steps))

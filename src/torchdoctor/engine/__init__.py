@@ -9,9 +9,15 @@ from torchdoctor.engine.park import CudaMover, DeviceMover, Moved, Parking, trai
 from torchdoctor.engine.perturb import PERTURBATION_SCALE, perturb_weights
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.run import mean_phase_fractions, run_workload
-from torchdoctor.engine.session import TrainingSession, prepare, resolve_device
+from torchdoctor.engine.session import (
+    CUDAGRAPH_COMPILE_MODES,
+    TrainingSession,
+    prepare,
+    resolve_device,
+)
 
 __all__ = [
+    "CUDAGRAPH_COMPILE_MODES",
     "PERTURBATION_SCALE",
     "CudaMover",
     "DeviceMover",

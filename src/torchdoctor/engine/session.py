@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from torchdoctor.core.errors import EngineError
 from torchdoctor.core.log import get_logger
 from torchdoctor.core.steps import PHASES, Phase, StepTiming
+from torchdoctor.core.tool_syncs import tool_sync_range
 from torchdoctor.core.vocabulary import Clock
 from torchdoctor.engine.loader import EndlessBatches, build_loader
 from torchdoctor.engine.memory import MemoryStats, MemoryTracker
@@ -139,6 +140,8 @@ class TrainingSession:
         # torch.compile, CUDA graphs: the module the steps call
         self.model: nn.Module = apply_to_model(model, self._model_ctx, CALLED)
         self.mark_cudagraph_steps = marks_cudagraph_steps(device.type, self.compile_mode)
+        # Graph replays allocate from private pools: the peak must be read where they show.
+        self.memory.graph_pools = self.cuda_graphs or self.mark_cudagraph_steps
         self.model.train()
         self.memory.start()
 
@@ -157,7 +160,8 @@ class TrainingSession:
     def _sync(self) -> None:
         # Host clocks only mean something once queued device work has finished.
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            with tool_sync_range():  # the tool's wait, not the workload's (analyze.syncs)
+                torch.cuda.synchronize(self.device)
 
     def _forward_loss(self, inputs: Any, target: torch.Tensor) -> torch.Tensor:
         if self.mark_cudagraph_steps:
@@ -274,7 +278,8 @@ class TrainingSession:
                     self.step_marks.durations(marks), rows, strict=True
                 )
             ]
-        losses = torch.stack([r[2] for r in rows]).float().cpu().tolist() if rows else []
+        with tool_sync_range():  # reading the losses waits for the device: the tool's read
+            losses = torch.stack([r[2] for r in rows]).float().cpu().tolist() if rows else []
         timings = [
             StepTiming(
                 index=self.steps_done + i,

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import torch
 
+from torchdoctor.core.tool_syncs import tool_sync_range
+
 
 class StepMarks(Protocol):
     #: Whether the device must be synchronized before the chunk's last mark is taken.
@@ -66,7 +68,8 @@ class CudaEventStepMarks:
             return []
         # Sync point: events complete in stream order, so once the last one has, all have,
         # and every elapsed_time below is defined.
-        marks[-1].synchronize()
+        with tool_sync_range():
+            marks[-1].synchronize()
         return [float(a.elapsed_time(b)) / 1000.0 for a, b in itertools.pairwise(marks)]
 
 

@@ -37,6 +37,8 @@ from torchdoctor.core.env import Ceilings, cache_dir, fingerprint, fingerprint_k
 from torchdoctor.core.errors import EnvError, RecordError
 from torchdoctor.core.log import get_logger
 from torchdoctor.core.vocabulary import Clock
+from torchdoctor.measure._device_timer import make_block_timer
+from torchdoctor.measure._gpu_blocks import block_seconds_per_call, clock_summary, nvml_sampler
 from torchdoctor.measure._sync import make_sync
 from torchdoctor.measure.load import LoadProbe, watch_load
 
@@ -172,8 +174,43 @@ def _fp32_matmul_precision(tf32: bool) -> Iterator[None]:
         matmul.allow_tf32 = old
 
 
+def _device_seconds(
+    call: Callable[[], None],
+    device: str,
+    *,
+    run_time: float,
+    warmup_s: float,
+    notes: dict[str, Any] | None = None,
+) -> float:
+    """Sustained seconds per call. On CUDA, blocks of calls queued between two events with one
+    wait each (measure/_gpu_blocks.py), the burst figure and the clocks going to `notes`; on
+    a CPU, the host clock around whole calls (the wait is a no-op there)."""
+    if device != "cuda":
+        return sustained_seconds_per_call(
+            call, sync=make_sync(device), warmup_s=warmup_s, run_time=run_time
+        )
+    times = block_seconds_per_call(
+        call,
+        timer=make_block_timer(device),
+        sync=make_sync(device),
+        warmup_s=warmup_s,
+        run_time=run_time,
+        blocks=SUSTAINED_BLOCKS,
+        sample=nvml_sampler(),
+    )
+    if notes is not None:
+        notes["burst_s"] = times.burst_s
+        notes["clocks"] = clock_summary(times.clocks)
+    return times.sustained_s
+
+
 def _matmul_seconds(
-    device: str, dtype_name: str, n: int, run_time: float, warmup_s: float = WARMUP_S
+    device: str,
+    dtype_name: str,
+    n: int,
+    run_time: float,
+    warmup_s: float = WARMUP_S,
+    notes: dict[str, Any] | None = None,
 ) -> float:
     import torch
 
@@ -192,9 +229,7 @@ def _matmul_seconds(
         else contextlib.nullcontext()
     )
     with precision:
-        return sustained_seconds_per_call(
-            call, sync=make_sync(device), warmup_s=warmup_s, run_time=run_time
-        )
+        return _device_seconds(call, device, run_time=run_time, warmup_s=warmup_s, notes=notes)
 
 
 def _fits_memory(device: str, dtype_name: str, n: int) -> bool:
@@ -215,8 +250,10 @@ def measure_matmul_flops(
     sizes: Sequence[int],
     run_time: float,
     warmup_s: float = WARMUP_S,
+    notes: dict[str, Any] | None = None,
 ) -> tuple[float, int]:
-    """(FLOP/s, n) for the largest size in `sizes` whose call fits MAX_MATMUL_CALL_S."""
+    """(FLOP/s, n) for the largest size in `sizes` whose call fits MAX_MATMUL_CALL_S; on
+    CUDA the burst seconds and clocks of the timed size go to `notes`."""
     probe_n = sizes[0]
     # The probe only chooses the size: short, and with a short warm-up.
     probe_s = _matmul_seconds(device, dtype_name, probe_n, run_time / 4, warmup_s / 4)
@@ -227,12 +264,17 @@ def measure_matmul_flops(
         if probe_s * (n / probe_n) ** 3 <= MAX_MATMUL_CALL_S and _fits_memory(device, dtype_name, n)
     ]
     n = max(fitting) if fitting else probe_n
-    seconds = _matmul_seconds(device, dtype_name, n, run_time, warmup_s)
+    seconds = _matmul_seconds(device, dtype_name, n, run_time, warmup_s, notes=notes)
     return 2.0 * n**3 / seconds, n
 
 
 def measure_copy_bandwidth(
-    device: str, *, nbytes: int, run_time: float, warmup_s: float = WARMUP_S
+    device: str,
+    *,
+    nbytes: int,
+    run_time: float,
+    warmup_s: float = WARMUP_S,
+    notes: dict[str, Any] | None = None,
 ) -> float:
     """Bytes per second moved by a large device-to-same-device copy (read + write)."""
     import torch
@@ -244,9 +286,7 @@ def measure_copy_bandwidth(
     def call() -> None:
         dst.copy_(src)
 
-    seconds = sustained_seconds_per_call(
-        call, sync=make_sync(device), warmup_s=warmup_s, run_time=run_time
-    )
+    seconds = _device_seconds(call, device, run_time=run_time, warmup_s=warmup_s, notes=notes)
     return 2.0 * numel * 4 / seconds
 
 
@@ -285,17 +325,25 @@ def measure_ceilings(
     say = progress or (lambda _msg: None)
     peaks: dict[str, float] = {}
     chosen: dict[str, int] = {}
+    notes: dict[str, dict[str, Any]] = {}
     with watch_load(load_probe) as load:
         for dtype_name in _dtypes_for(device):
             if not _supports_matmul(device, dtype_name):
                 continue
             say(f"matmul {dtype_name}")
+            notes[dtype_name] = {}
             peaks[dtype_name], chosen[dtype_name] = measure_matmul_flops(
-                device, dtype_name, sizes=sizes, run_time=run_time, warmup_s=warmup_s
+                device,
+                dtype_name,
+                sizes=sizes,
+                run_time=run_time,
+                warmup_s=warmup_s,
+                notes=notes[dtype_name],
             )
         say("memory bandwidth")
+        notes["copy"] = {}
         bandwidth = measure_copy_bandwidth(
-            device, nbytes=copy_bytes, run_time=run_time, warmup_s=warmup_s
+            device, nbytes=copy_bytes, run_time=run_time, warmup_s=warmup_s, notes=notes["copy"]
         )
     method: dict[str, Any] = {
         "matmul": "a @ b, square, 2*n^3 FLOP",
@@ -309,6 +357,8 @@ def measure_ceilings(
     }
     if TF32 in peaks:
         method["tf32"] = "float32 operands, TF32 tensor-core matmul allowed"
+    if device == "cuda":
+        method.update(_gpu_method(peaks, chosen, bandwidth, copy_bytes, notes))
     return Ceilings(
         device=device,
         device_name=_device_name(device),
@@ -320,6 +370,35 @@ def measure_ceilings(
         method=method,
         machine_load=load.reading,
     )
+
+
+def _gpu_method(
+    peaks: dict[str, float],
+    chosen: dict[str, int],
+    bandwidth: float,
+    copy_bytes: int,
+    notes: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """How a GPU's figures were timed, the burst figures beside the sustained ceilings, and
+    the clocks they ran at (NVML; absent without it)."""
+    burst: dict[str, float] = {}
+    for dtype_name, n in chosen.items():
+        burst_s = notes.get(dtype_name, {}).get("burst_s")
+        if burst_s:
+            burst[dtype_name] = 2.0 * n**3 / burst_s
+    copy_burst = notes.get("copy", {}).get("burst_s")
+    out: dict[str, Any] = {
+        "timing": "CUDA events around blocks of queued calls, one wait per block",
+        "burst_flops": burst,
+        "sustained_flops": dict(peaks),
+    }
+    if copy_burst:
+        out["burst_bandwidth_bytes_per_s"] = 2.0 * (copy_bytes // 4) * 4 / copy_burst
+        out["sustained_bandwidth_bytes_per_s"] = bandwidth
+    clocks = {k: v["clocks"] for k, v in notes.items() if v.get("clocks")}
+    if clocks:
+        out["clocks"] = clocks
+    return out
 
 
 def get_ceilings(

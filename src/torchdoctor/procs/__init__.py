@@ -2,12 +2,14 @@
 script paused at its steps, each with a deadline and a memory cap, driven by one typed
 request/reply protocol, and failing with a typed `FailureKind` (see docs/DESIGN.md).
 
-The tuner stands on it (`tune/`); whatever else runs a training job in another process (ranks
-of a scaling study, a server and its load generator) is meant to stand on it too, instead of
-importing sideways from the tuner.
+It is the one place a process is started, paused or ended: the tuner's arms (`tune/`), a
+script run instrumented (`run_script`: diagnose, the scaling study's torchrun jobs, a cure's
+check), serve's model instances, each ended as a tree (`end_tree`: SIGCONT, SIGTERM, then
+SIGKILL after a grace period; procs/_tree.py).
 
-The script worker is loaded on first use: it needs `torchdoctor.collect`'s launcher, which a
-spawned workload worker (this package's first import in that process) has no use for.
+The script worker and `run_script` are loaded on first use: they need `torchdoctor.collect`'s
+launcher, which a spawned workload worker (this package's first import in that process) has no
+use for.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchdoctor.core.lazy import lazy_getattr
+from torchdoctor.procs._command import run_command
 from torchdoctor.procs._failure import (
     FailureKind,
     WorkerFailure,
@@ -40,6 +43,7 @@ from torchdoctor.procs._protocol import (
     StepRow,
     Unpark,
 )
+from torchdoctor.procs._spawn import end_process, spawn_process
 from torchdoctor.procs._spec import (
     ENGINE_FACTORY,
     SessionLike,
@@ -53,20 +57,30 @@ from torchdoctor.procs._supervisor import (
     WorkerLike,
     start_worker,
 )
+from torchdoctor.procs._tree import (
+    TERMINATE_GRACE_S,
+    end_popen,
+    end_processes,
+    end_tree,
+    tree_of,
+)
 from torchdoctor.procs._worker import SessionHost
 
 if TYPE_CHECKING:
     from torchdoctor.procs._capped import run_capped_step
+    from torchdoctor.procs._run import run_script
     from torchdoctor.procs._script import ScriptWorker, ScriptWorkerRecord
 
 _EXPORTS = {
     "run_capped_step": "torchdoctor.procs._capped",
+    "run_script": "torchdoctor.procs._run",
     "ScriptWorker": "torchdoctor.procs._script",
     "ScriptWorkerRecord": "torchdoctor.procs._script",
 }
 
 __all__ = [
     "ENGINE_FACTORY",
+    "TERMINATE_GRACE_S",
     "Done",
     "Exit",
     "Failed",
@@ -97,9 +111,17 @@ __all__ = [
     "canonical_factory",
     "classify_exception",
     "classify_reason",
+    "end_popen",
+    "end_process",
+    "end_processes",
+    "end_tree",
     "engine_session",
     "run_capped_step",
+    "run_command",
+    "run_script",
+    "spawn_process",
     "start_worker",
+    "tree_of",
 ]
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, cast
 
+from torchdoctor.collect import Parked
 from torchdoctor.procs._failure import FailureKind, WorkerFailure
 from torchdoctor.procs._spec import SessionSpec
 
@@ -82,18 +83,6 @@ class Losses:
 @dataclass(frozen=True)
 class Done:
     """The request was carried out and has nothing to report."""
-
-
-@dataclass(frozen=True)
-class Parked:
-    """A park or an unpark (`torchdoctor.engine.park`): the bytes moved, the bytes the process
-    still holds on the device after it, the seconds it took (no step's), and `pinned`, why
-    nothing could move (CUDA graphs), or None. A worker on a CPU answers with zeros."""
-
-    moved_bytes: int = 0
-    left_bytes: int = 0
-    seconds: float = 0.0
-    pinned: str | None = None
 
 
 @dataclass(frozen=True)

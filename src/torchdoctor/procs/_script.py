@@ -28,9 +28,10 @@ an `Arm` drives it as it drives a built-in workload. It answers the requests of
   gets the engine's no-op weight perturbation i before its first step
   (`LaunchConfig.perturbation`), as a workload's reference session does (procs/_worker.py);
   this worker's own launch is untouched.
-- `Exit` / `close()`: the script is told to stop, then SIGTERM and SIGKILL after grace periods;
-  the script runs in its own session (process group), which is killed last, so its DataLoader
-  workers go with it.
+- `Exit` / `close()`: the script is told to stop, then its whole tree (DataLoader workers,
+  torchrun's ranks) is ended as every tree is (`procs/_tree.py`: SIGCONT, SIGTERM, SIGKILL
+  after a grace period); the script runs in its own session (process group), which is
+  killed last.
 
 Failures raise `WorkerFailure` with these kinds: `CRASH` (the process died without a word),
 `OOM` (over the memory cap, or an out-of-memory error in the script), `TIMEOUT` (no answer in
@@ -71,22 +72,12 @@ from torchdoctor.collect import (
     ScriptError,
     ScriptFreed,
     ScriptHello,
-    ScriptParked,
     ScriptReady,
     child_command,
 )
 from torchdoctor.core.records import SubRecord
 from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reason
-from torchdoctor.procs._launch import (
-    Launch,
-    accept,
-    descendants,
-    kill_left,
-    resume,
-    signal_group,
-    suspend_children,
-    wait_for,
-)
+from torchdoctor.procs._launch import Launch, accept, wait_for
 from torchdoctor.procs._protocol import (
     Done,
     Exit,
@@ -111,6 +102,14 @@ from torchdoctor.procs._supervisor import (
     log_tail,
     receive,
 )
+from torchdoctor.procs._tree import (
+    descendants,
+    end_processes,
+    resume,
+    signal_group,
+    suspend_children,
+    tree_of,
+)
 
 #: Seconds a script asked to exit gets to unwind (its `finally` blocks, the instrumentation's
 #: record) before SIGTERM, and then again before SIGKILL.
@@ -118,7 +117,7 @@ EXIT_GRACE_S: Final = 5.0
 
 SeededBy = Literal["torchdoctor", "script", "both", "none"]
 
-_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed, ScriptParked)
+_T = TypeVar("_T", ScriptReady, ScriptChunk, ScriptFreed, Parked)
 
 
 class ScriptWorkerRecord(SubRecord):
@@ -229,8 +228,7 @@ class ScriptWorker(MemoryCapped):
         if isinstance(message, Park | Unpark):
             if self._launch is None:
                 return Parked()
-            moved = self._exchange(DriverPark(isinstance(message, Park)), ScriptParked, deadline)
-            return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+            return self._exchange(DriverPark(isinstance(message, Park)), Parked, deadline)
         if isinstance(message, Exit):
             self.close()
             return Done()
@@ -467,17 +465,18 @@ class ScriptWorker(MemoryCapped):
         if launch is None:
             return
         proc = launch.proc
-        tree = descendants(proc.pid)  # before any exits: orphans move to init
+        tree = tree_of(proc.pid)  # before any exits: orphans move to init
         if proc.poll() is None and not kill and launch.conn is not None:
             with contextlib.suppress(OSError):
                 launch.conn.send(DriverStop())
             wait_for(proc, EXIT_GRACE_S)
-        if proc.poll() is None and not kill:
-            signal_group(proc.pid, signal.SIGTERM)  # the bootstrap unwinds and writes its record
-            wait_for(proc, EXIT_GRACE_S)
-        # Whatever is left of its session (the script, DataLoader workers) is killed.
-        signal_group(proc.pid, signal.SIGKILL)
-        kill_left(tree)  # descendants in sessions of their own (torchrun's ranks)
+        # What is left of the tree, found before and now (torchrun's ranks in sessions of their
+        # own, DataLoader workers started since): SIGTERM, the bootstrap unwinds and writes its
+        # record, then SIGKILL (procs/_tree.py).
+        known = {p.pid for p in tree}
+        tree += [p for p in descendants(proc.pid) if p.pid not in known]
+        end_processes(tree, grace_s=EXIT_GRACE_S, term=not kill)
+        signal_group(proc.pid, signal.SIGKILL)  # anything else still in its session
         wait_for(proc, EXIT_GRACE_S)
         if launch.conn is not None:
             with contextlib.suppress(OSError):

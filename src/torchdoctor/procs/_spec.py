@@ -95,14 +95,21 @@ def build_session(spec: SessionSpec) -> SessionLike:
 
 
 def engine_session(
-    workload: str, recipe: dict[str, Any], *, device: str, seed: int, perturbation: int = 0
+    workload: str,
+    recipe: dict[str, Any],
+    *,
+    device: str,
+    seed: int,
+    perturbation: int = 0,
+    params: dict[str, Any] | None = None,
 ) -> SessionLike:
-    """The real thing: a built-in workload prepared by the engine under `recipe`."""
+    """The real thing: a built-in workload prepared by the engine under `recipe`; `params`,
+    the workload's own (`tune WORKLOAD --param name=value`, as a spec's `options`)."""
     from torchdoctor.engine import prepare
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    wl = get_workload(workload)
+    wl = get_workload(workload, **(params or {}))
     session: SessionLike = prepare(
         wl, Recipe.from_dict(recipe), device=device, seed=seed, perturbation=perturbation
     )
@@ -114,7 +121,10 @@ def peak_memory_of(session: object) -> int | None:
     read_memory = getattr(session, "read_memory", None)
     if callable(read_memory):  # the engine's TrainingSession -> MemoryStats
         stats = read_memory()
-        cuda = getattr(stats, "cuda_max_allocated_bytes", None)
+        # The compared device peak (graph pools included), else the allocated one (older).
+        cuda = getattr(stats, "cuda_peak_bytes", None)
+        if cuda is None:
+            cuda = getattr(stats, "cuda_max_allocated_bytes", None)
         host = getattr(stats, "cpu_peak_rss_bytes", None)
         value = cuda if cuda is not None else host
         if isinstance(value, int):

@@ -27,6 +27,7 @@ import psutil
 from torchdoctor.procs._failure import FailureKind, WorkerFailure
 from torchdoctor.procs._protocol import Exit, Prepare, ReplyT, Request
 from torchdoctor.procs._spec import SessionSpec
+from torchdoctor.procs._tree import end_tree
 from torchdoctor.procs._worker import SessionHost, worker_main
 
 #: How often the parent checks the worker's liveness and memory while waiting. 50 ms keeps
@@ -140,7 +141,7 @@ class SubprocessWorker(MemoryCapped):
         )
         self._proc = ctx.Process(
             target=worker_main,
-            args=(child, str(log_path) if log_path else None, start_method),
+            args=(child, str(log_path) if log_path else None, start_method, True),
             daemon=False,
         )
         self._proc.start()
@@ -188,8 +189,10 @@ class SubprocessWorker(MemoryCapped):
             with contextlib.suppress(OSError, BrokenPipeError):
                 self._conn.send(Exit())
             self._proc.join(timeout=5)
-        if self._proc.is_alive():
-            self._proc.kill()
+        if self._proc.is_alive() and self._proc.pid is not None:
+            # Its DataLoader workers too: a worker killed alone leaves them to notice its
+            # death by their own watchdog, seconds later (procs/_tree.py).
+            end_tree(self._proc.pid, term=False)
             self._proc.join(timeout=5)
         with contextlib.suppress(OSError):
             self._conn.close()

@@ -23,6 +23,7 @@ import math
 import multiprocessing
 import os
 import resource
+import signal
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -169,7 +170,14 @@ class SessionHost:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
-        return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+        return Parked(
+            moved.moved_bytes,
+            moved.left_bytes,
+            moved.seconds,
+            moved.pinned,
+            moved.free_bytes,
+            moved.total_bytes,
+        )
 
     def _reference(self, perturbation: int, steps: int) -> Reply:
         if self.spec is None:
@@ -209,8 +217,14 @@ def _finite_or_none(loss: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def worker_main(conn: Connection, log_path: str | None, start_method: str | None = None) -> None:
-    """Entry point of a worker process (multiprocessing spawn target).
+def worker_main(
+    conn: Connection,
+    log_path: str | None,
+    start_method: str | None = None,
+    own_process: bool = False,
+) -> None:
+    """Entry point of a worker process (multiprocessing spawn target); `own_process` when it
+    is one (the process's signal dispositions are its own to set), not a thread of a test.
 
     `start_method` is the parent's default multiprocessing start method, which a user's own
     training process would have (fork on Linux up to Python 3.13). A spawned process's
@@ -220,6 +234,11 @@ def worker_main(conn: Connection, log_path: str | None, start_method: str | None
     tracker, which a worker killed at its deadline leaves behind and the tracker reports
     as leaked when the command ends. Fork-made semaphores are unlinked at creation.
     """
+    if own_process:
+        # Ctrl-C reaches the whole foreground process group, this worker included: the tuner
+        # decides what an interruption ends (it closes its arms as it unwinds), so a worker
+        # does not die of it first, as a crashed trial, while the tuner still reads its pipe.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if start_method is not None:
         multiprocessing.set_start_method(start_method, force=True)
     if log_path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from torchdoctor.core.text import printable
 from torchdoctor.report.model import KeyValue
 
 FENCE = "```"
@@ -20,7 +21,7 @@ _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def md(text: object) -> str:
     """Escape a string for a Markdown table cell or paragraph."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("\r", " ").replace("\n", " ")
     return _SPECIAL.sub(r"\\\1", s)
 

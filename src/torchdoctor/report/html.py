@@ -17,6 +17,7 @@ from functools import cache
 import jinja2
 from markupsafe import Markup
 
+from torchdoctor.core.text import printable
 from torchdoctor.report import format as fmt
 from torchdoctor.report.charts import Charts
 from torchdoctor.report.model import KeyValue, ReportView
@@ -31,9 +32,17 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # Every {{ value }} without control characters (core/text.py), escaped after.
+        finalize=_printable,
     )
     env.globals.update(fmt=fmt, pairs=_pairs, pct_rows=_pct_rows)
     return env
+
+
+def _printable(value: object) -> object:
+    if isinstance(value, Markup):  # a fragment already escaped: still markup after
+        return Markup(printable(str(value)))
+    return printable(value) if isinstance(value, str) else value
 
 
 def _pairs(rows: list[KeyValue]) -> list[tuple[str, str]]:

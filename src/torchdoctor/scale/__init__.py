@@ -7,6 +7,8 @@
   (NCCL-tests' bus bandwidth).
 - `ScalingModel`, `project`, `projections`: T(N) = compute + (communication - overlap) +
   optimizer + data + skew, to other world sizes, bandwidths, and a parameter server vs a ring.
+- `check_request`, `plan_study` -> `StudyPlan`: every check a study needs before its first job,
+  the backend, the threads per rank.
 - `Topology`, `torchrun_args`, `check_backend`, `check_rendezvous`: the launch and its checks.
 - `two_hosts`: two network namespaces joined by a shaped veth pair (netns.py).
 """
@@ -37,6 +39,7 @@ from torchdoctor.scale.model import (
     project,
     projections,
 )
+from torchdoctor.scale.plan import check_request, plan_study, usable_cores
 from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
 from torchdoctor.scale.study import (
     COLOCATION_BAR,
@@ -83,16 +86,19 @@ __all__ = [
     "bus_factor",
     "check_backend",
     "check_rendezvous",
+    "check_request",
     "ddp_buckets",
     "exposed_communication",
     "fit_alpha_beta",
     "karp_flatt",
     "measured_world",
     "parse_endpoint",
+    "plan_study",
     "project",
     "projections",
     "run_worlds",
     "torchrun_args",
+    "usable_cores",
     "warn_oversubscribed",
     "world_dir",
 ]

@@ -18,7 +18,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from typing import Any, Final
 import psutil
 
 from torchdoctor.core.errors import ScaleError
+from torchdoctor.procs import end_processes, run_command
 
 #: The two ends' addresses, on a /30 of the TEST-NET-2 block (RFC 5737: never routed).
 ADDRESSES: Final = ("198.51.100.1", "198.51.100.2")
@@ -79,15 +79,15 @@ def unavailable() -> str | None:
     if hasattr(os, "geteuid") and os.geteuid() != 0:
         return "making network namespaces needs root (CAP_NET_ADMIN)"
     probe = f"tdprobe{uuid.uuid4().hex[:6]}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    made = run_command(["ip", "netns", "add", probe])
     if made.returncode != 0:
         return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    run_command(["ip", "netns", "del", probe])
     return None
 
 
 def _ip(*args: str) -> None:
-    done = subprocess.run(list(args), capture_output=True, text=True)
+    done = run_command(list(args))
     if done.returncode != 0:
         raise ScaleError(f"`{' '.join(args)}` failed: {done.stderr.strip() or done.returncode}")
 
@@ -111,22 +111,18 @@ def shape(hosts: TwoHosts, rate_mbit: float) -> None:
 
 
 def end_processes_inside(hosts: TwoHosts, grace_s: float = END_GRACE_S) -> list[int]:
-    """SIGTERM every process inside the namespaces (`ip netns pids`), SIGKILL those left after
-    `grace_s`; the pids found."""
+    """End every process inside the namespaces (`ip netns pids`) as a tree is ended
+    (`procs.end_processes`: SIGCONT, SIGTERM, SIGKILL those left after `grace_s`); the pids
+    found."""
     found: list[int] = []
     for name in hosts.names:
-        listed = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+        listed = run_command(["ip", "netns", "pids", name])
         found += [int(pid) for pid in listed.stdout.split() if pid.isdigit()]
-    procs = []
+    processes = []
     for pid in found:
         with contextlib.suppress(psutil.NoSuchProcess):
-            procs.append(psutil.Process(pid))
-            procs[-1].terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
+            processes.append(psutil.Process(pid))
+    end_processes(processes, grace_s=grace_s)
     return found
 
 
@@ -170,8 +166,8 @@ def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
     finally:
         end_processes_inside(hosts)  # a namespace outlives its deletion while a process is in it
         for name in hosts.names:  # deleting a namespace deletes the veth end inside it
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        subprocess.run(["ip", "link", "del", f"td{tag}0"], capture_output=True)
+            run_command(["ip", "netns", "del", name])
+        run_command(["ip", "link", "del", f"td{tag}0"])
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

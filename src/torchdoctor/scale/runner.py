@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchdoctor.collect import ScriptProfile, read_profiles, run_script
+from torchdoctor.collect import ScriptProfile, read_profiles
 from torchdoctor.core.errors import ScaleError
+from torchdoctor.procs import run_script
 from torchdoctor.scale._ddp_params import read_ddp_parameters
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
 from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench

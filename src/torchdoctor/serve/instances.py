@@ -33,6 +33,7 @@ import numpy as np
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.knobs import apply_threads
 from torchdoctor.measure import settled
+from torchdoctor.procs import end_process, spawn_process
 from torchdoctor.serve._percentiles import percentile
 from torchdoctor.serve.curves import DEFAULT_CALLS, MAX_POINT_WARMUP, doubling, sweep
 from torchdoctor.serve.latency import timed_call
@@ -195,12 +196,11 @@ class InstancePool:
         started: list[_Connection] = []
         while len(self._conns) < count:
             parent, child = self._ctx.Pipe()
-            proc = self._ctx.Process(
-                target=serve_instance,
-                args=(child, self._stop, self._spec, self._device, self._batch_size),
-                daemon=True,
+            proc = spawn_process(
+                serve_instance,
+                (child, self._stop, self._spec, self._device, self._batch_size),
+                context=self._ctx,
             )
-            proc.start()
             self._conns.append(parent)
             self._procs.append(proc)
             started.append(parent)
@@ -255,10 +255,7 @@ class InstancePool:
             with contextlib.suppress(OSError, ValueError):  # that instance has ended
                 conn.send(None)
         for proc in self._procs:
-            proc.join(timeout=10.0)
-            if proc.is_alive() and hasattr(proc, "terminate"):
-                proc.terminate()
-                proc.join(timeout=5.0)
+            end_process(proc)  # told to stop above; its tree ended if it does not
         for conn in self._conns:
             conn.close()
         self._conns, self._procs = [], []

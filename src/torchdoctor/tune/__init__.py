@@ -8,12 +8,12 @@ change with its own measured gain.
 from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
-from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning
-from torchdoctor.tune.recheck import recheck_script
+from torchdoctor.tune.recheck import recheck_script, recheck_workload
 from torchdoctor.tune.records import (
     Confirmation,
     FitLadder,
@@ -29,12 +29,13 @@ from torchdoctor.tune.records import (
 from torchdoctor.tune.rescale import world_size_note
 from torchdoctor.tune.sources import ScriptCommand
 from torchdoctor.tune.space import KnobSpec
-from torchdoctor.tune.storage import StorageURL
+from torchdoctor.tune.storage import StorageURL, cleartext_note
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.torchrun import check_tunable, is_torchrun, job_world_size
 from torchdoctor.tune.tuner import Tuner
 
 __all__ = [
+    "CONFIG_FILE",
     "TOLERANCES",
     "Confirmation",
     "FitLadder",
@@ -57,10 +58,12 @@ __all__ = [
     "Tuner",
     "check_parity",
     "check_tunable",
+    "cleartext_note",
     "diagnose_before_tuning",
     "is_torchrun",
     "job_world_size",
     "recheck_script",
+    "recheck_workload",
     "tune",
     "world_size_note",
 ]

@@ -25,15 +25,17 @@ space, and `best_recipe.json` is what `torchdoctor run --recipe R -- python trai
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.env import cpu_computes_bf16
-from torchdoctor.core.errors import RecordError, TorchDoctorError, TuneError
+from torchdoctor.core.errors import TorchDoctorError, TuneError
+from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.io import atomic_write_text
-from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir, read_manifest
+from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir
 from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
 from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
 from torchdoctor.tune.config import CONFIG_FILE, STUDY_FILE, KnobSpecModel, TuneConfig
@@ -43,8 +45,9 @@ from torchdoctor.tune.fit import check_fit_config, climb_fit, fit_ladder, fit_no
 from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
-from torchdoctor.tune.parity import quality_notes
+from torchdoctor.tune.parity import quality_bands, quality_notes
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
+from torchdoctor.tune.resume import open_resume, secrets_held
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import (
@@ -72,18 +75,26 @@ def _default_batch(config: TuneConfig) -> int:
         return 0  # a script's batch is its own (the batch search is off for scripts)
     if config.factory != ENGINE_FACTORY:
         return int(config.factory_options.get("base_batch", 32))
+    return int(_workload_of(config).default_batch_size)
+
+
+def _workload_params(config: TuneConfig) -> dict[str, Any]:
+    """The workload's own parameters (`tune --param`), which the engine's factory takes as
+    its `params` option (procs `engine_session`)."""
+    return dict(config.factory_options.get("params") or {})
+
+
+def _workload_of(config: TuneConfig) -> Any:
     from torchdoctor.workloads import get_workload
 
-    return int(get_workload(config.workload).default_batch_size)
+    return get_workload(config.workload, **_workload_params(config))
 
 
 def _check_workload(config: TuneConfig) -> None:
     if config.factory != ENGINE_FACTORY or config.is_script:
         return
-    from torchdoctor.workloads import get_workload
-
     try:
-        get_workload(config.workload)
+        _workload_of(config)
     except TorchDoctorError as exc:
         raise TuneError(f"cannot tune workload {config.workload!r}: {exc}") from None
 
@@ -120,11 +131,9 @@ def _resolve_defaults(config: TuneConfig, specs: list[KnobSpec]) -> list[KnobSpe
             for s in specs
         ]
 
-    from torchdoctor.workloads import get_workload
-
     effective = {
         THREADS.name: torch.get_num_threads(),
-        NUM_WORKERS.name: get_workload(config.workload).default_num_workers,
+        NUM_WORKERS.name: _workload_of(config).default_num_workers,
     }
     return [
         replace(s, default=effective[s.name]) if s.default is None and s.name in effective else s
@@ -182,34 +191,10 @@ def _arm_source(config: TuneConfig, settings: TuneSettings) -> ArmSource | None:
     )
 
 
-def _open_resume(
-    run_dir: Path, workload: str | None, command: tuple[list[str], bool] | None = None
-) -> TuneConfig:
-    try:
-        manifest = read_manifest(run_dir)
-        config = TuneConfig.read(run_dir / CONFIG_FILE)
-    except RecordError as exc:
-        raise TuneError(f"cannot resume from {run_dir}: {exc}") from None
-    if manifest.kind not in ("tune", "demo"):
-        raise TuneError(f"cannot resume from {run_dir}: it is a {manifest.kind} run, not a tune")
-    if workload is not None and workload != config.workload:
-        raise TuneError(
-            f"run folder {run_dir} tunes workload {config.workload!r}, not {workload!r}",
-            hint=f"resume without a workload, or with {config.workload!r}",
-        )
-    if command is not None and (config.command, config.module) != command:
-        # A script's study is keyed by its command: another command is another study.
-        was = " ".join(config.command or [config.workload])
-        raise TuneError(
-            f"run folder {run_dir} tunes {was!r}, not {' '.join(command[0])!r}",
-            hint="resume without a command, or with the study's own",
-        )
-    return config
-
-
 def _open_study(config: TuneConfig, run_dir: Path, storage: StorageURL | None) -> Study:
-    """The study: shared in `storage` (or the config's, its password from the environment),
-    else private in the run folder."""
+    """The study: shared in `storage` (or, for a new study, the caller's config's), else
+    private in the run folder. A resumed study's storage is always the caller's
+    (`tune.resume`)."""
     if storage is None and config.storage:
         storage = StorageURL.parse(config.storage)
     if storage is not None:
@@ -235,12 +220,42 @@ def tune(
 ) -> TuneResult:
     """Tune `workload` (or continue the study in `resume`); returns the `TuneResult`.
 
-    `command` (argv, module) with `resume`: the script command the resumed study must tune.
+    With `resume`, the folder's settings are read from it, but what runs code or reaches a
+    server is the caller's, checked against the folder's (`tune.resume`): `workload` for a
+    workload file, `command` (argv, module) for a script (run in the current directory), the
+    study's own `config` for a session factory and its options, and `storage`.
     `storage`: the shared study's storage URL with its password, held in memory only; the
     config records its public form (`config.storage` is set from it when it has none).
     """
+    if storage is None and resume is None and config is not None and config.storage:
+        # A new study's own config names its storage: its password is held the same way.
+        storage = StorageURL.parse(config.storage)
+    with secrets_held(storage) as held:
+        return _tune(
+            workload,
+            config=config,
+            out=out,
+            resume=resume,
+            on_trial=on_trial,
+            on_start=on_start,
+            command=command,
+            storage=held,
+        )
+
+
+def _tune(
+    workload: str | None,
+    *,
+    config: TuneConfig | None,
+    out: Path | None,
+    resume: Path | None,
+    on_trial: TrialCallback | None,
+    on_start: Callable[[Tuner, int], None] | None,
+    command: tuple[list[str], bool] | None,
+    storage: StorageURL | None,
+) -> TuneResult:
     if resume is not None:
-        config = _open_resume(resume, workload, command)
+        config = open_resume(resume, workload, command, given=config, storage=storage)
         run_dir = resume
         study = _open_study(config, run_dir, storage)
     else:
@@ -265,6 +280,13 @@ def tune(
     except TorchDoctorError as exc:
         finish_run_dir(run_dir, error=str(exc))
         raise
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py): the trials decided so far are in the
+        # study, and `tune --resume RUN_DIR` goes on from them; the arms were ended as the
+        # interruption unwound through them.
+        stopped = Interrupted.of(exc, run_dir)
+        finish_run_dir(run_dir, error=str(stopped), interrupted=True)
+        raise stopped from None
     except BaseException as exc:
         lost = study.storage_failure(exc)
         finish_run_dir(run_dir, error=str(lost) if lost else f"{type(exc).__name__}: {exc}")
@@ -295,7 +317,11 @@ def _run(
     if config.space is not None:
         validate = None
     else:
-        validate = recipe_validator(None if config.is_script else config.workload, config.device)
+        validate = recipe_validator(
+            None if config.is_script else config.workload,
+            config.device,
+            params=_workload_params(config),
+        )
     plan = LadderPlan(
         space=space,
         prescribed=config.prescribed,
@@ -313,6 +339,7 @@ def _run(
         final_pairs=config.final_pairs,
         plan=config.plan,
         isolate=config.isolate,
+        device_sharing=config.device_sharing,
         # The memory ladder measures the peak each recipe reaches, the baseline's over the cap
         # included, so its workers run without the watch that would end them at the cap.
         memory_cap_bytes=None if config.objective == "fit" else config.max_memory_bytes,
@@ -429,7 +456,10 @@ def _finish(
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
-    notes += quality_notes(tuner.quality_reference())
+    reference = tuner.quality_reference()
+    notes += quality_notes(reference, tuner.settings.tolerances)
+    if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
+        notes.append(tuner.sharing.note())
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
@@ -450,7 +480,9 @@ def _finish(
         elapsed_s=tuner.budget.elapsed_s(),
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
+        quality_bands=quality_bands(reference, tuner.settings.tolerances),
         fit=fit,
+        device_sharing=tuner.sharing,
     )
     result.write(run_dir / TUNE)
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")
@@ -469,7 +501,6 @@ def _finish(
 
 
 def _command_text(config: TuneConfig) -> str:
-    import shlex
 
     if is_torchrun(config.command, config.module):  # as the user typed it
         return shlex.join(["torchrun", *(config.command or [])[1:]])

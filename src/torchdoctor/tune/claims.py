@@ -62,8 +62,11 @@ POLL_S: Final = 0.5
 MAX_RETRY: Final = 3
 
 
-def heartbeat_storage(url: str, heartbeat_s: int) -> Any:
-    """An Optuna `RDBStorage` of `url` whose running trials beat, and are retried when stale."""
+def heartbeat_storage(
+    url: str, heartbeat_s: int, engine_kwargs: dict[str, Any] | None = None
+) -> Any:
+    """An Optuna `RDBStorage` of `url` whose running trials beat, and are retried when stale
+    (`engine_kwargs`: SQLAlchemy's, e.g. the connection's `require_auth`)."""
     import optuna
 
     storages = optuna.storages
@@ -76,6 +79,7 @@ def heartbeat_storage(url: str, heartbeat_s: int) -> Any:
             callback = {"failed_trial_callback": storages.RetryFailedTrialCallback(MAX_RETRY)}
         return storages.RDBStorage(
             url,
+            engine_kwargs=engine_kwargs,
             heartbeat_interval=heartbeat_s,
             grace_period=GRACE_BEATS * heartbeat_s,
             **callback,

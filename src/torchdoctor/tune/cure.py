@@ -35,7 +35,8 @@ def write_script_cure(
     """
     if not recipe or not command:
         return None
-    from torchdoctor.collect import INJECTION_STEM, InjectionRecord, run_script
+    from torchdoctor.collect import INJECTION_STEM, InjectionRecord
+    from torchdoctor.procs import run_script
 
     root = cwd.resolve()
     out = (run_dir / "cure").resolve()

@@ -17,7 +17,9 @@ On a CPU the peak is the worker's resident set (its high-water mark, reset per r
 the cap is honest about the whole process, interpreter and libraries included; there is no
 allocator to fail at the cap, so a recipe over it is measured and reported as over. On CUDA
 it is the caching allocator's `max_memory_allocated` (the reserved slack and the CUDA context
-come on top).
+come on top), except for a recipe that replays CUDA graphs: their private pools never show in
+`max_memory_allocated`, so its peak is the reserved figure, which holds them
+(engine.MemoryStats.cuda_peak_bytes).
 
 Which batch the search tries next is one function (`next_batch`), a seam a model of memory
 against batch size (a fit of measured peaks) can replace by proposing its predicted edge first.

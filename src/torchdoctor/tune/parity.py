@@ -40,6 +40,7 @@ from typing import Final
 from scipy import stats
 
 from torchdoctor.core.vocabulary import Safety
+from torchdoctor.tune.band_records import BandBound, QualityBand
 
 #: Baseline runs with a no-op perturbation, besides the baseline itself. With n = 7 runs the
 #: 99% two-sided t quantile is 3.71 (6 degrees of freedom); 11 runs would only bring it to
@@ -201,7 +202,7 @@ def check_parity(
     one_sided = safety in ONE_SIDED
     centre = reference.mean
     scale = max(abs(centre), _LOSS_FLOOR)
-    half = max(reference.half_width(one_sided=one_sided, confidence=confidence), tolerance * scale)
+    half, _ = _half(reference, safety, tolerance, confidence)
     deviation = (cand - reference.baseline) / max(abs(reference.baseline), _LOSS_FLOOR)
     too_high = cand > centre + half
     too_low = not one_sided and cand < centre - half
@@ -220,6 +221,62 @@ def check_parity(
     )
     reason = _verdict(reference, cand, half) + evidence
     return ParityResult(False, deviation, tolerance, reason, half / scale)
+
+
+def _half(
+    reference: QualityReference, safety: Safety, tolerance: float, confidence: float
+) -> tuple[float, BandBound]:
+    """The acceptance half-width a class is held to, and which bound set it: the prediction
+    interval (the statistic) or the class's floor, whichever is wider."""
+    scale = max(abs(reference.mean), _LOSS_FLOOR)
+    stat = reference.half_width(one_sided=safety in ONE_SIDED, confidence=confidence)
+    floor = tolerance * scale
+    return (stat, "statistic") if stat >= floor else (floor, "floor")
+
+
+def quality_bands(
+    reference: QualityReference,
+    tolerances: dict[Safety, float] | None = None,
+    *,
+    confidence: float = QUALITY_CONFIDENCE,
+) -> list[QualityBand]:
+    """The band each safety class is held to (what `check_parity` applies), strictest first;
+    empty without a finite baseline."""
+    if reference.runs == 0:
+        return []
+    tol = tolerances or TOLERANCES
+    bands = []
+    for safety in SAFETY_ORDER:
+        half, set_by = _half(reference, safety, tol[safety], confidence)
+        scale = max(abs(reference.mean), _LOSS_FLOOR)
+        bands.append(
+            QualityBand(
+                safety=safety,
+                low=None if safety in ONE_SIDED else reference.mean - half,
+                high=reference.mean + half,
+                set_by=set_by,
+                statistic_half=reference.half_width(
+                    one_sided=safety in ONE_SIDED, confidence=confidence
+                ),
+                floor_half=tol[safety] * scale,
+                floor_share=tol[safety],
+                confidence=confidence,
+            )
+        )
+    return bands
+
+
+def band_text(band: QualityBand) -> str:
+    """One class's band in words: its range and which bound set it."""
+    where = f"at most {band.high:.4g}" if band.low is None else f"{band.low:.4g}..{band.high:.4g}"
+    if band.set_by == "floor":
+        why = (
+            f"the class floor of {band.floor_share:.3g} of the mean, wider than the "
+            f"statistic's +-{band.statistic_half:.2g}"
+        )
+    else:
+        why = f"the statistic ({band.confidence:.0%} prediction interval)"
+    return f"{band.safety} {where}, set by {why}"
 
 
 def _verdict(reference: QualityReference, cand: float, half: float) -> str:
@@ -244,10 +301,15 @@ def _verdict(reference: QualityReference, cand: float, half: float) -> str:
     return f"it learns {(first - cand) / learned:.0%} as much as the baseline: "
 
 
-def quality_notes(reference: QualityReference) -> list[str]:
-    """One line for the result: the yardstick every candidate's loss was judged by."""
+def quality_notes(
+    reference: QualityReference, tolerances: dict[Safety, float] | None = None
+) -> list[str]:
+    """Two lines for the result: the yardstick every candidate's loss was judged by, and the
+    band each safety class was actually held to (the statistic or the class floor)."""
+    bands = "; ".join(band_text(b) for b in quality_bands(reference, tolerances))
     if reference.runs < 2:
-        return ["quality judged by the class floors alone: no reference runs were measured"]
+        notes = ["quality judged by the class floors alone: no reference runs were measured"]
+        return notes + ([f"quality bands applied: {bands}"] if bands else [])
     lo, hi = reference.window
     two = reference.half_width(one_sided=False)
     return [
@@ -255,5 +317,6 @@ def quality_notes(reference: QualityReference) -> list[str]:
         f"change of its initial weights averaged a loss of {reference.mean:.3g} over steps "
         f"{lo}..{hi - 1} (sd {reference.spread:.2g}); a change that trains the same lands "
         f"within {reference.mean - two:.3g}..{reference.mean + two:.3g} "
-        f"({QUALITY_CONFIDENCE:.0%} prediction interval)"
+        f"({QUALITY_CONFIDENCE:.0%} prediction interval)",
+        f"quality bands applied: {bands}",
     ]

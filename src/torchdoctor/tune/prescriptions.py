@@ -46,6 +46,7 @@ def diagnose_before_tuning(
     *,
     device: str = "cpu",
     settings: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> list[str]:
     """Diagnose `workload` on `device` into RUN_DIR/diagnosis/ (and RUN_DIR/diagnosis.json).
 
@@ -65,6 +66,7 @@ def diagnose_before_tuning(
         profile_steps=DIAGNOSIS_PROFILE_STEPS,
         out=run_dir / DIAGNOSIS_SUBDIR,
         device=device,
+        params=params,
     )
     if not exam.diagnoses:
         return []

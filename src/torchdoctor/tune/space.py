@@ -180,18 +180,22 @@ def catalogue_space(device: str) -> list[KnobSpec]:
     return specs
 
 
-def recipe_validator(workload: str | None, device: str) -> Callable[[dict[str, Any]], str | None]:
+def recipe_validator(
+    workload: str | None, device: str, *, params: dict[str, Any] | None = None
+) -> Callable[[dict[str, Any]], str | None]:
     """A function returning why a recipe cannot run here (None when it can).
 
     For a setting that does not apply here the reason is the knob's own, without the value
     ("it only acts on CUDA devices ..."), so that the values of one knob share one reason.
-    Without a workload (a user's script) the catalogue's rules on this device alone.
+    Without a workload (a user's script) the catalogue's rules on this device alone; `params`:
+    the workload's own (`tune --param`), which decide what applies to it (a hand-written
+    attention can be switched to SDPA).
     """
     from torchdoctor.core.errors import KnobError, KnobNotApplicable
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
-    wl = get_workload(workload) if workload is not None else None
+    wl = get_workload(workload, **(params or {})) if workload is not None else None
 
     def validate(recipe: dict[str, Any]) -> str | None:
         try:

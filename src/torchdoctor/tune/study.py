@@ -70,6 +70,17 @@ def _open(storage: Any, study_name: str) -> Any:
     return study
 
 
+def _backend(url: StorageURL, shared: bool, heartbeat_s: int) -> Any:
+    """What Optuna opens: a shared study's storage with heartbeats, a database with the
+    connection arguments its URL needs (`StorageURL.engine_kwargs`), else the URL."""
+    kwargs = url.engine_kwargs()
+    if shared:
+        return heartbeat_storage(url.secret, heartbeat_s, kwargs or None)
+    if kwargs:
+        return _optuna().storages.RDBStorage(url.secret, engine_kwargs=kwargs)
+    return url.secret
+
+
 def _created_concurrently(exc: BaseException) -> bool:
     """Whether opening a storage failed because another process was creating it too: its
     schema's tables or rows were inserted between this process's check and its insert."""
@@ -104,7 +115,7 @@ class Study:
         self._held: dict[str, Claim] = {}
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             try:
-                backend = heartbeat_storage(url.secret, heartbeat_s) if shared else url.secret
+                backend = _backend(url, shared, heartbeat_s)
                 self._study = _open(backend, study_name)
                 if shared:
                     self._claims = Claims(self._study, backend, heartbeat_s=heartbeat_s)

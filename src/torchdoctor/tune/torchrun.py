@@ -20,7 +20,7 @@ from typing import Final
 
 from torchdoctor.core.errors import TuneError
 
-#: The module names the CLI gives a torchrun command (`cli/diagnose.py`, `_split_command`).
+#: The module names the CLI gives a torchrun command (`torchdoctor.api.parse_command`).
 TORCHRUN_MODULES: Final = ("torch.distributed.run", "torch.distributed.launch")
 #: torchrun options that take no value.
 _FLAGS: Final = frozenset(

@@ -21,6 +21,31 @@ BUILTIN: dict[str, str] = {
 }
 
 
+#: Named presets: a built-in workload at another size, found by name but not listed (they are
+#: the same workload as their base). `gpt2-small`: the built-in gpt at GPT-2 small's shape
+#: (Radford et al., 2019: 12 layers, 12 heads, 768 wide, a 1024-token context) with its
+#: attention written by hand, as nanoGPT's slow path and many first training scripts compute
+#: it; a step is tens of GFLOP, so on a GPU the device, not the host or the data, sets its
+#: time. The demo's GPU story (cli/demo.py). 4 sequences a batch: in fp32 the hand-written
+#: attention saves one 4 x 12 x 1024 x 1024 softmax per layer for backward (0.2 GB), and with
+#: the other activations (~0.3 GB a layer) and AdamW's state (16 bytes a parameter) a step
+#: holds about 7 GB, within a 16 GB GPU.
+PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gpt2-small": (
+        "gpt",
+        {
+            "block": 1024,
+            "layers": 12,
+            "heads": 12,
+            "embd": 768,
+            "attention": "manual",
+            "batch_size": 4,
+            "characters": 262144,
+        },
+    ),
+}
+
+
 def _builtin_factories() -> dict[str, Callable[..., Workload]]:
     factories: dict[str, Callable[..., Workload]] = {}
     for name, target in BUILTIN.items():
@@ -42,6 +67,9 @@ def get_workload(name: str, **params: Any) -> Workload:
     if ":" in name or name.endswith(".py"):
         return load_user_workload(name, **params)
     factories = _builtin_factories()
+    if name in PRESETS and PRESETS[name][0] in factories:
+        base, preset = PRESETS[name]
+        return _call_factory(factories[base], name, {**preset, **params})
     if name not in factories:
         raise WorkloadError(
             f"unknown workload '{name}'",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from torchdoctor.tune import TuneConfig
 def _capture(monkeypatch: pytest.MonkeyPatch, prescribed: list[str]) -> list[TuneConfig]:
     configs: list[TuneConfig] = []
 
-    def diagnose(workload: str, out: Path | None, *, device: str) -> tuple[Path, list[str]]:
+    def diagnose(workload: str, out: Path | None, **_: Any) -> tuple[Path, list[str]]:
         return Path("run"), list(prescribed)
 
     def run(*, config: TuneConfig, out: Path) -> SimpleNamespace:

@@ -72,5 +72,5 @@ def test_demo_on_a_gpu_tries_the_gpus_knobs(monkeypatch: pytest.MonkeyPatch) -> 
     (config,) = configs
     knobs = config.knobs  # type: ignore[attr-defined]
     assert config.device == "cuda" and knobs[0] == "precision"  # type: ignore[attr-defined]
-    assert {"cudnn_benchmark", "tf32", "cuda_graphs"} <= set(knobs)
+    assert {"compile", "attention", "tf32", "cuda_graphs"} <= set(knobs)
     assert "threads" not in knobs

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,7 +10,8 @@ import typer
 
 from torchdoctor import __version__
 from torchdoctor.cli import main as cli_main
-from torchdoctor.core.errors import WorkloadError
+from torchdoctor.cli.state import emit
+from torchdoctor.core.errors import EXIT_CODE_MEANINGS, ExitCode, ScriptExit, WorkloadError
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,3 +109,60 @@ def test_flags_after_the_separator_belong_to_the_script() -> None:
     ]  # fmt: skip
     assert hoist(["env", "--debug", "--json"]) == ["--debug", "--json", "env"]
     assert hoist(["--json", "env"]) == ["--json", "env"]
+
+
+def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for code in ExitCode:
+        assert f"{int(code)} {EXIT_CODE_MEANINGS[code]}" in out
+
+
+def test_an_error_under_json_is_a_json_document_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "nope.json")
+    assert cli_main.main(["--json", "analyze", missing]) == 2
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["schema"] == "torchdoctor/error" and doc["exit_code"] == 2
+    assert "nope.json" in doc["error"] and captured.err.startswith("error: ")
+
+
+def test_a_bad_option_under_json_is_a_json_document_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli_main.main(["--json", "analyze", "t.json", "--no-such-option"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 2 and "--no-such-option" in doc["error"]
+
+
+def test_an_error_after_the_record_leaves_stdout_to_the_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    @cli_main.app.command("_emit_then_raise_for_test", hidden=True)
+    def _emit_then_raise() -> None:
+        emit({"schema": "x"}, lambda console: None)
+        raise WorkloadError("after the record")
+
+    assert cli_main.main(["--json", "_emit_then_raise_for_test"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"schema": "x"}
+
+
+def test_a_failing_script_exits_3_whatever_its_own_code() -> None:
+    error = ScriptExit("the script raised", script_code=2)
+    assert error.exit_code == ExitCode.SCRIPT_FAILED == 3
+    assert "exit code 2" in str(error) and error.script_code == 2
+
+
+def test_version_imports_no_command() -> None:
+    code = (
+        "import sys\n"
+        "from torchdoctor.cli.main import main\n"
+        "assert main(['--version']) == 0\n"
+        "print(sorted(m for m in sys.modules if m.startswith('torchdoctor.cli.') "
+        "and m not in ('torchdoctor.cli.main', 'torchdoctor.cli.state')))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[1:3] == ["[]", "False"]

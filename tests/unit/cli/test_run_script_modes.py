@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import torchdoctor.collect as collect_mod
+import torchdoctor.procs as procs_mod
 import torchdoctor.tune as tune_mod
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
@@ -38,7 +38,7 @@ def test_a_script_without_a_recipe_runs_as_it_is(
         steps = [StepTiming(index=i, total_s=0.1, samples=8) for i in range(12)]
         return ScriptProfile(argv=argv, steps=steps)
 
-    monkeypatch.setattr(collect_mod, "run_script", run_script)
+    monkeypatch.setattr(procs_mod, "run_script", run_script)
     script = _script(tmp_path)
     code = main(["--json", "run", "--out", str(tmp_path / "r"), "--", "python", str(script)])
     assert code == 0

@@ -393,7 +393,7 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
     modules it trains, leave the (fake) GPU at the boundary, the freed blocks go back, and
     the script trains on as if never parked."""
     from fake_gpu import FakeCuda, FakeGpu
-    from torchdoctor.collect import DriverPark, ScriptParked
+    from torchdoctor.collect import DriverPark, Parked
 
     cuda = FakeCuda(FakeGpu(2**20))
 
@@ -427,8 +427,8 @@ def test_a_parked_script_leaves_the_gpu_and_trains_on_unchanged() -> None:
     _, off, back, chunk = channel.sent
     state = 3 * 4 * sum(p.numel() for p in loop.model.parameters())  # weight, grad, 2 moments
     state += 4 * sum(p.numel() for p in loop.model.parameters()) + 4 * 4  # and the buffer
-    assert isinstance(off, ScriptParked) and off.moved_bytes == held[0] == state
+    assert isinstance(off, Parked) and off.moved_bytes == held[0] == state
     assert off.left_bytes == 0 and off.pinned is None
-    assert isinstance(back, ScriptParked) and back.moved_bytes == back.left_bytes == state
+    assert isinstance(back, Parked) and back.moved_bytes == back.left_bytes == state
     assert isinstance(chunk, ScriptChunk)
     assert [r[2] for r in chunk.steps] == pytest.approx([s[0] for s in twin.losses[2:5]])

@@ -2,7 +2,9 @@
 
 `FakeCudaDevices` models what matters: a current-device index that set_device changes, one
 stream per device, events stamped by the device clock of the stream they were recorded on,
-`elapsed_time` defined only between completed events of one device (as torch raises).
+a device that runs behind the host (queued work completes only when it catches up or a
+host waits on an event), `Event.query` that waits for nothing, and `elapsed_time` defined
+only between completed events of one device (as torch raises).
 """
 
 from __future__ import annotations
@@ -32,11 +34,18 @@ class FakeEvent:
         stream = stream or self.cuda.current_stream()
         self.device, self.ms = stream.device, self.cuda.device_ms[stream.device]
 
+    def query(self) -> bool:
+        assert self.device is not None and self.ms is not None
+        return self.cuda.done_ms[self.device] >= self.ms
+
     def synchronize(self) -> None:
-        self.done = True
+        # The host blocks until the device reaches the event: a sync a trace would show.
+        assert self.device is not None and self.ms is not None
+        self.cuda.waits += 1
+        self.cuda.done_ms[self.device] = max(self.cuda.done_ms[self.device], self.ms)
 
     def elapsed_time(self, end: FakeEvent) -> float:
-        if not end.done:
+        if not end.query():
             raise RuntimeError("end event not completed")
         if self.device != end.device:
             raise RuntimeError("events recorded on different devices")
@@ -47,7 +56,9 @@ class FakeEvent:
 class FakeCudaDevices:
     def __init__(self, count: int = 2) -> None:
         self.current = 0
-        self.device_ms = [0.0] * count
+        self.device_ms = [0.0] * count  # work queued on each device, in device ms
+        self.done_ms = [0.0] * count  # how far each device has run
+        self.waits = 0  # host waits on an event
 
     def set_device(self, index: int) -> None:
         self.current = index
@@ -66,6 +77,9 @@ class FakeCudaDevices:
 
     def kernel(self, device: int, ms: float) -> None:
         self.device_ms[device] += ms
+
+    def catch_up(self, device: int) -> None:
+        self.done_ms[device] = self.device_ms[device]
 
 
 def test_events_time_the_scripts_device_not_the_current_one() -> None:
@@ -97,6 +111,30 @@ def test_recorder_phases_on_cuda_1() -> None:
     rec.optimizer_step_end()
     rec.finish()
     assert rec.steps[0].phases["forward"] == pytest.approx(0.010)
+
+
+def _step(rec: StepRecorder, cuda: FakeCudaDevices, ms: float) -> None:
+    rec.begin("forward")
+    cuda.kernel(0, ms)
+    rec.end("forward")
+    rec.optimizer_step_end()
+
+
+def test_the_clock_never_waits_for_the_device_inside_the_steps() -> None:
+    # A GPU-bound script: the device runs behind the host. A wait on an event mid-run lands
+    # inside the next step, where the trace charges it to the job as a sync.
+    cuda = FakeCudaDevices()
+    rec = StepRecorder(CudaEventClock(torch.device("cuda", 0), cuda=cuda))
+    for _ in range(4):
+        _step(rec, cuda, 10.0)
+    assert cuda.waits == 0 and rec.steps == []
+    cuda.catch_up(0)  # the device finishes what was queued: those steps read without a wait
+    _step(rec, cuda, 10.0)
+    assert cuda.waits == 0 and len(rec.steps) == 4
+    rec.finish()  # the script ended: the last step is read, waiting once
+    assert [s.index for s in rec.steps] == [0, 1, 2, 3, 4]
+    assert all(s.phases["forward"] == pytest.approx(0.010) for s in rec.steps)
+    assert cuda.waits == 1
 
 
 def test_first_copy_to_a_gpu_tells_the_clock_its_device() -> None:

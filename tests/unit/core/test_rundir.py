@@ -59,3 +59,37 @@ def test_display_path_is_relative_inside_the_cwd_and_absolute_outside(
     monkeypatch.chdir(inside)
     assert display_path(inside / "runs" / "r1") == str(Path("runs") / "r1")
     assert display_path(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")
+
+
+def test_a_refused_report_marks_the_finished_run_failed(tmp_path: Path) -> None:
+    import errno
+    import json
+
+    from torchdoctor.core.rundir import finishing
+
+    run = new_run_dir("tune", "mlp", out=tmp_path / "run")
+
+    def full_disk() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(run / "report.html"))
+
+    refused = pytest.raises(RecordError, match=r"cannot write .*report.html: No space left")
+    with refused, finishing(run, reports=full_disk):
+        (run / "record.json").write_text("{}")
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "failed" and "No space left" in manifest["error"]
+    with finishing(run, reports=lambda: None):
+        pass
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_an_interrupted_run_says_so_and_names_its_folder(tmp_path: Path) -> None:
+    from torchdoctor.core.interrupt import Interrupted
+    from torchdoctor.core.rundir import marking_interruption
+
+    run = new_run_dir("tune", "cnn", out=tmp_path / "r3")
+    with pytest.raises(Interrupted) as info, marking_interruption(run):
+        raise KeyboardInterrupt
+    assert info.value.run_dir == run and info.value.exit_code == 130
+    m = read_manifest(run)
+    assert m.status == "interrupted" and m.error == "interrupted by SIGINT"
+    assert m.finished is not None

@@ -137,8 +137,11 @@ def test_cli_json_is_one_document_and_the_report_has_the_section(
     from torchdoctor.report.api import render_text
     from torchdoctor.report.load import read_input
 
-    assert cli_main.main(["diff", "--json", str(PLAIN), str(WAIT), "--no-report"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    # B waits for data where A did not: slower, so diff exits 1 for a CI job to gate on.
+    assert cli_main.main(["diff", "--json", str(PLAIN), str(WAIT), "--no-report"]) == 1
+    captured = capsys.readouterr()
+    assert "regression: B is slower than A" in captured.err
+    doc = json.loads(captured.out)
     assert doc["schema"] == "torchdoctor/run_diff" and doc["most_changed"] == "DataLoader"
     # The run folder `diff` writes, rendered by the report's registry (Markdown: no charts).
     run_dir = rundir.new_run_dir("diff", "a-vs-b", out=tmp_path / "d")
@@ -148,6 +151,13 @@ def test_cli_json_is_one_document_and_the_report_has_the_section(
     md = render_text(read_input(run_dir), "md")
     assert "## What changed" in md and "DataLoader changed most" in md
     assert "What is missing" not in md
+
+
+def test_diff_gates_on_a_regression_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert diff_inputs(PLAIN, WAIT).regressed
+    assert not diff_inputs(WAIT, PLAIN).regressed  # faster is no regression
+    assert not diff_inputs(PLAIN, PLAIN).regressed
+    assert cli_main.main(["diff", str(WAIT), str(PLAIN), "--no-report"]) == 0
 
 
 def test_shift_interval_keeps_its_confidence_on_no_change() -> None:

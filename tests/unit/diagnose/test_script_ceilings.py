@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import torchdoctor.collect as collect
+import torchdoctor.procs as procs
 from torchdoctor.collect import ScriptProfile
 from torchdoctor.core.env import Ceilings
 from torchdoctor.core.errors import EnvError
@@ -51,7 +51,7 @@ def _fake_machine(monkeypatch: pytest.MonkeyPatch, trace: Path, gpu: Ceilings | 
         return ScriptProfile(argv=argv, device="cuda:0", steps=steps, trace_path=str(trace))
 
     monkeypatch.setattr(hostinfo, "local_ceilings", local_ceilings)
-    monkeypatch.setattr(collect, "run_script", run_script)
+    monkeypatch.setattr(procs, "run_script", run_script)
     monkeypatch.setattr(examine, "local_environment", lambda: None)
     return asked
 

@@ -127,7 +127,9 @@ def test_ceiling_is_the_sustained_warm_peak_not_a_cold_median() -> None:
 def test_matmul_flops_uses_the_sustained_best(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, float, float]] = []
 
-    def fake(device: str, dtype: str, n: int, run_time: float, warmup_s: float) -> float:
+    def fake(
+        device: str, dtype: str, n: int, run_time: float, warmup_s: float, notes: object = None
+    ) -> float:
         seen.append((n, run_time, warmup_s))
         return 1e-3 * (n / 8) ** 3
 

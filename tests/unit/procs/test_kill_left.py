@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from torchdoctor.procs._launch import descendants, kill_left, signal_group
+from torchdoctor.procs._tree import descendants, kill_left, signal_group
 
 # A parent in its own process group that starts a child in a session of its own, prints the
 # child's pid, and sleeps.

@@ -235,7 +235,7 @@ def test_a_share_of_the_baseline_is_resolved_once_and_a_resume_replays_it(
     assert fit.baseline_peak_bytes is not None and fit.max_memory_fraction == 0.9
     assert fit.max_memory_bytes == pytest.approx(0.9 * fit.baseline_peak_bytes, rel=1e-6)
     assert first.best_recipe == {"batch_size": 32, "precision": "bf16"}
-    again = tune(resume=tmp_path / "run")
+    again = tune(resume=tmp_path / "run", config=config)
     assert again.n_reused == again.n_trials == first.n_trials
     assert again.fit == fit and again.best_recipe == first.best_recipe
 

@@ -45,7 +45,7 @@ def test_a_resumed_study_reuses_the_stored_reference(
     config = sim_config([FAST_KNOB], effects={"fast": {"True": 0.5}})
     tune(config=config, out=tmp_path / "run")
     reference_calls.clear()
-    resumed = tune(resume=tmp_path / "run")
+    resumed = tune(resume=tmp_path / "run", config=config)
     assert reference_calls == []
     assert resumed.best_recipe == {"fast": True}
 

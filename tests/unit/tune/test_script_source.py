@@ -144,13 +144,13 @@ def test_the_ladder_does_not_try_the_value_a_script_runs_with_of_its_own() -> No
 
 
 def test_the_cli_reads_a_script_or_a_module_command() -> None:
-    from torchdoctor.cli.tune import _script_config
+    from torchdoctor.api import tune_config
 
     options: dict[str, Any] = dict(
-        budget="90s", objective="throughput", max_memory=None, storage=None, settings=[],
-        knobs="num_workers", joint=0, min_gain=0.02, final_pairs=3, device="cpu", seed=0,
+        budget_s=90.0, objective="throughput", knobs=["num_workers"], min_gain=0.02, pairs=3,
+        device="cpu", seed=0,
     )  # fmt: skip
-    script = _script_config(["python", "train.py", "--steps", "4"], **options)
+    script = tune_config(["python", "train.py", "--steps", "4"], **options)
     assert (script.command, script.module, script.workload) == (
         ["train.py", "--steps", "4"],
         False,
@@ -158,7 +158,7 @@ def test_the_cli_reads_a_script_or_a_module_command() -> None:
     )
     assert script.search_batch is False and script.knobs == ["num_workers"]
     assert script.final_pairs == 3
-    module = _script_config(["python", "-m", "pkg.train", "--lr", "1"], **options)
+    module = tune_config(["python", "-m", "pkg.train", "--lr", "1"], **options)
     assert (module.command, module.module, module.workload) == (
         ["pkg.train", "--lr", "1"],
         True,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from torchdoctor.cli.diagnose import _split_command
+from torchdoctor.api import parse_command
 from torchdoctor.collect.inject.record import InjectionRecord, KnobOutcome
 from torchdoctor.collect.rank_agreement import check_ranks_agree
 from torchdoctor.core.errors import CollectError, TuneError
@@ -37,10 +37,10 @@ DDP_KNOBS = {
 
 
 def test_the_cli_split_reads_as_a_torchrun_job() -> None:
-    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "train.py", "--lr", "1"])
+    argv, module = parse_command(["torchrun", "--nproc_per_node", "2", "train.py", "--lr", "1"])
     assert is_torchrun(argv, module)
-    assert not is_torchrun(*_split_command(["python", "train.py"]))
-    assert not is_torchrun(*_split_command(["python", "-m", "pkg.train"]))
+    assert not is_torchrun(*parse_command(["python", "train.py"]))
+    assert not is_torchrun(*parse_command(["python", "-m", "pkg.train"]))
     assert torchrun_options(argv) == {"--nproc_per_node": "2"}
     # shown, and handed back for `run --recipe`, as the user typed it
     shown = "torchrun --nproc_per_node 2 train.py --lr 1"
@@ -82,7 +82,7 @@ def test_a_job_whose_arms_would_meet_is_refused(options: list[str], said: str) -
 
 def test_ddp_knobs_are_offered_to_a_torchrun_job_only() -> None:
     assert ddp_knob_names() == DDP_KNOBS
-    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "train.py"])
+    argv, module = parse_command(["torchrun", "--nproc_per_node", "2", "train.py"])
     job = TuneConfig(workload="script:train", command=argv, module=module, search_batch=False)
     script = TuneConfig(workload="script:train", command=["train.py"], search_batch=False)
     workload = TuneConfig(workload="mlp")
@@ -117,7 +117,7 @@ def test_a_run_whose_ranks_disagree_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_recipe_run_at_another_world_size_gets_the_learning_rate_note(tmp_path: Path) -> None:
-    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "train.py"])
+    argv, module = parse_command(["torchrun", "--nproc_per_node", "2", "train.py"])
     assert job_world_size(argv) == 2
     assert job_world_size(["torch.distributed.run", "--nproc-per-node=auto", "t.py"]) is None
     config = TuneConfig(workload="script:train", command=argv, module=module, search_batch=False)
@@ -132,7 +132,7 @@ def test_a_recipe_run_at_another_world_size_gets_the_learning_rate_note(tmp_path
 def test_a_missing_script_is_one_line_before_any_launch(tmp_path: Path) -> None:
     from torchdoctor.tune.api import _check_script
 
-    argv, module = _split_command(["torchrun", "--nproc_per_node", "2", "nowhere.py"])
+    argv, module = parse_command(["torchrun", "--nproc_per_node", "2", "nowhere.py"])
     config = TuneConfig(
         workload="script:nowhere",
         command=argv,

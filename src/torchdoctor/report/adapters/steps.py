@@ -51,7 +51,11 @@ def run_result_facts(run: JsonDict) -> list[KeyValue]:
         KeyValue("first step", fmt.seconds(num(run, "first_step_s"))),
         KeyValue("warm-up", fmt.seconds(num(run, "warmup_s"))),
         KeyValue("peak memory (host RSS)", fmt.nbytes(num(memory, "cpu_peak_rss_bytes"))),
-        KeyValue("peak memory (CUDA)", fmt.nbytes(num(memory, "cuda_max_allocated_bytes"))),
+        KeyValue(
+            "peak memory (CUDA)",
+            # The compared peak (graph pools included) where recorded, else max allocated.
+            fmt.nbytes(num(memory, "cuda_peak_bytes") or num(memory, "cuda_max_allocated_bytes")),
+        ),
         KeyValue("threads", fmt.number(integer(run, "threads"))),
     ]
     return [f for f in facts if f.value != fmt.NA]

@@ -110,6 +110,11 @@ def ladder_section(tune: JsonDict) -> LadderSection:
         KeyValue("elapsed", fmt.seconds(num(tune, "elapsed_s"))),
         KeyValue("budget exhausted", fmt.number(get(tune, "budget_exhausted"))),
     ]
+    facts += [
+        KeyValue(f"quality band ({text(b, 'safety') or '?'})", _band(b))
+        for b in items(tune, "quality_bands")
+        if isinstance(b, dict)
+    ]
     return LadderSection(
         workload=text(tune, "workload") or fmt.NA,
         objective=text(tune, "objective") or "throughput",
@@ -124,6 +129,20 @@ def ladder_section(tune: JsonDict) -> LadderSection:
         notes=[str(n) for n in items(tune, "notes")],
         caption=LADDER_CAPTION,
     )
+
+
+def _band(band: JsonDict) -> str:
+    """A quality band as the page states it: where a candidate's late loss must land, and
+    which bound set it (the reference runs' statistic or the safety class's floor)."""
+    low, high = num(band, "low"), num(band, "high")
+    where = f"at most {high:.4g}" if low is None and high is not None else (
+        f"{low:.4g}..{high:.4g}" if low is not None and high is not None else fmt.NA
+    )  # fmt: skip
+    stat, share = num(band, "statistic_half"), num(band, "floor_share")
+    if text(band, "set_by") == "floor" and share is not None:
+        spread = f", wider than the statistic's +-{stat:.2g}" if stat is not None else ""
+        return f"{where} (set by the floor, {share:.3g} of the mean{spread})"
+    return f"{where} (set by the statistic, the reference runs' prediction interval)"
 
 
 def trial_view(data: JsonDict) -> TrialView:

@@ -10,6 +10,8 @@ import io
 import re
 from typing import TYPE_CHECKING, Any, Final
 
+from torchdoctor.core.text import printable
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -80,3 +82,9 @@ def to_svg(fig: Figure, name: str) -> str:
     svg = svg[svg.index("<svg") :]
     svg = _ID.sub(lambda m: f'id="{name}-{m.group(1)}"', svg)
     return _REF.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
+
+
+def chart_text(text: str) -> str:
+    """A record's string as matplotlib shows it literally: no control characters, and its
+    `$` escaped, which would otherwise start mathtext (an op named `$\\foo$` fails to parse)."""
+    return printable(text).replace("$", r"\$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, to_svg
+from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
 from torchdoctor.report.model import RooflineSection
 
 #: Ops labelled on the chart by name (the most expensive ones); the table lists all.
@@ -80,7 +80,7 @@ def roofline_chart(plt: Any, section: RooflineSection) -> str | None:
     for o in sorted(ops, key=lambda o: -(o.time_us or 0.0))[:LABELLED_OPS]:
         name = o.name if len(o.name) <= 40 else o.name[:39] + "…"
         ax.annotate(
-            name,
+            chart_text(name),
             (o.intensity, o.achieved_flops_per_s),
             fontsize=7,
             xytext=(4, 4),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchdoctor.core.steps import PHASES
-from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, to_svg
+from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
 from torchdoctor.report.model import StepSection, TimelineSection
 
 
@@ -51,7 +51,7 @@ def steps_chart(plt: Any, section: StepSection) -> str | None:
     return _stacked(
         plt,
         "steps",
-        [b.label for b in section.bars],
+        [chart_text(b.label) for b in section.bars],
         [b.fractions for b in section.bars],
         keys,
         "share of step time (%)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, to_svg
+from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
 from torchdoctor.report.model import LadderSection, LossCurve, ParetoPointView
 
 
@@ -16,7 +16,7 @@ def ladder_chart(plt: Any, ladder: LadderSection) -> str | None:
         return None
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.8 + 0.5 * len(rungs)))
     labels = [
-        f"{r.step}. {r.change}" if len(r.change) < 45 else f"{r.step}. {r.change[:44]}…"
+        chart_text(f"{r.step}. {r.change}" if len(r.change) < 45 else f"{r.step}. {r.change[:44]}…")
         for r in rungs
     ]
     previous = 1.0
@@ -78,7 +78,7 @@ def parity_chart(plt: Any, curves: list[LossCurve]) -> str | None:
         ax.plot(
             steps,
             values,
-            label=label,
+            label=chart_text(label),
             color=PALETTE[i % len(PALETTE)],
             linewidth=2.0 if i == 0 else 1.2,
             linestyle="-" if i == 0 else "--",

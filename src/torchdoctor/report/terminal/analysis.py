@@ -101,6 +101,14 @@ def render_analysis(r: TraceAnalysis, console: Console) -> None:
         )
     per_step = "" if r.syncs.per_step is None else f" ({r.syncs.per_step:.1f} per step)"
     console.print(f"sync points: {r.syncs.total}{per_step}")
+    if r.syncs.host_scalar_reads:
+        console.print(
+            f"  not counted: {r.syncs.host_scalar_reads} scalar reads of host tensors "
+            "(no device wait beneath them)"
+        )
+    if r.syncs.tool_by_name:
+        own = ", ".join(f"{n} x{c}" for n, c in r.syncs.tool_by_name.items())
+        console.print(f"  not counted: torchdoctor's own syncs ({own})")
     for c in r.syncs.copies:
         console.print(
             f"  copy {c.direction} {c.memory}: {c.count} x, {_si(c.bytes, 'B')}, "

@@ -48,13 +48,34 @@ def ceilings_table(c: Ceilings) -> Table:
     table = Table(title=f"Ceilings of {c.device} ({c.source}, {c.measured_at or 'undated'})")
     table.add_column("ceiling")
     table.add_column("value", justify="right")
+    burst = c.method.get("burst_flops") or {}
+    clocks = c.method.get("clocks") or {}
     for dtype, flops in c.peak_flops.items():
         n = c.method.get("matmul_n", {}).get(dtype)
-        table.add_row(f"matmul {dtype}" + (f" (n={n})" if n else ""), f"{flops / 1e9:.1f} GFLOP/s")
-    table.add_row("memory bandwidth (copy)", f"{c.mem_bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+        value = f"{flops / 1e9:.1f} GFLOP/s"
+        if burst.get(dtype):  # a GPU's: sustained, then its burst and the clocks it ran at
+            value += f" (burst {burst[dtype] / 1e9:.1f}{_clocks(clocks.get(dtype))})"
+        table.add_row(f"matmul {dtype}" + (f" (n={n})" if n else ""), value)
+    copy = f"{c.mem_bandwidth_bytes_per_s / 1e9:.2f} GB/s"
+    copy_burst = c.method.get("burst_bandwidth_bytes_per_s")
+    if copy_burst:
+        copy += f" (burst {copy_burst / 1e9:.2f})"
+    table.add_row("memory bandwidth (copy)", copy)
     if c.disturbed:
         table.add_row("[yellow]DISTURBED[/]", "[yellow]not cached[/]")
     return table
+
+
+def _clocks(clocks: dict[str, float] | None) -> str:
+    """ ", SM 1755-1980 MHz, <=690 W" from NVML's samples, or "" without them."""
+    if not clocks:
+        return ""
+    out = ""
+    if "sm_clock_mhz_min" in clocks:
+        out += f", SM {clocks['sm_clock_mhz_min']:.0f}-{clocks['sm_clock_mhz_max']:.0f} MHz"
+    if "power_w_max" in clocks:
+        out += f", <={clocks['power_w_max']:.0f} W"
+    return out
 
 
 def render_env(console: Console, fp: EnvFingerprint, ceilings: Ceilings) -> None:

@@ -64,6 +64,13 @@ def row_of(trial: Trial) -> DecidedRow:
     peak = PeakMemory.of(trial.chunk_peak_memory_bytes)
     if trial.kind == "memory" and not why and peak is not None:
         why = f"peak {peak.describe()}"  # the memory ladder (tune --objective fit) keeps by it
+    if trial.sharing_mode == "turns":  # one process on the GPU at a time (tune/turns.py)
+        turns = (
+            "arms take turns on the GPU: two processes of the job do not fit"
+            if trial.kind == "baseline"
+            else f"in turns: {len(trial.chunk_times_s)} pairs of whole runs"
+        )
+        why = f"{why}; {turns}" if why else turns
     return DecidedRow(
         change_text(trial.change) if trial.kind != "baseline" else "baseline",
         trial.decision,

@@ -40,6 +40,8 @@ def render_run(console: Console, result: RunResult) -> None:
     summary.add_row("peak RSS", _mib(result.memory.cpu_peak_rss_bytes))
     if result.memory.cuda_max_allocated_bytes is not None:
         summary.add_row("CUDA max allocated", _mib(result.memory.cuda_max_allocated_bytes))
+    if result.memory.cuda_graph_pools and result.memory.cuda_peak_bytes is not None:
+        summary.add_row("CUDA peak (graph pools)", _mib(result.memory.cuda_peak_bytes))
     if result.losses:
         summary.add_row(
             "loss first -> last", f"{_loss(result.losses[0])} -> {_loss(result.losses[-1])}"
