@@ -21,7 +21,8 @@ __all__ = ["ALT_FENCE", "FENCE", "kv_lines", "md", "render_markdown", "table_lin
 def _head(v: ReportView) -> list[str]:
     h = v.header
     out = [f"# {md(h.title)}", "", f"Status: **{md(h.status)}**"]
-    out += [f"Error: {md(h.error)}"] if h.error else []
+    said = "Interrupted" if h.status == "interrupted" else "Error"
+    out += [f"{said}: {md(h.error)}"] if h.error else []
     if h.resume:
         out += ["", "The run stopped before the end; continue it where it stopped:", ""]
         out += ["```sh", h.resume.replace(FENCE, ALT_FENCE), "```"]

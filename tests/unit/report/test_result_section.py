@@ -139,3 +139,15 @@ def test_a_tune_stopped_before_its_settings_were_written_has_no_resume_hint(
 ) -> None:
     (killed_run_dir / "tune_config.json").unlink()
     assert "--resume" not in render_text(read_input(killed_run_dir), "md")
+
+
+def test_an_interrupted_tune_says_so_and_how_to_resume(killed_run_dir: Path) -> None:
+    from torchdoctor.core import rundir
+
+    rundir.finish_run_dir(killed_run_dir, error="KeyboardInterrupt", interrupted=True)
+    found = read_input(killed_run_dir)
+    text, page = render_text(found, "md"), render_text(found, "html")
+    assert "Interrupted: KeyboardInterrupt" in text and "failed" not in text.split("##")[0]
+    assert "The run was interrupted: KeyboardInterrupt" in page
+    hint = f"torchdoctor tune --resume {killed_run_dir}"
+    assert hint in text and hint in page
