@@ -63,6 +63,9 @@ DIFF = "diff.json"
 #: Memory to its owners at a few batch sizes, and the largest batch under a budget (memory).
 MEMORY = "memory.json"
 TRIALS = "trials"
+#: Sub-folder of a tune run folder holding the diagnosis run that ordered its ladder (its
+#: diagnosis.json is copied up; its analysis.json and trace stay there).
+DIAGNOSIS_SUBDIR = "diagnosis"
 TRACE = "trace.json.gz"
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"

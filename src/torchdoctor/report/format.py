@@ -92,10 +92,100 @@ def speedup(value: float | None) -> str:
     return f"{value:.2f}x"
 
 
-def interval(low: float | None, high: float | None) -> str:
-    if low is None or high is None:
+def signed_percent(fraction: float | None, digits: int = 1) -> str:
+    """A deviation (a fraction, +0.004) as a signed percentage: '+0.4%'."""
+    if fraction is None or not _finite(fraction):
         return NA
-    return f"[{low:.2f}, {high:.2f}]"
+    return f"{fraction * 100:+.{digits}f}%"
+
+
+def level(confidence: float | None) -> str:
+    """A confidence level (0.95) as '95%', to one decimal where it has one ('97.5%')."""
+    if confidence is None or not _finite(confidence):
+        return NA
+    text = f"{confidence * 100:.1f}".removesuffix(".0")
+    return f"{text}%"
+
+
+def interval(low: float | None, high: float | None, confidence: float | None = None) -> str:
+    """'[1.38, 1.67]', or with its level '95% CI [1.38, 1.67]'."""
+    if low is None or high is None or not (_finite(low) and _finite(high)):
+        return NA
+    span = f"[{low:.2f}, {high:.2f}]"
+    return f"{level(confidence)} CI {span}" if _finite(confidence) else span
+
+
+def share(value: float | None) -> str:
+    """A share of a whole (a fraction 0..1) as a percentage, the one way a share is shown."""
+    return percent(value)
+
+
+#: Evidence keys that hold a share of a whole (a fraction 0..1), shown as percentages.
+SHARE_SUFFIXES: Final = ("_share", "_fraction", "_frac")
+#: Evidence keys that hold a signed relative deviation (a fraction), shown as '+0.4%'.
+DEVIATION_SUFFIXES: Final = ("_deviation", "_dev")
+
+
+#: Key suffixes that name a figure's unit: the suffix, and how a value in it is shown. The
+#: longest first (`_bytes_per_s` before `_s`).
+UNIT_SUFFIXES: Final = (
+    ("_flops_per_s", flops),
+    ("_bytes_per_s", bandwidth),
+    ("_bytes", nbytes),
+    ("_pct", pct_value),
+    ("_us", micros),
+    ("_ms", lambda v: seconds(None if v is None else v / 1e3)),
+    ("_s", seconds),
+)
+
+
+def evidence_value(key: str, value: Any) -> str:
+    """A record's value by what its key says it is: a share as a percentage, a deviation as a
+    signed percentage, a figure with a unit in its key in that unit, anything else as a
+    number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if key.endswith(SHARE_SUFFIXES) or key == "share":
+            return share(float(value))
+        if key.endswith(DEVIATION_SUFFIXES):
+            return signed_percent(float(value))
+        for suffix, show in UNIT_SUFFIXES:
+            if key.endswith(suffix):
+                return show(float(value))
+    return number(value)
+
+
+def evidence_label(key: str) -> str:
+    """A record's key as a row's label, its unit suffix dropped where the value shows the unit
+    ('mean_us' -> 'mean'; 'peak_memory_bytes' -> 'peak memory')."""
+    for suffix, _ in UNIT_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return label(key.removesuffix(suffix))
+    return label(key)
+
+
+def trial_label(key: str) -> str:
+    """A trial's id as a reader's label. An id names the recipe a trial started from and the
+    recipe it measured: 'ladder:{"channels_last": true}->{"channels_last": true, "precision":
+    "bf16"}' -> 'ladder: precision=bf16 on channels_last=true' (what it changed, on what);
+    the final A/B's 'confirm-pairs:{}->{...}' -> 'final A/B: ... vs baseline'. An id of
+    another form is shown as it is."""
+    kind, sep, rest = key.partition(":")
+    if not sep or not rest.startswith("{"):
+        return key
+    base_text, arrow, change_text = rest.partition("->")
+    try:
+        base = json.loads(base_text)
+        changed = json.loads(change_text) if arrow else None
+    except json.JSONDecodeError:
+        return key
+    if not isinstance(base, dict) or not (changed is None or isinstance(changed, dict)):
+        return key
+    if changed is None:
+        return change(base) if kind == "baseline" else f"{kind}: {change(base)}"
+    if kind.startswith("confirm"):
+        return f"final A/B: {change(changed)} vs {change(base)}"
+    delta = {k: v for k, v in changed.items() if k not in base or base[k] != v}
+    return f"{kind}: {change(delta)} on {change(base)}"
 
 
 def number(value: Any) -> str:

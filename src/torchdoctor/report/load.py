@@ -40,6 +40,9 @@ TRIAL_SPECS: Final = (TRIAL_SPEC, CONFIRMATION_SPEC)
 BEST_RECIPE_PY: Final = "best_recipe.py"
 #: Largest snippet shown; a bigger file is not one tune wrote.
 MAX_SNIPPET_BYTES: Final = 64 * 1024
+#: Records a run folder may hold in the sub-run that diagnosed it (a tune's diagnosis/), read
+#: from there when the folder has none of its own: the pre-tune diagnosis's trace analysis.
+SUBRUN_RECORDS: Final = {rundir.DIAGNOSIS_SUBDIR: ("analysis",)}
 #: Highest version read for a record whose class is not installed in this build.
 FALLBACK_MAX_VERSION: Final = 1
 
@@ -111,7 +114,20 @@ def read_run_dir(run_dir: Path) -> RunRecords:
     for spec in record_types():
         path = run_dir / spec.file
         if path.is_file():
-            found.records[spec.key] = _validate(_read_json(path), spec.module, spec.cls, str(path))
+            try:
+                found.records[spec.key] = _validate(
+                    _read_json(path), spec.module, spec.cls, str(path)
+                )
+            except RecordError:
+                if spec.strict:
+                    raise
+            continue
+        for sub, keys in SUBRUN_RECORDS.items():
+            path = run_dir / sub / spec.file
+            if spec.key in keys and path.is_file():
+                data = _read_json(path)
+                found.records[spec.key] = _validate(data, spec.module, spec.cls, str(path))
+                break
     if (run_dir / rundir.ENV).is_file():
         found.env = _read_env(run_dir / rundir.ENV)
     trials_dir = run_dir / rundir.TRIALS

@@ -44,6 +44,8 @@ class Header:
     error: str | None = None
     command: str | None = None
     torchdoctor_version: str | None = None
+    #: An unfinished tune's command that continues it (`torchdoctor tune --resume RUN`).
+    resume: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,10 @@ class TrialView:
     ci_high: float | None
     peak_memory_bytes: int | None
     compile_s: float | None
+    #: Its samples/s as the table shows it: the final A/B's both arms, baseline -> best
+    throughput: str = ""
+    #: Its id as a reader's label (`format.trial_label`)
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,20 @@ class LossCurve:
 class ReproduceSection:
     commands: list[str]
     recipe_code: str | None
+
+
+@dataclass(frozen=True)
+class ResultView:
+    """A tune's result, first in every form: one sentence, one small table, why its two
+    speedups differ, the levels of its intervals, every note of tune.json, and the command
+    that re-checks the claim."""
+
+    sentence: str
+    rows: list[KeyValue]
+    speedups: str
+    legend: str
+    notes: list[str] = field(default_factory=list)
+    recheck: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,19 @@ TUNE: Final = register_record(
         warns_as="tune",
     )
 )
+#: The study's settings: the confidence of the headline's interval, and a script tune's command
+#: (what re-checks the claim). Never required: the page says "level not recorded" without it.
+TUNE_CONFIG: Final = register_record(
+    RecordType(
+        key="tune_config",
+        file="tune_config.json",
+        module="torchdoctor.tune.config",
+        cls="TuneConfig",
+        schema="tune_config",
+        feeds="the headline interval's confidence level and the re-check command",
+        strict=False,
+    )
+)
 
 #: env.json (read by `load._read_env`). It is never required: a diagnosis carries the
 #: environment and ceilings it used.

@@ -62,6 +62,9 @@ class RecordType:
     """The run kinds (manifest `kind`) that write it when they complete."""
     warns_as: str | None = None
     """The label of its `machine_load` warning at the top of the report (None: no warning)."""
+    strict: bool = True
+    """False: a record the page only draws a detail from (a setting of the study), left out
+    when it does not validate rather than failing the report."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any, Final
 from torchdoctor.core import rundir
 
 #: Sub-folder of a tune run folder holding the diagnosis run that ordered its ladder.
-DIAGNOSIS_SUBDIR: Final = "diagnosis"
+DIAGNOSIS_SUBDIR: Final = rundir.DIAGNOSIS_SUBDIR
 #: A short diagnosis: enough steady-state steps for stable phase fractions on small workloads.
 DIAGNOSIS_STEPS: Final = 12
 DIAGNOSIS_WARMUP: Final = 3

@@ -99,7 +99,10 @@ def test_env_falls_back_to_the_diagnosis_ceilings(run_dir: Path) -> None:
     assert env is not None and env.peak_flops == {"float32": 9.0e10}
     roofline = view.section("roofline")
     assert roofline is not None and roofline.peak_flops == {"float32": 9.0e10}
-    assert any(f.label == "peak float32 (cached)" for f in env.facts)
+    # Where the ceilings came from is said once, above them, not on every ceiling's row.
+    facts = {f.label: f.value for f in env.facts}
+    assert facts["ceilings"] == "cached" and facts["peak float32"] == "90 GFLOP/s"
+    assert not any("(cached)" in f.label for f in env.facts)
 
 
 def test_run_result_gives_the_step_breakdown_and_its_facts(tmp_path: Path) -> None:

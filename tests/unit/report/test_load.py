@@ -14,7 +14,7 @@ from torchdoctor.tune.records import TuneResult
 
 def test_reads_every_record_of_a_complete_run(run_dir: Path) -> None:
     found = read_run_dir(run_dir)
-    assert set(found.records) == {"diagnosis", "analysis", "profile", "tune"}
+    assert set(found.records) == {"diagnosis", "analysis", "profile", "tune", "tune_config"}
     assert set(found.env) == {"fingerprint", "ceilings"}
     assert len(found.trials) == 5
     assert found.manifest is not None and found.manifest["status"] == "complete"
@@ -75,3 +75,34 @@ def test_a_file_that_is_not_a_record(tmp_path: Path) -> None:
 def test_the_manifest_stands_for_its_run_folder(run_dir: Path) -> None:
     found = read_input(run_dir / rundir.MANIFEST)
     assert found.source == run_dir and "tune" in found.records
+
+
+def test_a_tune_reads_the_trace_analysis_of_its_diagnosis_sub_run(run_dir: Path) -> None:
+    """A tune's pre-tune diagnosis leaves analysis.json and the trace in diagnosis/, and copies
+    only diagnosis.json up: the page shows that analysis, not "no trace analysis"."""
+    from torchdoctor.report.api import render_text
+
+    sub = run_dir / rundir.DIAGNOSIS_SUBDIR
+    sub.mkdir()
+    (run_dir / rundir.ANALYSIS).rename(sub / rundir.ANALYSIS)
+    found = read_run_dir(run_dir)
+    assert found.records["analysis"] == json.loads((sub / rundir.ANALYSIS).read_text())
+    page = render_text(found, "html")
+    assert "No trace analysis in this run" not in page
+    assert 'id="roofline"' in page and "aten::addmm" in page
+
+
+def test_a_study_setting_the_report_cannot_read_leaves_out_only_its_level(run_dir: Path) -> None:
+    """tune_config.json gives the headline interval's level; one written by another version
+    of the tuner (a field this build does not know) costs the level, not the report."""
+    path = run_dir / "tune_config.json"
+    data = json.loads(path.read_text())
+    data["plan"]["a_setting_of_a_later_version"] = True
+    path.write_text(json.dumps(data))
+    found = read_run_dir(run_dir)
+    assert "tune_config" not in found.records and "tune" in found.records
+    from torchdoctor.report.api import render_text
+
+    assert "the study's confidence (level unknown: no readable tune\\_config.json)" in render_text(
+        found, "md"
+    )

@@ -52,7 +52,7 @@ def timeline_section(analysis: JsonDict) -> TimelineSection:
     facts: list[KeyValue] = []
     for key, group in FACT_GROUPS:
         for k, v in scalars(mapping(analysis, key)):
-            facts.append(KeyValue(f"{group}: {fmt.label(k)}", fmt.number(v)))
+            facts.append(KeyValue(f"{group}: {fmt.evidence_label(k)}", fmt.evidence_value(k, v)))
     return TimelineSection(
         device=rows,
         step_breakdown=floats(mapping(analysis, "step_breakdown")),

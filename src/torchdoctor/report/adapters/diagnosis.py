@@ -20,12 +20,16 @@ from torchdoctor.report.model import FindingView, KeyValue, VerdictSection
 def _evidence(value: Any) -> list[KeyValue]:
     """Evidence as rows, whatever shape the rule recorded: a mapping, a list or a sentence."""
     if isinstance(value, dict):
-        return [KeyValue(fmt.label(str(k)), fmt.number(v)) for k, v in value.items()]
+        return [
+            KeyValue(fmt.evidence_label(str(k)), fmt.evidence_value(str(k), v))
+            for k, v in value.items()
+        ]
     if isinstance(value, list):
         rows: list[KeyValue] = []
         for entry in value:
             if isinstance(entry, dict) and "name" in entry:
-                rows.append(KeyValue(str(entry["name"]), fmt.number(entry.get("value"))))
+                name = str(entry["name"])
+                rows.append(KeyValue(name, fmt.evidence_value(name, entry.get("value"))))
             else:
                 rows.append(KeyValue("", fmt.number(entry)))
         return rows

@@ -61,12 +61,14 @@ def env_section(env: dict[str, JsonDict]) -> EnvSection:
     # Say where each ceiling came from: measured here, cached, or a datasheet for a trace
     # recorded on another machine.
     measured_at = text(ceilings, "measured_at")
-    how = f" ({source})" if source else ""
+    # Said once, above the ceilings it is true of.
+    if source:
+        facts.append(KeyValue("ceilings", source))
     if measured_at:
         facts.append(KeyValue("ceilings measured at", measured_at))
-    facts += [KeyValue(f"peak {dtype}{how}", fmt.flops(v)) for dtype, v in peak.items()]
+    facts += [KeyValue(f"peak {dtype}", fmt.flops(v)) for dtype, v in peak.items()]
     if bandwidth is not None:
-        facts.append(KeyValue(f"memory bandwidth{how}", fmt.bandwidth(bandwidth)))
+        facts.append(KeyValue("memory bandwidth", fmt.bandwidth(bandwidth)))
     return EnvSection(
         facts=facts,
         peak_flops=peak,

@@ -31,7 +31,7 @@ def _batch(row: JsonDict) -> str:
 
 def _loss(row: JsonDict) -> str:
     deviation = num(row, "loss_deviation")
-    return fmt.percent(deviation) if deviation is not None else ""
+    return fmt.signed_percent(deviation) if deviation is not None else ""
 
 
 def _decision(row: JsonDict) -> str:

@@ -3,7 +3,7 @@ front, parity."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import (
@@ -152,9 +152,17 @@ def trial_view(data: JsonDict) -> TrialView:
     return _trial_view(data, text(data, "kind") or "", change, "speedup_vs_best")
 
 
+#: The final A/B's row in the trials table: what it measured, not a recipe of its own.
+CONFIRMATION_CHANGE = "final A/B: best recipe vs baseline, fresh process pairs"
+
+
 def confirmation_view(data: JsonDict) -> TrialView:
-    """The final A/B (a `Confirmation`): the best recipe's speedup over the baseline."""
-    return _trial_view(data, "confirm", fmt.change({}), "speedup")
+    """The final A/B (a `Confirmation`): the best recipe's speedup over the baseline, its
+    throughput both arms (baseline -> best), as the headline states them."""
+    view = _trial_view(data, "final A/B", CONFIRMATION_CHANGE, "speedup")
+    arms = fmt.ab_rates(num(data, "baseline_samples_per_s"), num(data, "samples_per_s"))
+    throughput = f"{arms} samples/s" if arms != fmt.NA else fmt.rate(view.samples_per_s)
+    return replace(view, throughput=throughput)
 
 
 def _trial_view(data: JsonDict, kind: str, change: str, speedup_key: str) -> TrialView:
@@ -163,8 +171,9 @@ def _trial_view(data: JsonDict, kind: str, change: str, speedup_key: str) -> Tri
     nothing of its own, so it has no compile time."""
     ci = pair(get(data, f"{speedup_key}_ci"))
     outcome = trial_outcome(data)
+    key = text(data, "key") or ""
     return TrialView(
-        key=text(data, "key") or "",
+        key=key,
         kind=kind,
         step=integer(data, "step") or 0,
         change=change,
@@ -176,7 +185,9 @@ def _trial_view(data: JsonDict, kind: str, change: str, speedup_key: str) -> Tri
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
         peak_memory_bytes=integer(data, "peak_memory_bytes"),
-        compile_s=num(data, "compile_s") if kind != "confirm" else None,
+        compile_s=num(data, "compile_s") if speedup_key != "speedup" else None,
+        throughput=fmt.rate(num(data, "samples_per_s")),
+        label=fmt.trial_label(key),
     )
 
 

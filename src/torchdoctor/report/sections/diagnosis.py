@@ -21,7 +21,8 @@ def verdict_view(found: RunRecords) -> VerdictView:
 
 
 def verdict_markdown(view: VerdictView) -> list[str]:
-    out = ["## Verdict", ""]
+    # After a tune the result leads the report; the diagnosis is what ordered its ladder.
+    out = ["## Diagnosis before tuning" if view.tuned else "## Verdict", ""]
     if view.diagnosis:
         d = view.diagnosis
         out += [f"> {md(d.verdict or 'No verdict recorded.')}", ""]
@@ -34,15 +35,7 @@ def verdict_markdown(view: VerdictView) -> list[str]:
                 *d.regime_evidence,
             ]
         )
-    if view.tuned:
-        lad = view.tuned
-        out += [
-            f"Tuned **{md(lad.workload)}**: {md(fmt.rate(lad.baseline_samples_per_s))} → "
-            f"{md(fmt.rate(lad.best_samples_per_s))}, **{md(fmt.speedup(lad.speedup))}** "
-            f"(CI {md(fmt.interval(lad.ci_low, lad.ci_high))})",
-            "",
-        ]
-    return out
+    return out if view.diagnosis or not view.tuned else []
 
 
 def findings_view(found: RunRecords) -> list[FindingView] | None:
@@ -57,8 +50,9 @@ def findings_markdown(view: list[FindingView] | None) -> list[str]:
     out = ["## Findings, ranked by bound on gain", ""]
     for f in view:
         out += [
-            f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}, at most "
-            f"{md(fmt.speedup(f.bound))} faster)",
+            f"### {md(f.title)} ({md(f.rule_id)}, {md(f.severity)}; at most "
+            f"{md(fmt.speedup(f.bound))} faster; addresses {md(fmt.percent(f.share))} of step "
+            f"time; confidence {md(fmt.percent(f.confidence, 0))})",
             "",
             *([md(f.summary), ""] if f.summary else []),
             *kv_lines(f.evidence),

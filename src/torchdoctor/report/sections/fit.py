@@ -11,7 +11,7 @@ MEMORY_LADDER = register_section(
         name="memory_ladder",
         reads=("tune",),
         adapter=memory_ladder_view,
-        order=35,
-        markdown_order=45,
+        order=8,
+        markdown_order=7,
     )
 )

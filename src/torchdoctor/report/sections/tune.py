@@ -39,6 +39,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                 "CI",
                 "its A/B: best \u2192 with it",
                 "peak memory",
+                "loss vs baseline",
                 "verdict",
             ],
             [
@@ -50,6 +51,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                     fmt.interval(r.ci_low, r.ci_high),
                     fmt.ab_rates(r.best_samples_per_s, r.samples_per_s) if r.step else "",
                     fmt.nbytes(r.peak_memory_bytes),
+                    fmt.signed_percent(r.loss_deviation) if r.step else "",
                     r.verdict,
                 )
                 for r in view.ladder.rungs
@@ -63,6 +65,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                     "status",
                     "throughput (baseline scale)",
                     "speedup vs best",
+                    "CI",
                     "its A/B: best \u2192 with it",
                     "why",
                 ],
@@ -72,6 +75,7 @@ def tune_markdown(view: TuneView) -> list[str]:
                         r.status,
                         fmt.rate(r.scaled_samples_per_s),
                         fmt.speedup(r.speedup),
+                        fmt.interval(r.ci_low, r.ci_high),
                         fmt.ab_rates(r.best_samples_per_s, r.samples_per_s),
                         r.reason,
                     )
@@ -84,7 +88,7 @@ def tune_markdown(view: TuneView) -> list[str]:
         out += table_lines(
             ["trial", "change", "status", "decision", "throughput", "reason"],
             [
-                (t.key, t.change, t.status, t.decision, fmt.rate(t.samples_per_s), t.reason)
+                (t.label, t.change, t.status, t.decision, t.throughput, t.reason)
                 for t in view.trials
             ],
         )
@@ -131,8 +135,8 @@ LADDER = register_section(
         name="ladder",
         reads=("tune", "trials"),
         adapter=tune_view,
-        order=30,
-        markdown_order=40,
+        order=7,
+        markdown_order=6,
         markdown=tune_markdown,
         html="sections/ladder.html.j2",
         terminal=None,
@@ -145,7 +149,7 @@ PARETO = register_section(
         reads=("tune",),
         adapter=pareto_view,
         order=40,
-        markdown_order=50,
+        markdown_order=8,
         markdown=pareto_markdown,
         html="sections/pareto.html.j2",
         terminal=None,

@@ -7,15 +7,22 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from torchdoctor.core.errors import RecordError
 from torchdoctor.core.rundir import display_path
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters.result import result_section
 from torchdoctor.report.format import longest_word
-from torchdoctor.tune import FitLadder, TuneResult
+from torchdoctor.report.records import TUNE_CONFIG
+from torchdoctor.tune import FitLadder, TuneConfig, TuneResult
 
 
-def _fmt_ci(ci: tuple[float, float] | None) -> str:
-    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+def _fmt_ci(ci: tuple[float, float] | None, config: dict[str, Any] | None = None) -> str:
+    """The headline's interval with its level (the study's confidence) where it is known."""
+    plan = (config or {}).get("plan") or {}
+    return fmt.interval(ci[0], ci[1], plan.get("confidence")) if ci else ""
 
 
 def fmt_change(change: dict[str, Any]) -> str:
@@ -41,8 +48,25 @@ def _fmt_range(ci: tuple[float, float] | None) -> str:
     return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else ""
 
 
+def _config(result: TuneResult) -> dict[str, Any] | None:
+    """The study's settings beside the result (the headline interval's level), if readable."""
+    path = Path(result.run_dir) / TUNE_CONFIG.file
+    try:
+        return TuneConfig.read(path).to_json_dict() if path.is_file() else None
+    except RecordError:
+        return None
+
+
 def render_result(result: TuneResult, console: Console) -> None:
-    """The ladder of kept changes, the rejected ones, the Pareto front and the best recipe."""
+    """The result first (the sentence every form of the report leads with, and why its two
+    speedups differ), then the ladder of kept changes, the rejected ones, the Pareto front,
+    the best recipe, every note and the command that re-checks the claim."""
+    config = _config(result)
+    # RUN: the run folder, printed last (a long path would wrap the command).
+    lead = result_section(result.to_json_dict(), config, "RUN") if result.fit is None else None
+    if lead is not None:
+        console.print(f"[bold]Result:[/] {escape(lead.sentence)}")
+        console.print(lead.speedups, style="dim", highlight=False)
     # Every rung after the baseline is a kept change, so there is no verdict column; the
     # columns are sized to fit an 80-column terminal with the change names whole.
     table = Table(
@@ -77,7 +101,9 @@ def render_result(result: TuneResult, console: Console) -> None:
             + (f" {_fmt_range(rung.speedup_vs_baseline_ci)}" if rung.step else ""),
             _ab(rung.best_samples_per_s, rung.samples_per_s) if rung.step else "",
             _fmt_mem(rung.peak_memory_bytes),
-            f"{rung.loss_deviation:+.1%}" if rung.step and rung.loss_deviation is not None else "",
+            fmt.signed_percent(rung.loss_deviation)
+            if rung.step and rung.loss_deviation is not None
+            else "",
         )
     console.print(table)
     if result.ladder.rejected:
@@ -129,10 +155,16 @@ def render_result(result: TuneResult, console: Console) -> None:
         console.print(
             f"Best: [bold]{fmt_change(result.best_recipe)}[/] at "
             f"{result.best_samples_per_s:,.1f} samples/s = [bold]{result.speedup:.2f}x[/] the "
-            f"baseline ({_fmt_ci(result.speedup_ci)}, {trials})"
+            f"baseline ({_fmt_ci(result.speedup_ci, config)}, {trials})"
         )
     for note in result.notes:
         console.print(f"  note: {note}", highlight=False)
+    if lead is not None:
+        console.print(lead.legend, style="dim", highlight=False)
+        if lead.recheck:
+            console.print("Re-check the claim (RUN: the run folder below):", highlight=False)
+        for command in lead.recheck:
+            console.print(f"  {command}", highlight=False)
     console.print(f"Run folder: {display_path(Path(result.run_dir))}")
 
 

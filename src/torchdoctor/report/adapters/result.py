@@ -1,0 +1,156 @@
+"""tune.json (with tune_config.json) -> the result a tune's report leads with: what changed, how
+much faster, how sure, at what quality; why its two speedups differ; every note; the re-check."""
+
+from __future__ import annotations
+
+import shlex
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import (
+    JsonDict,
+    get,
+    integer,
+    items,
+    mapping,
+    num,
+    pair,
+    text,
+)
+from torchdoctor.report.model import KeyValue, ResultView
+
+#: Why the headline and the ladder's last row are two numbers, said where both stand.
+SPEEDUPS = (
+    "Two speedups: the headline is the final A/B, the best recipe against the baseline in "
+    "fresh process pairs run side by side at the end; the ladder's last row is the product "
+    "of its rungs, each an A/B against the best of its time, minutes apart on a host whose "
+    "speed drifts. They measure the same recipe two ways and need not agree; the headline "
+    "is the claim."
+)
+#: A script's command where the tune was of a built-in workload (--vs-baseline runs scripts).
+SCRIPT_PLACEHOLDER = "python train.py ARGS"
+
+
+def _legend(confidence: float | None) -> str:
+    headline = (
+        f"the headline's at the study's {fmt.level(confidence)} confidence"
+        if confidence is not None
+        else "the headline's at the study's confidence "
+        "(level unknown: no readable tune_config.json)"
+    )
+    return (
+        f"Intervals: {headline}; each ladder A/B's at the level of the look that decided it, "
+        "higher than the study's because a sequential test's looks share its error budget "
+        "(a rejection's reason states its level); a ladder row's interval multiplies its "
+        "rungs'."
+    )
+
+
+def _quality(rung: JsonDict | None) -> str:
+    deviation = num(rung, "loss_deviation") if rung else None
+    if deviation is None:
+        return "loss not compared"
+    return f"late loss {fmt.signed_percent(deviation)} from the baseline's"
+
+
+def recheck_commands(config: JsonDict | None, run: str) -> list[str]:
+    """The command that measures the claim again: the best recipe against the job as it is, in
+    fresh process pairs (`torchdoctor run --recipe RUN --vs-baseline -- COMMAND`)."""
+    argv = [str(a) for a in items(config, "command")]
+    head = f"torchdoctor run --recipe {shlex.quote(run)} --vs-baseline --"
+    if argv:
+        module = ["python", "-m"] if get(config, "module") is True else ["python"]
+        script = argv if argv[0] == "torchrun" else [*module, *argv]
+        return [f"{head} {shlex.join(script)}"]
+    return [f"{head} {SCRIPT_PLACEHOLDER}"]
+
+
+def _fit_result(tune: JsonDict, fit: JsonDict) -> ResultView:
+    """`--objective fit`: the best recipe's peak against the memory cap (the memory ladder
+    below has every step)."""
+    best = fmt.change(mapping(tune, "best_recipe"))
+    peak, cap = num(fit, "peak_memory_bytes"), num(fit, "max_memory_bytes")
+    fits = get(fit, "fits") is True
+    sentence = (
+        f"Fitting {text(tune, 'workload') or fmt.NA} under {fmt.nbytes(cap)}: the best recipe "
+        f"({best}) peaks at {fmt.nbytes(peak)}, {'under' if fits else 'over'} the cap."
+    )
+    rows = [
+        KeyValue("best recipe", best),
+        KeyValue(
+            "peak memory, baseline → best",
+            (f"{fmt.nbytes(num(fit, 'baseline_peak_bytes'))} → {fmt.nbytes(peak)}"),
+        ),
+        KeyValue("memory cap", fmt.nbytes(cap)),
+        KeyValue("fits", "yes" if fits else "no"),
+    ]
+    return ResultView(
+        sentence=sentence,
+        rows=rows,
+        speedups="",
+        legend="",
+        notes=[str(n) for n in items(tune, "notes")],
+    )
+
+
+def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultView:
+    fit = get(tune, "fit")
+    if isinstance(fit, dict):
+        return _fit_result(tune, fit)
+    ladder = mapping(tune, "ladder")
+    rungs = [r for r in items(ladder, "rungs") if isinstance(r, dict)]
+    kept = [fmt.change(mapping(r, "change")) for r in rungs if integer(r, "step")]
+    last = rungs[-1] if rungs else None
+    confidence = num(mapping(config, "plan"), "confidence")
+    low, high = pair(get(tune, "speedup_ci")) or (None, None)
+    headline = fmt.speedup(num(tune, "speedup"))
+    interval = fmt.interval(low, high, confidence)
+    rates = (
+        f"{fmt.rate(num(tune, 'baseline_samples_per_s'))} \u2192 "
+        f"{fmt.rate(num(tune, 'best_samples_per_s'))}"
+    )
+    workload = text(tune, "workload") or fmt.NA
+    quality = _quality(last if kept else None)
+    if kept:
+        sentence = (
+            f"Tuning {workload} with {'; '.join(kept)} made it {headline} faster ({rates}), "
+            f"{interval} from the final A/B in fresh process pairs; quality: {quality}."
+        )
+    else:
+        base = fmt.rate(num(tune, "baseline_samples_per_s"))
+        sentence = (
+            f"No change made {workload} faster than its baseline ({base}): every candidate "
+            "was rejected or failed."
+        )
+    ladder_last = (
+        f"{fmt.speedup(num(last, 'speedup_vs_baseline'))} "
+        f"{fmt.interval(*(pair(get(last, 'speedup_vs_baseline_ci')) or (None, None)))}"
+        if last
+        else fmt.NA
+    )
+    peaks = [integer(r, "peak_memory_bytes") for r in (rungs[0], last)] if last else []
+    trials = (
+        f"{fmt.number(integer(tune, 'n_trials'))} ({fmt.number(integer(tune, 'n_failed'))} "
+        f"failed), {fmt.seconds(num(tune, 'elapsed_s'))} of a "
+        f"{fmt.seconds(num(tune, 'budget_s'))} budget"
+        + (", budget exhausted" if get(tune, "budget_exhausted") is True else "")
+    )
+    rows = [
+        KeyValue("change", "; ".join(kept) or "none kept"),
+        KeyValue("throughput, baseline \u2192 best (final A/B)", rates),
+        KeyValue("speedup (final A/B, fresh process pairs)", f"{headline} {interval}"),
+        KeyValue("speedup (ladder's last row: product of its rungs)", ladder_last),
+        KeyValue("quality", quality),
+        KeyValue(
+            "peak memory, baseline \u2192 best",
+            f"{fmt.nbytes(peaks[0])} \u2192 {fmt.nbytes(peaks[1])}" if peaks else fmt.NA,
+        ),
+        KeyValue("trials", trials),
+    ]
+    return ResultView(
+        sentence=sentence,
+        rows=rows,
+        speedups=SPEEDUPS,
+        legend=_legend(confidence),
+        notes=[str(n) for n in items(tune, "notes")],
+        recheck=recheck_commands(config, run) if kept else [],
+    )
