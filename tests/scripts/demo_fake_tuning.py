@@ -26,7 +26,9 @@ from torchdoctor.tune import TuneConfig, TuneResult
 PRESCRIBED = ["num_workers"]
 
 
-def diagnose(workload: str, out: Path | None, *, device: str) -> tuple[Path, list[str]]:
+def diagnose(
+    workload: str, out: Path | None, *, device: str, params: dict[str, Any] | None = None
+) -> tuple[Path, list[str]]:
     run_dir = rundir.new_run_dir("tune", workload, out=out)
     diagnosis_record().write(run_dir / rundir.DIAGNOSIS)
     return run_dir, list(PRESCRIBED)

@@ -16,7 +16,7 @@ from torchdoctor.procs import (
     pool_size,
     start_worker,
 )
-from torchdoctor.procs._launch import descendants
+from torchdoctor.procs._tree import descendants
 
 SIM = "sim_session:make_session"
 #: A request's deadline: generous, as a busy shared host starts a worker slowly.

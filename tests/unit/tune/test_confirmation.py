@@ -64,7 +64,7 @@ def test_trials_folder_holds_both_records_and_the_report_shows_the_confirmation(
     assert isinstance(read_trial(tmp_path / "003-confirm.json"), TrialResult)
     assert read_trial(tmp_path / "004-confirm.json") == new
     view = trial_view(new.to_json_dict())
-    assert view.kind == "confirm" and view.speedup == 2.0
+    assert view.kind == "final A/B" and view.speedup == 2.0
     assert (view.ci_low, view.ci_high) == (1.8, 2.2) and view.samples_per_s == 200.0
 
 
