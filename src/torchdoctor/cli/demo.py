@@ -12,6 +12,7 @@ its output and its report what the smaller budget costs (`quick_note`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Final
 
@@ -38,6 +39,8 @@ from torchdoctor.knobs import (
     THREADS,
 )
 from torchdoctor.tune import MeasurePlan, TuneConfig
+from torchdoctor.tune.cost import TrialCosts, story_s
+from torchdoctor.tune.parity import REFERENCE_RUNS
 
 DEMO_WORKLOAD: Final = "cnn"
 
@@ -63,14 +66,18 @@ DEMO_GPU_KNOBS: Final = tuple(
 )
 
 
-#: `demo --quick`'s tuning budget: with the diagnosis (10 s on a quiet 2-core machine), process
-#: start-up and the report, the whole demo takes about two minutes there
-#: (benchmarks/bench_demo_quick.py times it end to end).
-QUICK_DEMO_BUDGET: Final = "90s"
 #: Knobs `--quick` tries: the diagnosis's prescriptions first, then DEMO_KNOBS' order. Each
 #: costs a trial (a fresh candidate process, its warm-up, its A/B) and a win a second pair;
-#: three fit in the quick budget beside the baseline and the final A/B's three pairs.
+#: the quick budget is sized for three beside the baseline and the final A/B's three pairs.
 QUICK_KNOBS: Final = 3
+#: What the cnn's trial parts cost (a fresh process started and warmed up, one steady step),
+#: by device class, as recorded; `quick_budget_s` sizes `--quick`'s budget from them. On a GPU
+#: a process start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took
+#: 11.8 s to its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a
+#: 2-core CPU (EPYC, this project's CI host) a start costs a few seconds and a step ~0.1 s.
+QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (6.0, 0.1)}
+#: The quick budget is rounded up to this many seconds.
+QUICK_BUDGET_STEP_S: Final = 10.0
 #: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
 #: 2-core CPU, paid again by each fresh process of the win's second pair and the final A/B.
 QUICK_LEFT_OUT: Final = (COMPILE.name,)
@@ -78,6 +85,16 @@ QUICK_LEFT_OUT: Final = (COMPILE.name,)
 #: wins and losses stop at the first look (6 rounds) either way; close calls, which need the
 #: longer schedule to clear 1 + min_gain, are left unproven (tune/arms.py says why 24).
 QUICK_PLAN: Final = MeasurePlan(rounds=12)
+
+
+def quick_budget_s(device: str) -> float:
+    """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
+    win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
+    device class (`QUICK_COSTS`, `tune.cost.story_s`)."""
+    open_s, step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
+    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=QUICK_PLAN)
+    need = story_s(costs, QUICK_PLAN, knobs=QUICK_KNOBS, reference_runs=REFERENCE_RUNS)
+    return QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
 
 
 def demo_knobs(prescribed: list[str], *, device: str, quick: bool) -> list[str]:
@@ -109,7 +126,7 @@ def demo_command(
         None,
         "--budget",
         help=f"Tuning budget, e.g. 8m (default {DEFAULT_DEMO_BUDGET}; "
-        f"{QUICK_DEMO_BUDGET} with --quick).",
+        "sized for the device with --quick).",
     ),
     quick: bool = typer.Option(
         False,
@@ -121,8 +138,11 @@ def demo_command(
     device: str | None = device_option(),
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
-    budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
+    if budget:
+        budget_s = parse_duration(budget)
+    else:
+        budget_s = quick_budget_s(device) if quick else parse_duration(DEFAULT_DEMO_BUDGET)
     run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
     knobs = demo_knobs(prescribed, device=device, quick=quick)
     notes = [quick_note(budget_s, knobs)] if quick else []

@@ -422,6 +422,8 @@ def _finish(
         best_sps = baseline.samples_per_s * speedup
         if len(tuner.rungs) > 1 and fit is None:
             why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
+            if confirm is None and tuner.confirm_dropped is not None:
+                why = f": {tuner.confirm_dropped}"
             notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
     if fit is not None:
         notes += fit_notes(fit)

@@ -216,9 +216,10 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
     outcome = ClimbOutcome()
     tuner.run_baseline()
-    # Ladder trials stop early enough to leave time for the final confirmation, whose direct
-    # A/B is the headline (a chained product of step ratios is only an estimate).
-    tuner.budget.confirm_planned = plan.confirm
+    # Once a change is kept, ladder trials stop early enough to leave time for the final
+    # confirmation, whose direct A/B is the headline (a chained product of step ratios is only
+    # an estimate); while the best is the baseline nothing is held back (`Tuner.hold_reserve`).
+    tuner.plan_confirmation(plan.confirm)
     try:
         specs = order_knobs(
             [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior
@@ -241,7 +242,7 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     except BudgetExhausted as exc:
         outcome.budget_exhausted = True
         outcome.cut, outcome.cut_after_s = exc.cut, exc.cut_after_s
-    if plan.confirm:
+    if plan.confirm and tuner.confirm_dropped is None:
         try:
             outcome.confirmation = confirm_against_baseline(tuner)
         except BudgetExhausted:
