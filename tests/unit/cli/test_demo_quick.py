@@ -11,6 +11,8 @@ import torchdoctor.cli.demo as demo_mod
 from torchdoctor.cli.main import main
 from torchdoctor.knobs import COMPILE
 from torchdoctor.tune import TuneConfig
+from torchdoctor.tune.cost import TrialCosts, story_s
+from torchdoctor.tune.parity import REFERENCE_RUNS
 
 
 def _capture(monkeypatch: pytest.MonkeyPatch, prescribed: list[str]) -> list[TuneConfig]:
@@ -39,7 +41,7 @@ def test_quick_tries_three_knobs_without_compile_on_shorter_ab(
     assert config.knobs is not None and len(config.knobs) == demo_mod.QUICK_KNOBS
     assert config.knobs[0] == "num_workers" and COMPILE.name not in config.knobs
     assert config.prescribed == ["num_workers"]
-    assert config.budget_s == 90 and not config.search_batch
+    assert config.budget_s == demo_mod.quick_budget_s(config.device) and not config.search_batch
     assert config.plan.rounds < TuneConfig(workload="cnn").plan.rounds
     # Honest about it: the note names the cost, on stderr and in the study's notes.
     assert len(config.notes) == 1 and "intervals are wider" in config.notes[0]
@@ -53,3 +55,25 @@ def test_the_full_demo_keeps_its_budget_and_every_knob(monkeypatch: pytest.Monke
     assert config.budget_s == 8 * 60 and config.notes == [] and config.search_batch
     assert config.knobs is not None and config.knobs[0] == COMPILE.name
     assert set(demo_mod.DEMO_KNOBS) <= set(config.knobs)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_quick_budget_fits_its_knobs_at_the_devices_costs(device: str) -> None:
+    """Sized from the trial costs recorded for the device class: the baseline, a ladder trial
+    per knob, a win's second pair and the final A/B's pairs all fit."""
+    open_s, step_s = demo_mod.QUICK_COSTS[device]
+    plan = demo_mod.QUICK_PLAN
+    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    story = story_s(costs, plan, knobs=demo_mod.QUICK_KNOBS, reference_runs=REFERENCE_RUNS)
+    budget_s = demo_mod.quick_budget_s(device)
+    assert story <= budget_s < story + demo_mod.QUICK_BUDGET_STEP_S
+    # A GPU's 10 s process starts ask for more than the 90 s that tried nothing on an H200.
+    if device == "cuda":
+        assert budget_s > 90
+
+
+def test_an_explicit_budget_wins_over_quicks(monkeypatch: pytest.MonkeyPatch) -> None:
+    configs = _capture(monkeypatch, [])
+    main(["demo", "--quick", "--budget", "45s"])
+    (config,) = configs
+    assert config.budget_s == 45
