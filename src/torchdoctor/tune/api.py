@@ -44,6 +44,7 @@ from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
+from torchdoctor.tune.prescriptions import diagnosed_values
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
@@ -54,6 +55,7 @@ from torchdoctor.tune.space import (
     order_knobs,
     recipe_validator,
     static_prior,
+    with_diagnosed,
 )
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
@@ -290,6 +292,9 @@ def _run(
     if config.is_script:
         _check_script(config)
     space = _space(config)
+    if config.space is None:
+        # The diagnosis's own values among the candidates (its loader workers, ...).
+        space = with_diagnosed(space, diagnosed_values(run_dir))
     not_injectable = script_not_injectable(config)
     space = [s for s in space if not any(s.name in v for v in not_injectable.values())]
     if config.space is not None:

@@ -71,7 +71,7 @@ def candidate_changes(
     for value in spec.values:
         if _same(value, current):
             continue
-        change = {spec.name: value}
+        change = spec.change(value)
         reason = validate({**tuner.best_recipe, **change}) if validate else None
         if reason is not None:
             knobs = skipped.setdefault(reason, [])

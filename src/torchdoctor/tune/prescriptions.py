@@ -40,6 +40,34 @@ def prescribed_knobs(diagnosis: Any) -> list[str]:
     return names
 
 
+def diagnosed_values(run_dir: Path) -> dict[str, Any]:
+    """Knob -> the value the diagnosis in `run_dir` (its `diagnosis.json`) prescribes, from
+    the first finding to name the knob in `prescribed_knobs`' order; empty without one.
+
+    The ladder tries these among its candidates: the H200's cnn diagnosis prescribed 4 loader
+    workers, and a ladder that never tried 4 ran 32 instead."""
+    from torchdoctor.core.errors import RecordError
+    from torchdoctor.diagnose import SEVERITY_ORDER, Diagnosis
+
+    path = run_dir / rundir.DIAGNOSIS
+    if not path.is_file():
+        return {}
+    try:
+        diagnosis = Diagnosis.read(path)
+    except RecordError:
+        return {}  # a diagnosis this version cannot read orders nothing
+    values: dict[str, Any] = {}
+    ranked = sorted(
+        diagnosis.findings,
+        key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id),
+    )
+    for finding in ranked:
+        for knob, value in finding.prescription.knobs.items():
+            if value is not None:
+                values.setdefault(knob, value)
+    return values
+
+
 def diagnose_before_tuning(
     workload: str,
     run_dir: Path,
