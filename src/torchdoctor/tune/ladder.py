@@ -18,6 +18,7 @@ words of its reason.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +130,7 @@ def _one_pass(
             if result.outcome is Outcome.NOT_APPLICABLE:
                 # The knob cannot reach this script's code: its other values cannot either.
                 # Reported once, with the injection's reason (after "knob=value: ").
-                why = result.reason.split(": ", 2)[-1]
+                why = result.reason.split(": ", 2)[-1].split("; ")[0]
                 outcome.skipped.setdefault(why, []).append(spec.name)
                 break
             kept_here = kept_here or result.outcome is Outcome.KEPT
@@ -161,16 +162,42 @@ def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]
     return {name: t.change[name] for name, t in held.items()}
 
 
+def _carry(tuner: Tuner, unproven: dict[str, Any]) -> float:
+    """The gain the unproven wins' first pairs claimed together (the product of their
+    speedups): what a stack of them could lend a change that lost alone."""
+    claims: dict[str, float] = {}
+    for name, value, t in _speed_rejections(tuner):
+        if t.outcome is Outcome.NOT_REPRODUCED and _same(unproven.get(name), value):
+            claims[name] = max(claims.get(name, 0.0), t.speedup_vs_best or 1.0)
+    return math.prod(claims.values())
+
+
+def lost_beyond(result: TrialResult, carry: float) -> bool:
+    """Whether a change lost alone by more than `carry` could make up: its A/B's whole
+    interval, times `carry`, below no change."""
+    ci = result.speedup_vs_best_ci
+    return ci is not None and ci[1] * carry < 1.0
+
+
 def _stacks(
     tuner: Tuner, specs: Sequence[KnobSpec], unproven: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The stacks worth one trial each, in order: the unproven wins alone (two or more), then
     the unproven wins with each change rejected for speed on its own (knob order, one per
-    knob and value)."""
+    knob and value).
+
+    A change that lost alone is stacked only while the unproven wins' own claimed gain could
+    carry it past no change (`lost_beyond`): bf16 on an eager model losing a few percent can
+    pay on top of an unproven compile, but on a 2-core Xeon `tune cnn` spent its budget on
+    combinations with changes each far slower alone and never reached its batch search.
+    """
     stacks: list[dict[str, Any]] = [dict(unproven)] if len(unproven) >= 2 else []
     order = {s.name: i for i, s in enumerate(specs)}
     seen: list[tuple[str, Any]] = []
-    rejections = [r for r in _speed_rejections(tuner) if r[0] in order]
+    carry = _carry(tuner, unproven)
+    rejections = [
+        r for r in _speed_rejections(tuner) if r[0] in order and not lost_beyond(r[2], carry)
+    ]
     for name, value, _ in sorted(rejections, key=lambda r: order[r[0]]):
         if name in unproven or _same(tuner.best_recipe.get(name), value):
             continue

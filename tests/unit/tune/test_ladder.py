@@ -231,3 +231,26 @@ def test_a_change_that_pays_only_on_top_of_an_unproven_win_is_tried_with_it(
     ], story
     assert ladder[4].replicate_speedup_vs_best == pytest.approx(1 / (1.02 * 1.05 * 0.8), rel=0.03)
     assert result.best_recipe == {"a": True, "c": True}
+
+
+def test_a_change_far_slower_alone_is_not_stacked_on_an_unproven_win(tmp_path: Path) -> None:
+    # c runs 1.6x slower alone, further than a's lucky first pair (~1.15x) could carry it;
+    # with a it would even pay, but a stack is tried on what the trials so far make likely
+    # (a 2-core Xeon spent its budget on stacks of changes each far slower alone).
+    config = sim_config(
+        [UNPROVEN_A, PAYS_ON_TOP],
+        noise=0.01,
+        effects={"a": {"True": 1.02}, "c": {"True": 1.6}},
+        first_session_effects={"a": {"True": 0.85}},
+        joint_effects=[[{"a": True, "c": True}, 0.5]],
+        lottery_id=str(tmp_path),
+    )
+    run = tmp_path / "run"
+    tune(config=config, out=run)
+    story = study_story(run)
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    ladder = [t for t in trials if isinstance(t, TrialResult) and t.kind == "ladder"]
+    assert [t.change for t in ladder] == [{"a": True}, {"c": True}], story
+    assert ladder[0].reason.startswith(NOT_REPRODUCED), story
+    ci = ladder[1].speedup_vs_best_ci
+    assert ci is not None and ci[1] < 1.0, story
