@@ -38,9 +38,7 @@ from torchdoctor.knobs import (
     TF32,
     THREADS,
 )
-from torchdoctor.tune import MeasurePlan, TuneConfig
-from torchdoctor.tune.cost import TrialCosts, story_s
-from torchdoctor.tune.parity import REFERENCE_RUNS
+from torchdoctor.tune import MeasurePlan, TuneConfig, study_budget_s
 
 DEMO_WORKLOAD: Final = "cnn"
 
@@ -90,10 +88,9 @@ QUICK_PLAN: Final = MeasurePlan(rounds=12)
 def quick_budget_s(device: str) -> float:
     """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
     win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
-    device class (`QUICK_COSTS`, `tune.cost.story_s`)."""
+    device class (`QUICK_COSTS`, `tune.study_budget_s`)."""
     open_s, step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
-    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=QUICK_PLAN)
-    need = story_s(costs, QUICK_PLAN, knobs=QUICK_KNOBS, reference_runs=REFERENCE_RUNS)
+    need = study_budget_s(open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS)
     return QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
 
 

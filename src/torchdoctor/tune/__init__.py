@@ -9,6 +9,7 @@ from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import TuneConfig
+from torchdoctor.tune.cost import study_budget_s
 from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
@@ -61,6 +62,7 @@ __all__ = [
     "is_torchrun",
     "job_world_size",
     "recheck_script",
+    "study_budget_s",
     "tune",
     "world_size_note",
 ]

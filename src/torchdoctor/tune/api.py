@@ -426,10 +426,7 @@ def _finish(
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
         best_sps = baseline.samples_per_s * speedup
         if len(tuner.rungs) > 1 and fit is None:
-            why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
-            if confirm is None and tuner.confirm_dropped is not None:
-                why = f": {tuner.confirm_dropped}"
-            notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
+            notes.append(chained_note(confirm, tuner.confirm_dropped))
     if fit is not None:
         notes += fit_notes(fit)
     if outcome.budget_exhausted:
@@ -501,6 +498,15 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
 def _settings(recipe: dict[str, Any]) -> str:
     """A recipe as its notes show it: `knob=value` pairs, space-separated."""
     return " ".join(f"{k}={v}" for k, v in recipe.items())
+
+
+def chained_note(confirm: Any, dropped: str | None) -> str:
+    """Why the headline is the ladder's chained step ratios: the final A/B's reason, or why
+    it was dropped after a keep (`Tuner.hold_reserve`)."""
+    why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
+    if confirm is None and dropped is not None:
+        why = f": {dropped}"
+    return f"speedup chained from the ladder's step ratios (no final A/B{why})"
 
 
 def budget_note(cut: dict[str, Any] | None, cut_after_s: float) -> str:

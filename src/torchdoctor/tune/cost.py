@@ -116,3 +116,13 @@ def story_s(
         + costs.confirm_s(pairs)
         + BUDGET_GRACE_S
     )
+
+
+def study_budget_s(*, open_s: float, step_s: float, plan: MeasurePlan, knobs: int) -> float:
+    """The budget a study of `knobs` ladder trials needs where a process takes `open_s` to
+    start and warm up and a step `step_s` (`story_s`: the baseline with its quality
+    yardstick, a win's second pair, the final A/B's fewest pairs)."""
+    from torchdoctor.tune.parity import REFERENCE_RUNS
+
+    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    return story_s(costs, plan, knobs=knobs, reference_runs=REFERENCE_RUNS)

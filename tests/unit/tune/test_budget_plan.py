@@ -17,6 +17,7 @@ from device_costs import DeviceCostArms
 from fakes import FakeClock
 from torchdoctor.cli.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.procs import SessionSpec
+from torchdoctor.tune.api import chained_note
 from torchdoctor.tune.budget import BUDGET_GRACE_S, confirm_cost_s
 from torchdoctor.tune.cost import TrialCosts, opened_s
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
@@ -100,6 +101,9 @@ def test_ninety_seconds_at_gpu_costs_try_every_knob(tmp_path: Path) -> None:
     assert outcome.confirmation is None
     assert tuner.confirm_dropped is not None and "no longer fit" in tuner.confirm_dropped
     assert tuner.budget.elapsed_s() <= 90.0 + BUDGET_GRACE_S
+    # What tune.json's notes and the screen say of it.
+    note = chained_note(outcome.confirmation, tuner.confirm_dropped)
+    assert "no final A/B" in note and tuner.confirm_dropped in note
 
 
 def test_demo_quick_on_a_gpu_tries_three_knobs_and_its_final_ab(tmp_path: Path) -> None:
