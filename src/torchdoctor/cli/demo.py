@@ -38,7 +38,7 @@ from torchdoctor.knobs import (
     TF32,
     THREADS,
 )
-from torchdoctor.tune import MeasurePlan, TuneConfig, study_budget_s
+from torchdoctor.tune import MeasurePlan, TuneConfig, diagnosed_step_s, study_budget_s
 
 DEMO_WORKLOAD: Final = "cnn"
 
@@ -69,10 +69,12 @@ DEMO_GPU_KNOBS: Final = tuple(
 #: the quick budget is sized for three beside the baseline and the final A/B's three pairs.
 QUICK_KNOBS: Final = 3
 #: What the cnn's trial parts cost (a fresh process started and warmed up, one steady step),
-#: by device class, as recorded; `quick_budget_s` sizes `--quick`'s budget from them. On a GPU
-#: a process start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took
-#: 11.8 s to its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a
-#: 2-core CPU (EPYC, this project's CI host) a start costs a few seconds and a step ~0.1 s.
+#: by device class, as recorded; `quick_budget_s` sizes `--quick`'s budget from them, with the
+#: step the diagnosis measured on this device in place of the recorded one. On a GPU a process
+#: start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took 11.8 s to
+#: its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a 2-core CPU a
+#: start costs a few seconds and the steps dominate (the quality yardstick alone retrains the
+#: baseline 6 x 32 steps): ~0.1 s a step on the EPYC CI host, about twice that on a 2-core Xeon.
 QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (6.0, 0.1)}
 #: The quick budget is rounded up to this many seconds.
 QUICK_BUDGET_STEP_S: Final = 10.0
@@ -85,11 +87,13 @@ QUICK_LEFT_OUT: Final = (COMPILE.name,)
 QUICK_PLAN: Final = MeasurePlan(rounds=12)
 
 
-def quick_budget_s(device: str) -> float:
+def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
     """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
     win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
-    device class (`QUICK_COSTS`, `tune.study_budget_s`)."""
-    open_s, step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
+    device class (`QUICK_COSTS`, `tune.study_budget_s`); `step_s`, a step measured on the
+    device, in place of the recorded one."""
+    open_s, recorded_step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
+    step_s = step_s or recorded_step_s
     need = study_budget_s(open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS)
     return QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
 
@@ -136,11 +140,11 @@ def demo_command(
 ) -> None:
     """Diagnose and tune the built-in cnn workload; write the run folder and print its path."""
     device = default_device(device)
-    if budget:
-        budget_s = parse_duration(budget)
-    else:
-        budget_s = quick_budget_s(device) if quick else parse_duration(DEFAULT_DEMO_BUDGET)
+    budget_s = parse_duration(budget or DEFAULT_DEMO_BUDGET)
     run_dir, prescribed = diagnose_into_run_dir(DEMO_WORKLOAD, out, device=device)
+    if quick and not budget:
+        # Sized for this device: its recorded process start, the step just diagnosed.
+        budget_s = quick_budget_s(device, step_s=diagnosed_step_s(run_dir))
     knobs = demo_knobs(prescribed, device=device, quick=quick)
     notes = [quick_note(budget_s, knobs)] if quick else []
     if notes and not settings.json:

@@ -13,7 +13,7 @@ from torchdoctor.tune.cost import study_budget_s
 from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
-from torchdoctor.tune.prescriptions import diagnose_before_tuning
+from torchdoctor.tune.prescriptions import diagnose_before_tuning, diagnosed_step_s
 from torchdoctor.tune.recheck import recheck_script
 from torchdoctor.tune.records import (
     Confirmation,
@@ -59,6 +59,7 @@ __all__ = [
     "check_parity",
     "check_tunable",
     "diagnose_before_tuning",
+    "diagnosed_step_s",
     "is_torchrun",
     "job_world_size",
     "recheck_script",

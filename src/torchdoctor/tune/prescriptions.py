@@ -40,22 +40,39 @@ def prescribed_knobs(diagnosis: Any) -> list[str]:
     return names
 
 
+def _read_diagnosis(run_dir: Path) -> Any:
+    """The diagnosis in `run_dir` (its `diagnosis.json`), or None without a readable one."""
+    from torchdoctor.core.errors import RecordError
+    from torchdoctor.diagnose import Diagnosis
+
+    path = run_dir / rundir.DIAGNOSIS
+    if not path.is_file():
+        return None
+    try:
+        return Diagnosis.read(path)
+    except RecordError:
+        return None  # a diagnosis this version cannot read says nothing here
+
+
+def diagnosed_step_s(run_dir: Path) -> float | None:
+    """The median step the diagnosis in `run_dir` measured on the device the trials run on
+    (None without one): a study's budget can be sized from it (`tune.study_budget_s`)."""
+    diagnosis = _read_diagnosis(run_dir)
+    step_s = diagnosis.median_step_s if diagnosis is not None else None
+    return float(step_s) if step_s else None
+
+
 def diagnosed_values(run_dir: Path) -> dict[str, Any]:
     """Knob -> the value the diagnosis in `run_dir` (its `diagnosis.json`) prescribes, from
     the first finding to name the knob in `prescribed_knobs`' order; empty without one.
 
     The ladder tries these among its candidates: the H200's cnn diagnosis prescribed 4 loader
     workers, and a ladder that never tried 4 ran 32 instead."""
-    from torchdoctor.core.errors import RecordError
-    from torchdoctor.diagnose import SEVERITY_ORDER, Diagnosis
+    from torchdoctor.diagnose import SEVERITY_ORDER
 
-    path = run_dir / rundir.DIAGNOSIS
-    if not path.is_file():
+    diagnosis = _read_diagnosis(run_dir)
+    if diagnosis is None:
         return {}
-    try:
-        diagnosis = Diagnosis.read(path)
-    except RecordError:
-        return {}  # a diagnosis this version cannot read orders nothing
     values: dict[str, Any] = {}
     ranked = sorted(
         diagnosis.findings,

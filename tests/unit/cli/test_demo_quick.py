@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -9,17 +10,20 @@ import pytest
 
 import torchdoctor.cli.demo as demo_mod
 from torchdoctor.cli.main import main
+from torchdoctor.core import rundir
 from torchdoctor.knobs import COMPILE
-from torchdoctor.tune import TuneConfig
+from torchdoctor.tune import TuneConfig, diagnosed_step_s
 from torchdoctor.tune.cost import TrialCosts, story_s
 from torchdoctor.tune.parity import REFERENCE_RUNS
 
 
-def _capture(monkeypatch: pytest.MonkeyPatch, prescribed: list[str]) -> list[TuneConfig]:
+def _capture(
+    monkeypatch: pytest.MonkeyPatch, prescribed: list[str], run_dir: Path = Path("run")
+) -> list[TuneConfig]:
     configs: list[TuneConfig] = []
 
     def diagnose(workload: str, out: Path | None, *, device: str) -> tuple[Path, list[str]]:
-        return Path("run"), list(prescribed)
+        return run_dir, list(prescribed)
 
     def run(*, config: TuneConfig, out: Path) -> SimpleNamespace:
         configs.append(config)
@@ -30,6 +34,9 @@ def _capture(monkeypatch: pytest.MonkeyPatch, prescribed: list[str]) -> list[Tun
     monkeypatch.setattr(demo_mod, "finish_with_report", lambda result: None)
     monkeypatch.setattr(demo_mod, "display_path", lambda p: str(p))
     return configs
+
+
+H200 = Path(__file__).parents[2] / "data" / "h200"
 
 
 def test_quick_tries_three_knobs_without_compile_on_shorter_ab(
@@ -77,3 +84,16 @@ def test_an_explicit_budget_wins_over_quicks(monkeypatch: pytest.MonkeyPatch) ->
     main(["demo", "--quick", "--budget", "45s"])
     (config,) = configs
     assert config.budget_s == 45
+
+
+def test_quick_budget_follows_the_step_the_diagnosis_measured(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The H200's cnn diagnosis measured a 24 ms step: the budget is sized from it."""
+    shutil.copyfile(H200 / "diagnosis.json", tmp_path / rundir.DIAGNOSIS)
+    configs = _capture(monkeypatch, [], run_dir=tmp_path)
+    main(["demo", "--quick"])
+    (config,) = configs
+    step_s = diagnosed_step_s(tmp_path)
+    assert step_s is not None and 0.02 < step_s < 0.03
+    assert config.budget_s == demo_mod.quick_budget_s(config.device, step_s=step_s)
