@@ -106,19 +106,22 @@ def _speed_rejections(tuner: Tuner) -> list[tuple[str, Any, TrialResult]]:
 
 #: Knobs interact (torch.compile can look slow with oversubscribed threads and fast once
 #: threads=1 is kept), so a knob rejected as "not faster" before a later keep is tried once
-#: more on a second pass from the new best. Quality and crash rejections are not retried.
+#: more on a second pass from the new best, unless it lost alone by more than the keep gained
+#: (`lost_beyond`). Quality and crash rejections are not retried.
 MAX_LADDER_PASSES = 2
 
 
 def _one_pass(
     tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan, outcome: ClimbOutcome
 ) -> list[KnobSpec]:
-    """Try every knob once; return the knobs worth retrying (rejected for speed before a keep)."""
-    slow: list[KnobSpec] = []
+    """Try every knob once; return the knobs worth retrying: rejected for speed before a keep,
+    unless they lost alone by more than the keep's gain could make up (`lost_beyond`)."""
+    slow: list[tuple[KnobSpec, TrialResult]] = []
     retry: list[KnobSpec] = []
     for spec in specs:
         kept_here = False
-        rejected_for_speed = False
+        rejected_for_speed: TrialResult | None = None
+        gain = 1.0
         # Re-derived per value: after a kept value the current best has changed.
         for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
             current = tuner.best_recipe.get(
@@ -133,16 +136,29 @@ def _one_pass(
                 why = result.reason.split(": ", 2)[-1].split("; ")[0]
                 outcome.skipped.setdefault(why, []).append(spec.name)
                 break
-            kept_here = kept_here or result.outcome is Outcome.KEPT
+            if result.outcome is Outcome.KEPT:
+                kept_here = True
+                gain *= result.speedup_vs_best or 1.0
             # Quality and futility rejections are not retried: no later change turns a 10x
             # slowdown into a win, nor fixes a broken loss.
-            rejected_for_speed = rejected_for_speed or _rejected_for_speed(result)
+            if _rejected_for_speed(result) and (
+                rejected_for_speed is None or _closer(result, rejected_for_speed)
+            ):
+                rejected_for_speed = result
         if kept_here:
-            retry.extend(slow)  # everything rejected for speed so far deserves a second look
+            # What was rejected for speed so far deserves a second look from the new best,
+            # but not a change slower alone than the keep's gain could make up.
+            retry.extend(s for s, r in slow if not lost_beyond(r, gain))
             slow = []
-        elif rejected_for_speed:
-            slow.append(spec)
+        elif rejected_for_speed is not None:
+            slow.append((spec, rejected_for_speed))
     return retry
+
+
+def _closer(a: TrialResult, b: TrialResult) -> bool:
+    """Whether rejection `a` came closer to a win than `b` (its interval reaches higher)."""
+    high = (a.speedup_vs_best_ci or (0.0, 0.0))[1]
+    return high > (b.speedup_vs_best_ci or (0.0, 0.0))[1]
 
 
 def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]:

@@ -94,6 +94,24 @@ def test_knob_rejected_for_speed_gets_a_second_pass_after_a_keep(tmp_path: Path)
     assert len(retried) == 2  # once from the baseline, once from the new best
 
 
+def test_a_knob_far_slower_alone_than_a_keep_gains_is_not_retried(tmp_path: Path) -> None:
+    # far_slower runs 1.6x slower alone; the later keep gains 1.25x: together they would still
+    # lose, so its second pass is not worth a trial. slow_first (1.1x slower) is retried.
+    far_slower = KnobSpec("far_slower", (False, True), "exact", False)
+    slow_first = KnobSpec("slow_first", (False, True), "exact", False)
+    config = sim_config(
+        [far_slower, slow_first, FAST_KNOB],
+        noise=0.01,
+        effects={"far_slower": {"True": 1.6}, "slow_first": {"True": 1.1}, "fast": {"True": 0.8}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    story = study_story(tmp_path / "run")
+    assert result.best_recipe == {"fast": True}, story
+    tried = [r.change for r in result.ladder.rejected]
+    assert tried.count({"far_slower": True}) == 1, story
+    assert tried.count({"slow_first": True}) == 2, story
+
+
 def test_a_change_on_top_of_a_kept_close_change_is_judged_by_the_loosest_class(
     tmp_path: Path,
 ) -> None:
