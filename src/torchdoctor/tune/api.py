@@ -44,15 +44,13 @@ from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_notes
-from torchdoctor.tune.prescriptions import diagnosed_values
+from torchdoctor.tune.prescriptions import diagnosed_bounds, diagnosed_values
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import (
-    BATCH_KNOBS,
     KnobSpec,
     catalogue_space,
-    order_knobs,
     recipe_validator,
     static_prior,
     with_diagnosed,
@@ -310,6 +308,7 @@ def _run(
         max_batch=config.max_batch,
         hold_effective_batch=config.hold_effective_batch,
         prior=static_prior(config.device, native_bf16=cpu_computes_bf16()),
+        bounds=diagnosed_bounds(run_dir) if config.space is None else {},
     )
     settings = TuneSettings(
         objective=config.objective,
@@ -350,9 +349,7 @@ def _run(
 
     if config.objective == "fit":
         return _run_fit(config, run_dir, tuner, plan, on_start)
-    # The ladder's order (`ladder.climb`): the batch knobs go to the batch-size search.
-    laddered = [s for s in plan.space if s.name not in BATCH_KNOBS]
-    tuner.planned_order = [s.name for s in order_knobs(laddered, plan.prescribed, plan.prior)]
+    tuner.planned_order = [s.name for s in plan.order()]  # the ladder's (`ladder.climb`)
     if on_start is not None:
         on_start(tuner, planned_trials(plan) + config.joint_trials)
     try:

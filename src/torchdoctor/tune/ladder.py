@@ -19,7 +19,7 @@ words of its reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,14 @@ class LadderPlan:
     hold_effective_batch: bool = False
     confirm: bool = True
     prior: Sequence[str] = STATIC_PRIOR
+    #: knob -> the diagnosis's Amdahl bound on its gain (`space.order_knobs`)
+    bounds: Mapping[str, float] = field(default_factory=dict)
+
+    def order(self) -> list[KnobSpec]:
+        """The knobs the ladder flips, in the order it tries them (the batch knobs go to the
+        batch-size search)."""
+        laddered = [s for s in self.space if s.name not in BATCH_KNOBS]
+        return order_knobs(laddered, self.prescribed, self.prior, self.bounds)
 
 
 @dataclass
@@ -264,9 +272,7 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     # an estimate); while the best is the baseline nothing is held back (`Tuner.hold_reserve`).
     tuner.plan_confirmation(plan.confirm)
     try:
-        specs = order_knobs(
-            [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior
-        )
+        specs = plan.order()
         this_pass = specs
         for _ in range(MAX_LADDER_PASSES):
             this_pass = _one_pass(tuner, this_pass, plan, outcome)

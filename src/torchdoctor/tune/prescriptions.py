@@ -85,6 +85,17 @@ def diagnosed_values(run_dir: Path) -> dict[str, Any]:
     return values
 
 
+def diagnosed_bounds(run_dir: Path) -> dict[str, float]:
+    """Knob -> the largest Amdahl bound on gain among the findings of the diagnosis in
+    `run_dir` that prescribe it; empty without one."""
+    diagnosis = _read_diagnosis(run_dir)
+    bounds: dict[str, float] = {}
+    for finding in diagnosis.findings if diagnosis is not None else ():
+        for knob in finding.prescription.knobs:
+            bounds[knob] = max(bounds.get(knob, 1.0), float(finding.amdahl_bound))
+    return bounds
+
+
 def diagnose_before_tuning(
     workload: str,
     run_dir: Path,

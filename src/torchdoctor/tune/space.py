@@ -7,7 +7,7 @@ static prior (below); knobs the caller prescribes come first, in the caller's or
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -123,13 +123,35 @@ def static_prior(device: str, *, native_bf16: bool = False) -> tuple[str, ...]:
     return (*cpu, *(n for n in general if n not in cpu))
 
 
+#: A prescribed knob whose Amdahl bound is at most this is tried after the prior's knobs: even
+#: removing all the time its finding names cannot clear the ladder's keep bar of 1 + min_gain
+#: (`tune.tuner.DEFAULT_MIN_GAIN`, 2%), while a knob of unknown gain still might.
+MIN_WORTHWHILE_BOUND: Final = 1.02
+
+
 def order_knobs(
-    specs: Sequence[KnobSpec], prescribed: Sequence[str] = (), prior: Sequence[str] = STATIC_PRIOR
+    specs: Sequence[KnobSpec],
+    prescribed: Sequence[str] = (),
+    prior: Sequence[str] = STATIC_PRIOR,
+    bounds: Mapping[str, float] | None = None,
 ) -> list[KnobSpec]:
-    """Prescribed knobs first (their order), then the static prior, then the rest."""
+    """Prescribed knobs first, then the static prior, then the rest.
+
+    With `bounds` (knob -> the diagnosis's Amdahl bound on its gain), the prescribed knobs go
+    by expected gain per trial: the largest bound first (a trial costs about the same for
+    each: `tune.cost`), and those whose bound cannot clear `MIN_WORTHWHILE_BOUND` after the
+    prior's knobs (the H200's cnn diagnosis prescribed copies from pinned memory at most
+    1.00x). A prescribed knob without a bound keeps its place in front.
+    """
     by_name = {s.name: s for s in specs}
-    order: list[str] = [n for n in prescribed if n in by_name]
-    order += [n for n in prior if n in by_name and n not in order]
+    named = [n for n in prescribed if n in by_name]
+    bounds = bounds or {}
+    unbound = [n for n in named if n not in bounds]
+    worth = [n for n in named if bounds.get(n, 0.0) > MIN_WORTHWHILE_BOUND]
+    worth.sort(key=lambda n: -bounds[n])  # stable: ties keep the prescribed order
+    order: list[str] = [*unbound, *worth]
+    order += [n for n in prior if n in by_name and n not in named]
+    order += [n for n in named if n not in order]
     order += [s.name for s in specs if s.name not in order]
     return [by_name[n] for n in order]
 
