@@ -1,7 +1,8 @@
 """What the ladder tries: knobs, their candidate values, and the order to try them in.
 
-Until the diagnosis stage ranks prescriptions by their bound on gain, knobs are ordered by a
-static prior (below); knobs the caller prescribes come first, in the caller's order.
+Knobs the diagnosis prescribes come first, largest Amdahl bound on gain first, except those
+whose bound cannot clear the ladder's keep bar, which wait for the static prior's knobs
+(`order_knobs`); the rest follow the static prior (below).
 """
 
 from __future__ import annotations

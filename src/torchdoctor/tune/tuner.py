@@ -14,8 +14,9 @@ Each trial has a deterministic key (kind, best recipe, candidate recipe). A tria
 the study (a resumed run, or another worker sharing the study) is read back and replayed
 through the same decision bookkeeping instead of being run again (`Tuner.run_or_replay`, the
 one place that does either). What became of a trial is its `Outcome` (`torchdoctor.tune.outcome`),
-which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, the final A/B
-against the baseline in `torchdoctor.tune.confirm`.
+which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, a trial's
+estimate from its measured parts in `torchdoctor.tune.cost`, the final A/B against the
+baseline in `torchdoctor.tune.confirm`.
 """
 
 from __future__ import annotations
@@ -206,8 +207,9 @@ class Tuner:
 
     def hold_reserve(self, change: dict[str, Any]) -> None:
         """After a keep: hold the final A/B's reserve while it fits in what is left; once it
-        no longer does, the confirmation is dropped (said in `notes`) and the ladder has the
-        rest, rather than stopping with a reserve it can never spend."""
+        no longer does, the confirmation is dropped (`confirm_dropped`, which the result's notes
+        say) and the ladder has the rest, rather than stopping with a reserve it can never
+        spend."""
         if not self.confirm_wanted or self.confirm_dropped is not None:
             return
         cost = self.confirm_cost_s()
