@@ -3,7 +3,8 @@
 Order: the baseline; then each knob (prescribed first, by the diagnosis's bound on gain, then
 the static prior, see `torchdoctor.tune.space.order_knobs`) and each of its candidate values,
 one change on top of the current best; then the batch-size search (throughput objective only:
-a larger batch cannot lower the latency of a step); then a final A/B of the best against the baseline in fresh process pairs.
+a larger batch cannot lower the latency of a step); then a final A/B of the best against the
+baseline in fresh process pairs.
 Between the passes and the batch search, wins that each failed to reproduce in fresh processes
 are tried together, alone and then with each change rejected for speed (`_stack_unproven`).
 
