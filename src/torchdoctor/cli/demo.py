@@ -95,7 +95,9 @@ def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
     open_s, recorded_step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
     step_s = step_s or recorded_step_s
     need = study_budget_s(open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS)
-    return QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
+    rounded = QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
+    # Never more than the full demo's: where steps are that slow, `--quick` is not quick.
+    return min(rounded, parse_duration(DEFAULT_DEMO_BUDGET))
 
 
 def demo_knobs(prescribed: list[str], *, device: str, quick: bool) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -97,3 +98,37 @@ def test_quick_budget_follows_the_step_the_diagnosis_measured(
     step_s = diagnosed_step_s(tmp_path)
     assert step_s is not None and 0.02 < step_s < 0.03
     assert config.budget_s == demo_mod.quick_budget_s(config.device, step_s=step_s)
+
+
+#: What the diagnosis records of other work on a busy 2-core host (load average 11): its
+#: cnn step read 3.6 s there, about 35x its quiet time.
+BUSY_HOST_LOAD = {
+    "interval_s": 370.1,
+    "cores": 2,
+    "own_cpu_s": 88.4,
+    "other_cpu_s": 651.7,
+    "other_cores": 1.76,
+    "load_avg_1m": 11.2,
+    "disturbed_windows": 0,
+    "windows": 1,
+    "disturbed": True,
+}
+
+
+def test_a_step_measured_on_a_disturbed_machine_does_not_size_the_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    record = json.loads((H200 / "diagnosis.json").read_text())
+    record.update(median_step_s=3.6, machine_load=BUSY_HOST_LOAD)
+    (tmp_path / rundir.DIAGNOSIS).write_text(json.dumps(record))
+    assert diagnosed_step_s(tmp_path) is None
+    configs = _capture(monkeypatch, [], run_dir=tmp_path)
+    main(["demo", "--quick"])
+    (config,) = configs
+    assert config.budget_s == demo_mod.quick_budget_s(config.device)
+
+
+def test_quick_never_asks_for_more_than_the_full_demo() -> None:
+    full = demo_mod.parse_duration(demo_mod.DEFAULT_DEMO_BUDGET)
+    assert demo_mod.quick_budget_s("cpu", step_s=3.6) == full
+    assert demo_mod.quick_budget_s("cpu") < full
