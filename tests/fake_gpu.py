@@ -18,7 +18,12 @@ the `torch.cuda` a `SessionHost` calls (`is_initialized`, `empty_cache`, ...).
 
 `make_job` is a session factory ("fake_gpu:make_job"): a real torch model and SGD optimizer
 trained on the fake device of the process that builds it (`FakeCuda.active`), whose trained
-state and per-step working set are sized as a fraction of the device.
+state and per-step working set are sized as a fraction of the device. A job may also hold
+device memory that no optimizer steps, as real jobs do: a plain tensor (`ballast_share`), a
+frozen base model its trained adapter runs on (`frozen_share`: a LoRA's base, a teacher),
+and a CUDA graph's private pool while its recipe replays graphs (`graph_pool_share`). They
+are live tensors of the job like any other; what parking can move of them is whatever the
+real park code (`torchdoctor.engine.park`) finds and moves through this allocator.
 """
 
 from __future__ import annotations
@@ -40,9 +45,15 @@ class FakeGpu:
         self.processes: list[FakeCuda] = []
         #: out-of-memory errors raised, over all processes
         self.ooms = 0
+        #: the most processes that held device memory at one time
+        self.most_resident = 0
 
     def reserved(self) -> int:
         return sum(p.reserved for p in self.processes)
+
+    def resident(self) -> int:
+        """Processes holding device memory now."""
+        return sum(1 for p in self.processes if p.reserved > 0)
 
 
 class FakeCuda:
@@ -83,6 +94,7 @@ class FakeCuda:
             )
         self.reserved += grow
         self.cached = 0
+        self.gpu.most_resident = max(self.gpu.most_resident, self.gpu.resident())
 
     def adopt(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` was allocated on the device (by autograd, an optimizer): charge it."""
@@ -124,6 +136,12 @@ class FakeCuda:
 
     def allocated_bytes(self) -> int:
         return self.allocated()
+
+    def device_memory(self) -> tuple[int, int]:
+        """Free and total bytes of the device, every process's reservations counted (as
+        `torch.cuda.mem_get_info` reads the driver's count of every process)."""
+        self._sweep()
+        return self.gpu.capacity - self.gpu.reserved(), self.gpu.capacity
 
     # ---- the torch.cuda a worker calls --------------------------------------------------
 
@@ -182,6 +200,9 @@ class FakeGpuJob:
         effects: dict[str, dict[str, float]] | None = None,
         noise: float = 0.02,
         graphs_knob: str | None = None,
+        ballast_share: float = 0.0,
+        frozen_share: float = 0.0,
+        graph_pool_share: float = 0.0,
     ) -> None:
         cuda = FakeCuda.active
         assert cuda is not None, "a fake GPU job is built in a fake GPU process"
@@ -195,6 +216,19 @@ class FakeGpuJob:
             perturb_weights(self.raw_model, perturbation)
         for p in self.raw_model.parameters():
             p.data = cuda.to_device(p.data)
+        #: a plain tensor the job allocated and keeps (a cache, a lookup table, a ballast)
+        self.ballast = cuda.workspace(int(ballast_share * capacity)) if ballast_share else None
+        #: a frozen model the trained one runs on, owned by no optimizer: its weights are
+        #: live on the device like the trained ones
+        self.base_model: torch.nn.Module | None = None
+        if frozen_share:
+            self.base_model = torch.nn.Linear(width, width, bias=False).requires_grad_(False)
+            frozen_bytes = int(frozen_share * capacity)
+            self.base_model.weight.data = cuda.to_device(self.base_model.weight.data)
+            # the rest of the frozen model's weights, as a registered (frozen) buffer
+            self.base_model.register_buffer(
+                "rest", cuda.workspace(max(0, frozen_bytes - 4 * width * width))
+            )
         self.optimizer = torch.optim.SGD(self.raw_model.parameters(), lr=0.01, momentum=0.9)
         self.batch = int(recipe.get("batch_size") or base_batch)
         self.workspace_bytes = int(workspace_share * capacity * self.batch / base_batch)
@@ -208,6 +242,12 @@ class FakeGpuJob:
         self.width = width
         #: a recipe with `graphs_knob` set replays CUDA graphs: it cannot be parked
         self.replays_graphs = bool(graphs_knob and recipe.get(graphs_knob))
+        #: the graphs' private pool, which only deleting the graphs frees
+        self.graph_pool = (
+            cuda.workspace(int(graph_pool_share * capacity))
+            if self.replays_graphs and graph_pool_share
+            else None
+        )
 
     def run_steps(self, n: int, *, measure_phases: bool) -> list[JobStep]:
         threads = torch.get_num_threads()
@@ -224,7 +264,8 @@ class FakeGpuJob:
         for _ in range(n):
             work = self.cuda.workspace(self.workspace_bytes)  # this step's activations
             x = torch.randn(4, self.width, generator=self.data)
-            loss = (self.raw_model(x) - x).pow(2).mean()
+            h = self.base_model(x) if self.base_model is not None else x
+            loss = (self.raw_model(h) - x).pow(2).mean()
             loss.backward()
             for p in self.raw_model.parameters():
                 self.cuda.adopt(p.grad)  # autograd allocated it on the device

@@ -98,12 +98,15 @@ class ScriptFreed:
 @dataclass(frozen=True)
 class ScriptParked:
     """A park or unpark was done: bytes moved, bytes still held on the device, seconds, and
-    why nothing could move (`pinned`: CUDA graphs), or None."""
+    why nothing could move (`pinned`: CUDA graphs), or None; after a park, the device's free
+    and total bytes (`torchdoctor.engine.park.Moved`)."""
 
     moved_bytes: int = 0
     left_bytes: int = 0
     seconds: float = 0.0
     pinned: str | None = None
+    free_bytes: int = 0
+    total_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from torchdoctor.collect.tensor_memory import (
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import StepMemory
 from torchdoctor.engine import prepare
-from torchdoctor.knobs import Recipe
+from torchdoctor.knobs import CALLED, Recipe, get_knob, model_transforms
 from torchdoctor.workloads import Workload
 
 __all__ = [
@@ -85,9 +85,11 @@ def measure_step_memory(
     """
     base = recipe if recipe is not None else Recipe()
     resolved = base.resolved("cuda" if device.startswith("cuda") else "cpu")
-    if resolved.get("compile", "off") != "off" or resolved.get("cuda_graphs", False):
-        # The tensor count runs every op through a dispatch mode, which compiled graphs and
-        # captured CUDA graphs bypass or refuse.
+    # The knobs that give the steps another module to call (the called stage's transforms:
+    # compile, cuda_graphs): the tensor count runs every op through a dispatch mode, which
+    # compiled graphs and captured CUDA graphs bypass or refuse.
+    called = [get_knob(name) for name, _ in model_transforms(CALLED)]
+    if any(resolved.get(k.name, k.default) != k.default for k in called):
         raise UsageError(
             "memory is measured on the eager step: compile and cuda_graphs are not supported",
             hint="drop --set compile=... and --set cuda_graphs=...",

@@ -19,7 +19,10 @@ from torchdoctor.knobs import (
     CHANNELS_LAST,
     CHECKPOINTING,
     CUDNN_BENCHMARK,
+    NUM_WORKERS,
     OPTIMIZER_IMPL,
+    PERSISTENT_WORKERS,
+    PIN_MEMORY,
     PRECISION,
     SET_TO_NONE,
 )
@@ -75,7 +78,7 @@ def evidence_from_run(
     """RunResult steps are steady state already (the engine drops its warm-up).
     `cuda_capability`: the run's GPU's, from this machine's environment fingerprint."""
     r = run.recipe
-    workers = r.get("num_workers")
+    workers = r.get(NUM_WORKERS.name)
     config = _config(run)
     return Evidence(
         source="workload",
@@ -90,8 +93,8 @@ def evidence_from_run(
         dataloader=DataLoaderEvidence(
             uses_dataloader=True,
             num_workers=workers if isinstance(workers, int) else 0,
-            pin_memory=bool(r.get("pin_memory")),
-            persistent_workers=bool(r.get("persistent_workers")),
+            pin_memory=bool(r.get(PIN_MEMORY.name)),
+            persistent_workers=bool(r.get(PERSISTENT_WORKERS.name)),
         ),
         threads=ThreadEvidence(torch_threads=run.threads, usable_cores=usable_cores),
         config=config,

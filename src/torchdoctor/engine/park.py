@@ -51,6 +51,11 @@ class DeviceMover(Protocol):
 
     def allocated_bytes(self) -> int: ...
 
+    def device_memory(self) -> tuple[int, int]:
+        """The device's free and total bytes, every process's allocations and contexts
+        counted (`torch.cuda.mem_get_info`)."""
+        ...
+
 
 class CudaMover:
     """A `DeviceMover` of the CUDA device `device` (e.g. "cuda:0").
@@ -82,16 +87,25 @@ class CudaMover:
     def allocated_bytes(self) -> int:
         return int(torch.cuda.memory_allocated(self.device))
 
+    def device_memory(self) -> tuple[int, int]:
+        free, total = torch.cuda.mem_get_info(self.device)
+        return int(free), int(total)
+
 
 @dataclass(frozen=True)
 class Moved:
     """One park or unpark: bytes moved, bytes the process still holds on the device after
-    it, seconds taken; `pinned` says why nothing was moved (None when the state could move)."""
+    it, seconds taken; `pinned` says why nothing was moved (None when the state could move).
+    A park also reads the device as it leaves it: its free and total bytes, every process's
+    tensors and contexts counted (0 and 0 when not read), from which the tuner decides
+    whether another process fits beside this one (`torchdoctor.tune.turns`)."""
 
     moved_bytes: int
     left_bytes: int
     seconds: float
     pinned: str | None = None
+    free_bytes: int = 0
+    total_bytes: int = 0
 
 
 class Parking:
@@ -119,7 +133,9 @@ class Parking:
         start = time.perf_counter()
         if pinned is not None:  # its free blocks can go back all the same
             self.mover.empty_cache()
-            return Moved(0, self.mover.allocated_bytes(), time.perf_counter() - start, pinned)
+            free, total = self.mover.device_memory()
+            left = self.mover.allocated_bytes()
+            return Moved(0, left, time.perf_counter() - start, pinned, free, total)
         moved = 0
         for slot in _slots(modules, optimizers):
             tensor = slot.get()
@@ -131,7 +147,9 @@ class Parking:
         tensor = None
         self.mover.finish()
         self.mover.empty_cache()
-        return Moved(moved, self.mover.allocated_bytes(), time.perf_counter() - start)
+        free, total = self.mover.device_memory()
+        left = self.mover.allocated_bytes()
+        return Moved(moved, left, time.perf_counter() - start, None, free, total)
 
     def unpark(self) -> Moved:
         """Move the parked state back onto the device (a no-op when nothing is parked)."""

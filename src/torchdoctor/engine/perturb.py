@@ -32,6 +32,11 @@ def perturb_weights(model: nn.Module, index: int, *, scale: float = PERTURBATION
 
     Index 0 is the unperturbed model. The draw happens on the CPU from its own generator, so
     it neither depends on the device nor disturbs the global RNG the training loop uses.
+
+    A sharded parameter (a DTensor, as FSDP2's `fully_shard` and tensor parallelism make)
+    gets the factor its whole tensor would get: every rank draws the whole tensor's noise
+    from the same seed and keeps its own shard of it (`_like`), so a sharded model is
+    perturbed exactly as the same model unsharded, with no communication.
     """
     if index <= 0:
         return
@@ -40,4 +45,23 @@ def perturb_weights(model: nn.Module, index: int, *, scale: float = PERTURBATION
         if not param.is_floating_point():
             continue
         noise = torch.rand(param.shape, generator=gen, dtype=torch.float32).mul_(2).sub_(1)
-        param.mul_(noise.mul_(scale).add_(1).to(device=param.device, dtype=param.dtype))
+        param.mul_(_like(noise.mul_(scale).add_(1), param))
+
+
+def _like(factor: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """`factor` (the whole tensor's, on the CPU) on `param`'s device and dtype, and laid out as
+    `param` is when it is a DTensor: its local shard, taken on each rank from the same whole
+    tensor (`src_data_rank=None`: no scatter), so the in-place product is a DTensor op."""
+    factor = factor.to(dtype=param.dtype)
+    if not torch.distributed.is_available():  # a build without torch.distributed has no DTensor
+        return factor.to(device=param.device)
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if isinstance(param, DTensor):
+        return distribute_tensor(
+            factor.to(param.to_local().device),
+            param.device_mesh,
+            param.placements,
+            src_data_rank=None,
+        )
+    return factor.to(device=param.device)

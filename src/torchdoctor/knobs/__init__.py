@@ -3,7 +3,7 @@
 One module per family (batching, dataloading, precision, compilation, memory_format,
 optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every
 part they own (`parts`: how each applies to plain torch objects, is written back, is ordered
-by the ladder, is taken by a script, and which findings prescribe it), and the stages to the
+by the ladder, is taken by a script, and serves a model), and the stages to the
 right read the catalogue instead of keeping lists of knob names. `model.apply_to_model`
 applies a recipe to a plain `nn.Module` for the engine (and an inference session);
 `workload.workload_under` rebuilds a workload with a recipe's workload parameters.
@@ -27,7 +27,15 @@ from torchdoctor.knobs.base import (
     cuda_capability_of,
 )
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
-from torchdoctor.knobs.catalogue import catalogue, get_knob, not_injectable, registered
+from torchdoctor.knobs.catalogue import (
+    catalogue,
+    get_knob,
+    joint_knobs,
+    memory_steps,
+    not_injectable,
+    registered,
+    served,
+)
 from torchdoctor.knobs.checkpointing import CHECKPOINTING, checkpoint_blocks
 from torchdoctor.knobs.compilation import COMPILE, COMPILE_DYNAMIC, compile_model
 from torchdoctor.knobs.cuda import (
@@ -66,16 +74,20 @@ from torchdoctor.knobs.optimizer import OPTIMIZER_IMPL, SET_TO_NONE
 from torchdoctor.knobs.parts import (
     CallEdit,
     DDPArgument,
+    EditedCall,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
+    MemoryStep,
     ModelLine,
     ModelTransform,
     NotWritten,
     OptimizerArgument,
-    Prescribed,
     ProcessSetting,
     Script,
+    ScriptSite,
+    ServedAs,
+    Serving,
     Snippet,
     StepSetting,
     TopLine,
@@ -93,9 +105,10 @@ from torchdoctor.knobs.threads import THREADS
 from torchdoctor.knobs.workload import parameter_changes, workload_under
 
 if TYPE_CHECKING:
-    from torchdoctor.knobs.context import CALLED, RAW, ModelContext
+    from torchdoctor.knobs.context import CALLED, RAW, FoundModel, ModelContext
     from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
     from torchdoctor.knobs.model import apply_to_model, model_transforms
+    from torchdoctor.knobs.script_model import model_parts, scales_loss
 
 __getattr__ = lazy_getattr(
     __name__,
@@ -105,6 +118,9 @@ __getattr__ = lazy_getattr(
         "CALLED": "torchdoctor.knobs.context",
         "RAW": "torchdoctor.knobs.context",
         "ModelContext": "torchdoctor.knobs.context",
+        "FoundModel": "torchdoctor.knobs.context",
+        "model_parts": "torchdoctor.knobs.script_model",
+        "scales_loss": "torchdoctor.knobs.script_model",
         "apply_to_model": "torchdoctor.knobs.model",
         "model_transforms": "torchdoctor.knobs.model",
     },
@@ -145,6 +161,8 @@ __all__ = [
     "Choice",
     "CudaFlags",
     "DDPArgument",
+    "EditedCall",
+    "FoundModel",
     "IntRange",
     "Knob",
     "KnobForward",
@@ -152,16 +170,19 @@ __all__ = [
     "Ladder",
     "LoaderArgument",
     "LoaderKeywordEdit",
+    "MemoryStep",
     "ModelContext",
     "ModelLine",
     "ModelTransform",
     "NotWritten",
     "OptimizerArgument",
-    "Prescribed",
     "ProcessSetting",
     "Recipe",
     "Safety",
     "Script",
+    "ScriptSite",
+    "ServedAs",
+    "Serving",
     "Snippet",
     "StepSetting",
     "TopLine",
@@ -183,14 +204,19 @@ __all__ = [
     "get_knob",
     "graph_model",
     "inputs_to_channels_last",
+    "joint_knobs",
     "loader_arguments",
     "loader_kwargs",
     "make_grad_scaler",
+    "memory_steps",
+    "model_parts",
     "model_to_channels_last",
     "model_transforms",
     "not_injectable",
     "parameter_changes",
     "registered",
     "restore_cuda_flags",
+    "scales_loss",
+    "served",
     "workload_under",
 ]

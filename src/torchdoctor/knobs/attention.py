@@ -21,7 +21,13 @@ from __future__ import annotations
 from typing import Final
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
-from torchdoctor.knobs.parts import Ladder, NotWritten, Prescribed, Script, WorkloadParameter
+from torchdoctor.knobs.parts import (
+    Ladder,
+    MemoryStep,
+    NotWritten,
+    Script,
+    WorkloadParameter,
+)
 
 #: The workload parameter the knob sets, and its hand-written value (`workloads.gpt`).
 PARAMETER: Final = "attention"
@@ -66,12 +72,11 @@ ATTENTION = Knob(
     # FlashAttention sec. 4) and a trial costs no compilation; on a CPU after the thread
     # count and the loader workers, whose wins are larger (cpu_prior), since its fused CPU
     # kernel measured 1.12x on a whole step (benchmarks/bench_sdpa_prescription.py).
-    ladder=Ladder(gpu=5, cpu=25),
+    ladder=Ladder(gpu=5, cpu=25, memory=MemoryStep(10, "sdpa")),
     script=Script(
         not_injectable="it switches a workload's attention parameter; a script's attention "
         "is its own code (the handwritten_attention finding hands it back as a patch)"
     ),
-    prescribed=Prescribed(("handwritten_attention",)),
 )
 
 KNOBS = (ATTENTION,)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from torchdoctor.core.errors import KnobError, KnobNotApplicable
 from torchdoctor.core.gpu import older_than_ampere
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs.parts import AppliesTo, Ladder, Prescribed, Script, WriteBack
+from torchdoctor.knobs.parts import AppliesTo, Ladder, Script, Serving, WriteBack
 
 KnobValue = int | bool | str | None
 
@@ -164,7 +164,9 @@ class Knob:
     The parts it owns (`knobs.parts`; None only while a knob is being written, which the
     catalogue test refuses): `applies_to`, how it acts on plain torch objects; `write_back`, how
     it goes into the user's files; `ladder`, where the tuner tries it; `script`, how an
-    unmodified script takes it (or why it cannot); `prescribed`, the findings that prescribe it.
+    unmodified script takes it (or why it cannot); `serving` (None: not an inference variant),
+    how `serve` applies it to a model it serves. The rules that prescribe it name it in their
+    prescriptions (`diagnose.rules.prescribing` reads them back); `no_rule` says why none does.
     """
 
     name: str
@@ -181,7 +183,8 @@ class Knob:
     write_back: WriteBack | None = None
     ladder: Ladder | None = None
     script: Script | None = None
-    prescribed: Prescribed | None = None
+    no_rule: str | None = None
+    serving: Serving | None = None
 
     def default_for(self, device: str) -> KnobValue:
         return self.device_defaults.get(device.split(":", 1)[0], self.default)

@@ -8,8 +8,8 @@ from torchdoctor.knobs.parts import (
     LoaderArgument,
     LoaderKeywordEdit,
     NotWritten,
-    Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -29,9 +29,8 @@ BATCH_SIZE = Knob(
     # the session's own argument: the engine passes it to the loader itself
     applies_to=LoaderArgument("batch_size", order=4, position=1, engine=False),
     write_back=LoaderKeywordEdit(),
-    ladder=Ladder(gpu=None, batch_search=True),
-    script=Script(injector="dataloading"),
-    prescribed=Prescribed(("framework_overhead", "memory_headroom")),
+    ladder=Ladder(gpu=None, batch_search=True, joint=True),
+    script=Script(site=ScriptSite.LOADER),
 )
 
 GRAD_ACCUM = Knob(
@@ -49,7 +48,6 @@ GRAD_ACCUM = Knob(
         not_injectable="it changes the training loop (several backward passes per optimizer "
         "step), which an unmodified script does not have"
     ),
-    prescribed=Prescribed(("ddp_communication",)),
 )
 
 KNOBS = (BATCH_SIZE, GRAD_ACCUM)

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from torchdoctor.core.errors import KnobError
+from torchdoctor.core.vocabulary import Safety
 from torchdoctor.knobs import (
     attention,
     batching,
@@ -19,7 +20,8 @@ from torchdoctor.knobs import (
     precision,
     threads,
 )
-from torchdoctor.knobs.base import Knob
+from torchdoctor.knobs.base import Knob, KnobValue
+from torchdoctor.knobs.parts import ServedAs
 
 _BUILT_IN: tuple[Knob, ...] = (
     *batching.KNOBS,
@@ -51,6 +53,30 @@ def not_injectable() -> dict[str, str]:
         for k in _ALL
         if k.script is not None and k.script.not_injectable is not None
     }
+
+
+def joint_knobs() -> tuple[str, ...]:
+    """The knobs the joint refinement searches together (`Ladder.joint`), in catalogue order."""
+    return tuple(k.name for k in _ALL if k.ladder is not None and k.ladder.joint)
+
+
+def memory_steps() -> tuple[tuple[str, KnobValue, Safety], ...]:
+    """The memory ladder's one-knob steps (`Ladder.memory`) as (knob, value, safety class), in
+    their rank's order."""
+    steps = sorted(
+        (k.ladder.memory.rank, k.name, k.ladder.memory.value, k.safety)
+        for k in _ALL
+        if k.ladder is not None and k.ladder.memory is not None
+    )
+    return tuple((name, value, safety) for _, name, value, safety in steps)
+
+
+def served() -> tuple[tuple[Knob, ServedAs], ...]:
+    """The inference variants that are knobs (`Knob.serving`), each with its knob, in catalogue
+    order."""
+    return tuple(
+        (k, variant) for k in _ALL if k.serving is not None for variant in k.serving.variants
+    )
 
 
 def get_knob(name: str) -> Knob:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import KnobError
@@ -11,15 +11,17 @@ from torchdoctor.knobs.parts import (
     Ladder,
     ModelLine,
     ModelTransform,
-    Prescribed,
     Script,
+    ScriptSite,
+    ServedAs,
+    Serving,
     WrittenWith,
 )
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from torchdoctor.knobs.context import ModelContext
+    from torchdoctor.knobs.context import FoundModel, ModelContext
 
 
 def _compile(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
@@ -45,9 +47,31 @@ COMPILE = Knob(
     default="off",
     applies_to=ModelTransform("called", order=0, apply=_compile),
     write_back=ModelLine(_compile_line, order=1),
-    ladder=Ladder(gpu=0, cpu=0),
-    script=Script(injector="model", unchanged=("off",)),
-    prescribed=Prescribed(("memory_bound_elementwise", "framework_overhead")),
+    ladder=Ladder(gpu=0, cpu=0, joint=True),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=("off",),
+        on_model=lambda value, found: _compile_found(value, found),
+    ),
+    serving=Serving(
+        (
+            ServedAs(
+                "compile",
+                "default",
+                rank=40,
+                description="torch.compile (inductor, default mode); compilation at the first "
+                "call is setup",
+            ),
+            ServedAs(
+                "compile_max_autotune",
+                "max-autotune",
+                rank=50,
+                description="torch.compile mode='max-autotune' (benchmarks kernel choices at "
+                "compile time)",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_compiled(model, value),
+    ),
 )
 
 COMPILE_DYNAMIC = Knob(
@@ -62,8 +86,8 @@ COMPILE_DYNAMIC = Knob(
     applies_to=ModelTransform("called", order=0),  # an option of compile's transform
     write_back=WrittenWith("compile"),
     ladder=Ladder(gpu=140),
-    script=Script(injector="model", unchanged=(False,)),
-    prescribed=Prescribed(("compile_graph_breaks",)),
+    # an option of compile's script part, which records it
+    script=Script(site=ScriptSite.MODEL, unchanged=(False,), on_model=lambda value, found: None),
 )
 
 KNOBS = (COMPILE, COMPILE_DYNAMIC)
@@ -96,7 +120,40 @@ def compile_model(
     if options:
         compiled = torch.compile(model, options=dict(options), dynamic=dynamic)
     else:
-        # mode=None is torch.compile's "default" mode.
-        compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=dynamic)
+        compiled = torch.compile(model, mode=torch_mode(mode), dynamic=dynamic)
     assert isinstance(compiled, nn.Module)  # torch.compile of a Module returns a Module
     return compiled
+
+
+def torch_mode(mode: str) -> str | None:
+    """torch.compile's `mode` for the knob's value: None is torch.compile's "default" mode."""
+    return None if mode == "default" else mode
+
+
+def _compile_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model: its forward compiled (the module itself is left as it is, so
+    the script's optimizer and state_dict see the same parameters); compile_dynamic's value
+    is read here, and recorded with it."""
+    import torch
+
+    mode = str(value)
+    dynamic = bool(found.settings.get(COMPILE_DYNAMIC.name, False))
+    options: dict[str, Any] = {"mode": torch_mode(mode)}
+    if found.compile_backend is not None:
+        options = {"backend": found.compile_backend}
+    if found.on_compile is not None:
+        found.on_compile(found.model)
+    found.forward = torch.compile(found.model.forward, dynamic=dynamic, **options)
+    # where the model is first called: the patch writer traces the name back to its build
+    found.applied(COMPILE.name, found.at_call(f"{found.name}.forward = torch.compile(mode={mode})"))
+    if COMPILE_DYNAMIC.name in found.settings:
+        found.applied(
+            COMPILE_DYNAMIC.name, f"torch.compile(dynamic={COMPILE_DYNAMIC.show(dynamic)})"
+        )
+
+
+def _serve_compiled(model: nn.Module, value: KnobValue) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model compiled: dynamic=False specialises on the first shapes, as the knob's
+    default does; torch.compile marks a dimension dynamic itself when a second size arrives."""
+    compiled = compile_model(model, str(value), dynamic=False)
+    return lambda args: compiled(*args)

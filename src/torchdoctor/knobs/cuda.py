@@ -21,9 +21,9 @@ from torchdoctor.knobs.parts import (
     Ladder,
     ModelTransform,
     NotWritten,
-    Prescribed,
     ProcessSetting,
     Script,
+    ScriptSite,
     Snippet,
 )
 from torchdoctor.knobs.precision import autocast_context
@@ -42,13 +42,16 @@ CUDNN_BENCHMARK = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=cuda_only,
-    applies_to=ProcessSetting(lambda value: _set_cudnn_benchmark(value), device_types=("cuda",)),
+    applies_to=ProcessSetting(
+        lambda value: _set_cudnn_benchmark(value),
+        device_types=("cuda",),
+        shown="torch.backends.cudnn.benchmark = True at start",
+    ),
     write_back=Snippet(
         "at the top of the script", lambda value, device: "torch.backends.cudnn.benchmark = True"
     ),
     ladder=Ladder(gpu=50),
-    script=Script(injector="cuda"),
-    prescribed=Prescribed(("cudnn_benchmark_off",)),
+    script=Script(site=ScriptSite.PROCESS),
 )
 
 
@@ -77,7 +80,15 @@ TF32 = Knob(
     domain=Choice((False, True)),
     default=False,
     not_applicable=_tf32_applies,
-    applies_to=ProcessSetting(lambda value: _set_tf32(value), device_types=("cuda",)),
+    # Sets its own flags and no other: a script given cudnn_benchmark alone keeps its own
+    # float32 matmul precision (setting "highest" there as well would override the script's
+    # choice, and mix the legacy API with the fp32_precision one a script on torch >= 2.9 may
+    # use, which torch refuses to read back).
+    applies_to=ProcessSetting(
+        lambda value: _set_tf32(value),
+        device_types=("cuda",),
+        shown='torch.set_float32_matmul_precision("high"), cudnn.allow_tf32 = True at start',
+    ),
     write_back=Snippet(
         "at the top of the script",
         lambda value, device: (
@@ -85,11 +96,9 @@ TF32 = Knob(
         ),
     ),
     ladder=Ladder(gpu=60),
-    script=Script(injector="cuda"),
-    prescribed=Prescribed(
-        none_because="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
-        "tries it on Ampere or newer"
-    ),
+    script=Script(site=ScriptSite.PROCESS),
+    no_rule="no rule measures the fp32 matmuls a GPU could run in TF32 yet; the ladder "
+    "tries it on Ampere or newer",
 )
 
 
@@ -121,7 +130,6 @@ CUDA_GRAPHS = Knob(
         not_injectable="it needs the forward and backward captured with sample inputs ahead of "
         "the training loop; not injected"
     ),
-    prescribed=Prescribed(("framework_overhead",)),
 )
 
 KNOBS = (CUDNN_BENCHMARK, TF32, CUDA_GRAPHS)

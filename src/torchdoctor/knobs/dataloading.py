@@ -20,8 +20,8 @@ from torchdoctor.knobs.parts import (
     LoaderArgument,
     LoaderKeywordEdit,
     NotWritten,
-    Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -43,8 +43,7 @@ NUM_WORKERS = Knob(
     applies_to=LoaderArgument("num_workers", order=0, position=5),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=80, cpu=20),
-    script=Script(injector="dataloading"),
-    prescribed=Prescribed(("dataloader_wait", "rank_straggler", "ranks_oversubscribed")),
+    script=Script(site=ScriptSite.LOADER),
 )
 
 
@@ -64,8 +63,7 @@ PIN_MEMORY = Knob(
     applies_to=LoaderArgument("pin_memory", order=1, position=7, fallback=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=90),
-    script=Script(injector="dataloading"),
-    prescribed=Prescribed(("dataloader_wait", "pageable_h2d")),
+    script=Script(site=ScriptSite.LOADER),
 )
 
 PERSISTENT_WORKERS = Knob(
@@ -80,8 +78,7 @@ PERSISTENT_WORKERS = Knob(
     applies_to=LoaderArgument("persistent_workers", order=2, needs_workers=True, fallback=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=110),
-    script=Script(injector="dataloading", per_loader=True),
-    prescribed=Prescribed(("dataloader_wait",)),
+    script=Script(site=ScriptSite.LOADER, per_loader=True),
 )
 
 PREFETCH_FACTOR = Knob(
@@ -98,8 +95,7 @@ PREFETCH_FACTOR = Knob(
     ),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=120),
-    script=Script(injector="dataloading", per_loader=True),
-    prescribed=Prescribed(("dataloader_wait",)),
+    script=Script(site=ScriptSite.LOADER, per_loader=True),
 )
 
 NON_BLOCKING = Knob(
@@ -115,7 +111,6 @@ NON_BLOCKING = Knob(
     write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
     ladder=Ladder(gpu=100),
     script=Script(not_injectable="it changes the script's own .to(device) calls; not injected"),
-    prescribed=Prescribed(("pageable_h2d",)),
 )
 
 KNOBS = (NUM_WORKERS, PIN_MEMORY, PERSISTENT_WORKERS, PREFETCH_FACTOR, NON_BLOCKING)

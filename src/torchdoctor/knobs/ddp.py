@@ -32,7 +32,7 @@ the others change how the same bytes move.
 from __future__ import annotations
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, IntRange, Knob, KnobValue
-from torchdoctor.knobs.parts import DDPArgument, Ladder, Prescribed, Script, Snippet
+from torchdoctor.knobs.parts import DDPArgument, Ladder, Script, ScriptSite, Snippet
 
 #: DDP's own bucket size in MB (`DistributedDataParallel(bucket_cap_mb=None)` means 25).
 DDP_DEFAULT_BUCKET_MB = 25
@@ -69,8 +69,7 @@ BUCKET_CAP_MB = Knob(
     applies_to=DDPArgument(keyword="bucket_cap_mb"),
     write_back=_keyword_line("bucket_cap_mb"),
     ladder=Ladder(gpu=115, cpu=200),
-    script=Script(injector="ddp"),
-    prescribed=Prescribed(("ddp_communication",)),
+    script=Script(site=ScriptSite.DDP),
 )
 
 GRADIENT_AS_BUCKET_VIEW = Knob(
@@ -85,10 +84,8 @@ GRADIENT_AS_BUCKET_VIEW = Knob(
     applies_to=DDPArgument(keyword="gradient_as_bucket_view"),
     write_back=_keyword_line("gradient_as_bucket_view"),
     ladder=Ladder(gpu=125, cpu=210),
-    script=Script(injector="ddp", unchanged=(False,)),
-    prescribed=Prescribed(
-        none_because="it saves a copy per gradient, which no diagnosis measures apart"
-    ),
+    script=Script(site=ScriptSite.DDP, unchanged=(False,)),
+    no_rule="it saves a copy per gradient, which no diagnosis measures apart",
 )
 
 STATIC_GRAPH = Knob(
@@ -103,10 +100,8 @@ STATIC_GRAPH = Knob(
     applies_to=DDPArgument(keyword="static_graph"),
     write_back=_keyword_line("static_graph"),
     ladder=Ladder(gpu=135, cpu=220),
-    script=Script(injector="ddp", unchanged=(False,)),
-    prescribed=Prescribed(
-        none_because="whether a graph is static is only known by running it, as its trial does"
-    ),
+    script=Script(site=ScriptSite.DDP, unchanged=(False,)),
+    no_rule="whether a graph is static is only known by running it, as its trial does",
 )
 
 FIND_UNUSED_PARAMETERS = Knob(
@@ -122,8 +117,7 @@ FIND_UNUSED_PARAMETERS = Knob(
     applies_to=DDPArgument(keyword="find_unused_parameters"),
     write_back=_keyword_line("find_unused_parameters"),
     ladder=Ladder(gpu=105, cpu=190),
-    script=Script(injector="ddp"),
-    prescribed=Prescribed(("ddp_unused_parameter_search",)),
+    script=Script(site=ScriptSite.DDP),
 )
 
 #: hook value -> the `default_hooks` function it registers
@@ -162,8 +156,7 @@ DDP_COMM_HOOK = Knob(
         ),
     ),
     ladder=Ladder(gpu=145, cpu=230),
-    script=Script(injector="ddp", unchanged=("none",)),
-    prescribed=Prescribed(("ddp_communication",)),
+    script=Script(site=ScriptSite.DDP, unchanged=("none",)),
 )
 
 KNOBS = (

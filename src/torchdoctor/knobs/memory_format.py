@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob, KnobValue
-from torchdoctor.knobs.parts import Ladder, ModelLine, ModelTransform, Prescribed, Script
+from torchdoctor.knobs.parts import (
+    Ladder,
+    ModelLine,
+    ModelTransform,
+    Script,
+    ScriptSite,
+    ServedAs,
+    Serving,
+)
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from torchdoctor.knobs.context import ModelContext
+    from torchdoctor.knobs.context import FoundModel, ModelContext
 
 
 def _vision_only(ctx: ApplicabilityContext) -> str | None:
@@ -40,9 +49,24 @@ CHANNELS_LAST = Knob(
             "images = images.to(memory_format=torch.channels_last)",
         ),
     ),
-    ladder=Ladder(gpu=20, cpu=30),
-    script=Script(injector="model", unchanged=(False,)),
-    prescribed=Prescribed(("channels_last",)),
+    ladder=Ladder(gpu=20, cpu=30, joint=True),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=(False,),
+        on_model=lambda value, found: _channels_last_found(value, found),
+    ),
+    serving=Serving(
+        (
+            ServedAs(
+                "channels_last",
+                True,
+                rank=140,
+                description="model and 4-D inputs in channels_last (NHWC) memory format; 4-D "
+                "inputs only",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_channels_last(model, args),
+    ),
 )
 
 KNOBS = (CHANNELS_LAST,)
@@ -118,3 +142,55 @@ def inputs_to_channels_last(inputs: Any) -> Any:
     if isinstance(inputs, dict):
         return {k: inputs_to_channels_last(v) for k, v in inputs.items()}
     return inputs
+
+
+def has_4d_float(value: Any) -> bool:
+    """Whether a (nested tuple/list/dict of) inputs holds a 4-D floating-point tensor."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 4 and value.is_floating_point()
+    if isinstance(value, tuple | list):
+        return any(has_4d_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_4d_float(v) for v in value.values())
+    return False
+
+
+def _channels_last_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model in channels_last, and its forward's 4-D inputs with it, where
+    its first call has such an input and oneDNN would not mistrain it."""
+    hazard = channels_last_hazard(found.model, found.device_type)
+    if hazard is not None:
+        found.skipped(CHANNELS_LAST.name, hazard)
+    elif has_4d_float((found.args, dict(found.kwargs))):
+        model_to_channels_last(found.model)  # in place: the script keeps its module
+        found.channels_last = True
+        found.applied(
+            CHANNELS_LAST.name, found.at_call(f"{found.name} and its 4-D inputs channels_last")
+        )
+    else:
+        found.skipped(
+            CHANNELS_LAST.name,
+            f"the first training call of {found.name} has no 4-D floating-point input",
+        )
+
+
+def _serve_channels_last(
+    model: nn.Module, args: tuple[Any, ...]
+) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model in channels_last, each request's 4-D inputs converted as it arrives."""
+    import torch
+
+    if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in args):
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        raise CHANNELS_LAST.refusal(
+            True, f"channels_last acts on 4-D inputs; the model's inputs are {shapes}"
+        )
+    model = model_to_channels_last(model)
+
+    def forward(args: tuple[Any, ...]) -> Any:
+        # The layout change is part of each request's cost: a request arrives in NCHW.
+        return model(*inputs_to_channels_last(args))
+
+    return forward

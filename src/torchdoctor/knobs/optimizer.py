@@ -6,10 +6,11 @@ from torchdoctor.core.optimizer import OPTIMIZER_IMPLS, impl_kwargs, make_optimi
 from torchdoctor.knobs.base import ApplicabilityContext, Choice, Knob
 from torchdoctor.knobs.parts import (
     CallEdit,
+    EditedCall,
     Ladder,
     OptimizerArgument,
-    Prescribed,
     Script,
+    ScriptSite,
     StepSetting,
 )
 
@@ -37,10 +38,9 @@ OPTIMIZER_IMPL = Knob(
     # torch's own default: foreach when every parameter is on CUDA, the for-loop otherwise.
     device_defaults={"cuda": "foreach"},
     applies_to=OptimizerArgument(lambda value: impl_kwargs(str(value))),
-    write_back=CallEdit("optimizer"),
+    write_back=CallEdit(EditedCall.OPTIMIZER),
     ladder=Ladder(gpu=40, cpu=40),
-    script=Script(injector="optimizer"),
-    prescribed=Prescribed(("optimizer_share",)),
+    script=Script(site=ScriptSite.OPTIMIZER),
 )
 
 SET_TO_NONE = Knob(
@@ -52,10 +52,9 @@ SET_TO_NONE = Knob(
     domain=Choice((False, True)),
     default=True,
     applies_to=StepSetting("zero_grad after each optimizer step"),
-    write_back=CallEdit("zero_grad"),
+    write_back=CallEdit(EditedCall.ZERO_GRAD),
     ladder=Ladder(gpu=130, cpu=50),
-    script=Script(injector="optimizer"),
-    prescribed=Prescribed(("zero_grad_set_to_none",)),
+    script=Script(site=ScriptSite.OPTIMIZER),
 )
 
 KNOBS = (OPTIMIZER_IMPL, SET_TO_NONE)

@@ -1,11 +1,15 @@
 """The parts a knob owns besides its domain: how it applies, how it is written back, where the
-ladder tries it, whether a script can take it, and which findings prescribe it.
+ladder tries it, whether a script can take it, and how it serves a model. (Which findings
+prescribe it is the rules' to say, in their prescriptions: `diagnose.rules.prescribing`.)
 
 A knob module declares them next to its `Knob` (torchtitan's "a feature owns its transform"),
-and the stages read them from the catalogue instead of keeping lists of knob names:
-the engine session and the script injection apply a knob through `applies_to`, the ladder
-orders knobs by `Ladder`, the patch writer writes them through `write_back`, and a test over
-the catalogue fails when a part is missing. This module is data and plain torch functions
+and the stages read them from the catalogue instead of keeping lists of knob names: the
+engine session applies a knob through `applies_to`; the script injection through its
+`Script.site` (a model knob through `Script.on_model`, sharing the transform's code); `serve`
+through `Serving`; the ladder orders knobs by `Ladder`, which also says which knobs the joint
+search and the memory ladder try; the patch writer writes them through `write_back`. A test
+over the catalogue fails when a part is missing, and one over the source when a stage names
+or applies a knob itself (`tests/unit/knobs/`). This module is data and plain torch functions
 only: it sits left of the engine, collect, diagnose and tune (rule ids are strings here).
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 KnobValue = int | bool | str | None
@@ -25,10 +30,12 @@ class ProcessSetting:
     """A process-wide setting (a torch flag): `apply(value)` sets it and returns the function
     that puts back what was there. The engine session applies it when it starts (and undoes it
     at close); the script injection at install (undone at uninstall). `device_types`: the
-    devices it is applied on (None: every device)."""
+    devices it is applied on (None: every device); `shown`: what the script injection records
+    it did (None: `knob=value at start`)."""
 
     apply: Callable[[KnobValue], Callable[[], None]]
     device_types: tuple[str, ...] | None = None
+    shown: str | None = None
 
     def applies_on(self, device_type: str) -> bool:
         return self.device_types is None or device_type in self.device_types
@@ -121,13 +128,23 @@ class LoaderKeywordEdit:
     """The DataLoader call the injection acted at gets the keyword (its `LoaderArgument`)."""
 
 
+class EditedCall(Enum):
+    """A call of the script the patch writer edits in place (where the injection acted)."""
+
+    #: a torch.optim constructor: its implementation keywords (`OptimizerArgument.kwargs`)
+    OPTIMIZER = "optimizer"
+    #: `zero_grad(...)`: its set_to_none
+    ZERO_GRAD = "zero_grad"
+    #: the script's own `torch.set_num_threads(N)`, else a line after its imports
+    SET_NUM_THREADS = "set_num_threads"
+
+
 @dataclass(frozen=True)
 class CallEdit:
-    """A call the injection acted at is edited: `call` names the patch writer's editor
-    ("optimizer": the constructor's foreach/fused; "zero_grad": its set_to_none; "threads":
-    the script's own set_num_threads, else a line after its imports)."""
+    """A call the injection acted at is edited (`EditedCall`): the patch writer's editor of
+    that call takes the knob and its value."""
 
-    call: str
+    call: EditedCall
 
 
 @dataclass(frozen=True)
@@ -173,7 +190,46 @@ class NotWritten:
 
 WriteBack = LoaderKeywordEdit | CallEdit | ModelLine | TopLine | Snippet | WrittenWith | NotWritten
 
+# ---- serving: the knob as an inference variant ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedAs:
+    """An inference variant of `serve` that is this knob at `value` (None: a value given with
+    the name, `name:N`, and `parameter` says what it is). `rank`: its place among every variant
+    (`serve` lists them by rank, spaced by ten); `description`: what it does to a model."""
+
+    name: str
+    value: KnobValue
+    rank: int
+    description: str
+    parameter: str | None = None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the knob serves a model: `forward(model, value, device_type, args)` applies it to a
+    copy of the model (in eval mode, its example arguments `args`) and returns the function
+    that runs one request's arguments (`serve` adds no_grad around it); KnobNotApplicable where
+    it does not apply to that model. `lossy`: it changes every output a little (reduced
+    precision), so it is held to the lossy tolerance and repaired by a per-module fp32
+    fallback."""
+
+    variants: tuple[ServedAs, ...]
+    forward: Callable[..., Callable[[tuple[Any, ...]], Any]]
+    lossy: bool = False
+
+
 # ---- the ladder, scripts, findings -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryStep:
+    """A step of the memory ladder (`tune --objective fit`): the value tried, and its rank
+    among the steps (lower first; spaced by ten, as the ladder's ranks)."""
+
+    rank: int
+    value: KnobValue
 
 
 @dataclass(frozen=True)
@@ -186,25 +242,46 @@ class Ladder:
     cpu: int | None = None
     #: tried by the batch-size search, not flipped one at a time by the ladder
     batch_search: bool = False
+    #: searched together by the joint refinement: its cost interacts with the other joint
+    #: knobs' (compilation, numeric format, memory layout, parallelism, batch size)
+    joint: bool = False
+    #: tried by the memory ladder, where it lowers peak memory
+    memory: MemoryStep | None = None
+
+
+class ScriptSite(Enum):
+    """Where in an unmodified script a knob acts; the script injection builds one injector per
+    site a recipe's knobs name (`collect/inject/coordinator.py`), in this order."""
+
+    #: torch.set_num_threads at start, the script's own calls kept at the recipe's count
+    THREADS = "threads"
+    #: the DataLoader's keyword arguments at its construction (`LoaderArgument`)
+    LOADER = "dataloading"
+    #: the optimizer's construction and zero_grad
+    OPTIMIZER = "optimizer"
+    #: the trained top-level module at its first call (`Script.on_model`)
+    MODEL = "model"
+    #: DistributedDataParallel's construction (`DDPArgument`)
+    DDP = "ddp"
+    #: any other process-wide setting (`ProcessSetting`: CUDA backend flags, ...), at start
+    PROCESS = "process"
 
 
 @dataclass(frozen=True)
 class Script:
-    """How the script injection takes the knob: `injector` names the injector family that
-    applies it ("process" for a `ProcessSetting` with no injector of its own), or
-    `not_injectable` says why an unmodified script cannot take it. `unchanged`: values that ask
-    the script for nothing (its own setting stands); `per_loader`: applicability is judged per
-    DataLoader the script builds, not from the recipe."""
+    """How the script injection takes the knob: `site` says where it acts in the script
+    (`ScriptSite`), or `not_injectable` says why an unmodified script cannot take it.
+    `unchanged`: values that ask the script for nothing (its own setting stands); `per_loader`:
+    applicability is judged per DataLoader the script builds, not from the recipe.
 
-    injector: str | None = None
+    A model knob's `on_model(value, found)` acts on the module the script trains
+    (`knobs.script_model.FoundModel`); None: its `ModelTransform`, where it acts in place.
+    `scales_loss(value)`: the value has the script's backward and optimizer steps go through
+    the loss scaler the knob's `on_model` sets (fp16)."""
+
+    site: ScriptSite | None = None
     not_injectable: str | None = None
     unchanged: tuple[KnobValue, ...] = ()
     per_loader: bool = False
-
-
-@dataclass(frozen=True)
-class Prescribed:
-    """The diagnosis rules (ids) whose findings prescribe the knob, or why none does."""
-
-    rules: tuple[str, ...] = ()
-    none_because: str | None = None
+    on_model: Callable[..., None] | None = None
+    scales_loss: Callable[[KnobValue], bool] | None = None

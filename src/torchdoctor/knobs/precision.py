@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.gpu import sm_name
@@ -13,10 +14,22 @@ from torchdoctor.knobs.base import (
     KnobValue,
     before_ampere,
 )
-from torchdoctor.knobs.parts import Ladder, Prescribed, Script, Snippet, StepSetting
+from torchdoctor.knobs.parts import (
+    Ladder,
+    MemoryStep,
+    Script,
+    ScriptSite,
+    ServedAs,
+    Serving,
+    Snippet,
+    StepSetting,
+)
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
+
+    from torchdoctor.knobs.context import FoundModel
 
 
 def _value_applies(value: KnobValue, ctx: ApplicabilityContext) -> str | None:
@@ -49,9 +62,31 @@ PRECISION = Knob(
         "around the forward pass and loss in the training step",
         lambda value, device: autocast_snippet(str(value), device),
     ),
-    ladder=Ladder(gpu=10, cpu=60),
-    script=Script(injector="model", unchanged=("fp32",)),
-    prescribed=Prescribed(("lower_precision_available", "memory_headroom")),
+    ladder=Ladder(gpu=10, cpu=60, joint=True, memory=MemoryStep(20, "bf16")),
+    script=Script(
+        site=ScriptSite.MODEL,
+        unchanged=("fp32",),
+        on_model=lambda value, found: _autocast_found(value, found),
+        scales_loss=lambda value: value == "fp16",
+    ),
+    serving=Serving(
+        (
+            ServedAs(
+                "bf16_autocast",
+                "bf16",
+                rank=100,
+                description="forward under torch.autocast(dtype=bfloat16), weights kept in fp32",
+            ),
+            ServedAs(
+                "fp16_autocast",
+                "fp16",
+                rank=110,
+                description="forward under torch.autocast(dtype=float16), weights kept in fp32",
+            ),
+        ),
+        lambda model, value, device_type, args: _serve_autocast(model, value, device_type),
+        lossy=True,
+    ),
 )
 
 KNOBS = (PRECISION,)
@@ -105,3 +140,43 @@ def make_grad_scaler(precision: str, device_type: str) -> torch.amp.GradScaler |
     import torch
 
     return torch.amp.GradScaler(device_type)
+
+
+#: Device types torch.autocast and torch.amp.GradScaler support that the knob targets.
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _autocast_found(value: KnobValue, found: FoundModel) -> None:
+    """A script's trained model: its forward run under autocast; fp16 adds a GradScaler of its
+    device type (torch 2.13 has one for CPU too, as the engine uses), which the injection puts
+    around the script's `loss.backward()` and `optimizer.step()` (`Script.scales_loss`)."""
+    precision = str(value)
+    if precision not in _DTYPES:
+        return
+    device_type = found.device_type
+    if device_type not in AUTOCAST_DEVICE_TYPES:
+        found.skipped(
+            PRECISION.name, f"{found.name}'s parameters are on '{device_type}', not cpu or cuda"
+        )
+        return
+    import torch
+
+    dtype = getattr(torch, _DTYPES[precision])
+    shown = f"{found.name}.forward under torch.autocast({device_type!r}, {dtype})"
+    if precision == "fp16":
+        found.scaler = found.grad_scaler(device_type)
+        shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
+    found.applied(PRECISION.name, shown)
+    found.autocast = (device_type, dtype)
+
+
+def _serve_autocast(
+    model: nn.Module, value: KnobValue, device_type: str
+) -> Callable[[tuple[Any, ...]], Any]:
+    """A served model's forward under autocast, its weights kept in fp32."""
+
+    def forward(args: tuple[Any, ...]) -> Any:
+        with autocast_context(str(value), device_type):
+            return model(*args)
+
+    return forward

@@ -29,7 +29,13 @@ Implementation lives in private modules; this package re-exports the public name
 from torchdoctor.measure._compare import Comparison, compare
 from torchdoctor.measure._device_timer import BlockTimer, make_block_timer
 from torchdoctor.measure._measurement import Measurement, summarize
-from torchdoctor.measure._ratio import DEFAULT_MIN_EFFECT, RatioEstimate, compare_samples
+from torchdoctor.measure._ratio import (
+    DEFAULT_MIN_EFFECT,
+    RatioEstimate,
+    Verdict,
+    compare_samples,
+    ratio_verdict,
+)
 from torchdoctor.measure._replicates import (
     DEFAULT_REPLICATES,
     MIN_REPLICATES,
@@ -94,6 +100,7 @@ __all__ = [
     "Shift",
     "SpeedVerdict",
     "Timer",
+    "Verdict",
     "chunk_rates",
     "chunk_steps",
     "compare",
@@ -103,6 +110,7 @@ __all__ = [
     "make_block_timer",
     "make_sync",
     "paired_speedup",
+    "ratio_verdict",
     "replicated_speedup",
     "replicates_agree",
     "sequential_looks",

@@ -60,7 +60,12 @@ class RatioEstimate(Record):
         return (1.0 / self.speedup - 1.0) * 100.0 if self.speedup > 0 else float("inf")
 
 
-def _verdict(speedup: float, low: float, high: float, min_effect: float) -> Verdict:
+def ratio_verdict(speedup: float, low: float, high: float, min_effect: float) -> Verdict:
+    """The verdict of a speedup and its interval: the one faster/slower rule of the project.
+
+    Faster or slower only when the interval excludes 1 *and* the estimate differs from 1 by at
+    least `min_effect` (see the module docstring).
+    """
     if low > 1.0 and speedup >= 1.0 + min_effect:
         return "faster"
     if high < 1.0 and speedup <= 1.0 / (1.0 + min_effect):
@@ -130,7 +135,7 @@ def compare_samples(
         ci_low=low,
         ci_high=high,
         confidence=confidence,
-        verdict=_verdict(speedup, low, high, min_effect),
+        verdict=ratio_verdict(speedup, low, high, min_effect),
         baseline_median=base_median,
         candidate_median=cand_median,
         n_baseline=int(base.size),

@@ -88,12 +88,16 @@ class Done:
 class Parked:
     """A park or an unpark (`torchdoctor.engine.park`): the bytes moved, the bytes the process
     still holds on the device after it, the seconds it took (no step's), and `pinned`, why
-    nothing could move (CUDA graphs), or None. A worker on a CPU answers with zeros."""
+    nothing could move (CUDA graphs), or None. A park also says the device's free and total
+    bytes as it leaves it (`torchdoctor.engine.park.Moved`). A worker on a CPU answers with
+    zeros."""
 
     moved_bytes: int = 0
     left_bytes: int = 0
     seconds: float = 0.0
     pinned: str | None = None
+    free_bytes: int = 0
+    total_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,14 @@ class ScriptWorker(MemoryCapped):
             if self._launch is None:
                 return Parked()
             moved = self._exchange(DriverPark(isinstance(message, Park)), ScriptParked, deadline)
-            return Parked(moved.moved_bytes, moved.left_bytes, moved.seconds, moved.pinned)
+            return Parked(
+                moved.moved_bytes,
+                moved.left_bytes,
+                moved.seconds,
+                moved.pinned,
+                moved.free_bytes,
+                moved.total_bytes,
+            )
         if isinstance(message, Exit):
             self.close()
             return Done()

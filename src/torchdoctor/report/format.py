@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 _SI: Final = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -128,3 +128,15 @@ def value_text(v: Any) -> str:
 def label(key: str) -> str:
     """'mem_bandwidth_bytes_per_s' -> 'mem bandwidth bytes per s'."""
     return key.replace("_", " ")
+
+
+#: The widest a column is held open for one word: the catalogue's longest knob=value
+#: (`optimizer_impl=for_loop`, 23 characters) fits; a longer one (a hostile or free-form value)
+#: folds rather than pushing an 80-column table past the screen.
+WHOLE_WORD_MAX = 24
+
+
+def longest_word(texts: Iterable[str], cap: int = WHOLE_WORD_MAX) -> int:
+    """The longest space-separated word of `texts` (a knob=value), at most `cap`: a column at
+    least this wide wraps between words, never inside one (`channels_last=T` / `rue`)."""
+    return min(cap, max((len(w) for text in texts for w in text.split()), default=1))

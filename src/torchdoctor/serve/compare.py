@@ -16,13 +16,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.vocabulary import Clock
-from torchdoctor.measure import DEFAULT_MIN_EFFECT, make_sync
+from torchdoctor.measure import DEFAULT_MIN_EFFECT, make_sync, ratio_verdict
 from torchdoctor.serve._percentiles import (
     INTERVAL_CONFIDENCE,
     min_samples,
@@ -39,16 +39,6 @@ COMPARED: Final = (50.0, 99.0)
 DEFAULT_TURN: Final = 20
 #: Warm-up requests of each side before the rounds start (their latencies are not kept).
 DEFAULT_WARMUP: Final = 20
-
-Verdict = Literal["faster", "slower", "no_significant_difference"]
-
-
-def _verdict(speedup: float, low: float, high: float, min_effect: float) -> Verdict:
-    if low > 1.0 and speedup >= 1.0 + min_effect:
-        return "faster"
-    if high < 1.0 and speedup <= 1.0 / (1.0 + min_effect):
-        return "slower"
-    return "no_significant_difference"
 
 
 def compare_percentiles(
@@ -77,7 +67,7 @@ def compare_percentiles(
                 speedup=speedup,
                 ci_low=low,
                 ci_high=min(high, 1e300),
-                verdict=_verdict(speedup, low, high, min_effect),
+                verdict=ratio_verdict(speedup, low, high, min_effect),
             )
         )
     return out

@@ -16,7 +16,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,7 @@ DEFAULT_CALLS: Final = 100
 MAX_POINT_WARMUP: Final = 20
 
 RequestFor = Callable[[int], Callable[[], object]]
+T = TypeVar("T")
 
 
 def time_point(
@@ -90,7 +91,27 @@ def flat(points: Sequence[CurvePoint]) -> bool:
     return all(b < a * (1.0 + EARLY_STOP_GAIN) for a, b in itertools.pairwise(rates))
 
 
-def _curve(axis: CurveAxis, points: list[CurvePoint], xs: list[float], stopped: bool) -> Curve:
+def sweep(
+    axis: CurveAxis,
+    steps: Sequence[T],
+    point_at: Callable[[T], CurvePoint],
+    x_of: Callable[[CurvePoint], float],
+    *,
+    label: Callable[[T], str],
+    progress: Callable[[str], None] | None = None,
+) -> Curve:
+    """The one sweep loop: a point at each step in order, stopping once the curve is `flat`
+    (never before the last step is due), then the knee on `x_of` (a log2 axis)."""
+    points: list[CurvePoint] = []
+    stopped = False
+    for i, step in enumerate(steps):
+        if progress:
+            progress(label(step))
+        points.append(point_at(step))
+        if flat(points) and i != len(steps) - 1:
+            stopped = True
+            break
+    xs = [x_of(p) for p in points]
     return Curve(
         axis=axis,
         points=points,
@@ -109,17 +130,14 @@ def batch_curve(
     progress: Callable[[str], None] | None = None,
 ) -> Curve:
     """Points at each batch size in `sizes` (ascending), stopping once the curve is flat."""
-    points: list[CurvePoint] = []
-    stopped = False
-    for size in sizes:
-        if progress:
-            progress(f"batch size {size}")
-        points.append(time_point(request_for(size), size, calls=calls, sync=sync, clock=clock))
-        if flat(points) and size != sizes[-1]:
-            stopped = True
-            break
-    xs = [float(np.log2(p.batch_size)) for p in points]
-    return _curve("batch_size", points, xs, stopped)
+    return sweep(
+        "batch_size",
+        sizes,
+        lambda size: time_point(request_for(size), size, calls=calls, sync=sync, clock=clock),
+        lambda p: float(np.log2(p.batch_size)),
+        label=lambda size: f"batch size {size}",
+        progress=progress,
+    )
 
 
 def thread_curve(
@@ -134,19 +152,19 @@ def thread_curve(
     progress: Callable[[str], None] | None = None,
 ) -> Curve:
     """Points at each intra-op thread count; `set_threads` sets it (the caller restores it)."""
-    points: list[CurvePoint] = []
-    stopped = False
-    for n in threads:
-        if progress:
-            progress(f"{n} threads")
+
+    def point_at(n: int) -> CurvePoint:
         set_threads(n)
-        point = time_point(call, batch_size, threads=n, calls=calls, sync=sync, clock=clock)
-        points.append(point)
-        if flat(points) and n != threads[-1]:
-            stopped = True
-            break
-    xs = [float(np.log2(p.threads or 1)) for p in points]
-    return _curve("threads", points, xs, stopped)
+        return time_point(call, batch_size, threads=n, calls=calls, sync=sync, clock=clock)
+
+    return sweep(
+        "threads",
+        threads,
+        point_at,
+        lambda p: float(np.log2(p.threads or 1)),
+        label=lambda n: f"{n} threads",
+        progress=progress,
+    )
 
 
 def doubling(largest: int) -> list[int]:
@@ -167,6 +185,7 @@ __all__ = [
     "doubling",
     "flat",
     "knee_index",
+    "sweep",
     "thread_curve",
     "time_point",
 ]

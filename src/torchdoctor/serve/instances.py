@@ -29,12 +29,12 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 import numpy as np
-import torch
 
 from torchdoctor.core.errors import MeasureError
+from torchdoctor.knobs import apply_threads
 from torchdoctor.measure import settled
 from torchdoctor.serve._percentiles import percentile
-from torchdoctor.serve.curves import DEFAULT_CALLS, MAX_POINT_WARMUP, doubling, flat, knee_index
+from torchdoctor.serve.curves import DEFAULT_CALLS, MAX_POINT_WARMUP, doubling, sweep
 from torchdoctor.serve.latency import timed_call
 from torchdoctor.serve.records import Curve, CurvePoint
 from torchdoctor.serve.target import load_target
@@ -99,23 +99,18 @@ def instance_curve(
     progress: Callable[[str], None] | None = None,
 ) -> Curve:
     """Points along `instance_grid(cores)`, stopping once the curve is flat."""
-    grid = instance_grid(cores)
-    points: list[CurvePoint] = []
-    stopped = False
-    for instances, threads in grid:
-        if progress:
-            progress(f"{instances} instances x {threads} threads")
-        runs = run_point(instances, threads)
-        points.append(instance_point(runs, batch_size, instances, threads))
-        if flat(points) and (instances, threads) != grid[-1]:
-            stopped = True
-            break
-    xs = [float(np.log2(p.instances or 1)) for p in points]
-    return Curve(
-        axis="instances",
-        points=points,
-        knee_index=knee_index(xs, [p.samples_per_s for p in points]),
-        stopped_early=stopped,
+
+    def point_at(step: tuple[int, int]) -> CurvePoint:
+        instances, threads = step
+        return instance_point(run_point(instances, threads), batch_size, instances, threads)
+
+    return sweep(
+        "instances",
+        instance_grid(cores),
+        point_at,
+        lambda p: float(np.log2(p.instances or 1)),
+        label=lambda step: f"{step[0]} instances x {step[1]} threads",
+        progress=progress,
     )
 
 
@@ -146,7 +141,7 @@ def serve_instance(conn: _Connection, stop: Any, spec: str, device: str, batch_s
     while (message := conn.recv()) is not None:
         try:
             if message[0] == "warm":
-                torch.set_num_threads(message[1])
+                apply_threads(message[1])  # the threads knob's own setter
                 warm: list[float] = []
                 while len(warm) < MAX_POINT_WARMUP and not settled(warm):
                     warm.append(timed_call(call, sync, clock))

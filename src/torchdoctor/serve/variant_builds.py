@@ -15,14 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchdoctor.core.errors import TorchDoctorError
-from torchdoctor.knobs import (
-    apply_threads,
-    autocast_context,
-    compile_model,
-    inputs_to_channels_last,
-    model_to_channels_last,
-)
+from torchdoctor.core.errors import KnobNotApplicable, TorchDoctorError
+from torchdoctor.knobs import Knob, KnobValue, compile_model
 
 if TYPE_CHECKING:
     import torch
@@ -49,12 +43,12 @@ class VariantUnavailable(VariantError):
 class Target:
     """Where a variant runs, which modules it keeps in fp32 (their weights taken from
     `original`, the caller's model in fp32, since the copy being built may be cast already),
-    and its thread count."""
+    and the value given with its name ('threads:4')."""
 
     device: torch.device
     name: str
     keep_fp32: frozenset[str] = frozenset()
-    threads: int | None = None
+    value: KnobValue = None
     original: nn.Module | None = None
 
     def keeping(self, names: frozenset[str]) -> Target:
@@ -167,21 +161,6 @@ def build_int8(model: nn.Module, args: Args, target: Target) -> Forward:
     return _no_grad(quantized)
 
 
-def build_autocast(precision: str) -> Build:
-    def build(model: nn.Module, args: Args, target: Target) -> Forward:
-        import torch
-
-        keep_in_fp32(model, target, cast_back=False)
-
-        def forward(args: Args) -> Any:
-            with torch.no_grad(), autocast_context(precision, target.device_type):
-                return model(*args)
-
-        return forward
-
-    return build
-
-
 def build_cast(precision: str) -> Build:
     def build(model: nn.Module, args: Args, target: Target) -> Forward:
         import torch
@@ -199,43 +178,30 @@ def build_cast(precision: str) -> Build:
     return build
 
 
-def build_channels_last(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
+def build_knob(knob: Knob, value: KnobValue, *, lossy: bool) -> Build:
+    """A variant that is a knob: the knob's own serving part (`Knob.serving`) applied to the
+    copy under no_grad; a lossy one keeps the fallback's modules in fp32 first. `value`: the
+    knob's value there (None: the one given with the name, `Target.value`)."""
 
-    if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in args):
-        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-        raise VariantUnavailable(
-            target.name, f"channels_last acts on 4-D inputs; the model's inputs are {shapes}"
-        )
-    model = model_to_channels_last(model)
+    def build(model: nn.Module, args: Args, target: Target) -> Forward:
+        import torch
 
-    def forward(args: Args) -> Any:
-        # The layout change is part of each request's cost: a request arrives in NCHW.
-        with torch.no_grad():
-            return model(*inputs_to_channels_last(args))
-
-    return forward
-
-
-def build_threads(model: nn.Module, args: Args, target: Target) -> Forward:
-    import torch
-
-    threads = target.threads
-    inner = _no_grad(model)
-
-    def forward(args: Args) -> Any:
-        # The process-wide count is set for this variant's call and restored after, so that
-        # variants compared interleaved each run at their own count.
-        previous = torch.get_num_threads()
-        if previous != threads:
-            apply_threads(threads)
+        assert knob.serving is not None  # a variant is built only from a knob that serves
+        if lossy:
+            keep_in_fp32(model, target, cast_back=False)
+        at = target.value if value is None else value
         try:
-            return inner(args)
-        finally:
-            if previous != threads:
-                torch.set_num_threads(previous)
+            inner = knob.serving.forward(model, at, target.device_type, args)
+        except KnobNotApplicable as exc:
+            raise VariantUnavailable(target.name, exc.reason) from None
 
-    return forward
+        def forward(args: Args) -> Any:
+            with torch.no_grad():
+                return inner(args)
+
+        return forward
+
+    return build
 
 
 def cast_floats(value: Any, dtype: torch.dtype) -> Any:

@@ -8,10 +8,10 @@ compares its outputs with fp32 eager's in eval mode under no_grad. Where a lossy
 in fp32 that make it pass (`accuracy.fallback_modules`). A variant that cannot apply here
 raises `VariantUnavailable` with the reason; the caller's model is never changed.
 
-Variants that are knobs already are applied through the knob's own code: precision
-(`knobs.autocast_context`, applicability from `knobs.PRECISION`), memory format
-(`knobs.model_to_channels_last`, `inputs_to_channels_last`), compilation
-(`knobs.compile_model`) and threads (`knobs.THREADS`, `apply_threads`).
+Variants that are knobs are the knobs' own: each knob that serves declares its variants and how
+it applies to a served model (`Knob.serving`: precision's autocast, compilation, memory format,
+threads), and its applicability is the knob's. The variants here are the ways of serving that
+no knob is (no_grad, export, int8, casts, ...); both are listed by their rank.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -27,7 +27,7 @@ from pydantic import Field
 
 from torchdoctor.core.errors import KnobError
 from torchdoctor.core.records import Record
-from torchdoctor.knobs import PRECISION, THREADS, context_for
+from torchdoctor.knobs import Knob, KnobValue, ServedAs, context_for, served
 from torchdoctor.measure import make_sync
 from torchdoctor.serve.accuracy import (
     MAX_FALLBACK_CANDIDATES,
@@ -46,14 +46,12 @@ from torchdoctor.serve.variant_builds import (
     VariantError,
     VariantUnavailable,
     as_args,
-    build_autocast,
     build_cast,
-    build_channels_last,
     build_export,
     build_inference_mode,
     build_int8,
+    build_knob,
     build_no_grad,
-    build_threads,
     build_torchscript,
     cast_floats,
     compiled,
@@ -85,8 +83,8 @@ LOSSY_TOLERANCE: Final = Tolerance(
     "held to the whole model's outputs",
 )
 
-#: The variant name prefix that carries a thread count: "threads:4".
-THREADS_PREFIX: Final = "threads:"
+#: What separates a variant's name from the value given with it: "threads:4".
+VALUE_SEPARATOR: Final = ":"
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,9 @@ class VariantSpec:
     `fallback_linear_only` whether only nn.Linear layers are its candidates (int8 quantizes
     nothing else, so keeping another module changes nothing).
     `keeps_mode`: whether it runs the module in the training mode the caller left it in
-    (every other variant calls `.eval()` first).
+    (every other variant calls `.eval()` first). `rank`: its place in the list of variants.
+    `knob`: the knob it is (None: a way of serving no knob is), at `value` (None with a
+    `parameter`: the value comes with the name, 'threads:4').
     """
 
     name: str
@@ -107,6 +107,10 @@ class VariantSpec:
     fallback: bool = False
     fallback_linear_only: bool = False
     keeps_mode: bool = False
+    rank: int = 0
+    knob: Knob | None = None
+    value: KnobValue = None
+    parameter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,8 @@ class VariantSetup(Record):
     accuracy: VariantAccuracy
 
 
-_SPECS = (
+#: The ways of serving that no knob is; the knobs' own are `Knob.serving`'s.
+_OWN_SPECS = (
     VariantSpec(
         "no_grad",
         "eager forward under torch.no_grad(), in the training mode the model was given in "
@@ -160,6 +165,7 @@ _SPECS = (
         FP32_TOLERANCE,
         build_no_grad,
         keeps_mode=True,
+        rank=10,
     ),
     VariantSpec(
         "inference_mode",
@@ -168,24 +174,14 @@ _SPECS = (
         FP32_TOLERANCE,
         build_inference_mode,
         keeps_mode=True,
+        rank=20,
     ),
     VariantSpec(
         "eval",
         "model.eval() (dropout off, batch-norm running statistics), eager under no_grad",
         FP32_TOLERANCE,
         build_no_grad,
-    ),
-    VariantSpec(
-        "compile",
-        "torch.compile (inductor, default mode); compilation at the first call is setup",
-        FP32_TOLERANCE,
-        compiled("default"),
-    ),
-    VariantSpec(
-        "compile_max_autotune",
-        "torch.compile mode='max-autotune' (benchmarks kernel choices at compile time)",
-        FP32_TOLERANCE,
-        compiled("max-autotune"),
+        rank=30,
     ),
     VariantSpec(
         "compile_freezing",
@@ -193,6 +189,7 @@ _SPECS = (
         "folded in as constants, conv-batchnorm fused)",
         FP32_TOLERANCE,
         compiled("default", {"freezing": True}),
+        rank=60,
     ),
     VariantSpec(
         "export",
@@ -200,6 +197,7 @@ _SPECS = (
         "where the model allows)",
         FP32_TOLERANCE,
         build_export,
+        rank=70,
     ),
     VariantSpec(
         "torchscript",
@@ -208,6 +206,7 @@ _SPECS = (
         "assumed faster or slower",
         FP32_TOLERANCE,
         build_torchscript,
+        rank=80,
     ),
     VariantSpec(
         "int8_dynamic",
@@ -217,20 +216,7 @@ _SPECS = (
         build_int8,
         fallback=True,
         fallback_linear_only=True,
-    ),
-    VariantSpec(
-        "bf16_autocast",
-        "forward under torch.autocast(dtype=bfloat16), weights kept in fp32",
-        LOSSY_TOLERANCE,
-        build_autocast("bf16"),
-        fallback=True,
-    ),
-    VariantSpec(
-        "fp16_autocast",
-        "forward under torch.autocast(dtype=float16), weights kept in fp32",
-        LOSSY_TOLERANCE,
-        build_autocast("fp16"),
-        fallback=True,
+        rank=90,
     ),
     VariantSpec(
         "bf16",
@@ -238,6 +224,7 @@ _SPECS = (
         LOSSY_TOLERANCE,
         build_cast("bf16"),
         fallback=True,
+        rank=120,
     ),
     VariantSpec(
         "fp16",
@@ -245,61 +232,82 @@ _SPECS = (
         LOSSY_TOLERANCE,
         build_cast("fp16"),
         fallback=True,
-    ),
-    VariantSpec(
-        "channels_last",
-        "model and 4-D inputs in channels_last (NHWC) memory format; 4-D inputs only",
-        FP32_TOLERANCE,
-        build_channels_last,
-    ),
-    VariantSpec(
-        "threads",
-        "eager under no_grad at N intra-op threads, named 'threads:N' (set for each call and "
-        "restored after, so interleaved variants keep their own count)",
-        FP32_TOLERANCE,
-        build_threads,
+        rank=130,
     ),
 )
 
-#: Every variant by name. 'threads' is named with its count: 'threads:4'.
-VARIANTS: Final[dict[str, VariantSpec]] = {spec.name: spec for spec in _SPECS}
 
-#: The precision knob's value of each variant that is one (its applicability is the knob's).
-_PRECISION_OF: Final = {
-    "bf16_autocast": "bf16",
-    "fp16_autocast": "fp16",
-    "bf16": "bf16",
-    "fp16": "fp16",
-}
+def _knob_spec(knob: Knob, variant: ServedAs) -> VariantSpec:
+    lossy = knob.serving is not None and knob.serving.lossy
+    return VariantSpec(
+        variant.name,
+        variant.description,
+        LOSSY_TOLERANCE if lossy else FP32_TOLERANCE,
+        build_knob(knob, variant.value, lossy=lossy),
+        fallback=lossy,
+        rank=variant.rank,
+        knob=knob,
+        value=variant.value,
+        parameter=variant.parameter,
+    )
 
 
-def variant_spec(name: str) -> tuple[VariantSpec, int | None]:
-    """The spec of a variant name and its thread count ('threads:N'), or VariantError."""
-    if name.startswith(THREADS_PREFIX):
-        text = name[len(THREADS_PREFIX) :]
+def _variants() -> dict[str, VariantSpec]:
+    specs = [*_OWN_SPECS, *(_knob_spec(knob, variant) for knob, variant in served())]
+    return {spec.name: spec for spec in sorted(specs, key=lambda spec: spec.rank)}
+
+
+class _Variants(Mapping[str, VariantSpec]):
+    """Every variant by name, read when asked: a knob registered into the catalogue serves."""
+
+    def __getitem__(self, name: str) -> VariantSpec:
+        return _variants()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_variants())
+
+    def __len__(self) -> int:
+        return len(_variants())
+
+
+#: Every variant by name, in rank order. One that takes a value is named with it: 'threads:4'.
+VARIANTS: Final[Mapping[str, VariantSpec]] = _Variants()
+
+
+def variant_spec(name: str) -> tuple[VariantSpec, KnobValue]:
+    """The spec of a variant name and the value given with it ('threads:N'), or VariantError."""
+    variants = _variants()
+    base, separator, text = name.partition(VALUE_SEPARATOR)
+    spec = variants.get(base) if separator else None
+    if spec is not None and spec.parameter is not None:
         if not text.isdigit():
             raise VariantError(
-                f"variant '{name}': the thread count must be a whole number", hint="'threads:4'"
+                f"variant '{name}': {spec.parameter} must be a whole number",
+                hint=f"'{base}{VALUE_SEPARATOR}4'",
             )
-        return VARIANTS["threads"], int(text)
-    spec = VARIANTS.get(name)
-    if spec is None or spec.name == "threads":
+        return spec, int(text)
+    spec = variants.get(name)
+    if spec is None or spec.parameter is not None:
         raise VariantError(
             f"unknown variant '{name}'",
             hint="known variants: "
-            + ", ".join(n if n != "threads" else "threads:N" for n in VARIANTS),
+            + ", ".join(
+                n if s.parameter is None else f"{n}{VALUE_SEPARATOR}N" for n, s in variants.items()
+            ),
         )
     return spec, None
 
 
 def _check_applicable(spec: VariantSpec, target: Target) -> None:
-    precision = _PRECISION_OF.get(spec.name)
+    """A variant that is a knob applies where the knob's value does."""
+    if spec.knob is None:
+        return
+    value = target.value if spec.value is None else spec.value
     try:
+        spec.knob.check_value(value)
         ctx = context_for(None, str(target.device))  # never None: the device is named
-        if precision is not None and ctx is not None:
-            PRECISION.check_applicable(precision, ctx)
-        if target.threads is not None:
-            THREADS.check_value(target.threads)
+        if ctx is not None:
+            spec.knob.check_applicable(value, ctx)
     except KnobError as exc:
         raise VariantUnavailable(target.name, getattr(exc, "reason", exc.message)) from None
 
@@ -410,8 +418,8 @@ def prepare_variant(
     """
     import torch
 
-    spec, threads = variant_spec(name)
-    target = Target(torch.device(device), name, threads=threads)
+    spec, value = variant_spec(name)
+    target = Target(torch.device(device), name, value=value)
     _check_applicable(spec, target)
     # The caller's model is only read (and deep-copied by each build); it is copied here only
     # where `.to(device)`, which moves a module in place, must move it.

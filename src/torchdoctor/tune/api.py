@@ -317,6 +317,7 @@ def _run(
         final_pairs=config.final_pairs,
         plan=config.plan,
         isolate=config.isolate,
+        device_sharing=config.device_sharing,
         # The memory ladder measures the peak each recipe reaches, the baseline's over the cap
         # included, so its workers run without the watch that would end them at the cap.
         memory_cap_bytes=None if config.objective == "fit" else config.max_memory_bytes,
@@ -431,6 +432,8 @@ def _finish(
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
     notes += quality_notes(tuner.quality_reference())
+    if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
+        notes.append(tuner.sharing.note())
     result = TuneResult(
         workload=config.workload,
         objective=config.objective,
@@ -452,6 +455,7 @@ def _finish(
         budget_exhausted=outcome.budget_exhausted,
         notes=notes,
         fit=fit,
+        device_sharing=tuner.sharing,
     )
     result.write(run_dir / TUNE)
     atomic_write_text(run_dir / BEST_RECIPE_JSON, json.dumps(result.best_recipe, indent=2) + "\n")

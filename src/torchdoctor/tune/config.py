@@ -16,6 +16,7 @@ from torchdoctor.tune.claims import HEARTBEAT_S
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import public_url
 from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
+from torchdoctor.tune.turns import SharingMode
 
 #: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".
 DEFAULT_BUDGET_S: Final = 600.0
@@ -61,6 +62,9 @@ class TuneConfig(Record):
     #: Most fresh process pairs of the final confirmation (`tune --final-pairs`): fewer than
     #: the default take less time, and their interval, from the pairs run, is wider.
     final_pairs: int = Field(ge=MIN_REPLICATES, default=DEFAULT_REPLICATES)
+    #: How the arms share a GPU (tune/turns.py): None decides from the memory the baseline's
+    #: park measured; "interleaved" or "turns" forces it. No effect on a CPU.
+    device_sharing: SharingMode | None = None
     max_memory_bytes: int | None = None
     #: `--objective fit --max-memory 75%`: the cap as this fraction of the baseline's measured
     #: peak ("fit in three quarters of what it takes now"), resolved once the baseline ran.

@@ -14,8 +14,11 @@ interval come from the replicated pairs (`measure.replicated_speedup`), so the i
 how much one process differs from another, which the chunks of a single pair cannot show:
 with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and fresh
 `torchdoctor run` pairs re-measured 1.72; a cnn recipe claimed [1.45, 1.67] and re-measured
-1.35. This is the headline speedup. What it is expected to cost, which the ladder holds back
-for it, is `torchdoctor.tune.budget`'s (`pair_cost_s`, `confirm_cost_s`).
+1.35. Where the study's arms run in turns on the GPU (tune/turns.py), a pair's two
+processes run one after the other instead, each timed alone (`whole_runs.steady_alone`),
+who starts first alternating: whole runs in ABBA order. This is the headline speedup. What
+it is expected to cost, which the ladder holds back for it, is `torchdoctor.tune.budget`'s
+(`pair_cost_s`, `confirm_cost_s`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from torchdoctor.tune.budget import (
 from torchdoctor.tune.outcome import BUDGET_CUT, Outcome, Verdict, failure_outcome
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
+from torchdoctor.tune.whole_runs import steady_alone
 
 #: Fresh process pairs of the final confirmation when the budget allows
 #: (`measure.DEFAULT_REPLICATES`, which says why 4), unless the study asks for fewer
@@ -131,7 +135,41 @@ def _run_pairs(
         confidence=tuner.settings.plan.confidence,
         clock=budget.clock,
         next_pair_fits=lambda took_s, done: _next_pair_fits(budget, took_s=took_s, pairs=done),
+        in_turns=tuner.in_turns,
     )
+
+
+def _time_pair(
+    open_arm: OpenArm,
+    recipes: dict[str, dict[str, Any]],
+    steps: int | None,
+    timeout: Timeout,
+    *,
+    in_turns: bool,
+) -> tuple[dict[str, float], dict[str, Arm], int]:
+    """One fresh process pair of `recipes` (in the order given): each side's steady score,
+    its (closed) arm, and the steps timed (`steps` None: `run`'s window at the baseline's
+    step time). Live together, in alternating chunks; `in_turns`, one after the other."""
+    arms: dict[str, Arm] = {}
+    timed: dict[str, float] = {}
+    order = list(recipes)
+    try:
+        for tag in order:
+            arms[tag] = arm = open_arm(recipes[tag], f"confirm-{tag}")
+            if steps is None and (in_turns or tag == "baseline"):
+                steps = steady_steps(arm.step_s)
+            if in_turns:
+                timed[tag] = steady_alone(arm, steps or 0, timeout=timeout)
+                arm.close()
+        if not in_turns:
+            first, second = interleave_steady(
+                (arms[order[0]], arms[order[1]]), steps or 0, timeout=timeout
+            )
+            timed = {order[0]: first, order[1]: second}
+    finally:
+        for arm in arms.values():
+            arm.close()
+    return timed, arms, steps or 0
 
 
 def measure_fresh_pairs(
@@ -147,6 +185,7 @@ def measure_fresh_pairs(
     confidence: float,
     clock: Clock,
     next_pair_fits: Callable[[float, int], bool] = lambda took_s, done: True,
+    in_turns: bool = False,
 ) -> Confirmation:
     """`recipe` against `baseline_recipe` in `pairs` fresh process pairs: the one A/B that
     says what a new process sees (the tuner's final confirmation, `torchdoctor run
@@ -157,7 +196,8 @@ def measure_fresh_pairs(
     takes `run`'s default window at the first baseline process's step time
     (`measure.steady_steps`). Before each pair after the first, `next_pair_fits(seconds so
     far, pairs done)` may stop it. A failure, or fewer than `measure.MIN_REPLICATES` whole
-    pairs, is recorded with its reason instead of a speedup.
+    pairs, is recorded with its reason instead of a speedup. `in_turns`: the two processes
+    of a pair run one after the other, each ended before the next starts (tune/turns.py).
     """
     start = clock()
     recipes = {"baseline": baseline_recipe, "best": recipe}
@@ -171,19 +211,9 @@ def measure_fresh_pairs(
                 break
             # Alternate who starts first, so start-up order favours neither side.
             order = ("baseline", "best") if i % 2 == 0 else ("best", "baseline")
-            arms: dict[str, Arm] = {}
-            try:
-                for tag in order:
-                    arms[tag] = open_arm(recipes[tag], f"confirm-{tag}")
-                if steps is None:
-                    steps = steady_steps(arms["baseline"].step_s)
-                first, second = interleave_steady(
-                    (arms[order[0]], arms[order[1]]), steps, timeout=timeout
-                )
-                timed = {order[0]: first, order[1]: second}
-            finally:
-                for arm in arms.values():
-                    arm.close()
+            timed, arms, steps = _time_pair(
+                open_arm, {t: recipes[t] for t in order}, steps, timeout, in_turns=in_turns
+            )
             for tag in order:
                 scores[tag].append(timed[tag])
                 rates[tag].append(arms[tag].rate_of(timed[tag]))

@@ -53,6 +53,12 @@ class TrialCosts:
         """One ladder trial: a fresh candidate against the live best, to its first look."""
         return self.open_s + self.first_look_s(plan)
 
+    def whole_run_s(self, plan: MeasurePlan) -> float:
+        """One whole run of an A/B in turns (`tune.whole_runs`): a fresh process measured
+        alone, its chunks one after the other."""
+        rounds = plan.settle_rounds + min(plan.min_rounds, plan.rounds)
+        return self.open_s + rounds * self.chunk_s
+
     def second_pair_s(self, plan: MeasurePlan) -> float:
         """A win's second pair of fresh processes (`Tuner._replicate`): two opens, one A/B."""
         return 2 * self.open_s + self.first_look_s(plan)

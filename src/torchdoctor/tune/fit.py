@@ -47,14 +47,7 @@ from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs import (
-    ATTENTION,
-    BATCH_SIZE,
-    CHECKPOINTING,
-    GRAD_ACCUM,
-    PRECISION,
-    IntRange,
-)
+from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, IntRange, memory_steps
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
@@ -78,14 +71,6 @@ from torchdoctor.tune.parity import check_parity, first_non_finite, loosest
 from torchdoctor.tune.records import TrialFigures, TrialKind, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
 
-#: The memory ladder's one-knob steps, in order: (knob, value, safety class). Accumulation
-#: follows them (`_accumulation_steps`), since its change is two knobs at once.
-MEMORY_STEPS: Final[tuple[tuple[str, Any, Safety], ...]] = (
-    (ATTENTION.name, "sdpa", ATTENTION.safety),
-    (PRECISION.name, "bf16", PRECISION.safety),
-    (CHECKPOINTING.name, True, CHECKPOINTING.safety),
-)
-
 #: Accumulation that keeps the effective batch sums the same samples' gradients per optimizer
 #: step in another order, and layers with batch statistics (BatchNorm) see the smaller
 #: micro-batch: numerically close, not a change of dynamics (the catalogue's `semantic` class
@@ -106,7 +91,10 @@ class FitPlan:
     validate: Validator | None = None
     #: Which batch to try next (`tune.memory.next_batch`): the seam a memory model fills.
     choose_batch: ChooseBatch = next_batch
-    steps: Sequence[tuple[str, Any, Safety]] = MEMORY_STEPS
+    #: The one-knob steps, in order: (knob, value, safety class), the knobs' own
+    #: (`Ladder.memory`). Accumulation follows them (`_accumulation_steps`), since its change
+    #: is two knobs at once.
+    steps: Sequence[tuple[str, Any, Safety]] = field(default_factory=memory_steps)
     #: Whether accumulation that keeps the effective batch is tried (with a batch target).
     accumulate: bool = True
     max_memory_fraction: float | None = None
@@ -174,7 +162,7 @@ def fit_plan(config: TuneConfig, validate: Validator | None, *, default_batch: i
         default_batch=default_batch,
         max_batch=config.max_batch,
         validate=validate,
-        steps=[step for step in MEMORY_STEPS if wanted is None or step[0] in wanted],
+        steps=[step for step in memory_steps() if wanted is None or step[0] in wanted],
         accumulate=wanted is None or GRAD_ACCUM.name in wanted,
     )
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs import BATCH_SIZE, CHANNELS_LAST, COMPILE, PRECISION, THREADS
+from torchdoctor.knobs import BATCH_SIZE, joint_knobs
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.claims import END_ATTR, KEY_ATTR, RECORD_ATTR
@@ -28,12 +28,6 @@ from torchdoctor.tune.parity import loosest
 from torchdoctor.tune.records import ParetoPoint, Trial, TrialFigures, TrialResult, recipe_key
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.tuner import Tuner
-
-#: Knobs whose effects interact (each changes what the others cost): compilation, numeric
-#: format, memory layout, parallelism and batch size.
-INTERACTING_KNOBS: Final = tuple(
-    k.name for k in (COMPILE, PRECISION, CHANNELS_LAST, THREADS, BATCH_SIZE)
-)
 
 
 def _choices(spec: KnobSpec, best: dict[str, Any]) -> list[Any]:
@@ -78,7 +72,9 @@ def refine_jointly(
     import optuna
 
     study = tuner.study.optuna_study
-    specs = [s for s in space if s.name in INTERACTING_KNOBS and len(s.values) > 1]
+    # the knobs whose effects interact (each changes what the others cost): `Ladder.joint`
+    interacting = joint_knobs()
+    specs = [s for s in space if s.name in interacting and len(s.values) > 1]
     done = [r for r in tuner.stored.values() if isinstance(r, TrialResult) and r.kind == "joint"]
     for record in done:
         tuner.run_or_replay(record.key, TrialResult, None)

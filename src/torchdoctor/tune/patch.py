@@ -34,13 +34,14 @@ from pydantic import Field
 
 from torchdoctor.core.records import SubRecord
 from torchdoctor.knobs import (
-    OPTIMIZER_IMPL,
-    SET_TO_NONE,
-    THREADS,
+    CallEdit,
+    EditedCall,
     ModelLine,
+    OptimizerArgument,
     Snippet,
     TopLine,
     catalogue,
+    get_knob,
     loader_arguments,
 )
 
@@ -60,14 +61,6 @@ def _loader_positions() -> dict[str, int]:
     return {name: part.position for name, part in loader_arguments() if part.position is not None}
 
 
-#: Keyword arguments of torch.optim constructors per implementation (core/optimizer.py
-#: impl_kwargs); a keyword absent from the call is added only where it is True, or to ask
-#: for the for-loop explicitly.
-_IMPL_KWARGS: dict[str, dict[str, bool]] = {
-    "for_loop": {"foreach": False, "fused": False},
-    "foreach": {"foreach": True, "fused": False},
-    "fused": {"foreach": False, "fused": True},
-}
 _SITE = re.compile(r"(?P<file>.+):(?P<line>\d+)")
 
 
@@ -363,12 +356,27 @@ class _Builder:
 
     # ---- optimizer ----
 
-    def optimizer(self) -> None:
-        if not self.applied(OPTIMIZER_IMPL.name):
-            return
-        impl = str(self.recipe[OPTIMIZER_IMPL.name])
-        wanted_all = _IMPL_KWARGS[impl]
-        outcome = self.record.outcome(OPTIMIZER_IMPL.name)
+    def calls(self) -> None:
+        """Knobs written by editing a call the injection acted at (`CallEdit`), in catalogue
+        order, each by its call's editor."""
+        editors = {
+            EditedCall.OPTIMIZER: self.optimizer,
+            EditedCall.ZERO_GRAD: self.zero_grad,
+            EditedCall.SET_NUM_THREADS: self.threads,
+        }
+        for knob in catalogue():
+            if isinstance(knob.write_back, CallEdit) and self.applied(knob.name):
+                editors[knob.write_back.call](knob.name)
+
+    def optimizer(self, name: str) -> None:
+        """The optimizer's constructor gets the implementation's keywords (the knob's
+        `OptimizerArgument`, as the injection passed them); a keyword absent from the call is
+        added only where it is True, or to ask for the for-loop explicitly."""
+        impl = str(self.recipe[name])
+        part = get_knob(name).applies_to
+        assert isinstance(part, OptimizerArgument)  # the catalogue test holds it to that
+        wanted_all = dict(part.kwargs(impl))
+        outcome = self.record.outcome(name)
         assert outcome is not None
         for entry in outcome.applied_at:
             site = parse_site(entry, self.root)
@@ -388,17 +396,12 @@ class _Builder:
                     if k in present or v or (impl == "for_loop" and k == "foreach")
                 }
                 if _set_arguments(src, call, wanted, {}):
-                    self.edited(OPTIMIZER_IMPL.name, path, call.lineno, f"{cls}({impl})")
+                    self.edited(name, path, call.lineno, f"{cls}({impl})")
             except _Unmappable as exc:
                 shown = ", ".join(f"{k}={v}" for k, v in wanted_all.items() if v)
-                self.snippet(
-                    OPTIMIZER_IMPL.name, str(exc), f"torch.optim.{cls}(params, ..., {shown})"
-                )
+                self.snippet(name, str(exc), f"torch.optim.{cls}(params, ..., {shown})")
 
-    def zero_grad(self) -> None:
-        name = SET_TO_NONE.name
-        if not self.applied(name):
-            return
+    def zero_grad(self, name: str) -> None:
         value = bool(self.recipe[name])
         for path, line in self.sites(name):
             try:
@@ -417,11 +420,9 @@ class _Builder:
 
     # ---- threads ----
 
-    def threads(self) -> None:
-        if not self.applied(THREADS.name):
-            return
-        n = int(self.recipe[THREADS.name])
-        own = self.sites(THREADS.name)
+    def threads(self, name: str) -> None:
+        n = int(self.recipe[name])
+        own = self.sites(name)
         code = f"torch.set_num_threads({n})"
         try:
             if own:  # the script sets its own count: change it there
@@ -434,7 +435,7 @@ class _Builder:
                         raise _Unmappable(f"no set_num_threads(N) call at {self.rel(path)}:{line}")
                     start, end = src.span(call.args[0])
                     src.changes.append((start, end, str(n)))
-                    self.edited(THREADS.name, path, call.lineno, code)
+                    self.edited(name, path, call.lineno, code)
                 return
             if self.script is None:
                 raise _Unmappable("the script's file is not known")
@@ -442,9 +443,9 @@ class _Builder:
             line = src.after_imports_line()
             src.insert_after_line(line, [code])
             src.needs_torch = True
-            self.edited(THREADS.name, self.script, line + 1, code)
+            self.edited(name, self.script, line + 1, code)
         except _Unmappable as exc:
-            self.snippet(THREADS.name, f"at the top of the script, after its imports ({exc})", code)
+            self.snippet(name, f"at the top of the script, after its imports ({exc})", code)
 
     def top_lines(self) -> None:
         """Knobs written as a line after the script's imports (`TopLine`)."""
@@ -621,9 +622,7 @@ def build_patch(
         script_path = Path(script) if Path(script).is_absolute() else base / script
     builder = _Builder(base, record, recipe, script_path)
     builder.loaders()
-    builder.optimizer()
-    builder.zero_grad()
-    builder.threads()
+    builder.calls()
     builder.top_lines()
     builder.model()
     builder.rest()

@@ -26,6 +26,7 @@ from torchdoctor.tune.outcome import (
     legacy_confirmation_outcome,
     legacy_trial_outcome,
 )
+from torchdoctor.tune.turns import DeviceSharing, SharingMode
 
 
 def recipe_key(recipe: dict[str, Any]) -> str:
@@ -81,6 +82,7 @@ class TrialFigures:
     machine_load: MachineLoad | None = None
     remeasured: int = 0
     device_switch_s: float | None = None
+    sharing_mode: SharingMode | None = None
 
 
 class TrialResult(Record):
@@ -100,7 +102,10 @@ class TrialResult(Record):
     memory ladder decides by (version 6; empty in earlier records).
     `device_switch_s` is what parking the idle arm off the GPU and bringing it back cost in
     the trial (tune/turns.py), counted in its wall time and in no step's (None: nothing was
-    parked; an optional field, so earlier records read back unchanged).
+    parked; an optional field, so earlier records read back unchanged). `sharing_mode` says
+    how its arms shared the GPU (`tune.turns.DeviceSharing`): "interleaved" chunks of two
+    live processes, or "turns", whole runs one process at a time, the speedup's interval
+    then from pairs of runs (None: a CPU job, or a record from before; optional likewise).
     """
 
     schema_name: ClassVar[str] = "tune_trial"
@@ -134,6 +139,7 @@ class TrialResult(Record):
     machine_load: MachineLoad | None = None
     remeasured: int = Field(ge=0, default=0)
     device_switch_s: float | None = None
+    sharing_mode: SharingMode | None = None
     #: The baseline only: loss trajectories of the baseline recipe retrained with a no-op
     #: weight perturbation, the yardstick of the quality check (`torchdoctor.tune.parity`).
     reference_losses: list[list[float | None]] = Field(default_factory=list)
@@ -196,6 +202,7 @@ class TrialResult(Record):
             machine_load=figures.machine_load,
             remeasured=figures.remeasured,
             device_switch_s=figures.device_switch_s,
+            sharing_mode=figures.sharing_mode,
             wall_s=wall_s,
         )
 
@@ -445,6 +452,9 @@ class TuneResult(Record):
     #: `--objective fit`: the memory ladder (the cap, the baseline's peak, each step's peak
     #: and the batch that fits); None for the speed objectives.
     fit: FitLadder | None = None
+    #: How the study's arms shared the GPU and why (`tune.turns.DeviceSharing`); None on a
+    #: CPU, where no arm shares a device.
+    device_sharing: DeviceSharing | None = None
 
     def _repr_html_(self) -> str:
         """What `torchdoctor tune` prints, in a notebook: the headline and the ladder."""

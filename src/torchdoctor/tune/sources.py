@@ -10,6 +10,10 @@ work the same on both sources:
   seed, so that the quality check compares like with like; the quality yardstick is the
   script worker's `Reference` request (a fresh launch with the engine's no-op weight perturbation).
 
+Where the study's arms run in turns on the GPU (tune/turns.py), a quality reference runs in a
+process of its own with no arm on the device (`ArmSource.reference_alone`): a workload's
+worker prepared with the perturbed spec, a script's fresh launch with the perturbed model.
+
 A script arm also says which knobs of its recipe did not act in the script
 (`Arm.not_applied`, read from the injection record at its ready boundary): a candidate whose
 changed knob did not act is opened without warm-up, and the tuner ends its trial as
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchdoctor.procs import Prepare, SessionSpec, start_worker
+from torchdoctor.core.errors import TuneError
+from torchdoctor.procs import FailureKind, Prepare, SessionSpec, WorkerFailure, start_worker
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
 from torchdoctor.tune.torchrun import arm_argv, is_torchrun
 from torchdoctor.tune.turns import DeviceTurns
@@ -65,6 +70,31 @@ class ArmSource(ABC):
             return arm  # its trial ends as "does not apply": no warm-up spent on it
         return warm_arm(arm, self.plan, timeout=timeout, give_up_above=give_up_above)
 
+    def prepare_reference(
+        self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
+    ) -> Arm:
+        """A started, prepared process of `recipe` whose model carries the no-op weight
+        perturbation `perturbation` (a quality reference run of its own)."""
+        raise TuneError(f"internal: {type(self).__name__} runs no quality reference alone")
+
+    def reference_alone(
+        self,
+        recipe: dict[str, Any],
+        perturbation: int,
+        steps: int,
+        *,
+        timeout: Timeout,
+        log_path: Path | None,
+    ) -> list[float | None]:
+        """The first `steps` losses of a quality reference run in a process of its own,
+        started with no arm of this source on the device (the arms run in turns)."""
+        self.turns.clear(timeout=timeout)
+        arm = self.prepare_reference(recipe, perturbation, timeout=timeout, log_path=log_path)
+        try:
+            return [row.loss for row in arm.steps(steps, timeout=timeout, release=False)]
+        finally:
+            arm.close()
+
 
 @dataclass(frozen=True)
 class WorkloadArms(ArmSource):
@@ -78,7 +108,15 @@ class WorkloadArms(ArmSource):
     turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
-        spec = self.spec.with_recipe(recipe)
+        return self._start(self.spec.with_recipe(recipe), timeout=timeout, log_path=log_path)
+
+    def prepare_reference(
+        self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
+    ) -> Arm:
+        spec = replace(self.spec.with_recipe(recipe), perturbation=perturbation)
+        return self._start(spec, timeout=timeout, log_path=log_path)
+
+    def _start(self, spec: SessionSpec, *, timeout: Timeout, log_path: Path | None) -> Arm:
         worker, prepare_s = start_worker(
             spec,
             isolate=self.isolate,
@@ -151,6 +189,25 @@ class ScriptArms(ArmSource):
     turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        return self._launch(recipe, 0, timeout=timeout, log_path=log_path)
+
+    def prepare_reference(
+        self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
+    ) -> Arm:
+        arm = self._launch(recipe, perturbation, timeout=timeout, log_path=log_path)
+        if (getattr(arm.worker, "injection", None) or {}).get("model") is None:
+            arm.close()
+            raise WorkerFailure(
+                FailureKind.ERROR,
+                "no trained model was found in the script to perturb for the quality "
+                "reference (no module owning an optimizer's parameters was called in "
+                "training mode)",
+            )
+        return arm
+
+    def _launch(
+        self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
+    ) -> Arm:
         from torchdoctor.procs import ScriptWorker
 
         argv = list(self.command.argv)
@@ -164,6 +221,7 @@ class ScriptArms(ArmSource):
             memory_cap_bytes=self.memory_cap_bytes,
             log_path=log_path,
             recipe=dict(recipe) if recipe else None,
+            perturbation=perturbation,
         )
         try:
             reply = worker.request(Prepare(), timeout_s=timeout())

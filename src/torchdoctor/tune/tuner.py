@@ -78,6 +78,8 @@ from torchdoctor.tune.records import (
 )
 from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.study import Study
+from torchdoctor.tune.turns import DeviceSharing, SharingMode, decide_sharing, forced_sharing
+from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
 
 __all__ = [
     "BudgetExhausted",
@@ -95,6 +97,8 @@ DEFAULT_MIN_GAIN: Final = 0.02
 
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
 OWN_SETTINGS_ATTR: Final = "own_settings"
+#: Study attribute holding how the arms share the GPU (`Tuner.sharing`, JSON).
+SHARING_ATTR: Final = "device_sharing"
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,9 @@ class TuneSettings:
     #: --final-pairs`): `measure.DEFAULT_REPLICATES` says why 4; fewer, down to
     #: `measure.MIN_REPLICATES`, take less time for a wider interval.
     final_pairs: int = DEFAULT_REPLICATES
+    #: How arms share a GPU (`tune.turns`): None decides from the memory the baseline's
+    #: first park measured; "interleaved" or "turns" forces it. No effect on a CPU.
+    device_sharing: SharingMode | None = None
 
 
 class Tuner:
@@ -179,6 +186,13 @@ class Tuner:
         #: dropped when its reserve no longer fit after a keep (`hold_reserve`).
         self.confirm_wanted = False
         self.confirm_dropped: str | None = None
+        #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
+        self.sharing: DeviceSharing | None = None
+
+    @property
+    def in_turns(self) -> bool:
+        """Whether arms run one process on the GPU at a time (tune/whole_runs.py)."""
+        return self.sharing is not None and self.sharing.in_turns
 
     # budget
 
@@ -197,7 +211,11 @@ class Tuner:
         second pair of processes or a trial the deadline cut would make every later trial
         look as long as they were."""
         costs = self.trial_costs()
-        return costs.ladder_trial_s(self.settings.plan) if costs is not None else 0.0
+        if costs is None:
+            return 0.0
+        if self.in_turns:  # that many pairs of whole runs, each a process measured alone
+            return 2 * TURN_PAIRS * costs.whole_run_s(self.settings.plan)
+        return costs.ladder_trial_s(self.settings.plan)
 
     def plan_confirmation(self, wanted: bool) -> None:
         """Whether the study ends with the final A/B. Its reserve is held only once a change
@@ -320,6 +338,9 @@ class Tuner:
         def apply(result: TrialResult, reused: bool) -> None:
             if reused:  # a resumed study reuses the baseline without its arm
                 self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
+                stored = self.study.attr(SHARING_ATTR)
+                if stored:
+                    self.sharing = DeviceSharing.from_json_dict(stored, source="the study")
             self.baseline = result
             self.rungs.append(Rung.baseline(result))
 
@@ -342,11 +363,7 @@ class Tuner:
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
-            # The quality check's yardstick, paid once per study (see tune.parity).
-            references = [
-                arm.reference_losses(i, plan.parity_steps, timeout=self.budget.request_timeout)
-                for i in range(1, self.settings.reference_runs + 1)
-            ]
+            self._share_device(arm)
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self._budget_too_small() from None
@@ -362,6 +379,8 @@ class Tuner:
             raise TuneError(
                 f"the baseline recipe failed ({exc.kind}): {exc.reason}", hint=hint
             ) from None
+        # The quality check's yardstick, paid once per study (see tune.parity).
+        references = self._references(arm)
         bad = first_non_finite(arm.losses)
         if bad is not None or self.budget.remaining_s() <= 0:
             arm.close()
@@ -388,9 +407,86 @@ class Tuner:
             chunk_times_s=list(arm.chunk_scores),
             reference_losses=references,
             device_switch_s=_switched(arm.switch_s),
+            sharing_mode=self.sharing.mode if self.sharing is not None else None,
         )
-        self.best_arm = arm
+        # In turns no arm stays on the device between trials (the references ended it).
+        self.best_arm = None if self.in_turns else arm
         return result
+
+    def _share_device(self, arm: Arm) -> None:
+        """Decide how the study's arms share the GPU (tune/turns.py) from the measured
+        baseline arm: park it, and read what moved, what stayed and the device's capacity
+        against its peak. A CPU arm shares nothing: no decision, nothing parked."""
+        if arm.turns is None:
+            return
+        forced = self.settings.device_sharing
+        if forced is not None:
+            self.sharing = forced_sharing(forced)
+        else:
+            parked = self.arms.turns.clear(timeout=self.budget.request_timeout)
+            if parked is None:  # not resident: nothing measured, the arms interleave
+                return
+            self.sharing = decide_sharing(parked, arm.peak_memory_bytes or 0)
+        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
+
+    def _references(self, arm: Arm) -> list[list[float | None]]:
+        """The baseline's quality reference runs: beside its parked arm when two processes
+        fit, else each in a process of its own with the arm ended first. A reference that
+        runs out of memory beside the parked arm is no failure of the baseline recipe: the
+        arms go into turns and the references run alone."""
+        plan, timeout = self.settings.plan, self.budget.request_timeout
+        runs = range(1, self.settings.reference_runs + 1)
+        if not self.in_turns:
+            try:
+                return [arm.reference_losses(i, plan.parity_steps, timeout=timeout) for i in runs]
+            except WorkerFailure as exc:
+                forced = self.settings.device_sharing is not None
+                if exc.kind != "oom" or self.sharing is None or forced:
+                    arm.close()
+                    raise self._reference_failed(exc) from None
+                self._into_turns(f"a quality reference ran out of memory beside it ({exc.reason})")
+        arm.close()  # one process on the device: the references run alone
+        log = self.log_dir / "worker-reference.log" if self.log_dir else None
+        try:
+            return [
+                self.arms.reference_alone(
+                    self.best_recipe, i, plan.parity_steps, timeout=timeout, log_path=log
+                )
+                for i in runs
+            ]
+        except WorkerFailure as exc:
+            raise self._reference_failed(exc) from None
+
+    def _into_turns(self, why: str) -> None:
+        """Two processes did not fit after all: the study's arms run in turns from here."""
+        sharing = self.sharing or forced_sharing("turns")
+        self.sharing = sharing.model_copy(
+            update={"mode": "turns", "reason": f"{sharing.out_of_memory()}: {why}"}
+        )
+        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
+
+    def _reference_failed(self, exc: WorkerFailure) -> TuneError:
+        """A quality reference run failed: a second run of the baseline recipe, not the
+        baseline, which ran (on a GPU: alone in turns, or beside the parked baseline)."""
+        if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
+            return self._budget_too_small()
+        where, hint = "", "check that it runs twice in a row (`torchdoctor run`; a script: python)"
+        if self.in_turns:
+            where = ", alone on the GPU"
+            if exc.kind == "oom":  # it ran out of memory alone, as the baseline did not
+                hint = (
+                    "start from a recipe with room to spare: the same effective batch in "
+                    "smaller micro-batches (--set batch_size=B/k --set grad_accum=k)"
+                )
+        elif self.sharing is not None:
+            where = ", beside the baseline's parked process"
+            if exc.kind == "oom":
+                hint = "let the arms take turns on the GPU (the study forced them to interleave)"
+        return TuneError(
+            f"the baseline ran, but a quality reference run of it (a second run of the same "
+            f"recipe{where}) failed ({exc.kind}): {exc.reason}",
+            hint=hint,
+        )
 
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
@@ -494,6 +590,8 @@ class Tuner:
         self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
     ) -> tuple[Verdict, TrialFigures, Arm | None]:
         """A trial's verdict, its figures and the arm it ends with."""
+        if self.in_turns:
+            return self._measure_in_turns(recipe, safety, changed=changed)
         plan = self.settings.plan
         speed: SpeedCheck | None = None
         cand: Arm | None = None
@@ -534,7 +632,12 @@ class Tuner:
                 # The failure came while both arms ran and either may have died: start the
                 # best afresh for the next trial rather than guess.
                 cand.close()
-                self.close()
+            self.close()
+            if exc.kind == "oom" and beside is None and self._may_take_turns():
+                # Out of memory beside the parked best: the recipe may fit alone. The study
+                # goes into turns and the trial is measured so.
+                self._into_turns(f"a candidate ran out of memory beside the parked best ({reason})")
+                return self._measure_in_turns(recipe, safety, changed=changed)
             return Verdict.failure(exc.kind, reason), TrialFigures(), None
         best = self.best_arm
         losses = list(cand.losses[: plan.parity_steps])
@@ -563,8 +666,65 @@ class Tuner:
             machine_load=est.load,
             remeasured=est.remeasured,
             device_switch_s=_switched(best.switch_s - switched_before + cand.switch_s),
+            sharing_mode=self.sharing.mode if self.sharing is not None else None,
         )
         return verdict, figures, ends_with
+
+    def _may_take_turns(self) -> bool:
+        """Whether an out-of-memory trial beside a parked arm may be measured again in turns:
+        on a GPU whose sharing was measured (not forced), not in turns already."""
+        sharing = self.sharing
+        return sharing is not None and not sharing.forced and not sharing.in_turns
+
+    def _measure_in_turns(
+        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
+    ) -> tuple[Verdict, TrialFigures, Arm | None]:
+        """A trial's verdict and figures from whole runs in turns (tune/whole_runs.py): one
+        process on the GPU at a time, the interval from pairs of adjacent runs. The trial
+        ends with no arm live (the next trial starts its own)."""
+        plan, timeout = self.settings.plan, self.budget.request_timeout
+        self.close()
+        recipes = {"best": self.best_recipe, "candidate": recipe}
+
+        def open_side(side: str) -> Arm:
+            mine = changed if side == "candidate" else ()
+            return self.open_arm_for(recipes[side], f"{side}-alone", changed=mine)
+
+        def time_run(arm: Arm) -> float:
+            measure_alone(arm, plan, timeout=timeout)
+            return statistics.median(arm.chunk_scores)
+
+        try:
+            runs = run_in_turns(
+                open_side,
+                time_run,
+                pairs=TURN_PAIRS,
+                stop=lambda arm: does_not_apply(arm, recipe, changed),
+                losses=lambda arm: arm.fill_losses(plan.parity_steps, timeout=timeout),
+            )
+        except WorkerFailure as exc:
+            return Verdict.failure(exc.kind, exc.reason), TrialFigures(), None
+        if runs.stopped is not None:
+            return runs.stopped, TrialFigures(), None
+        est = runs.estimate(confidence=plan.confidence)
+        speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
+        losses = runs.losses[: plan.parity_steps]
+        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
+        figures = TrialFigures(
+            samples_per_s=runs.rate("candidate"),
+            best_samples_per_s=runs.rate("best"),
+            step_time_s=statistics.median(runs.step_s["candidate"]),
+            speedup_vs_best=est.speedup,
+            speedup_vs_best_ci=(est.ci_low, est.ci_high),
+            peak_memory_bytes=runs.peaks["candidate"],
+            losses=losses,
+            compile_s=runs.compile_s,
+            warmup_s=runs.warmup_s,
+            chunk_times_s=list(runs.scores["candidate"]),
+            best_chunk_times_s=list(runs.scores["best"]),
+            sharing_mode="turns",
+        )
+        return verdict, figures, None
 
     def _replicate(
         self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup, kept: Verdict

@@ -26,13 +26,13 @@ def test_compile_records_the_models_first_call_site() -> None:
 
 def test_injected_cudnn_benchmark_leaves_the_scripts_matmul_precision() -> None:
     from torchdoctor.collect.inject.base import InjectSite, Ledger
-    from torchdoctor.collect.inject.cuda import CudaFlagsInjector
+    from torchdoctor.collect.inject.process import ProcessInjector
 
     before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark)
     torch.set_float32_matmul_precision("medium")  # the script's own choice
     try:
         ledger, site = Ledger(), InjectSite()
-        CudaFlagsInjector({"cudnn_benchmark": True}, ledger).install(site)
+        ProcessInjector({"cudnn_benchmark": True}, ledger).install(site)
         assert torch.backends.cudnn.benchmark is True
         assert torch.get_float32_matmul_precision() == "medium"
         assert ledger.active("cudnn_benchmark")

@@ -140,3 +140,25 @@ def test_a_worker_parks_on_a_gpu_only_and_never_a_graph_session() -> None:
         assert on_cpu.handle(Park()) == on_cpu.handle(Unpark()) == Parked()
     finally:
         FakeCuda.active = None
+
+
+def test_a_park_reads_what_stayed_and_the_device_as_it_leaves_it() -> None:
+    """What an optimizer does not step stays through a park (a plain tensor the job keeps, a
+    frozen model beside the trained one); the park's reply says how much stayed and what the
+    device holds in all, every process counted, so the tuner can decide whether a second
+    process fits (tune/turns.py)."""
+    gpu = FakeGpu(CAPACITY)
+    neighbour = FakeCuda(gpu)
+    other = neighbour.workspace(CAPACITY // 8)  # another process's live tensor
+    cuda = FakeCuda(gpu)
+    job = Job(cuda)
+    job.step()
+    kept = cuda.workspace(CAPACITY // 4)  # a plain tensor of the job's own
+    frozen = torch.nn.Linear(64, 64).requires_grad_(False)
+    frozen.weight.data = cuda.to_device(frozen.weight.data)
+    stays = kept.untyped_storage().nbytes() + frozen.weight.untyped_storage().nbytes()
+    parked = Parking(cuda).park([job.model], [job.opt])
+    assert parked.moved_bytes == job.state_bytes()
+    assert parked.left_bytes == cuda.allocated() == stays
+    assert parked.total_bytes == CAPACITY
+    assert parked.free_bytes == CAPACITY - stays - other.untyped_storage().nbytes()

@@ -3,13 +3,15 @@ every part, nothing else. `test_new_knob` registers them into the catalogue and 
 through the engine session, the script injection, the ladder's order and the patch writer.
 
 `FLUSH_DENORMAL` is a process flag (denormal floats flushed to zero on CPU,
-`torch.set_flush_denormal`); `TAG_MODEL` acts on the model in place. Each records what it was
+`torch.set_flush_denormal`) that the joint search searches; `TAG_MODEL` acts on the model in
+place, and serves as an inference variant. Each records what it was
 applied to here, so the tests can see each stage apply (and undo) it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -21,14 +23,17 @@ from torchdoctor.knobs import (
     Ladder,
     ModelContext,
     ModelTransform,
-    Prescribed,
     ProcessSetting,
     Script,
+    ScriptSite,
+    ServedAs,
+    Serving,
     Snippet,
     TopLine,
 )
 
-#: ("apply", value), ("undo", value) and ("model", class name), in the order of the calls.
+#: ("apply", value), ("undo", value), ("model", class name) and ("serve", class name), in the
+#: order of the calls.
 CALLS: list[tuple[str, KnobValue]] = []
 
 
@@ -55,10 +60,16 @@ FLUSH_DENORMAL = Knob(
     write_back=TopLine(lambda value: f"torch.set_flush_denormal({value!r})"),
     # between threads (10) and num_workers (20) on a CPU, between threads and optimizer_impl
     # (30, 40) on a GPU
-    ladder=Ladder(gpu=35, cpu=15),
-    script=Script(injector="process", unchanged=(False,)),
-    prescribed=Prescribed(none_because="a test's knob: no rule finds denormals"),
+    ladder=Ladder(gpu=35, cpu=15, joint=True),  # searched with the interacting knobs
+    script=Script(site=ScriptSite.PROCESS, unchanged=(False,)),
+    no_rule="a test's knob: no rule finds denormals",
 )
+
+
+def _serve_tagged(model: nn.Module, value: KnobValue) -> Callable[[tuple[Any, ...]], Any]:
+    CALLS.append(("serve", type(model).__name__))
+    model.tagged = bool(value)  # type: ignore[assignment]
+    return lambda args: model(*args)
 
 
 def _tag_model(model: nn.Module, value: KnobValue, ctx: ModelContext) -> nn.Module:
@@ -79,6 +90,10 @@ TAG_MODEL = Knob(
     applies_to=ModelTransform("raw", order=10, apply=_tag_model),
     write_back=Snippet("after the line that builds the model", lambda v, d: "model.tagged = True"),
     ladder=Ladder(gpu=155),  # after checkpointing (150); not in the CPU prior
-    script=Script(injector="model", unchanged=(False,)),
-    prescribed=Prescribed(none_because="a test's knob"),
+    script=Script(site=ScriptSite.MODEL, unchanged=(False,)),
+    no_rule="a test's knob",
+    serving=Serving(
+        (ServedAs("tag_model", True, rank=155, description="the served model tagged"),),
+        lambda model, value, device_type, args: _serve_tagged(model, value),
+    ),
 )

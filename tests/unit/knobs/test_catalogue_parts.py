@@ -1,19 +1,22 @@
 """Every knob of the catalogue owns all of its parts, consistently: a knob that forgets one
-(how it applies, how it is written back, its rank in the ladder, whether a script can take it,
-the findings that prescribe it) fails here, not in a stage that silently skips it."""
+(how it applies, how it is written back, its rank in the ladder, whether a script can take
+it), or that no rule prescribes without saying why, fails here, not in a stage that silently
+skips it."""
 
 from __future__ import annotations
 
 import inspect
+from types import ModuleType
 
 import pytest
 from fixture_knob import FLUSH_DENORMAL, TAG_MODEL
 
 import torchdoctor.knobs
-from torchdoctor.diagnose.rules import RULE_MODULES, RULES
+from torchdoctor.diagnose.rules import RULE_MODULES, RULES, prescribed_by, prescribing
 from torchdoctor.knobs import (
     CallEdit,
     DDPArgument,
+    EditedCall,
     Knob,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -38,14 +41,11 @@ INJECTORS = {
     "optimizer": (OptimizerArgument, StepSetting),
     "model": (ModelTransform, StepSetting),
     "threads": (ProcessSetting,),
-    "cuda": (ProcessSetting,),
     "process": (ProcessSetting,),
     "ddp": (DDPArgument,),
 }
 #: knob name -> the name of the constant that declares it, as the package exports it
 CONSTANTS = {v.name: k for k, v in vars(torchdoctor.knobs).items() if isinstance(v, Knob)}
-#: The patch writer's call editors (tune/patch.py).
-CALL_EDITORS = {"optimizer", "zero_grad", "threads"}
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
@@ -54,21 +54,20 @@ def test_a_knob_has_every_part(knob: Knob) -> None:
     assert knob.write_back is not None, "how it is written back (or NotWritten with why)"
     assert knob.ladder is not None, "its rank in the ladder"
     assert knob.script is not None, "whether a script takes it"
-    assert knob.prescribed is not None, "the findings that prescribe it"
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
 def test_a_knob_takes_a_script_or_says_why_not(knob: Knob) -> None:
     script = knob.script
     assert script is not None
-    assert (script.injector is None) != (script.not_injectable is None)
+    assert (script.site is None) != (script.not_injectable is None)
     if script.not_injectable is not None:
         assert script.not_injectable.strip()
         # no script run records where it acted, so there is no place to write it back
         assert isinstance(knob.write_back, NotWritten)
         return
-    assert script.injector in INJECTORS
-    assert isinstance(knob.applies_to, INJECTORS[script.injector])
+    assert script.site is not None and script.site.value in INJECTORS
+    assert isinstance(knob.applies_to, INJECTORS[script.site.value])
     assert all(knob.domain.contains(v) for v in script.unchanged)
 
 
@@ -78,7 +77,7 @@ def test_a_knob_is_written_back_the_way_it_applies(knob: Knob) -> None:
     if isinstance(part, LoaderKeywordEdit):
         assert isinstance(knob.applies_to, LoaderArgument)
     elif isinstance(part, CallEdit):
-        assert part.call in CALL_EDITORS
+        assert isinstance(part.call, EditedCall)  # the patch writer has an editor of each
     elif isinstance(part, WrittenWith):
         assert get_knob(part.knob).write_back is not None and part.knob != knob.name
     elif isinstance(part, NotWritten):
@@ -121,16 +120,22 @@ def test_model_transforms_are_ordered_within_their_stage() -> None:
 
 
 @pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.name)
-def test_a_knob_names_the_rules_that_prescribe_it(knob: Knob) -> None:
-    prescribed = knob.prescribed
-    assert prescribed is not None
-    assert prescribed.rules or (prescribed.none_because or "").strip()
-    assert set(prescribed.rules) <= set(RULES)
-    # each rule it names prescribes it (by the knob's name constant), and every rule that
-    # prescribes it is named
-    mentions = {
-        module.RULE_ID
-        for module in RULE_MODULES
-        if knob.name in CONSTANTS and f"{CONSTANTS[knob.name]}.name" in inspect.getsource(module)
-    }
-    assert mentions == set(prescribed.rules)
+def test_a_knob_is_prescribed_by_a_rule_or_says_why_none_is(knob: Knob) -> None:
+    # knob -> rules: read back from the rules' prescriptions, never stated by the knob
+    rules = prescribing(knob.name)
+    assert set(rules) <= set(RULES)
+    assert bool(rules) != bool((knob.no_rule or "").strip()), knob.name
+
+
+@pytest.mark.parametrize("module", RULE_MODULES, ids=lambda m: str(m.RULE_ID))
+def test_a_rule_prescribes_catalogue_knobs_by_their_constants(module: ModuleType) -> None:
+    # rule -> knobs: the knob constants a rule holds are the catalogue's, and each is named in
+    # its source as a prescription names it (`X.name`); a knob named any other way (a string)
+    # would be missed by `prescribing`
+    held = prescribed_by(module)
+    assert all(get_knob(knob.name) is knob for knob in held)
+    source = inspect.getsource(module)
+    named = {name for name in CONSTANTS.values() if f"{name}.name" in source}
+    assert named == {CONSTANTS[knob.name] for knob in held}
+    for knob in held:
+        assert module.RULE_ID in prescribing(knob.name)

@@ -1,11 +1,14 @@
 """Knobs declared in one module (tests/unit/knobs/fixture_knob.py) and registered into the
-catalogue reach the engine session, the script injection, the ladder's order and the patch
-writer with no edit anywhere else: a process setting and an in-place model transform."""
+catalogue reach the engine session, the script injection, the ladder's order, the joint search,
+a serve variant and the patch writer with no edit anywhere else: a process setting and an
+in-place model transform."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +18,9 @@ from torch import nn
 from torchdoctor.collect.inject import Injection
 from torchdoctor.engine import prepare
 from torchdoctor.knobs import Recipe, registered
+from torchdoctor.serve import prepare_variant, variant_spec
+from torchdoctor.tune import TrialResult, joint
+from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.patch import build_patch
 from torchdoctor.tune.space import catalogue_space, static_prior
 from torchdoctor.workloads import get_workload
@@ -84,3 +90,52 @@ def test_the_patch_writer_writes_them(tmp_path: Path) -> None:
     assert [(e.knob, e.file, e.line) for e in patch.edits] == [("flush_denormal", "train.py", 3)]
     assert "+torch.set_flush_denormal(True)\n" in patch.diff
     assert [(s.knob, s.code) for s in patch.snippets] == [("tag_model", "model.tagged = True")]
+
+
+def test_the_joint_search_searches_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import optuna
+
+    asked: list[dict[str, Any]] = []
+
+    def measure(tuner: Any, key: str, recipe: dict[str, Any], safety: str) -> TrialResult:
+        asked.append(dict(recipe))
+        return TrialResult(
+            key=key,
+            kind="joint",
+            step=len(asked),
+            recipe=recipe,
+            status="ok",
+            decision="measured",
+            outcome=Outcome.MEASURED,
+            samples_per_s=1.0,
+            peak_memory_bytes=1,
+        )
+
+    monkeypatch.setattr(joint, "_measure_joint", measure)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    tuner = SimpleNamespace(
+        study=SimpleNamespace(optuna_study=study),
+        stored={},
+        budget=SimpleNamespace(remaining_s=lambda: 1e9),
+        estimated_trial_s=lambda: 0.0,
+        best_recipe={},
+        trials=[],
+        run_or_replay=lambda key, kind, run, store=True: run(),
+    )
+    space = catalogue_space("cpu")
+    joint.refine_jointly(tuner, space, 2, None)  # type: ignore[arg-type]
+    assert len(asked) == 2
+    assert all(recipe["flush_denormal"] in (False, True) for recipe in asked)
+    assert "tag_model" not in asked[0]  # not a joint knob: left at the best recipe's
+
+
+def test_a_serve_variant_serves_it() -> None:
+    spec, value = variant_spec("tag_model")
+    assert spec.knob is TAG_MODEL and value is None
+    model = nn.Linear(4, 2)
+    prepared = prepare_variant("tag_model", model, torch.randn(3, 4), device="cpu")
+    assert CALLS == [("serve", "Linear")]
+    assert prepared.accuracy.passed and prepared.spec.tolerance.kind == "allclose"
+    assert not hasattr(model, "tagged")  # served from a copy: the caller's model is as it was
+    assert prepared.call(torch.randn(3, 4)).shape == (3, 2)

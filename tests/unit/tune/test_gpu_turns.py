@@ -17,6 +17,7 @@ device) and the final confirmation all run with one arm resident at a time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,14 @@ from fake_gpu import FakeCuda, FakeGpu
 from torchdoctor.core.errors import TuneError
 from torchdoctor.procs import Parked, Prepare, ReplyT, Request, SessionHost, SessionSpec
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
-from torchdoctor.tune.ladder import LadderPlan, climb
+from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
 from torchdoctor.tune.outcome import Outcome
+from torchdoctor.tune.records import TrialResult
 from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
-from torchdoctor.tune.turns import DeviceTurns
+from torchdoctor.tune.turns import DeviceTurns, SharingMode
 
 CAPACITY = 2**18  # bytes of the fake device (small: the model is real torch, on a CPU)
 #: The job: its trained state takes half the device, a step's activations a tenth at batch
@@ -85,10 +87,20 @@ class FakeGpuArms(ArmSource):
         self.workers: list[FakeGpuWorker] = []
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        return self._start(self.spec.with_recipe(recipe), timeout)
+
+    def prepare_reference(
+        self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
+    ) -> Arm:
+        spec = replace(self.spec.with_recipe(recipe), perturbation=perturbation)
+        return self._start(spec, timeout)
+
+    def _start(self, spec: SessionSpec, timeout: Timeout) -> Arm:
+        recipe = spec.recipe
         worker = FakeGpuWorker(self.gpu)
         self.workers.append(worker)
         try:
-            reply = worker.request(Prepare(self.spec.with_recipe(recipe)), timeout_s=timeout())
+            reply = worker.request(Prepare(spec), timeout_s=timeout())
         except BaseException:
             worker.close()
             raise
@@ -107,8 +119,8 @@ class NoTurns(DeviceTurns):
     def take(self, arm: Any, *, timeout: Timeout) -> None:
         pass
 
-    def clear(self, *, timeout: Timeout) -> None:
-        pass
+    def clear(self, *, timeout: Timeout) -> Parked | None:
+        return None
 
 
 def _tune(
@@ -217,15 +229,19 @@ def test_the_resident_arm_is_parked_and_the_next_unparked_and_a_pinned_one_stays
     assert log == ["close b"]
 
 
-def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: Path) -> None:
-    """A best arm replaying CUDA graphs cannot leave the GPU: the candidate beside it runs
-    out of memory, and its trial says the memory was another arm's."""
+#: The private pool of the graph arm's captured graphs, as a share of the device.
+GRAPH_POOL_SHARE = 0.05
+
+
+def _graphs_trial(tmp_path: Path, sharing: SharingMode | None) -> tuple[Tuner, TrialResult]:
+    """The baseline replays CUDA graphs (it cannot leave the GPU); one ladder trial."""
     gpu = FakeGpu(CAPACITY)
     plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
-    source = FakeGpuArms(gpu, plan, DeviceTurns(), {**JOB, "graphs_knob": "graphs"})
+    job = {**JOB, "graphs_knob": "graphs", "graph_pool_share": GRAPH_POOL_SHARE}
+    source = FakeGpuArms(gpu, plan, DeviceTurns(), job)
     tuner = Tuner(
         SessionSpec("job", {"graphs": True}, device="cuda"),
-        TuneSettings(plan=plan, budget_s=600, reference_runs=0),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=0, device_sharing=sharing),
         Study(f"sqlite:///{tmp_path / 'study.db'}"),
         arms=source,
     )
@@ -234,6 +250,161 @@ def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: P
         trial = tuner.try_change({"fast": True}, kind="ladder", safety="exact")
     finally:
         tuner.close()
+    assert gpu.ooms == (trial.outcome is Outcome.OUT_OF_MEMORY)
+    return tuner, trial
+
+
+def test_an_arm_beside_a_pinned_one_that_runs_out_of_memory_says_why(tmp_path: Path) -> None:
+    """Forced to interleave, a best arm replaying CUDA graphs cannot leave the GPU: the
+    candidate beside it runs out of memory, and its trial says the memory was another arm's."""
+    _, trial = _graphs_trial(tmp_path, "interleaved")
     assert trial.outcome is Outcome.OUT_OF_MEMORY
     assert "another arm stayed on the GPU beside it" in trial.reason
     assert "CUDA graphs" in trial.reason
+
+
+def test_an_arm_that_cannot_be_parked_and_does_not_fit_twice_takes_turns(tmp_path: Path) -> None:
+    """Left to decide, the same study measures that the graph arm's 50% stays on the device
+    when parked, so a second process does not fit: its trial runs in turns, with a verdict."""
+    tuner, trial = _graphs_trial(tmp_path, None)
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.mode == "turns", sharing
+    assert sharing.moved_bytes == 0  # its state and its graphs' pool both stay
+    assert sharing.stayed_bytes >= (0.95 * JOB["state_share"] + GRAPH_POOL_SHARE) * CAPACITY
+    assert trial.outcome is Outcome.KEPT, trial.reason
+    assert trial.sharing_mode == "turns"
+
+
+#: Jobs that hold 60% of the device in memory no optimizer steps, beside a small trained
+#: model (5%) and a step's activations (5%): each fits alone (70%), not twice (130%), and
+#: parking can move only the 5% the optimizer steps.
+BALLAST_JOB = {**JOB, "state_share": 0.05, "workspace_share": 0.05, "ballast_share": 0.6}
+FROZEN_JOB = {**JOB, "state_share": 0.05, "workspace_share": 0.05, "frozen_share": 0.6}
+
+
+def _tune_held(
+    tmp_path: Path, job: dict[str, Any], sharing: SharingMode | None = None
+) -> tuple[Tuner, FakeGpu, ClimbOutcome]:
+    gpu = FakeGpu(CAPACITY)
+    plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
+    source = FakeGpuArms(gpu, plan, DeviceTurns(), job)
+    tuner = Tuner(
+        SessionSpec("job", {}, device="cuda"),
+        TuneSettings(
+            plan=plan, budget_s=600, reference_runs=2, final_pairs=3, device_sharing=sharing
+        ),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=source,
+    )
+    space = [KnobSpec("fast", (False, True), "exact", False)]
+    try:
+        outcome = climb(tuner, LadderPlan(space=space, search_batch=False, prior=()))
+    finally:
+        tuner.close()
+    return tuner, gpu, outcome
+
+
+@pytest.mark.parametrize("job", [BALLAST_JOB, FROZEN_JOB], ids=["plain_tensor", "frozen_base"])
+def test_a_job_holding_60_percent_that_parking_cannot_move_is_tuned_in_turns(
+    tmp_path: Path, job: dict[str, Any]
+) -> None:
+    """A plain tensor, or a frozen base model no optimizer owns, stays on the device when
+    the arm is parked: the study measures that, runs its arms in turns (one process on
+    the device at a time), and reaches its verdicts with no out-of-memory trial."""
+    tuner, gpu, outcome = _tune_held(tmp_path, job)
+    story = [(t.kind, t.outcome, t.reason) for t in tuner.trials]
+    assert gpu.ooms == 0 and gpu.most_resident == 1, story
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.mode == "turns", sharing
+    # What the decision rests on: parking moved the trained 5% and 60% stayed.
+    assert 0.9 * 0.05 * CAPACITY <= sharing.moved_bytes <= 0.05 * CAPACITY
+    assert sharing.stayed_bytes >= 0.59 * CAPACITY
+    assert sharing.peak_bytes >= 0.65 * CAPACITY and sharing.capacity_bytes == CAPACITY
+    assert "fits alone, not twice" in sharing.reason
+    # The quality yardstick was measured (each reference alone), the knob's trial decided
+    # from pairs of whole runs, and the final A/B confirmed it in turns too.
+    baseline = tuner.trials[0]
+    assert baseline.outcome is Outcome.BASELINE and len(baseline.reference_losses) == 2
+    ladder = [t for t in tuner.trials if getattr(t, "kind", None) == "ladder"]
+    assert [t.outcome for t in ladder] == [Outcome.KEPT], story
+    assert ladder[0].sharing_mode == "turns" and len(ladder[0].chunk_times_s) >= 3
+    assert tuner.best_recipe == {"fast": True}
+    confirmation = outcome.confirmation
+    assert confirmation is not None and confirmation.outcome is Outcome.MEASURED, confirmation
+    assert confirmation.speedup_ci is not None and confirmation.speedup_ci[0] > 1.0
+    # A resumed study reads the decision back with the baseline it reuses.
+    resumed = Tuner(
+        SessionSpec("job", {}, device="cuda"),
+        TuneSettings(plan=MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2)),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=FakeGpuArms(FakeGpu(CAPACITY), MeasurePlan(), DeviceTurns(), job),
+    )
+    resumed.run_baseline()
+    assert resumed.reused == 1 and resumed.sharing == sharing and resumed.in_turns
+
+
+def test_forced_to_interleave_a_job_that_fits_once_runs_out_of_memory(tmp_path: Path) -> None:
+    """The control: the same job with its arms forced to interleave (parking all they can,
+    as the tuner did before it measured): the quality reference started beside the parked
+    baseline runs out of memory, and the error says it was that second process."""
+    with pytest.raises(TuneError) as failed:
+        _tune_held(tmp_path, BALLAST_JOB, "interleaved")
+    message = str(failed.value)
+    assert "(oom)" in message and "a quality reference run of it" in message, message
+    assert "beside the baseline's parked process" in message
+    assert "the baseline recipe failed" not in message
+    assert "take turns" in (failed.value.hint or "") and "batch" not in (failed.value.hint or "")
+
+
+def test_without_a_decision_a_reference_that_runs_out_of_memory_sends_the_arms_into_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device that reports no memory (no decision can be measured) interleaves; the
+    reference that then runs out of memory beside the parked baseline sends the study
+    into turns, and the tune goes on with its true reason."""
+    real_park = SessionHost._move
+
+    def blind(self: SessionHost, *, park: bool) -> Parked:
+        return replace(real_park(self, park=park), total_bytes=0, free_bytes=0)
+
+    monkeypatch.setattr(SessionHost, "_move", blind)
+    tuner, gpu, _ = _tune_held(tmp_path, BALLAST_JOB)
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.in_turns
+    assert "fits the GPU alone, not twice" in sharing.reason
+    assert "a quality reference ran out of memory beside it" in sharing.reason
+    assert gpu.ooms == 1  # the reference's, and no trial's
+    assert all(t.outcome is not Outcome.OUT_OF_MEMORY for t in tuner.trials)
+
+
+def test_a_candidate_out_of_memory_beside_the_parked_best_is_measured_again_in_turns(
+    tmp_path: Path,
+) -> None:
+    """A job with 30% in a plain tensor fits twice at its batch (two interleave), but the
+    batch search's larger candidate does not fit beside the parked best (30% stays): its
+    trial goes into turns and is measured alone, where it fits, instead of ending as an
+    out-of-memory edge the job alone never had."""
+    job = {**JOB, "state_share": 0.2, "ballast_share": 0.3, "workspace_share": 0.1}
+    gpu = FakeGpu(CAPACITY)
+    plan = MeasurePlan(min_chunk_s=0.0, parity_steps=8, warmup_steps=2, rounds=8)
+    tuner = Tuner(
+        SessionSpec("job", {}, device="cuda"),
+        TuneSettings(plan=plan, budget_s=600, reference_runs=2),
+        Study(f"sqlite:///{tmp_path / 'study.db'}"),
+        arms=FakeGpuArms(gpu, plan, DeviceTurns(), job),
+    )
+    try:
+        climb(tuner, LadderPlan(space=[], max_batch=MAX_BATCH, prior=(), confirm=False))
+    finally:
+        tuner.close()
+    story = [(t.kind, t.change, t.outcome, t.sharing_mode, t.reason) for t in tuner.trials]
+    batch = [t for t in tuner.trials if t.kind == "batch"]
+    assert [t.change for t in batch] == [{"batch_size": 64}, {"batch_size": 128}], story
+    assert [t.sharing_mode for t in batch] == ["interleaved", "turns"], story
+    assert all(t.outcome is not Outcome.OUT_OF_MEMORY for t in tuner.trials), story
+    # 0.2 + 0.3 + 0.4 of the device fits alone: the search reaches it.
+    assert tuner.best_recipe == {"batch_size": MAX_BATCH}, story
+    sharing = tuner.sharing
+    assert sharing is not None and sharing.in_turns
+    assert "a candidate ran out of memory beside the parked best" in sharing.reason
+    assert gpu.ooms == 1  # that candidate's, beside the parked best; none since

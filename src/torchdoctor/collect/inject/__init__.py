@@ -1,4 +1,5 @@
-"""Knobs injected into an unmodified script at launch: one injector per knob family.
+"""Knobs injected into an unmodified script at launch: one injector per site a knob names
+(`Script.site`).
 
 `Injection` (coordinator.py) composes them, as `Instrumentation` composes the probes, and
 installs them through one reversible site:
@@ -8,9 +9,11 @@ installs them through one reversible site:
   set_to_none;
 - `model.ModelInjector`: finds the trained top-level module (the first outermost module
   called with grad enabled in training mode that owns an optimizer's parameters) at its
-  first call and applies checkpointing, channels_last, torch.compile and autocast (fp16 with
-  a GradScaler) to it before that call runs;
-- `cuda.CudaFlagsInjector`: cudnn.benchmark and TF32 (CUDA only).
+  first call and applies each model knob's own part to it before that call runs
+  (`knobs/script_model.py`: checkpointing, channels_last, torch.compile, autocast, fp16's
+  GradScaler);
+- `ddp.DDPInjector`: DistributedDataParallel's keywords and comm hook at construction;
+- `process.ProcessInjector`: any other `ProcessSetting` (cudnn.benchmark and TF32, CUDA only).
 What each knob did is an `InjectionRecord` (record.py, torch-free), written by a launch to
 `injection[.rank<N>].json` in its out dir. Names load on first use, so reading a record
 does not import torch.

@@ -1,22 +1,22 @@
-"""`Injection`: a recipe's knobs injected into the running process, one injector per family.
+"""`Injection`: a recipe's knobs injected into the running process, one injector per site.
 
 Built from a knob -> value dict (`Recipe.to_dict()`, a tuner's best recipe), it decides per
 knob whether it can act here at all (the catalogue's applicability rules on this process's
 device; a few knobs that need the script's own code changed are never injected), installs
 the injectors through one `InjectSite` (so `uninstall` restores every patched attribute and
-setting), and records what each knob did in an `InjectionRecord`.
+setting), and records what each knob did in an `InjectionRecord`. Which injector takes a knob
+is the knob's own `Script.site`, so the fan-out names no knob.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
-from torchdoctor.collect.inject.cuda import CudaFlagsInjector
 from torchdoctor.collect.inject.dataloading import DataLoaderInjector
 from torchdoctor.collect.inject.ddp import DDPInjector
 from torchdoctor.collect.inject.model import GradScalerFactory, ModelInjector, _default_scaler
@@ -27,11 +27,9 @@ from torchdoctor.collect.inject.threads import ThreadsInjector
 from torchdoctor.core.errors import KnobNotApplicable
 from torchdoctor.core.rank import RankIdentity
 from torchdoctor.knobs import (
-    OPTIMIZER_IMPL,
-    SET_TO_NONE,
-    THREADS,
     ApplicabilityContext,
     Recipe,
+    ScriptSite,
     catalogue,
     cuda_capability_of,
     get_knob,
@@ -41,6 +39,17 @@ from torchdoctor.knobs import (
 #: Knobs that need the script's own code changed, with why they are never injected: the
 #: built-in catalogue's (`knobs.not_injectable()` reads the live one).
 NOT_INJECTABLE: dict[str, str] = not_injectable()
+
+
+#: The injector of each site but the model's (built with the injection's own options), which
+#: the catalogue's knobs name (`Script.site`); installed in `ScriptSite`'s order.
+SITE_INJECTORS: dict[ScriptSite, Callable[[dict[str, KnobValue], Ledger], Injector]] = {
+    ScriptSite.THREADS: ThreadsInjector,
+    ScriptSite.LOADER: DataLoaderInjector,
+    ScriptSite.OPTIMIZER: OptimizerInjector,
+    ScriptSite.DDP: DDPInjector,
+    ScriptSite.PROCESS: ProcessInjector,
+}
 
 
 def injection_path(out_dir: str | Path) -> Path:
@@ -68,49 +77,32 @@ class Injection:
         ledger = self.ledger
         self.model: ModelInjector | None = None
         injectors: list[Injector] = []
-        if "threads" in families:
-            threads = families["threads"][THREADS.name]
-            injectors.append(ThreadsInjector(int(threads), ledger))  # type: ignore[arg-type]
-        if "cuda" in families:
-            injectors.append(CudaFlagsInjector(families["cuda"], ledger))
-        if "dataloading" in families:
-            injectors.append(DataLoaderInjector(families["dataloading"], ledger))
-        if "optimizer" in families:
-            opt = families["optimizer"]
-            impl = opt.get(OPTIMIZER_IMPL.name)
-            set_to_none = opt.get(SET_TO_NONE.name)
-            injectors.append(
-                OptimizerInjector(
-                    str(impl) if impl is not None else None,
-                    bool(set_to_none) if set_to_none is not None else None,
-                    ledger,
-                )
-            )
-        if "model" in families or perturbation > 0:
-            # A perturbation (a tuner's quality-reference run) acts on the trained model too,
-            # so the model is looked for even when no model knob is set.
-            self.model = ModelInjector(
-                families.get("model", {}),
-                ledger,
-                grad_scaler=grad_scaler,
-                compile_backend=compile_backend,
-                perturbation=perturbation,
-            )
-            injectors.append(self.model)
-        if "ddp" in families:
-            injectors.append(DDPInjector(families["ddp"], ledger))
-        if "process" in families:
-            injectors.append(ProcessInjector(families["process"], ledger))
+        for site in ScriptSite:
+            values = families.get(site, {})
+            if site is ScriptSite.MODEL:
+                if values or perturbation > 0:
+                    # A perturbation (a tuner's quality-reference run) acts on the trained
+                    # model too, so the model is looked for even when no model knob is set.
+                    self.model = ModelInjector(
+                        values,
+                        ledger,
+                        grad_scaler=grad_scaler,
+                        compile_backend=compile_backend,
+                        perturbation=perturbation,
+                    )
+                    injectors.append(self.model)
+            elif values:
+                injectors.append(SITE_INJECTORS[site](values, ledger))
         self.injectors = tuple(injectors)
 
-    def _sort(self, recipe: Recipe) -> dict[str, dict[str, KnobValue]]:
-        """Each knob that can act here, under its injector's family; the others ledgered."""
+    def _sort(self, recipe: Recipe) -> dict[ScriptSite, dict[str, KnobValue]]:
+        """Each knob that can act here, under its site; the others ledgered."""
         ctx = ApplicabilityContext(
             device=self.device,
             settings=recipe.resolved(self.device),
             cuda_capability=cuda_capability_of(self.device),
         )
-        families: dict[str, dict[str, KnobValue]] = {}
+        families: dict[ScriptSite, dict[str, KnobValue]] = {}
         for name, value in recipe.items():
             script = get_knob(name).script
             assert script is not None  # the catalogue test holds every knob to it
@@ -125,8 +117,8 @@ class Injection:
             if reason is not None:
                 self.ledger.refuse(name, value, reason)
                 continue
-            assert script.injector is not None
-            families.setdefault(script.injector, {})[name] = value
+            assert script.site is not None
+            families.setdefault(script.site, {})[name] = value
         return families
 
     # ---- lifecycle -------------------------------------------------------------------------

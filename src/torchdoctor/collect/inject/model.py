@@ -1,5 +1,6 @@
-"""Knobs that act on the trained model: checkpointing, channels_last, autocast, torch.compile,
-and fp16's GradScaler around `loss.backward()` and `optimizer.step()`.
+"""The model knobs in a script: the trained top-level module found, each model knob's own part
+applied to it (`Script.on_model`, `knobs/script_model.py`), and fp16's GradScaler around
+`loss.backward()` and `optimizer.step()`.
 
 The trained top-level module (the rule; docs in `collect/inject/__init__.py` too): the first
 module called from outside any other module's call, with grad enabled and in training mode,
@@ -14,7 +15,9 @@ With a perturbation index (`Injection(perturbation=i)`, a tuner's quality-refere
 module's floating parameters first get the engine's no-op perturbation `i`
 (`torchdoctor.engine.perturb_weights`: each times 1 + 2**-8 * U(-1, 1)).
 
-What the knobs do to that module, once, in this order:
+What the built-in knobs' parts do to that module, once (raw transforms, then called ones,
+then forward contexts; the parts live in the knobs' modules, so a new model knob needs no code
+here):
 - checkpointing: each of its repeated blocks (the largest ModuleList/Sequential of two or
   more modules of one class) runs under torch.utils.checkpoint (use_reentrant=False);
 - channels_last: `.to(memory_format=torch.channels_last)`, and every 4-D floating-point
@@ -42,29 +45,15 @@ import torch.optim.optimizer as optim_mod
 from torch import nn
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger
 from torchdoctor.knobs import (
-    CALLED,
-    CHANNELS_LAST,
-    CHECKPOINTING,
-    COMPILE,
-    COMPILE_DYNAMIC,
-    PRECISION,
-    RAW,
-    CheckpointedForward,
+    FoundModel,
     KnobForward,
-    ModelContext,
-    channels_last_hazard,
-    model_transforms,
+    make_grad_scaler,
+    model_parts,
+    scales_loss,
 )
 
-#: The model knobs this injector applies with code of its own (`_found`).
-_HANDLED = frozenset(
-    k.name for k in (CHECKPOINTING, CHANNELS_LAST, COMPILE, COMPILE_DYNAMIC, PRECISION)
-)
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-#: Device types torch.autocast and torch.amp.GradScaler support that these knobs target.
-AUTOCAST_DEVICE_TYPES = ("cpu", "cuda")
 UNREACHED = (
     "no trained module was seen: no module owning an optimizer's parameters was called with "
     "grad enabled in training mode"
@@ -74,37 +63,12 @@ GradScalerFactory = Callable[[str], Any]
 
 
 def _default_scaler(device_type: str) -> Any:
-    return torch.amp.GradScaler(device_type)
-
-
-def repeated_blocks(model: nn.Module) -> list[nn.Module]:
-    """The largest (by parameters) ModuleList/Sequential of 2+ modules of one class, or []."""
-    best: list[nn.Module] = []
-    best_params = 0
-    for container in model.modules():
-        if not isinstance(container, nn.ModuleList | nn.Sequential):
-            continue
-        blocks = list(container.children())
-        if len(blocks) < 2 or len({type(b) for b in blocks}) != 1:
-            continue
-        params = sum(p.numel() for b in blocks for p in b.parameters())
-        if params > best_params:
-            best, best_params = blocks, params
-    return best
-
-
-def has_4d_float(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return value.dim() == 4 and value.is_floating_point()
-    if isinstance(value, tuple | list):
-        return any(has_4d_float(v) for v in value)
-    if isinstance(value, dict):
-        return any(has_4d_float(v) for v in value.values())
-    return False
+    return make_grad_scaler("fp16", device_type)
 
 
 class ModelInjector:
-    """Finds the trained top-level module and applies the model knobs to it (module doc)."""
+    """Finds the trained top-level module and applies the model knobs to it through their
+    parts (`Script.on_model`; module doc)."""
 
     def __init__(
         self,
@@ -145,12 +109,12 @@ class ModelInjector:
         site.keep_copies_plain()
         self._watch_optimizers(site)
         self._watch_calls(site)
-        if self.values.get(PRECISION.name) == "fp16":
+        if scales_loss(self.values):
             self._scale_backward(site)
 
     def _watch_optimizers(self, site: InjectSite) -> None:
         original = optim_mod.Optimizer.__init__
-        fp16 = self.values.get(PRECISION.name) == "fp16"
+        fp16 = scales_loss(self.values)
 
         def init(opt: Any, *args: Any, **kwargs: Any) -> None:
             original(opt, *args, **kwargs)
@@ -201,116 +165,40 @@ class ModelInjector:
         self._model_params = {id(p) for p in model.parameters()}
         first = next(model.parameters())
         self.device_type = first.device.type
-        name = type(model).__name__
-        called_at = user_site(3)
-        values, ledger = self.values, self.ledger
         if self.perturbation > 0:
             # Before its first forward, so before its first step: the run trains from the
             # perturbed initial weights, as a workload's reference session does.
             from torchdoctor.engine import perturb_weights
 
             perturb_weights(model, self.perturbation)
-
-        if values.get(CHECKPOINTING.name) is True:
-            blocks = repeated_blocks(model)
-            if not blocks:
-                ledger.skipped(
-                    CHECKPOINTING.name,
-                    f"{name} has no repeated blocks (a ModuleList or Sequential of two or more "
-                    "modules of one class)",
-                )
-            for block in blocks:
-                site.replace(block, "forward", CheckpointedForward(block.forward))
-            if blocks:
-                ledger.applied(
-                    CHECKPOINTING.name,
-                    f"{len(blocks)} {type(blocks[0]).__name__} blocks of {name} checkpointed",
-                )
-
-        channels_last = False
-        if values.get(CHANNELS_LAST.name) is True:
-            hazard = channels_last_hazard(model, str(self.device_type))
-            if hazard is not None:
-                ledger.skipped(CHANNELS_LAST.name, hazard)
-            elif has_4d_float((args, kwargs)):
-                model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-                channels_last = True
-                ledger.applied(
-                    CHANNELS_LAST.name, where(called_at, f"{name} and its 4-D inputs channels_last")
-                )
-            else:
-                ledger.skipped(
-                    CHANNELS_LAST.name,
-                    f"the first training call of {name} has no 4-D floating-point input",
-                )
-
-        original = model.forward
-        forward = original
-        mode = values.get(COMPILE.name)
-        if isinstance(mode, str) and mode != "off":
-            dynamic = bool(values.get(COMPILE_DYNAMIC.name, False))
-            options: dict[str, Any] = {"mode": None if mode == "default" else mode}
-            if self.compile_backend is not None:
-                options = {"backend": self.compile_backend}
-            if self.on_compile is not None:
-                self.on_compile(model)
-            forward = torch.compile(forward, dynamic=dynamic, **options)
-            # where the model is first called: patch.py traces the name back to its build
-            ledger.applied(
-                COMPILE.name, where(called_at, f"{name}.forward = torch.compile(mode={mode})")
-            )
-            if COMPILE_DYNAMIC.name in values:
-                ledger.applied(COMPILE_DYNAMIC.name, f"torch.compile(dynamic={describe(dynamic)})")
-
-        autocast: tuple[str, torch.dtype] | None = None
-        precision = values.get(PRECISION.name)
-        if precision in _DTYPES:
-            autocast = self._autocast_for(str(precision), name)
-
-        self._other_transforms(model, name, called_at)
-
-        if channels_last or autocast is not None or forward is not original:
+        found = FoundModel(
+            model=model,
+            args=args,
+            kwargs=kwargs,
+            device_type=self.device_type,
+            settings=self.values,
+            called_at=user_site(3),
+            replace=site.replace,
+            applied=self.ledger.applied,
+            skipped=self.ledger.skipped,
+            grad_scaler=self.grad_scaler,
+            compile_backend=self.compile_backend,
+            on_compile=self.on_compile,
+        )
+        for knob, on_model in model_parts(self.values):
+            on_model(self.values[knob.name], found)
+        self.scaler = found.scaler
+        if found.channels_last or found.autocast is not None or found.forward is not None:
             site.replace(
                 model,
                 "forward",
-                KnobForward(original, forward, channels_last=channels_last, autocast=autocast),
+                KnobForward(
+                    model.forward,
+                    found.forward,
+                    channels_last=found.channels_last,
+                    autocast=found.autocast,
+                ),
             )
-
-    def _other_transforms(self, model: nn.Module, name: str, called_at: str | None) -> None:
-        """A knob with a `ModelTransform` this injector has no code of its own for: a raw one
-        acts on the model in place (the script keeps calling its own module); one that builds
-        a new module cannot reach a script that holds the old one."""
-        others = [
-            (knob, part)
-            for stage in (RAW, CALLED)
-            for knob, part in model_transforms(stage)
-            if knob in self.values and knob not in _HANDLED
-        ]
-        ctx = ModelContext(device_type=str(self.device_type), settings=self.values)
-        for knob, part in others:
-            value = self.values[knob]
-            assert part.apply is not None  # model_transforms keeps only those that act
-            if part.stage != RAW or part.apply(model, value, ctx) is not model:
-                self.ledger.skipped(
-                    knob, f"it builds a new module from {name}, which the script does not call"
-                )
-                continue
-            self.ledger.applied(knob, where(called_at, f"{knob}={describe(value)} on {name}"))
-
-    def _autocast_for(self, precision: str, name: str) -> tuple[str, torch.dtype] | None:
-        device_type = str(self.device_type)
-        if device_type not in AUTOCAST_DEVICE_TYPES:
-            self.ledger.skipped(
-                PRECISION.name, f"{name}'s parameters are on '{device_type}', not cpu or cuda"
-            )
-            return None
-        dtype = _DTYPES[precision]
-        shown = f"{name}.forward under torch.autocast({device_type!r}, {dtype})"
-        if precision == "fp16":
-            self.scaler = self.grad_scaler(device_type)
-            shown += f", torch.amp.GradScaler({device_type!r}) on backward and step"
-        self.ledger.applied(PRECISION.name, shown)
-        return device_type, dtype
 
     # ---- fp16: the GradScaler --------------------------------------------------------------
 

@@ -18,9 +18,8 @@ import torch
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, Ledger, describe, where
-from torchdoctor.core.optimizer import impl_kwargs
-from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE, OptimizerArgument
 
 
 def impl_classes() -> list[type[torch.optim.Optimizer]]:
@@ -38,9 +37,10 @@ def impl_classes() -> list[type[torch.optim.Optimizer]]:
 
 
 class OptimizerInjector:
-    def __init__(self, impl: str | None, set_to_none: bool | None, ledger: Ledger) -> None:
-        self.impl = impl
-        self.set_to_none = set_to_none
+    def __init__(self, values: dict[str, KnobValue], ledger: Ledger) -> None:
+        impl, set_to_none = values.get(OPTIMIZER_IMPL.name), values.get(SET_TO_NONE.name)
+        self.impl = str(impl) if impl is not None else None
+        self.set_to_none = bool(set_to_none) if set_to_none is not None else None
         self.ledger = ledger
         if impl is not None:
             ledger.expect(
@@ -64,6 +64,8 @@ class OptimizerInjector:
         signature = inspect.signature(original)
         accepts = set(signature.parameters)
         impl, ledger, building = str(self.impl), self.ledger, self._building
+        part = OPTIMIZER_IMPL.applies_to
+        assert isinstance(part, OptimizerArgument)  # the catalogue test holds it to that
 
         def init(opt: Any, *args: Any, **kwargs: Any) -> None:
             # AdamW's constructor calls Adam's: only the outermost patched one sets the impl.
@@ -74,7 +76,7 @@ class OptimizerInjector:
             except TypeError:
                 return original(opt, *args, **kwargs)
             site = user_site(2)
-            wanted = impl_kwargs(impl)
+            wanted = dict(part.kwargs(impl))
             missing = [k for k, v in wanted.items() if v and k not in accepts]
             if missing:
                 ledger.skipped(

@@ -1,5 +1,6 @@
-"""Process-wide settings a knob declares as a `ProcessSetting` and no injector of its own
-takes (`Script(injector="process")`): applied before the script starts, undone at uninstall.
+"""Process-wide settings a knob declares as a `ProcessSetting` at `ScriptSite.PROCESS` (CUDA
+backend flags, ...): applied before the script starts, undone at uninstall; each sets its own
+flag and no other.
 
 The engine session applies the same `ProcessSetting.apply` when it starts, so a knob of this
 kind is injected into scripts with no code here.
@@ -23,4 +24,4 @@ class ProcessInjector:
             part = get_knob(name).applies_to
             assert isinstance(part, ProcessSetting)  # the catalogue test holds it to that
             site.undo.append(part.apply(value))
-            self.ledger.applied(name, f"{name}={describe(value)} at start")
+            self.ledger.applied(name, part.shown or f"{name}={describe(value)} at start")

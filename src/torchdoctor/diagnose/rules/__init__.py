@@ -1,6 +1,10 @@
 """The diagnosis rules, one module each, with a stable `RULE_ID` and a doc page in
 docs/rules/<rule_id>.md. A rule is `check(Evidence) -> Finding | None`; it returns None
-when the evidence it needs is absent, so every source runs every rule safely."""
+when the evidence it needs is absent, so every source runs every rule safely.
+
+A rule names the knobs it prescribes by their constants (`Prescription(knobs={PRECISION.name:
+...})`), the one place the link between a rule and a knob is stated: `prescribing(knob)`
+reads it back from the knob constants the rule modules hold."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from torchdoctor.diagnose.rules import (
     world_size_changed,
     zero_grad_set_to_none,
 )
+from torchdoctor.knobs import Knob
 
 RULE_MODULES: tuple[ModuleType, ...] = (
     dataloader_wait,
@@ -65,4 +70,20 @@ Rule = Callable[[Evidence], Finding | None]
 
 RULES: dict[str, Rule] = {m.RULE_ID: m.check for m in RULE_MODULES}
 
-__all__ = ["RULES", "RULE_MODULES", "Rule"]
+
+def prescribed_by(module: ModuleType) -> tuple[Knob, ...]:
+    """The knobs a rule module prescribes: the knob constants it holds (it imports a knob's
+    constant to name the knob in its prescriptions, and for nothing else)."""
+    return tuple(value for value in vars(module).values() if isinstance(value, Knob))
+
+
+def prescribing(knob: str) -> tuple[str, ...]:
+    """The ids of the rules whose findings prescribe `knob` (by name), in the rules' order."""
+    return tuple(
+        module.RULE_ID
+        for module in RULE_MODULES
+        if any(k.name == knob for k in prescribed_by(module))
+    )
+
+
+__all__ = ["RULES", "RULE_MODULES", "Rule", "prescribed_by", "prescribing"]

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchdoctor.diagnose import Diagnosis
-from torchdoctor.report.format import value_text
+from torchdoctor.report.format import longest_word, value_text
 from torchdoctor.tune import Confirmation, PeakMemory, Trial, TrialResult
 
 #: How many findings the diagnosis table lists (the ones with the largest bound on gain).
@@ -64,6 +64,13 @@ def row_of(trial: Trial) -> DecidedRow:
     peak = PeakMemory.of(trial.chunk_peak_memory_bytes)
     if trial.kind == "memory" and not why and peak is not None:
         why = f"peak {peak.describe()}"  # the memory ladder (tune --objective fit) keeps by it
+    if trial.sharing_mode == "turns":  # one process on the GPU at a time (tune/turns.py)
+        turns = (
+            "arms take turns on the GPU: two processes of the job do not fit"
+            if trial.kind == "baseline"
+            else f"in turns: {len(trial.chunk_times_s)} pairs of whole runs"
+        )
+        why = f"{why}; {turns}" if why else turns
     return DecidedRow(
         change_text(trial.change) if trial.kind != "baseline" else "baseline",
         trial.decision,
@@ -148,8 +155,11 @@ class TuneWatch:
         return ranked[:SHOWN_FINDINGS]
 
     def diagnosis_table(self) -> Table:
+        # The labels wrap at their words, never inside one: the figures column is short and
+        # never wraps, and the long ladder order is a line of its own below (`planned_line`),
+        # which squeezed this column to a few characters at 80 columns when it was a row.
         table = Table(title="Diagnosis", box=box.SIMPLE_HEAD, show_edge=False)
-        table.add_column("what", overflow="fold")
+        table.add_column("what", ratio=1, min_width=min(longest_word(self._labels()), 30))
         table.add_column("", justify="right", no_wrap=True)
         if self.diagnosis is not None:
             d = self.diagnosis
@@ -159,14 +169,27 @@ class TuneWatch:
             )
             for f in self._findings():
                 table.add_row(escape(f.title), f"at most {f.amdahl_bound:.2f}x")
-        if self.planned:
-            table.add_row("ladder, in order", escape(", ".join(self.planned)))
         return table
+
+    def _labels(self) -> list[str]:
+        if self.diagnosis is None:
+            return []
+        return [f"primary bottleneck: {self.diagnosis.primary_bottleneck}"] + [
+            f.title for f in self._findings()
+        ]
+
+    def planned_line(self) -> Text | None:
+        """The ladder's order as one paragraph, wrapped between knobs."""
+        if not self.planned:
+            return None
+        return Text("ladder, in order: " + ", ".join(self.planned), overflow="fold")
 
     def ladder_table(self) -> Table:
         table = Table(title="Ladder so far", box=box.SIMPLE_HEAD, show_edge=False)
         table.add_column("#", justify="right")
-        table.add_column("trial", overflow="fold")
+        table.add_column(
+            "trial", overflow="fold", min_width=longest_word(r.what for r in self.rows)
+        )
         table.add_column("verdict")
         table.add_column("speedup", justify="right")
         table.add_column("CI", justify="right", no_wrap=True)
@@ -201,6 +224,9 @@ class TuneWatch:
 
     def __rich__(self) -> RenderableType:
         parts: list[RenderableType] = [self.diagnosis_table()]
+        planned = self.planned_line()
+        if planned is not None:
+            parts.append(planned)
         if self.rows:
             parts.append(self.ladder_table())
         parts.append(self.status_line())

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.core.rundir import display_path
+from torchdoctor.report.format import longest_word
 from torchdoctor.tune import FitLadder, TuneResult
 
 
@@ -57,7 +58,11 @@ def render_result(result: TuneResult, console: Console) -> None:
     table.add_column("#", justify="right")
     # Long knob=value changes (compile=max-autotune) fold onto a second line, so that the
     # table fits an 80-column terminal.
-    table.add_column("Change", overflow="fold", min_width=15)
+    table.add_column(
+        "Change",
+        overflow="fold",
+        min_width=max(15, longest_word(fmt_change(r.change) for r in result.ladder.rungs)),
+    )
     table.add_column("Samples/s", justify="right")
     table.add_column("Speedup, CI", justify="right", no_wrap=True)
     table.add_column("A/B", justify="right", no_wrap=True)
@@ -77,11 +82,15 @@ def render_result(result: TuneResult, console: Console) -> None:
     console.print(table)
     if result.ladder.rejected:
         rejected = Table(title="Rejected changes", box=box.SIMPLE_HEAD)
-        rejected.add_column("Change", overflow="fold", min_width=20)
+        rejected.add_column(
+            "Change",
+            overflow="fold",
+            min_width=max(20, longest_word(fmt_change(r.change) for r in result.ladder.rejected)),
+        )
         rejected.add_column("Samples/s", justify="right")
         rejected.add_column("vs best", justify="right")
         rejected.add_column("A/B", justify="right", no_wrap=True)
-        rejected.add_column("Why")
+        rejected.add_column("Why", overflow="fold")
         for rej in result.ladder.rejected:
             speed = f"{rej.speedup_vs_best:.2f}x" if rej.speedup_vs_best else "-"
             why = rej.reason if rej.status == "ok" else f"{rej.status}: {rej.reason}"
