@@ -100,32 +100,21 @@ def test_quick_budget_follows_the_step_the_diagnosis_measured(
     assert config.budget_s == demo_mod.quick_budget_s(config.device, step_s=step_s)
 
 
-#: What the diagnosis records of other work on a busy 2-core host (load average 11): its
-#: cnn step read 3.6 s there, about 35x its quiet time.
-BUSY_HOST_LOAD = {
-    "interval_s": 370.1,
-    "cores": 2,
-    "own_cpu_s": 88.4,
-    "other_cpu_s": 651.7,
-    "other_cores": 1.76,
-    "load_avg_1m": 11.2,
-    "disturbed_windows": 0,
-    "windows": 1,
-    "disturbed": True,
-}
-
-
-def test_a_step_measured_on_a_disturbed_machine_does_not_size_the_budget(
+def test_a_busy_machines_step_sizes_the_budget_up_to_the_full_demos(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """On a 2-core host at load 6 the diagnosis read a cnn step of 1.2 s (~0.1 s quiet): the
+    trials that follow run at that pace too, so the budget follows it, up to the full demo's.
+    The recorded quiet costs left the baseline unmeasured there ("too small to measure even
+    the baseline")."""
     record = json.loads((H200 / "diagnosis.json").read_text())
-    record.update(median_step_s=3.6, machine_load=BUSY_HOST_LOAD)
+    record.update(median_step_s=1.23)
     (tmp_path / rundir.DIAGNOSIS).write_text(json.dumps(record))
-    assert diagnosed_step_s(tmp_path) is None
     configs = _capture(monkeypatch, [], run_dir=tmp_path)
     main(["demo", "--quick"])
     (config,) = configs
-    assert config.budget_s == demo_mod.quick_budget_s(config.device)
+    assert config.budget_s == demo_mod.parse_duration(demo_mod.DEFAULT_DEMO_BUDGET)
+    assert config.budget_s > demo_mod.quick_budget_s(config.device)
 
 
 def test_quick_never_asks_for_more_than_the_full_demo() -> None:
