@@ -14,6 +14,7 @@ its output and its report what the smaller budget costs (`quick_note`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Final
 
@@ -46,7 +47,7 @@ from torchdoctor.knobs import (
     TF32,
     THREADS,
 )
-from torchdoctor.tune import MeasurePlan, TuneConfig
+from torchdoctor.tune import MeasurePlan, TuneConfig, diagnosed_step_s, study_budget_s
 
 DEMO_WORKLOAD: Final = "cnn"
 #: On a GPU: GPT-2 small's shape with hand-written attention (workloads/registry.py PRESETS).
@@ -97,14 +98,20 @@ def demo_story(device: str) -> tuple[str, tuple[str, ...], list[str]]:
     return DEMO_WORKLOAD, DEMO_KNOBS, []
 
 
-#: `demo --quick`'s tuning budget: with the diagnosis (10 s on a quiet 2-core machine), process
-#: start-up and the report, the whole demo takes about two minutes there
-#: (benchmarks/bench_demo_quick.py times it end to end).
-QUICK_DEMO_BUDGET: Final = "90s"
 #: Knobs `--quick` tries: the diagnosis's prescriptions first, then DEMO_KNOBS' order. Each
 #: costs a trial (a fresh candidate process, its warm-up, its A/B) and a win a second pair;
-#: three fit in the quick budget beside the baseline and the final A/B's three pairs.
+#: the quick budget is sized for three beside the baseline and the final A/B's three pairs.
 QUICK_KNOBS: Final = 3
+#: What the cnn's trial parts cost (a fresh process started and warmed up, one steady step),
+#: by device class, as recorded; `quick_budget_s` sizes `--quick`'s budget from them, with the
+#: step the diagnosis measured on this device in place of the recorded one. On a GPU a process
+#: start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took 11.8 s to
+#: its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a 2-core CPU a
+#: start costs a few seconds and the steps dominate (the quality yardstick alone retrains the
+#: baseline 6 x 32 steps): ~0.1 s a step on the EPYC CI host, about twice that on a 2-core Xeon.
+QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (6.0, 0.1)}
+#: The quick budget is rounded up to this many seconds.
+QUICK_BUDGET_STEP_S: Final = 10.0
 #: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
 #: 2-core CPU, paid again by each fresh process of the win's second pair and the final A/B.
 QUICK_LEFT_OUT: Final = (COMPILE.name,)
@@ -112,6 +119,19 @@ QUICK_LEFT_OUT: Final = (COMPILE.name,)
 #: wins and losses stop at the first look (6 rounds) either way; close calls, which need the
 #: longer schedule to clear 1 + min_gain, are left unproven (tune/arms.py says why 24).
 QUICK_PLAN: Final = MeasurePlan(rounds=12)
+
+
+def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
+    """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
+    win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
+    device class (`QUICK_COSTS`, `tune.study_budget_s`); `step_s`, a step measured on the
+    device, in place of the recorded one."""
+    open_s, recorded_step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
+    step_s = step_s or recorded_step_s
+    need = study_budget_s(open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS)
+    rounded = QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
+    # Never more than the full demo's: where steps are that slow, `--quick` is not quick.
+    return min(rounded, parse_duration(DEFAULT_DEMO_BUDGET))
 
 
 def demo_knobs(
@@ -144,7 +164,7 @@ def quick_note(budget_s: float, knobs: list[str]) -> str:
 def demo_command(
     budget: float | None = budget_option(
         None,
-        f"Tuning budget (default {DEFAULT_DEMO_BUDGET}; {QUICK_DEMO_BUDGET} with --quick).",
+        f"Tuning budget (default {DEFAULT_DEMO_BUDGET}; with --quick, sized for the device).",
     ),
     quick: bool = typer.Option(
         False,
@@ -160,8 +180,8 @@ def demo_command(
     """Diagnose and tune a built-in workload (the cnn; GPT-2 small on a GPU); write the run
     folder and print its path."""
     check_out(out, force=force)
-    budget_s = parse_duration(budget or (QUICK_DEMO_BUDGET if quick else DEFAULT_DEMO_BUDGET))
     device = default_device(device)
+    budget_s = parse_duration(budget or DEFAULT_DEMO_BUDGET)
     workload, listed, story = demo_story(device)
     workload_params = parse_workload_params(params)
     if workload_params:  # a bad parameter is one line before the run folder exists
@@ -173,6 +193,9 @@ def demo_command(
     run_dir, prescribed = diagnose_into_run_dir(
         workload, out, device=device, params=workload_params
     )
+    if quick and not budget:
+        # Sized for this device: its recorded process start, the step just diagnosed.
+        budget_s = quick_budget_s(device, step_s=diagnosed_step_s(run_dir))
     knobs = demo_knobs(prescribed, device=device, quick=quick, listed=listed)
     notes = [quick_note(budget_s, knobs)] if quick else []
     if notes and not settings.json:

@@ -9,10 +9,11 @@ from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
+from torchdoctor.tune.cost import study_budget_s
 from torchdoctor.tune.memory import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
-from torchdoctor.tune.prescriptions import diagnose_before_tuning
+from torchdoctor.tune.prescriptions import diagnose_before_tuning, diagnosed_step_s
 from torchdoctor.tune.recheck import recheck_script, recheck_workload
 from torchdoctor.tune.records import (
     Confirmation,
@@ -60,10 +61,12 @@ __all__ = [
     "check_tunable",
     "cleartext_note",
     "diagnose_before_tuning",
+    "diagnosed_step_s",
     "is_torchrun",
     "job_world_size",
     "recheck_script",
     "recheck_workload",
+    "study_budget_s",
     "tune",
     "world_size_note",
 ]

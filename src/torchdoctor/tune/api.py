@@ -46,17 +46,17 @@ from torchdoctor.tune.fit_records import FitLadder
 from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_bands, quality_notes
+from torchdoctor.tune.prescriptions import diagnosed_bounds, diagnosed_values
 from torchdoctor.tune.records import Ladder, Trial, TuneResult
 from torchdoctor.tune.resume import open_resume, secrets_held
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
 from torchdoctor.tune.space import (
-    BATCH_KNOBS,
     KnobSpec,
     catalogue_space,
-    order_knobs,
     recipe_validator,
     static_prior,
+    with_diagnosed,
 )
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
@@ -312,6 +312,9 @@ def _run(
     if config.is_script:
         _check_script(config)
     space = _space(config)
+    if config.space is None:
+        # The diagnosis's own values among the candidates (its loader workers, ...).
+        space = with_diagnosed(space, diagnosed_values(run_dir))
     not_injectable = script_not_injectable(config)
     space = [s for s in space if not any(s.name in v for v in not_injectable.values())]
     if config.space is not None:
@@ -331,6 +334,7 @@ def _run(
         max_batch=config.max_batch,
         hold_effective_batch=config.hold_effective_batch,
         prior=static_prior(config.device, native_bf16=cpu_computes_bf16()),
+        bounds=diagnosed_bounds(run_dir) if config.space is None else {},
     )
     settings = TuneSettings(
         objective=config.objective,
@@ -372,9 +376,7 @@ def _run(
 
     if config.objective == "fit":
         return _run_fit(config, run_dir, tuner, plan, on_start)
-    # The ladder's order (`ladder.climb`): the batch knobs go to the batch-size search.
-    laddered = [s for s in plan.space if s.name not in BATCH_KNOBS]
-    tuner.planned_order = [s.name for s in order_knobs(laddered, plan.prescribed, plan.prior)]
+    tuner.planned_order = [s.name for s in plan.order()]  # the ladder's (`ladder.climb`)
     if on_start is not None:
         on_start(tuner, planned_trials(plan) + config.joint_trials)
     try:
@@ -454,8 +456,7 @@ def _finish(
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
         best_sps = baseline.samples_per_s * speedup
         if len(tuner.rungs) > 1 and fit is None:
-            why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
-            notes.append(f"speedup chained from the ladder's step ratios (no final A/B{why})")
+            notes.append(chained_note(confirm, tuner.confirm_dropped))
     if fit is not None:
         notes += fit_notes(fit)
     if outcome.budget_exhausted:
@@ -531,6 +532,15 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
 def _settings(recipe: dict[str, Any]) -> str:
     """A recipe as its notes show it: `knob=value` pairs, space-separated."""
     return " ".join(f"{k}={v}" for k, v in recipe.items())
+
+
+def chained_note(confirm: Any, dropped: str | None) -> str:
+    """Why the headline is the ladder's chained step ratios: the final A/B's reason, or why
+    it was dropped after a keep (`Tuner.hold_reserve`)."""
+    why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
+    if confirm is None and dropped is not None:
+        why = f": {dropped}"
+    return f"speedup chained from the ladder's step ratios (no final A/B{why})"
 
 
 def budget_note(cut: dict[str, Any] | None, cut_after_s: float) -> str:

@@ -1,8 +1,11 @@
 """The tuner's budget: one deadline for a whole study, a reserve for the final A/B.
 
 Every worker request of a trial shares one deadline (see `torchdoctor.tune.arms.Timeout`): the
-budget, less the reserve held for the final confirmation while the ladder runs. Trials read
-back from a stored study count with the wall time they took when they ran.
+budget, less the reserve held for the final confirmation while the ladder runs. The reserve is
+held only once a change is kept, and only while it fits (`Tuner.hold_reserve`): while the best
+is the baseline no final A/B will run, and a reserve larger than what is left would stop the
+ladder for a confirmation that cannot run either. Trials read back from a stored study count
+with the wall time they took when they ran.
 
 What the final confirmation is expected to cost (`confirm_cost_s`, `pair_cost_s`) is declared
 here, beside the reserve that holds it back, and both the tuner (which holds the reserve) and

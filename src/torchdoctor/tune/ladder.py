@@ -1,9 +1,10 @@
 """The ladder: from the baseline, one change at a time, keeping only proven wins.
 
-Order: the baseline; then each knob (prescribed first, then the static prior, see
-`torchdoctor.tune.space`) and each of its candidate values, one change on top of the current
-best; then the batch-size search (throughput objective only: a larger batch cannot lower the
-latency of a step); then a final A/B of the best against the baseline in fresh process pairs.
+Order: the baseline; then each knob (prescribed first, by the diagnosis's bound on gain, then
+the static prior, see `torchdoctor.tune.space.order_knobs`) and each of its candidate values,
+one change on top of the current best; then the batch-size search (throughput objective only:
+a larger batch cannot lower the latency of a step); then a final A/B of the best against the
+baseline in fresh process pairs.
 Between the passes and the batch search, wins that each failed to reproduce in fresh processes
 are tried together, alone and then with each change rejected for speed (`_stack_unproven`).
 
@@ -18,7 +19,8 @@ words of its reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,14 @@ class LadderPlan:
     hold_effective_batch: bool = False
     confirm: bool = True
     prior: Sequence[str] = STATIC_PRIOR
+    #: knob -> the diagnosis's Amdahl bound on its gain (`space.order_knobs`)
+    bounds: Mapping[str, float] = field(default_factory=dict)
+
+    def order(self) -> list[KnobSpec]:
+        """The knobs the ladder flips, in the order it tries them (the batch knobs go to the
+        batch-size search)."""
+        laddered = [s for s in self.space if s.name not in BATCH_KNOBS]
+        return order_knobs(laddered, self.prescribed, self.prior, self.bounds)
 
 
 @dataclass
@@ -71,7 +81,7 @@ def candidate_changes(
     for value in spec.values:
         if _same(value, current):
             continue
-        change = {spec.name: value}
+        change = spec.change(value)
         reason = validate({**tuner.best_recipe, **change}) if validate else None
         if reason is not None:
             knobs = skipped.setdefault(reason, [])
@@ -105,19 +115,22 @@ def _speed_rejections(tuner: Tuner) -> list[tuple[str, Any, TrialResult]]:
 
 #: Knobs interact (torch.compile can look slow with oversubscribed threads and fast once
 #: threads=1 is kept), so a knob rejected as "not faster" before a later keep is tried once
-#: more on a second pass from the new best. Quality and crash rejections are not retried.
+#: more on a second pass from the new best, unless it lost alone by more than the keep gained
+#: (`lost_beyond`). Quality and crash rejections are not retried.
 MAX_LADDER_PASSES = 2
 
 
 def _one_pass(
     tuner: Tuner, specs: Sequence[KnobSpec], plan: LadderPlan, outcome: ClimbOutcome
 ) -> list[KnobSpec]:
-    """Try every knob once; return the knobs worth retrying (rejected for speed before a keep)."""
-    slow: list[KnobSpec] = []
+    """Try every knob once; return the knobs worth retrying: rejected for speed before a keep,
+    unless they lost alone by more than the keep's gain could make up (`lost_beyond`)."""
+    slow: list[tuple[KnobSpec, TrialResult]] = []
     retry: list[KnobSpec] = []
     for spec in specs:
         kept_here = False
-        rejected_for_speed = False
+        rejected_for_speed: TrialResult | None = None
+        gain = 1.0
         # Re-derived per value: after a kept value the current best has changed.
         for change in candidate_changes(tuner, spec, plan.validate, outcome.skipped):
             current = tuner.best_recipe.get(
@@ -129,19 +142,32 @@ def _one_pass(
             if result.outcome is Outcome.NOT_APPLICABLE:
                 # The knob cannot reach this script's code: its other values cannot either.
                 # Reported once, with the injection's reason (after "knob=value: ").
-                why = result.reason.split(": ", 2)[-1]
+                why = result.reason.split(": ", 2)[-1].split("; ")[0]
                 outcome.skipped.setdefault(why, []).append(spec.name)
                 break
-            kept_here = kept_here or result.outcome is Outcome.KEPT
+            if result.outcome is Outcome.KEPT:
+                kept_here = True
+                gain *= result.speedup_vs_best or 1.0
             # Quality and futility rejections are not retried: no later change turns a 10x
             # slowdown into a win, nor fixes a broken loss.
-            rejected_for_speed = rejected_for_speed or _rejected_for_speed(result)
+            if _rejected_for_speed(result) and (
+                rejected_for_speed is None or _closer(result, rejected_for_speed)
+            ):
+                rejected_for_speed = result
         if kept_here:
-            retry.extend(slow)  # everything rejected for speed so far deserves a second look
+            # What was rejected for speed so far deserves a second look from the new best,
+            # but not a change slower alone than the keep's gain could make up.
+            retry.extend(s for s, r in slow if not lost_beyond(r, gain))
             slow = []
-        elif rejected_for_speed:
-            slow.append(spec)
+        elif rejected_for_speed is not None:
+            slow.append((spec, rejected_for_speed))
     return retry
+
+
+def _closer(a: TrialResult, b: TrialResult) -> bool:
+    """Whether rejection `a` came closer to a win than `b` (its interval reaches higher)."""
+    high = (a.speedup_vs_best_ci or (0.0, 0.0))[1]
+    return high > (b.speedup_vs_best_ci or (0.0, 0.0))[1]
 
 
 def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]:
@@ -161,16 +187,42 @@ def _unproven_wins(tuner: Tuner, by_name: dict[str, KnobSpec]) -> dict[str, Any]
     return {name: t.change[name] for name, t in held.items()}
 
 
+def _carry(tuner: Tuner, unproven: dict[str, Any]) -> float:
+    """The gain the unproven wins' first pairs claimed together (the product of their
+    speedups): what a stack of them could lend a change that lost alone."""
+    claims: dict[str, float] = {}
+    for name, value, t in _speed_rejections(tuner):
+        if t.outcome is Outcome.NOT_REPRODUCED and _same(unproven.get(name), value):
+            claims[name] = max(claims.get(name, 0.0), t.speedup_vs_best or 1.0)
+    return math.prod(claims.values())
+
+
+def lost_beyond(result: TrialResult, carry: float) -> bool:
+    """Whether a change lost alone by more than `carry` could make up: its A/B's whole
+    interval, times `carry`, below no change."""
+    ci = result.speedup_vs_best_ci
+    return ci is not None and ci[1] * carry < 1.0
+
+
 def _stacks(
     tuner: Tuner, specs: Sequence[KnobSpec], unproven: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The stacks worth one trial each, in order: the unproven wins alone (two or more), then
     the unproven wins with each change rejected for speed on its own (knob order, one per
-    knob and value)."""
+    knob and value).
+
+    A change that lost alone is stacked only while the unproven wins' own claimed gain could
+    carry it past no change (`lost_beyond`): bf16 on an eager model losing a few percent can
+    pay on top of an unproven compile, but on a 2-core Xeon `tune cnn` spent its budget on
+    combinations with changes each far slower alone and never reached its batch search.
+    """
     stacks: list[dict[str, Any]] = [dict(unproven)] if len(unproven) >= 2 else []
     order = {s.name: i for i, s in enumerate(specs)}
     seen: list[tuple[str, Any]] = []
-    rejections = [r for r in _speed_rejections(tuner) if r[0] in order]
+    carry = _carry(tuner, unproven)
+    rejections = [
+        r for r in _speed_rejections(tuner) if r[0] in order and not lost_beyond(r[2], carry)
+    ]
     for name, value, _ in sorted(rejections, key=lambda r: order[r[0]]):
         if name in unproven or _same(tuner.best_recipe.get(name), value):
             continue
@@ -216,13 +268,12 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     """Run the whole ladder on `tuner` (the baseline first). Stops cleanly on the budget."""
     outcome = ClimbOutcome()
     tuner.run_baseline()
-    # Ladder trials stop early enough to leave time for the final confirmation, whose direct
-    # A/B is the headline (a chained product of step ratios is only an estimate).
-    tuner.budget.confirm_planned = plan.confirm
+    # Once a change is kept, ladder trials stop early enough to leave time for the final
+    # confirmation, whose direct A/B is the headline (a chained product of step ratios is only
+    # an estimate); while the best is the baseline nothing is held back (`Tuner.hold_reserve`).
+    tuner.plan_confirmation(plan.confirm)
     try:
-        specs = order_knobs(
-            [s for s in plan.space if s.name not in BATCH_KNOBS], plan.prescribed, plan.prior
-        )
+        specs = plan.order()
         this_pass = specs
         for _ in range(MAX_LADDER_PASSES):
             this_pass = _one_pass(tuner, this_pass, plan, outcome)
@@ -241,7 +292,7 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     except BudgetExhausted as exc:
         outcome.budget_exhausted = True
         outcome.cut, outcome.cut_after_s = exc.cut, exc.cut_after_s
-    if plan.confirm:
+    if plan.confirm and tuner.confirm_dropped is None:
         try:
             outcome.confirmation = confirm_against_baseline(tuner)
         except BudgetExhausted:

@@ -40,6 +40,65 @@ def prescribed_knobs(diagnosis: Any) -> list[str]:
     return names
 
 
+def _read_diagnosis(run_dir: Path) -> Any:
+    """The diagnosis in `run_dir` (its `diagnosis.json`), or None without a readable one."""
+    from torchdoctor.core.errors import RecordError
+    from torchdoctor.diagnose import Diagnosis
+
+    path = run_dir / rundir.DIAGNOSIS
+    if not path.is_file():
+        return None
+    try:
+        return Diagnosis.read(path)
+    except RecordError:
+        return None  # a diagnosis this version cannot read says nothing here
+
+
+def diagnosed_step_s(run_dir: Path) -> float | None:
+    """The median step the diagnosis in `run_dir` measured on the device the trials run on
+    (None without one): a study's budget can be sized from it (`tune.study_budget_s`). On a
+    busy machine it is the busy step, which the trials that follow will see too (a cnn step
+    read 1.2 s on a 2-core host at load 6, 3.6 s at load 11, against ~0.1 s quiet), so a
+    caller caps what it sizes from it."""
+    diagnosis = _read_diagnosis(run_dir)
+    step_s = diagnosis.median_step_s if diagnosis is not None else None
+    return float(step_s) if step_s else None
+
+
+def diagnosed_values(run_dir: Path) -> dict[str, Any]:
+    """Knob -> the value the diagnosis in `run_dir` (its `diagnosis.json`) prescribes, from
+    the first finding to name the knob in `prescribed_knobs`' order; empty without one.
+
+    The ladder tries these among its candidates: the H200's cnn diagnosis prescribed 4 loader
+    workers, and a ladder that never tried 4 ran 32 instead."""
+    from torchdoctor.diagnose import SEVERITY_ORDER
+
+    diagnosis = _read_diagnosis(run_dir)
+    if diagnosis is None:
+        return {}
+    values: dict[str, Any] = {}
+    ranked = sorted(
+        diagnosis.findings,
+        key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id),
+    )
+    for finding in ranked:
+        for knob, value in finding.prescription.knobs.items():
+            if value is not None:
+                values.setdefault(knob, value)
+    return values
+
+
+def diagnosed_bounds(run_dir: Path) -> dict[str, float]:
+    """Knob -> the largest Amdahl bound on gain among the findings of the diagnosis in
+    `run_dir` that prescribe it; empty without one."""
+    diagnosis = _read_diagnosis(run_dir)
+    bounds: dict[str, float] = {}
+    for finding in diagnosis.findings if diagnosis is not None else ():
+        for knob in finding.prescription.knobs:
+            bounds[knob] = max(bounds.get(knob, 1.0), float(finding.amdahl_bound))
+    return bounds
+
+
 def diagnose_before_tuning(
     workload: str,
     run_dir: Path,

@@ -1,13 +1,15 @@
 """What the ladder tries: knobs, their candidate values, and the order to try them in.
 
-Until the diagnosis stage ranks prescriptions by their bound on gain, knobs are ordered by a
-static prior (below); knobs the caller prescribes come first, in the caller's order.
+Knobs the diagnosis prescribes come first, largest Amdahl bound on gain first, except those
+whose bound cannot clear the ladder's keep bar, which wait for the static prior's knobs
+(`order_knobs`); the rest follow the static prior (below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.core.vocabulary import Safety
@@ -71,12 +73,24 @@ MAX_INT_CANDIDATES: Final = 4
 
 @dataclass(frozen=True)
 class KnobSpec:
-    """A knob as the tuner sees it: candidate values and safety class."""
+    """A knob as the tuner sees it: candidate values and safety class.
+
+    `paired`: settings that go with each of its values but the default, in the same trial
+    (loader workers with `persistent_workers`: a worker count measured with workers forked
+    anew each epoch charges it their start-up).
+    """
 
     name: str
     values: tuple[Any, ...]
     safety: Safety
     default: Any = None
+    paired: tuple[tuple[str, Any], ...] = ()
+
+    def change(self, value: Any) -> dict[str, Any]:
+        """The ladder's change for `value`: it, and its paired settings unless it is off."""
+        if not value or value == self.default:
+            return {self.name: value}
+        return {self.name: value, **dict(self.paired)}
 
 
 #: bucket_cap_mb's candidates around DDP's 25 MB, larger first: fewer all-reduce calls win
@@ -110,15 +124,80 @@ def static_prior(device: str, *, native_bf16: bool = False) -> tuple[str, ...]:
     return (*cpu, *(n for n in general if n not in cpu))
 
 
+#: A prescribed knob whose Amdahl bound is at most this is tried after the prior's knobs: even
+#: removing all the time its finding names cannot clear the ladder's keep bar of 1 + min_gain
+#: (`tune.tuner.DEFAULT_MIN_GAIN`, 2%), while a knob of unknown gain still might.
+MIN_WORTHWHILE_BOUND: Final = 1.02
+
+
 def order_knobs(
-    specs: Sequence[KnobSpec], prescribed: Sequence[str] = (), prior: Sequence[str] = STATIC_PRIOR
+    specs: Sequence[KnobSpec],
+    prescribed: Sequence[str] = (),
+    prior: Sequence[str] = STATIC_PRIOR,
+    bounds: Mapping[str, float] | None = None,
 ) -> list[KnobSpec]:
-    """Prescribed knobs first (their order), then the static prior, then the rest."""
+    """Prescribed knobs first, then the static prior, then the rest.
+
+    With `bounds` (knob -> the diagnosis's Amdahl bound on its gain), the prescribed knobs go
+    by expected gain per trial: the largest bound first (a trial costs about the same for
+    each: `tune.cost`), and those whose bound cannot clear `MIN_WORTHWHILE_BOUND` after the
+    prior's knobs (the H200's cnn diagnosis prescribed copies from pinned memory at most
+    1.00x). A prescribed knob without a bound keeps its place in front.
+    """
     by_name = {s.name: s for s in specs}
-    order: list[str] = [n for n in prescribed if n in by_name]
-    order += [n for n in prior if n in by_name and n not in order]
+    named = [n for n in prescribed if n in by_name]
+    bounds = bounds or {}
+    unbound = [n for n in named if n not in bounds]
+    worth = [n for n in named if bounds.get(n, 0.0) > MIN_WORTHWHILE_BOUND]
+    worth.sort(key=lambda n: -bounds[n])  # stable: ties keep the prescribed order
+    order: list[str] = [*unbound, *worth]
+    order += [n for n in prior if n in by_name and n not in named]
+    order += [n for n in named if n not in order]
     order += [s.name for s in specs if s.name not in order]
     return [by_name[n] for n in order]
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def worker_candidates(cores: int, upper: int) -> tuple[int, ...]:
+    """Loader worker counts to try, most first: the usable cores (a worker needs a core, and
+    past them workers only compete with the training loop, on any device: an H200 host of 16
+    cores was tried with 32), half and a quarter of them, and none.
+
+    Most first: a loader-bound step gains in proportion to the workers (one worker on 2 cores
+    can hide at most the step's compute, 1.08x on the zoo's data-loading script, where two
+    gave 1.6x), so the value most likely to win is tried while the budget lasts; fewer are
+    still tried from it.
+    """
+    top = max(1, min(cores, upper))
+    values = [top]
+    while len(values) < MAX_INT_CANDIDATES - 1 and values[-1] > 1:
+        values.append(values[-1] // 2)
+    return (*values, 0)
+
+
+def with_diagnosed(specs: Sequence[KnobSpec], diagnosed: dict[str, Any]) -> list[KnobSpec]:
+    """`specs` with each value the diagnosis prescribed (`diagnosed`: knob -> value) among
+    its knob's candidates, first when it was not one (the diagnosis's suggestion is its
+    likeliest win); a worker count past the usable cores is not added."""
+    from torchdoctor.knobs import NUM_WORKERS
+
+    out = []
+    for spec in specs:
+        value = diagnosed.get(spec.name)
+        fits = value is not None and not (
+            spec.name == NUM_WORKERS.name and isinstance(value, int) and value > usable_cores()
+        )
+        if fits and not any(type(v) is type(value) and v == value for v in spec.values):
+            spec = replace(spec, values=(value, *spec.values))
+        out.append(spec)
+    return out
 
 
 def _int_candidates(lo: int, hi: int) -> tuple[int, ...]:
@@ -141,10 +220,10 @@ def catalogue_space(device: str) -> list[KnobSpec]:
         COMPILE,
         NUM_WORKERS,
         OPTIMIZER_IMPL,
+        PERSISTENT_WORKERS,
         Choice,
         IntRange,
         catalogue,
-        cpu_count,
     )
 
     on_cpu = not device.startswith("cuda")
@@ -161,22 +240,15 @@ def catalogue_space(device: str) -> list[KnobSpec]:
                 # the budget lasts; foreach is still tried from it.
                 values = tuple(sorted(values, key=lambda v: v != "fused"))
         elif isinstance(knob.domain, IntRange):
-            upper = min(knob.domain.upper, 64)
-            if on_cpu and knob.name == NUM_WORKERS.name:
-                # Loader workers beyond the core count only compete with the training loop.
-                upper = min(upper, cpu_count())
-            values = _int_candidates(knob.domain.lo, upper)
+            values = _int_candidates(knob.domain.lo, min(knob.domain.upper, 64))
             if knob.name == BUCKET_CAP_MB.name:
                 values = BUCKET_CANDIDATES_MB
             if knob.name == NUM_WORKERS.name:
-                # Most workers first: a loader-bound step gains in proportion to the workers
-                # (one worker on 2 cores can hide at most the step's compute, 1.08x on the
-                # zoo's data-loading script, where two gave 1.6x), so the value most likely to
-                # win is tried while the budget lasts; fewer are still tried from it.
-                values = tuple(sorted(values, reverse=True))
+                values = worker_candidates(usable_cores(), knob.domain.upper)
         else:  # pragma: no cover - a new domain type must be taught to the tuner
             continue
-        specs.append(KnobSpec(knob.name, values, knob.safety, knob.default_for(device)))
+        paired = ((PERSISTENT_WORKERS.name, True),) if knob.name == NUM_WORKERS.name else ()
+        specs.append(KnobSpec(knob.name, values, knob.safety, knob.default_for(device), paired))
     return specs
 
 

@@ -14,8 +14,9 @@ Each trial has a deterministic key (kind, best recipe, candidate recipe). A tria
 the study (a resumed run, or another worker sharing the study) is read back and replayed
 through the same decision bookkeeping instead of being run again (`Tuner.run_or_replay`, the
 one place that does either). What became of a trial is its `Outcome` (`torchdoctor.tune.outcome`),
-which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, the final A/B
-against the baseline in `torchdoctor.tune.confirm`.
+which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, a trial's
+estimate from its measured parts in `torchdoctor.tune.cost`, the final A/B against the
+baseline in `torchdoctor.tune.confirm`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import (
     DEFAULT_REPLICATES,
+    MIN_REPLICATES,
     PairedSpeedup,
     ProcessSpread,
     process_spread,
@@ -48,12 +50,14 @@ from torchdoctor.tune.arms import (
     measure_alone,
 )
 from torchdoctor.tune.budget import (
+    BUDGET_GRACE_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
     BudgetExhausted,
     confirm_cost_s,
 )
 from torchdoctor.tune.claims import WaitExpired
+from torchdoctor.tune.cost import TrialCosts, measured_costs
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
@@ -192,6 +196,12 @@ class Tuner:
         #: the spread between processes a later win's second pair is decided by
         #: (`measure.second_pair_needed`)
         self.process_log_ratios: list[float] = []
+        #: Seconds each arm this tuner opened took to start and warm up (`tune.cost`).
+        self.opens_s: list[float] = []
+        #: Whether the study ends with the final A/B (`plan_confirmation`), and why it was
+        #: dropped when its reserve no longer fit after a keep (`hold_reserve`).
+        self.confirm_wanted = False
+        self.confirm_dropped: str | None = None
         #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
         self.sharing: DeviceSharing | None = None
 
@@ -205,15 +215,49 @@ class Tuner:
     def confirm_cost_s(self) -> float:
         return confirm_cost_s(self.baseline, self.best_trial)
 
+    def trial_costs(self) -> TrialCosts | None:
+        """What a trial's parts cost here as measured so far (None before the baseline)."""
+        if self.baseline is None:
+            return None
+        return measured_costs(self.baseline, self.best_trial, self.opens_s, self.settings.plan)
+
     def estimated_trial_s(self) -> float:
-        walls = [t.wall_s for t in self.trials if t.kind != "baseline" and t.ok]
-        if walls:
-            return float(statistics.median(walls))
-        # Before any A/B trial: about one baseline measurement (one new arm and its warm-up;
-        # the best arm is already warm, and the sequential A/B often stops at its first look).
-        # In turns a trial is that many pairs of whole runs, each one such measurement.
-        runs = 2 * TURN_PAIRS if self.in_turns else 1
-        return self.baseline.wall_s * runs if self.baseline else 0.0
+        """The next ladder trial by its parts (`tune.cost`): a fresh candidate's open and an
+        A/B to its first look, at the costs measured here. Not the trials so far: a win's
+        second pair of processes or a trial the deadline cut would make every later trial
+        look as long as they were."""
+        costs = self.trial_costs()
+        if costs is None:
+            return 0.0
+        if self.in_turns:  # that many pairs of whole runs, each a process measured alone
+            return 2 * TURN_PAIRS * costs.whole_run_s(self.settings.plan)
+        return costs.ladder_trial_s(self.settings.plan)
+
+    def plan_confirmation(self, wanted: bool) -> None:
+        """Whether the study ends with the final A/B. Its reserve is held only once a change
+        is kept (`hold_reserve`): while the best is the baseline there is nothing to confirm."""
+        self.confirm_wanted = wanted
+        self.budget.confirm_planned = False
+
+    def hold_reserve(self, change: dict[str, Any]) -> None:
+        """After a keep: hold the final A/B's reserve while it fits in what is left; once it
+        no longer does, the confirmation is dropped (`confirm_dropped`, which the result's notes
+        say) and the ladder has the rest, rather than stopping with a reserve it can never
+        spend."""
+        if not self.confirm_wanted or self.confirm_dropped is not None:
+            return
+        cost = self.confirm_cost_s()
+        left = self.budget.remaining_s()
+        if left >= cost + BUDGET_GRACE_S:
+            self.budget.confirm_planned = True
+            return
+        self.budget.confirm_planned = False
+        shown = " ".join(f"{k}={v}" for k, v in change.items())
+        self.confirm_dropped = (
+            f"after the keep of {shown} the final A/B's {MIN_REPLICATES} fresh process pairs "
+            f"(about {cost:.0f} s) no longer fit in the {max(left, 0.0):.0f} s left, so the "
+            "ladder went on without it; re-run with a larger --budget for the end-to-end figure"
+        )
 
     # arms
 
@@ -228,13 +272,17 @@ class Tuner:
         """A live, warmed-up arm of `recipe` from this tuner's `ArmSource` (see `changed`
         there: a script arm whose changed knob did not act is not warmed up)."""
         log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
-        return self.arms.open(
+        began = self.budget.clock()
+        arm = self.arms.open(
             recipe,
             timeout=self.budget.request_timeout,
             log_path=log,
             give_up_above=give_up_above,
             changed=changed,
         )
+        # A part of every trial's estimate (`tune.cost`); an open the deadline cut raised.
+        self.opens_s.append(self.budget.clock() - began)
+        return arm
 
     def close(self, *, at_once: bool = False) -> None:
         if self.best_arm is not None:
@@ -826,6 +874,7 @@ class Tuner:
         self.best_trial = result
         self.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
+        self.hold_reserve(change)
 
 
 def _spread_reason(spread: ProcessSpread, ci_low: float) -> str:

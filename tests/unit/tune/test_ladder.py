@@ -94,6 +94,24 @@ def test_knob_rejected_for_speed_gets_a_second_pass_after_a_keep(tmp_path: Path)
     assert len(retried) == 2  # once from the baseline, once from the new best
 
 
+def test_a_knob_far_slower_alone_than_a_keep_gains_is_not_retried(tmp_path: Path) -> None:
+    # far_slower runs 1.6x slower alone; the later keep gains 1.25x: together they would still
+    # lose, so its second pass is not worth a trial. slow_first (1.1x slower) is retried.
+    far_slower = KnobSpec("far_slower", (False, True), "exact", False)
+    slow_first = KnobSpec("slow_first", (False, True), "exact", False)
+    config = sim_config(
+        [far_slower, slow_first, FAST_KNOB],
+        noise=0.01,
+        effects={"far_slower": {"True": 1.6}, "slow_first": {"True": 1.1}, "fast": {"True": 0.8}},
+    )
+    result = tune(config=config, out=tmp_path / "run")
+    story = study_story(tmp_path / "run")
+    assert result.best_recipe == {"fast": True}, story
+    tried = [r.change for r in result.ladder.rejected]
+    assert tried.count({"far_slower": True}) == 1, story
+    assert tried.count({"slow_first": True}) == 2, story
+
+
 def test_a_change_on_top_of_a_kept_close_change_is_judged_by_the_loosest_class(
     tmp_path: Path,
 ) -> None:
@@ -241,3 +259,26 @@ def test_a_change_that_pays_only_on_top_of_an_unproven_win_is_tried_with_it(
     assert ladder[4].reason.startswith(f"{FIRST_PAIR_ONLY}: processes of one recipe"), story
     assert result.speedup == pytest.approx(1 / (1.02 * 1.05 * 0.8), rel=0.03), story
     assert result.best_recipe == {"a": True, "c": True}
+
+
+def test_a_change_far_slower_alone_is_not_stacked_on_an_unproven_win(tmp_path: Path) -> None:
+    # c runs 1.6x slower alone, further than a's lucky first pair (~1.15x) could carry it;
+    # with a it would even pay, but a stack is tried on what the trials so far make likely
+    # (a 2-core Xeon spent its budget on stacks of changes each far slower alone).
+    config = sim_config(
+        [UNPROVEN_A, PAYS_ON_TOP],
+        noise=0.01,
+        effects={"a": {"True": 1.02}, "c": {"True": 1.6}},
+        first_session_effects={"a": {"True": 0.85}},
+        joint_effects=[[{"a": True, "c": True}, 0.5]],
+        lottery_id=str(tmp_path),
+    )
+    run = tmp_path / "run"
+    tune(config=config, out=run)
+    story = study_story(run)
+    trials = [read_trial(p) for p in sorted((run / "trials").iterdir())]
+    ladder = [t for t in trials if isinstance(t, TrialResult) and t.kind == "ladder"]
+    assert [t.change for t in ladder] == [{"a": True}, {"c": True}], story
+    assert ladder[0].reason.startswith(NOT_REPRODUCED), story
+    ci = ladder[1].speedup_vs_best_ci
+    assert ci is not None and ci[1] < 1.0, story

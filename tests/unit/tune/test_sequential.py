@@ -102,8 +102,8 @@ def test_cpu_prior_puts_precision_second_where_the_cpu_has_bf16_units() -> None:
 def test_loader_workers_are_tried_most_first(monkeypatch: pytest.MonkeyPatch) -> None:
     # On a loader-bound step one worker hides only the compute; the core count's workers are
     # the likely win, so they come first while the budget lasts.
-    import torchdoctor.knobs as knobs
+    import torchdoctor.tune.space as space
 
-    monkeypatch.setattr(knobs, "cpu_count", lambda: 8)
+    monkeypatch.setattr(space, "usable_cores", lambda: 8)
     workers = next(s.values for s in catalogue_space("cpu") if s.name == "num_workers")
     assert workers[0] == 8 and list(workers) == sorted(workers, reverse=True)

@@ -1,0 +1,134 @@
+"""What a trial's parts cost here, measured: the budget's estimates are built from them.
+
+A trial is made of parts: a fresh worker process (its start, its prepare and its warm-up,
+`open_s`), the chunks of its A/B (two per round, `chunk_s` each) and, for the final A/B, steady
+steps (`step_s` each). On a GPU a process start costs about 10 s and a step a few milliseconds
+(the H200 records: a cnn baseline of 12.6 s, of which 10.4 s before its first chunk, at 32 ms a
+step); on a 2-core CPU the start is a few seconds and the chunks are what cost. A trial's
+estimate is its parts at the prices measured here, so it follows the device, and a trial the
+deadline cut, or a win with its second pair of processes, does not make every later trial look
+as long as it was.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchdoctor import measure
+from torchdoctor.measure import MIN_REPLICATES, steady_steps
+from torchdoctor.tune.budget import BUDGET_GRACE_S
+
+if TYPE_CHECKING:
+    from torchdoctor.tune.arms import MeasurePlan
+    from torchdoctor.tune.records import TrialResult
+
+
+@dataclass(frozen=True)
+class TrialCosts:
+    """Seconds each part of a trial costs here.
+
+    `open_s`: a fresh arm, from asking for it to warmed up (process start, prepare, warm-up);
+    `step_s`: one steady step; `chunk_s`: one arm's A/B chunk (`measure.chunk_steps` steps).
+    """
+
+    open_s: float
+    step_s: float
+    chunk_s: float
+
+    @classmethod
+    def of(cls, *, open_s: float, step_s: float, plan: MeasurePlan) -> TrialCosts:
+        steps = measure.chunk_steps(step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s)
+        return cls(open_s=open_s, step_s=step_s, chunk_s=steps * step_s)
+
+    def first_look_s(self, plan: MeasurePlan) -> float:
+        """An A/B to its first look (its settle rounds and `min_rounds` scored ones, two
+        chunks each): where a clear win or loss, the common trial, stops."""
+        rounds = plan.settle_rounds + min(plan.min_rounds, plan.rounds)
+        return rounds * 2 * self.chunk_s
+
+    def ladder_trial_s(self, plan: MeasurePlan) -> float:
+        """One ladder trial: a fresh candidate against the live best, to its first look."""
+        return self.open_s + self.first_look_s(plan)
+
+    def whole_run_s(self, plan: MeasurePlan) -> float:
+        """One whole run of an A/B in turns (`tune.whole_runs`): a fresh process measured
+        alone, its chunks one after the other."""
+        rounds = plan.settle_rounds + min(plan.min_rounds, plan.rounds)
+        return self.open_s + rounds * self.chunk_s
+
+    def second_pair_s(self, plan: MeasurePlan) -> float:
+        """A win's second pair of fresh processes (`Tuner._replicate`): two opens, one A/B."""
+        return 2 * self.open_s + self.first_look_s(plan)
+
+    def baseline_s(self, plan: MeasurePlan, *, reference_runs: int) -> float:
+        """The baseline: one arm, its chunks alone, and its quality yardstick's retrainings."""
+        rounds = plan.settle_rounds + min(plan.min_rounds, plan.rounds)
+        return (
+            self.open_s + rounds * self.chunk_s + reference_runs * plan.parity_steps * self.step_s
+        )
+
+    def pair_s(self) -> float:
+        """One fresh process pair of the final A/B (`run`'s steady window each)."""
+        return 2 * (self.open_s + steady_steps(self.step_s) * self.step_s)
+
+    def confirm_s(self, pairs: int = MIN_REPLICATES) -> float:
+        """The final A/B's `pairs` fresh process pairs."""
+        return pairs * self.pair_s()
+
+
+def opened_s(baseline: TrialResult, plan: MeasurePlan) -> float:
+    """The baseline's open (start to warmed up) read from its record: its measured wall time
+    less its chunks (settle and scored) and the parity steps run after them."""
+    step_s = baseline.step_time_s or 0.0
+    costs = TrialCosts.of(open_s=0.0, step_s=step_s, plan=plan)
+    chunks = plan.settle_rounds + len(baseline.chunk_times_s)
+    per_chunk = costs.chunk_s / step_s if step_s > 0 else plan.chunk_steps
+    after = max(0.0, plan.parity_steps - plan.warmup_steps - chunks * per_chunk)
+    return max(0.0, baseline.wall_s - chunks * costs.chunk_s - after * step_s)
+
+
+def measured_costs(
+    baseline: TrialResult,
+    best: TrialResult | None,
+    opens_s: Sequence[float],
+    plan: MeasurePlan,
+) -> TrialCosts:
+    """The parts' costs as measured so far: the median open of the arms opened (the
+    baseline's record's own when none was, a resumed study), the best recipe's step."""
+    open_s = statistics.median(opens_s) if opens_s else opened_s(baseline, plan)
+    step_s = (best.step_time_s if best is not None else None) or baseline.step_time_s or 0.0
+    return TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+
+
+def story_s(
+    costs: TrialCosts,
+    plan: MeasurePlan,
+    *,
+    knobs: int,
+    reference_runs: int,
+    wins: int = 1,
+    pairs: int = MIN_REPLICATES,
+) -> float:
+    """A whole study's budget at these costs: the baseline, a ladder trial per knob, a second
+    pair of processes for each of `wins` wins, the final A/B's `pairs` and the grace of the
+    last request."""
+    return (
+        costs.baseline_s(plan, reference_runs=reference_runs)
+        + knobs * costs.ladder_trial_s(plan)
+        + wins * costs.second_pair_s(plan)
+        + costs.confirm_s(pairs)
+        + BUDGET_GRACE_S
+    )
+
+
+def study_budget_s(*, open_s: float, step_s: float, plan: MeasurePlan, knobs: int) -> float:
+    """The budget a study of `knobs` ladder trials needs where a process takes `open_s` to
+    start and warm up and a step `step_s` (`story_s`: the baseline with its quality
+    yardstick, a win's second pair, the final A/B's fewest pairs)."""
+    from torchdoctor.tune.parity import REFERENCE_RUNS
+
+    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    return story_s(costs, plan, knobs=knobs, reference_runs=REFERENCE_RUNS)
