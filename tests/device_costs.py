@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes import FakeClock
+from torchdoctor.measure import TimerKind
 from torchdoctor.procs import (
     FailureKind,
     Ran,
@@ -70,6 +71,7 @@ class DeviceCostArms(ArmSource):
         step_s: float,
         effects: dict[str, dict[str, float]],
         log: Path | None = None,
+        timer: TimerKind = "cuda_event",
     ) -> None:
         options: dict[str, Any] = {
             "base_step_s": step_s,
@@ -86,6 +88,7 @@ class DeviceCostArms(ArmSource):
         self.clock = clock
         self.start_s = start_s
         self.step_s = step_s
+        self.timer: TimerKind = timer
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         arm = self.inner.prepare(recipe, timeout=timeout, log_path=log_path)
@@ -96,4 +99,7 @@ class DeviceCostArms(ArmSource):
             worker.close()
             raise
         arm.worker = worker
+        # A GPU arm's steps are timed by CUDA events (tune/sources.py), whose chunks may be
+        # shorter than the host clock's (measure/_chunks.py).
+        arm.timer = self.timer
         return arm

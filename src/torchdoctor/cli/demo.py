@@ -126,9 +126,12 @@ def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
     win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
     device class (`QUICK_COSTS`, `tune.study_budget_s`); `step_s`, a step measured on the
     device, in place of the recorded one."""
-    open_s, recorded_step_s = QUICK_COSTS["cuda" if device.split(":", 1)[0] == "cuda" else "cpu"]
+    on_gpu = device.split(":", 1)[0] == "cuda"
+    open_s, recorded_step_s = QUICK_COSTS["cuda" if on_gpu else "cpu"]
     step_s = step_s or recorded_step_s
-    need = study_budget_s(open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS)
+    need = study_budget_s(
+        open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS, twin=on_gpu
+    )
     rounded = QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
     # Never more than the full demo's: where steps are that slow, `--quick` is not quick.
     return min(rounded, parse_duration(DEFAULT_DEMO_BUDGET))

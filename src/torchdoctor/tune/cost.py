@@ -111,12 +111,15 @@ def story_s(
     reference_runs: int,
     wins: int = 1,
     pairs: int = MIN_REPLICATES,
+    twin: bool = False,
 ) -> float:
     """A whole study's budget at these costs: the baseline, a ladder trial per knob, a second
     pair of processes for each of `wins` wins, the final A/B's `pairs` and the grace of the
-    last request."""
+    last request; with `twin`, the baseline's second process that measures the spread between
+    processes up front (a GPU's arms: `Tuner._measure_twin`)."""
     return (
         costs.baseline_s(plan, reference_runs=reference_runs)
+        + (costs.baseline_s(plan, reference_runs=0) if twin else 0.0)
         + knobs * costs.ladder_trial_s(plan)
         + wins * costs.second_pair_s(plan)
         + costs.confirm_s(pairs)
@@ -124,11 +127,13 @@ def story_s(
     )
 
 
-def study_budget_s(*, open_s: float, step_s: float, plan: MeasurePlan, knobs: int) -> float:
+def study_budget_s(
+    *, open_s: float, step_s: float, plan: MeasurePlan, knobs: int, twin: bool = False
+) -> float:
     """The budget a study of `knobs` ladder trials needs where a process takes `open_s` to
     start and warm up and a step `step_s` (`story_s`: the baseline with its quality
-    yardstick, a win's second pair, the final A/B's fewest pairs)."""
+    yardstick, its twin on a GPU, a win's second pair, the final A/B's fewest pairs)."""
     from torchdoctor.tune.parity import REFERENCE_RUNS
 
     costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
-    return story_s(costs, plan, knobs=knobs, reference_runs=REFERENCE_RUNS)
+    return story_s(costs, plan, knobs=knobs, reference_runs=REFERENCE_RUNS, twin=twin)

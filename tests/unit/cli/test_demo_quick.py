@@ -69,11 +69,18 @@ def test_the_full_demo_keeps_its_budget_and_every_knob(monkeypatch: pytest.Monke
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_quick_budget_fits_its_knobs_at_the_devices_costs(device: str) -> None:
     """Sized from the trial costs recorded for the device class: the baseline, a ladder trial
-    per knob, a win's second pair and the final A/B's pairs all fit."""
+    per knob, a win's second pair and the final A/B's pairs all fit; on a GPU also the
+    baseline's twin, which measures the spread between processes up front."""
     open_s, step_s = demo_mod.QUICK_COSTS[device]
     plan = demo_mod.QUICK_PLAN
     costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
-    story = story_s(costs, plan, knobs=demo_mod.QUICK_KNOBS, reference_runs=REFERENCE_RUNS)
+    story = story_s(
+        costs,
+        plan,
+        knobs=demo_mod.QUICK_KNOBS,
+        reference_runs=REFERENCE_RUNS,
+        twin=device == "cuda",
+    )
     budget_s = demo_mod.quick_budget_s(device)
     assert story <= budget_s < story + demo_mod.QUICK_BUDGET_STEP_S
     # A GPU's 10 s process starts ask for more than the 90 s that tried nothing on an H200.
