@@ -33,7 +33,9 @@ ALLOWED = {
 
 #: The pipeline, left to right: a stage may import the stages before it, never one after it.
 #: `workloads` and `knobs` are peers (neither imports the other); `procs` comes after `collect`
-#: because the script worker launches a script through `collect`'s launcher. `integrations`
+#: because the script worker launches a script through `collect`'s launcher; `serve` comes
+#: right after `procs`, where its imports put it (core, measure, workloads, knobs and the
+#: process layer its model instances run on). `integrations`
 #: (trainer callbacks, TensorBoard) comes after `report`: a callback records, diagnoses and
 #: writes the report in the user's own process.
 STAGE_ORDER = [
@@ -44,10 +46,10 @@ STAGE_ORDER = [
     "engine",
     "collect",
     "procs",
+    "serve",
     "analyze",
     "diagnose",
     "scale",
-    "serve",
     "tune",
     "report",
     "integrations",
