@@ -164,7 +164,15 @@ def test_a_refused_connection_is_one_line_without_the_password(
     for url, secret in ((wrong, "not-" + server.password), (closed, server.password)):
         code = main(["--json", "tune", "mlp", "--no-diagnose", "--storage", url])
         out, err = capsys.readouterr()
-        assert code == 2 and out == ""
-        line = one_error_line(err)
+        assert code == 2
+        # A password in the URL is warned of (argv is world-readable), then the one error.
+        warnings = [w for w in err.splitlines() if w.startswith("warning:")]
+        assert all(secret not in w for w in warnings)
+        assert any("carries a password" in w for w in warnings)
+        line = one_error_line("\n".join(w for w in err.splitlines() if w not in warnings))
         assert "cannot open the study storage" in line and secret not in line
         assert "td@127.0.0.1" in line  # the storage is named, by its public URL
+        # Under --json stdout holds the same error as one document, without the password.
+        document = json.loads(out)
+        assert document["exit_code"] == 2 and secret not in out
+        assert "cannot open the study storage" in document["error"]
