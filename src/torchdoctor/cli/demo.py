@@ -107,9 +107,12 @@ QUICK_KNOBS: Final = 3
 #: step the diagnosis measured on this device in place of the recorded one. On a GPU a process
 #: start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took 11.8 s to
 #: its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a 2-core CPU a
-#: start costs a few seconds and the steps dominate (the quality yardstick alone retrains the
+#: start costs several seconds and the steps dominate (the quality yardstick alone retrains the
 #: baseline 6 x 32 steps): ~0.1 s a step on the EPYC CI host, about twice that on a 2-core Xeon.
-QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (6.0, 0.1)}
+#: A fresh process there took 7.0 s to start and build: a quiet 2-core EPYC's `demo --quick`
+#: (2026-11-28) spent 65.6 s on its final A/B's six processes, each 3 s of steady steps and
+#: 0.9 s of warm-up after its start; at 6.0 s the budget left no room for a third knob.
+QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (7.0, 0.1)}
 #: The quick budget is rounded up to this many seconds.
 QUICK_BUDGET_STEP_S: Final = 10.0
 #: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
