@@ -113,6 +113,18 @@ class Parked:
     free_bytes: int = 0
     total_bytes: int = 0
 
+    @classmethod
+    def of(cls, moved: Any) -> Parked:
+        """The message of a park or unpark done (a `torchdoctor.engine.park.Moved`)."""
+        return cls(
+            moved.moved_bytes,
+            moved.left_bytes,
+            moved.seconds,
+            moved.pinned,
+            moved.free_bytes,
+            moved.total_bytes,
+        )
+
 
 @dataclass(frozen=True)
 class ScriptError:

@@ -547,14 +547,7 @@ class StepController:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
-        return Parked(
-            moved.moved_bytes,
-            moved.left_bytes,
-            moved.seconds,
-            moved.pinned,
-            moved.free_bytes,
-            moved.total_bytes,
-        )
+        return Parked.of(moved)
 
     def _trained_modules(self, optimizers: list[Any]) -> list[torch.nn.Module]:
         """The modules owning a parameter the optimizers step, found once per launch (their

@@ -170,14 +170,7 @@ class SessionHost:
             moved = self._parking.park(modules, optimizers, pinned=pinned)
         else:
             moved = self._parking.unpark()
-        return Parked(
-            moved.moved_bytes,
-            moved.left_bytes,
-            moved.seconds,
-            moved.pinned,
-            moved.free_bytes,
-            moved.total_bytes,
-        )
+        return Parked.of(moved)
 
     def _reference(self, perturbation: int, steps: int) -> Reply:
         if self.spec is None:
