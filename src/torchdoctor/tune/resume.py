@@ -20,7 +20,7 @@ from typing import Any
 
 from torchdoctor.core.errors import RecordError, TuneError
 from torchdoctor.core.redact import SECRET_ENV, redact_argv
-from torchdoctor.core.rundir import read_manifest
+from torchdoctor.core.rundir import hold_run_dir, read_manifest
 from torchdoctor.procs import ENGINE_FACTORY
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.storage import StorageURL
@@ -57,6 +57,11 @@ def open_resume(
     _check_command_given(run_dir, config, command, given)
     _check_factory_given(run_dir, config, given)
     _check_storage_given(run_dir, config, storage)
+    try:
+        # A study whose tuner still runs is continued by that tuner, not a second one.
+        hold_run_dir(run_dir)
+    except RecordError as exc:
+        raise TuneError(str(exc), hint=exc.hint) from None
     trusted: dict[str, Any] = {"factory": ENGINE_FACTORY, "factory_options": {}}
     if given is not None:
         trusted = {"factory": given.factory, "factory_options": dict(given.factory_options)}

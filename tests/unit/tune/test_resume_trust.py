@@ -17,7 +17,7 @@ from cli_output import one_error_line
 from fake_pg import CleartextServer
 from torchdoctor.cli.main import main
 from torchdoctor.core.errors import TuneError
-from torchdoctor.core.rundir import new_run_dir
+from torchdoctor.core.rundir import new_run_dir, release_run_dir
 from torchdoctor.tune import StorageURL, TuneConfig, tune
 from torchdoctor.tune.study import Study
 
@@ -33,6 +33,7 @@ def _received_folder(tmp_path: Path, **fields: object) -> Path:
     """A tune run folder as another machine wrote it, its config holding `fields`."""
     run = new_run_dir("tune", "x", out=tmp_path / "received")
     TuneConfig(**{"workload": "mlp", **fields}).write(run / "tune_config.json")  # type: ignore[arg-type]
+    release_run_dir(run)  # written elsewhere: nothing here holds it
     return run
 
 
