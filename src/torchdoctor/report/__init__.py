@@ -21,20 +21,18 @@ from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.report.api import FORMATS, ReportFormat, render_report, write_reports
 
 if TYPE_CHECKING:
+    from torchdoctor.report.sections.memory import memory_summary
     from torchdoctor.report.terminal.analysis import render_analysis
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
     from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
-    from torchdoctor.report.terminal.diff import render_diff
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.live import TuneWatch
     from torchdoctor.report.terminal.live_stages import StageWatch
-    from torchdoctor.report.terminal.memory import memory_summary, render_memory
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
-    from torchdoctor.report.terminal.scale import render_scaling
     from torchdoctor.report.terminal.script_run import render_script_run
-    from torchdoctor.report.terminal.sections import render_sections
+    from torchdoctor.report.terminal.sections import render_records, render_sections
     from torchdoctor.report.terminal.tune import fmt_change, render_result
     from torchdoctor.report.terminal.workloads import workloads_table
 
@@ -46,18 +44,16 @@ _LAZY_EXPORTS = {
     "render_analysis": f"{_TERMINAL}.analysis",
     "render_comparison": f"{_TERMINAL}.bench",
     "render_diagnosis": f"{_TERMINAL}.diagnosis",
-    "render_diff": f"{_TERMINAL}.diff",
     "render_env": f"{_TERMINAL}.env",
     "render_job": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
-    "render_memory": f"{_TERMINAL}.memory",
-    "memory_summary": f"{_TERMINAL}.memory",
+    "memory_summary": "torchdoctor.report.sections.memory",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
     "render_recheck": f"{_TERMINAL}.recheck",
     "render_run": f"{_TERMINAL}.run",
-    "render_scaling": f"{_TERMINAL}.scale",
     "render_script_run": f"{_TERMINAL}.script_run",
+    "render_records": f"{_TERMINAL}.sections",
     "render_sections": f"{_TERMINAL}.sections",
     "workloads_table": f"{_TERMINAL}.workloads",
 }
@@ -72,17 +68,15 @@ __all__ = [
     "render_analysis",
     "render_comparison",
     "render_diagnosis",
-    "render_diff",
     "render_env",
     "render_job",
     "render_measurement",
-    "render_memory",
     "render_profile",
     "render_recheck",
+    "render_records",
     "render_report",
     "render_result",
     "render_run",
-    "render_scaling",
     "render_script_run",
     "render_sections",
     "workloads_table",

@@ -121,7 +121,6 @@ def render_analysis(r: TraceAnalysis, console: Console) -> None:
             f"{i.host_wait_us / 1000:.2f} ms, between kernels {i.between_kernels_us / 1000:.2f} ms"
         )
     if r.cross_rank is not None:  # a folder of per-rank traces: the ranks compared
-        from torchdoctor.report.adapters.ranks import ranks_blocks
-        from torchdoctor.report.blocks import blocks_terminal
+        from torchdoctor.report.terminal.sections import render_records
 
-        blocks_terminal(console, ranks_blocks(r.cross_rank.to_json_dict()))
+        render_records(console, {"cross_rank": r.cross_rank})

@@ -100,9 +100,8 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
 
 def render_job(job: JobDiagnosis, out: Console, run_dir: Path | None = None) -> None:
     """A distributed job: its ranks side by side, then the job's diagnosis."""
-    from torchdoctor.report.adapters.ranks import ranks_blocks
-    from torchdoctor.report.blocks import blocks_terminal
+    from torchdoctor.report.terminal.sections import render_records
 
     if job.cross_rank is not None:
-        blocks_terminal(out, ranks_blocks(job.cross_rank.to_json_dict()))
+        render_records(out, {"cross_rank": job.cross_rank})
     render_diagnosis(job.job, out, run_dir)
