@@ -24,7 +24,11 @@ if TYPE_CHECKING:
     from torchdoctor.report.sections.memory import memory_summary
     from torchdoctor.report.terminal.analysis import render_analysis
     from torchdoctor.report.terminal.bench import render_comparison, render_measurement
-    from torchdoctor.report.terminal.diagnosis import render_diagnosis, render_job
+    from torchdoctor.report.terminal.diagnosis import (
+        render_diagnosis,
+        render_job,
+        render_run_folder,
+    )
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.live import TuneWatch
     from torchdoctor.report.terminal.live_stages import StageWatch
@@ -46,6 +50,7 @@ _LAZY_EXPORTS = {
     "render_diagnosis": f"{_TERMINAL}.diagnosis",
     "render_env": f"{_TERMINAL}.env",
     "render_job": f"{_TERMINAL}.diagnosis",
+    "render_run_folder": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
     "memory_summary": "torchdoctor.report.sections.memory",
     "render_profile": f"{_TERMINAL}.profile",
@@ -77,6 +82,7 @@ __all__ = [
     "render_report",
     "render_result",
     "render_run",
+    "render_run_folder",
     "render_script_run",
     "render_sections",
     "workloads_table",

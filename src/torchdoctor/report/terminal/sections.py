@@ -15,22 +15,26 @@ from typing import Any
 
 from rich.console import Console
 
-from torchdoctor.report.adapters import build_view
 from torchdoctor.report.load import read_input
-from torchdoctor.report.model import ReportView
-from torchdoctor.report.registry import JsonDict, RunRecords, Section, sections
+from torchdoctor.report.registry import JsonDict, RunRecords, sections
 
 #: `RunRecords` keys that are fields of their own rather than entries of `records`.
 _ENV = "env"
 
 
-def render_view(console: Console, view: ReportView, only: Collection[str] | None = None) -> None:
-    """Print the sections of `view` that have a terminal form and something to show."""
+def render_found(console: Console, found: RunRecords, only: Collection[str] | None = None) -> None:
+    """Print each section of `found` that has something to show, in its terminal form.
+
+    A section printed `within` another's form is left to it; `only`: these sections, each
+    on its own unless the section it is printed within is asked for too.
+    """
     for section in sections():
-        if section.terminal is None or (only is not None and section.name not in only):
+        if only is None and section.within is not None:
             continue
-        part = view.section(section.name)
-        if part is not None:
+        if only is not None and (section.name not in only or section.within in only):
+            continue
+        part = (section.terminal_view or section.adapter)(found)
+        if part is not None and section.terminal is not None:
             section.terminal(console, part)
 
 
@@ -38,7 +42,7 @@ def render_sections(
     console: Console, source: str | Path, only: Collection[str] | None = None
 ) -> None:
     """Print the sections of a run folder (or one record file); `only`: these sections."""
-    render_view(console, build_view(read_input(Path(source))), only)
+    render_found(console, read_input(Path(source)), only)
 
 
 def _json(record: Any) -> JsonDict:
@@ -61,25 +65,15 @@ def held_records(records: Mapping[str, Any], source: Path | None = None) -> RunR
     return found
 
 
-def sections_reading(keys: Collection[str]) -> list[Section]:
-    """The sections, in page order, whose adapter reads one of the record keys `keys`."""
-    return [s for s in sections() if set(s.reads) & set(keys)]
-
-
 def render_records(
     console: Console,
     records: Mapping[str, Any],
     source: Path | None = None,
     only: Collection[str] | None = None,
 ) -> None:
-    """Print a command's records: each section that reads one of them, in its terminal form.
+    """Print a command's records: the sections that read them, each in its terminal form.
 
-    `only`: these sections of them (a command that prints the rest in its own lines).
+    A section whose records are not among `records` has nothing to show and prints nothing,
+    so the walk is the one `render_sections` makes over a run folder. `only`: these sections.
     """
-    found = held_records(records, source)
-    for section in sections_reading(records):
-        if section.terminal is None or (only is not None and section.name not in only):
-            continue
-        part = section.adapter(found)
-        if part is not None:
-            section.terminal(console, part)
+    render_found(console, held_records(records, source), only)
