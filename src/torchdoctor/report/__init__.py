@@ -6,11 +6,11 @@ nothing.
 
 What the report shows is registered by record type (report/registry.py): a record type, the
 adapter that turns it into a view, and the section that renders the view as HTML, Markdown and
-on a terminal (`render_sections`). The built-in sections are in report/sections/.
+on a terminal. The built-in sections are in report/sections/. A command prints the records it
+holds by the same sections (`render_records`), a run folder by `render_sections`.
 
-The terminal renderers (`render_run`, `render_diagnosis`, ...: report/terminal/, one module per
-command) are loaded on first use, so printing one command's tables loads only its module and
-the records it reads.
+The terminal forms (report/terminal/) are loaded on first use, so printing one command's
+tables loads only their modules and the records they read.
 """
 
 from __future__ import annotations
