@@ -51,7 +51,9 @@ def _phase_bar(d: Diagnosis) -> str:
     return "".join(parts) + "\n" + legend
 
 
-def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) -> None:
+def render_diagnosis(d: Diagnosis, out: Console) -> None:
+    """The verdict section's terminal form: the primary bottleneck and what it is worth, the
+    findings, the phases and every note."""
     head = f"rank {d.rank}: " if d.rank is not None and (d.world_size or 0) > 1 else ""
     if d.rank is None and (d.world_size or 0) > 1:
         head = f"job of {d.world_size} ranks: "
@@ -80,8 +82,6 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
             out.print(f"[yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
         else:
             out.print(f"[dim]note: {escape(note)}[/]")
-    if run_dir is not None:
-        render_run_folder(out, run_dir)
 
 
 def render_run_folder(out: Console, run_dir: Path) -> None:
