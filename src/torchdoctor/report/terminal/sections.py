@@ -3,8 +3,8 @@
 A command holds its records (a diff, a memory plan, a scaling study, the machine's ceilings,
 ...) and prints them with `render_records(console, {key: record})`: each registered section
 that reads one of them prints its view in its own terminal form (report/registry.py), in page
-order, exactly as `render_sections` prints them from a run folder. No command has a rich table
-of its own for a record a section shows.
+order, exactly as `render_sections` prints them from a run folder. What has no section
+(`profile`'s capture, `bench`, a script's run, `workloads`) is printed by its own module.
 """
 
 from __future__ import annotations
