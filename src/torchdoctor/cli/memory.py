@@ -37,7 +37,7 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import UsageError
-from torchdoctor.report import render_memory
+from torchdoctor.report import render_records
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
@@ -201,7 +201,7 @@ def memory_command(
             ctx, ("seed", "device"), case="for a script", hint="its seed and device are its own"
         )
         plan, run_dir = script_memory(command, out)
-        emit(plan, lambda console: render_memory(console, plan))
+        emit(plan, lambda console: render_records(console, {"memory": plan}))
         write_run_reports(run_dir)
         return
     if workload is None:
@@ -251,7 +251,7 @@ def memory_command(
     finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
-        render_memory(console, plan)
+        render_records(console, {"memory": plan})
 
     emit(plan, render)
     write_run_reports(run_dir)
