@@ -23,7 +23,9 @@
 # as a path (`scale/model.py`), each bounded by word boundaries so that `analyze.memory_study`,
 # `report/adapters/memory.py` or `cli/memory.py` are not touched. CHANGELOG.md keeps the names
 # its past entries were written with. Then `ruff format` and `ruff check --fix` on the changed
-# files (import order moves with the new names), and a last `ruff check` that must pass.
+# files (import order moves with the new names), a comment or docstring line the longer names
+# push past the line length carried onto the next (tools/rewrap_prose.py), and a last
+# `ruff check` that must pass.
 #
 # Refuses to run on a tree with uncommitted changes, or when a module to move is missing or its
 # new name is taken, before anything is changed.
@@ -32,6 +34,7 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 ruff=${RUFF:-ruff}
+python=${PYTHON:-python3}
 if ! command -v "$ruff" >/dev/null 2>&1; then
     if [[ -x .venv/bin/ruff ]]; then ruff=.venv/bin/ruff; else
         echo "rename_by_role: ruff not found; set RUFF=/path/to/ruff" >&2; exit 2; fi
@@ -113,10 +116,12 @@ for f in "${files[@]}"; do
     changed+=("$f")
 done
 
-mapfile -t py < <(printf '%s\n' "${changed[@]}" | grep '\.py$' | grep -v '^benchmarks/scripts/' || true)
+mapfile -t py < <(printf '%s\n' "${changed[@]}" | grep '\.py$' || true)
 if ((${#py[@]})); then
     "$ruff" format --quiet "${py[@]}"
-    "$ruff" check --fix --quiet "${py[@]}" || true
+    "$ruff" check --fix --quiet --exit-zero "${py[@]}" >/dev/null
+    # A longer name can push a comment or docstring line past the line length.
+    "$python" tools/rewrap_prose.py "${py[@]}"
 fi
 
 left=$(git grep -nP "${grep_args[@]}" -- "${scope[@]}" || true)
