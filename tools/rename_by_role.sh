@@ -12,7 +12,7 @@
 #   tune/memory.py           -> tune/fit_decisions.py          the memory ladder's decisions
 #   collect/probes/memory.py -> collect/probes/step_memory.py  a script's step memory to owners
 #   collect/inject/model.py  -> collect/inject/trained_model.py  the trained module, model knobs
-#   knobs/model.py           -> knobs/model_transforms.py      a recipe applied to an nn.Module
+#   knobs/model.py           -> knobs/model_recipe.py          a recipe applied to an nn.Module
 #   scale/model.py           -> scale/projection.py            the scaling model T(N), projections
 #   report/model.py          -> report/views.py                the report's view model
 #   tests/unit/scale/test_model.py -> tests/unit/scale/test_projection.py (tests mirror modules)
@@ -47,7 +47,7 @@ moves=(
     "tune/memory.py|tune/fit_decisions.py"
     "collect/probes/memory.py|collect/probes/step_memory.py"
     "collect/inject/model.py|collect/inject/trained_model.py"
-    "knobs/model.py|knobs/model_transforms.py"
+    "knobs/model.py|knobs/model_recipe.py"
     "scale/model.py|scale/projection.py"
     "report/model.py|report/views.py"
 )
@@ -64,6 +64,13 @@ for pair in "${moves[@]}"; do
     old=src/torchdoctor/${pair%%|*}; new=src/torchdoctor/${pair##*|}
     [[ -f $old ]] || { echo "rename_by_role: $old is missing (renamed already?)" >&2; exit 2; }
     [[ ! -e $new ]] || { echo "rename_by_role: $new exists already" >&2; exit 2; }
+    # A submodule is an attribute of its package once imported: a name the package's
+    # __init__ exports (a function `model_transforms`) would be shadowed by the module.
+    if grep -qw "$(basename "$new" .py)" "$(dirname "$new")/__init__.py"; then
+        echo "rename_by_role: $(dirname "$new")/__init__.py already names" \
+            "$(basename "$new" .py); choose another module name" >&2
+        exit 2
+    fi
 done
 for pair in "${test_moves[@]}"; do
     old=${pair%%|*}; new=${pair##*|}
