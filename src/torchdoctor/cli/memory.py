@@ -92,13 +92,13 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     from torchdoctor.analyze import owners_plan
     from torchdoctor.api import parse_command
     from torchdoctor.collect import read_profiles
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.procs import run_script
 
     argv, module = parse_command(command)
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
     collect = run_dir / "collect"
-    try:
+    with marking_outcome(run_dir):
         main = run_script(
             argv,
             module=module,
@@ -123,10 +123,6 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
             )
         plan = owners_plan(" ".join(command), found.memory)
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return plan, run_dir
 
 
@@ -209,7 +205,7 @@ def memory_command(
             "nothing to measure", hint="torchdoctor memory gpt, or memory -- python train.py"
         )
     from torchdoctor.analyze import oom_edge, study_memory
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -225,7 +221,7 @@ def memory_command(
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
     run_dir = new_run_dir("memory", job.name, out=out)
-    try:
+    with marking_outcome(run_dir):
         plan = study_memory(
             job, batch_sizes=sizes, budget_bytes=budget, device=device, recipe=recipe, seed=seed
         )
@@ -245,10 +241,6 @@ def memory_command(
             )
             plan = plan.model_copy(update={"oom_edge": edge})
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
         render_records(console, {"memory": plan})

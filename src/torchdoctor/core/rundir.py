@@ -213,6 +213,19 @@ def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Ite
 
 
 @contextlib.contextmanager
+def marking_outcome(run_dir: Path) -> Iterator[None]:
+    """Write a run folder's records in the block: leaving it marks the folder complete, or
+    failed with the first line of what ended it (an interruption too), which goes on."""
+    try:
+        yield
+    except BaseException as exc:
+        text = str(exc)
+        finish_run_dir(run_dir, error=text.splitlines()[0] if text else repr(exc))
+        raise
+    finish_run_dir(run_dir)
+
+
+@contextlib.contextmanager
 def marking_interruption(run_dir: Path) -> Iterator[None]:
     """Inside, an interruption (Ctrl-C, SIGTERM, SIGHUP: core/interrupt.py) marks `run_dir`
     "interrupted" and goes on as an `Interrupted` that names it, so the command says where
