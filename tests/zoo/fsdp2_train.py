@@ -82,7 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="FSDP2 with one planted problem")
     parser.add_argument("--plant", choices=PLANTS, default="none")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--depth", type=int, default=8)
     parser.add_argument("--width", type=int, default=256)
     args = parser.parse_args()

@@ -121,6 +121,18 @@ def _inside(starts: np.ndarray, ends: np.ndarray, t: float) -> bool:
     return bool(k and np.any(ends[:k] >= t))
 
 
+def _backward_starts(pre_backward: np.ndarray, windows: iv.Intervals) -> np.ndarray:
+    """Per step window, the start of its first `FSDP::pre_backward` range (inf without one):
+    every all-gather issued from then on in the step is a backward one. A prefetch issued
+    from a unit's backward entry may start just after that unit's own range ends."""
+    first = np.full(windows[0].size, np.inf)
+    w = np.searchsorted(windows[0], pre_backward, side="right") - 1
+    for k, t in zip(w.tolist(), pre_backward.tolist(), strict=True):
+        if k >= 0 and t <= windows[1][k]:
+            first[k] = min(first[k], t)
+    return first
+
+
 def _ranges(tl: Timeline, idx: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return tl.ts[idx], tl.end[idx]
 
@@ -156,7 +168,7 @@ def fsdp_analysis(tl: Timeline) -> FsdpAnalysis | None:
         ),
         fsdp_spans,
     )
-    backward_s, backward_e = _ranges(tl, ranges(_PRE_BACKWARD))
+    backward_from = _backward_starts(tl.ts[ranges(_PRE_BACKWARD)], windows)
     prefetch_s, prefetch_e = _ranges(tl, ranges(_PREFETCH))
     collectives, matched = _collectives(tl, main, ops, ranges, world)
     if not matched:
@@ -167,7 +179,8 @@ def fsdp_analysis(tl: Timeline) -> FsdpAnalysis | None:
     inside = in_windows(windows, np.array([c.issue for c in collectives]))
     in_steps = [c for c, keep in zip(collectives, inside.tolist(), strict=True) if keep]
     for c in in_steps:
-        c.backward = c.kind == "all_gather" and _inside(backward_s, backward_e, c.issue)
+        w = int(np.searchsorted(windows[0], c.issue, side="right")) - 1
+        c.backward = c.kind == "all_gather" and c.issue >= backward_from[w]
         c.prefetched = c.kind == "all_gather" and _inside(prefetch_s, prefetch_e, c.issue)
         span = iv.union(np.array([c.issue]), np.array([max(c.issue, c.run_end)]))
         c.exposed = iv.subtract(span, compute)
