@@ -104,3 +104,25 @@ def test_unsharded_bytes_from_the_operators_byte_estimate() -> None:
     assert unsharded_bytes(50.0, 2) == 20
     assert unsharded_bytes(90.0, 4) == 40  # 40 + 10 + 40
     assert unsharded_bytes(float("nan"), 2) is None
+
+
+def test_an_fp32_reduce_is_read_from_its_collectives(shared_traces: Path) -> None:
+    for f in (
+        fsdp_analysis(tl) for tl in load_rank_traces(shared_traces / "fsdp2_gloo_fp32_reduce")
+    ):
+        assert f is not None and [u.name for u in f.units] == UNITS
+        assert {u.param_dtype for u in f.units} == {"bfloat16"}
+        assert {u.reduce_dtype for u in f.units} == {"float32"}
+        # fp32 gradients: twice the bf16 parameters' bytes
+        assert [u.reduce_bytes for u in f.units] == [2 * ROOT_BYTES] + 3 * [2 * BLOCK_BYTES]
+        # reshard_after_forward=False: nothing gathered in backward, all units held at once
+        assert f.backward_all_gathers == 0
+        assert f.unsharded_peak_bytes == ROOT_BYTES + 3 * BLOCK_BYTES
+
+
+def test_a_trace_alone_names_the_fp32_reduce_and_not_ddp(shared_traces: Path) -> None:
+    from torchdoctor.diagnose.api import diagnose_trace_analysis
+
+    d = diagnose_trace_analysis(analyze_trace(shared_traces / "fsdp2_gloo_fp32_reduce"))
+    rules = {f.rule_id for f in d.findings}
+    assert "fsdp_fp32_communication" in rules and "ddp_communication" not in rules

@@ -65,7 +65,7 @@ def check(ev: Evidence) -> Finding | None:
             knobs={RESHARD_AFTER_FORWARD: False},
             code_change="fully_shard(block, reshard_after_forward=False) for the blocks: "
             "keep the unsharded parameters from forward to backward instead of gathering "
-            "them twice (the root already does)",
+            "them twice",
         ),
         # The re-gathers are counted in the trace; the memory they would add is the units'
         # unsharded bytes, an upper bound on the peak's growth.
