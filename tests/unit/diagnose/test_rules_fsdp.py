@@ -152,7 +152,8 @@ def test_root_only_wrap_is_one_root_unit() -> None:
     found = fsdp_root_only_wrap.check(evidence(fsdp=f))
     assert found is not None and found.prescription.knobs == {"fsdp_wrap": "block"}
     assert found.share == 0.3 and "64.0 MiB" in found.summary
-    assert fsdp_root_only_wrap.check(evidence(fsdp=analysis(blocks(), exposed_comm_ms=30.0))) is None
+    per_block = analysis(blocks(), exposed_comm_ms=30.0)
+    assert fsdp_root_only_wrap.check(evidence(fsdp=per_block)) is None
     quiet = analysis([root], exposed_comm_ms=LOW_SHARE * STEP_MS * 0.99)
     assert fsdp_root_only_wrap.check(evidence(fsdp=quiet)) is None
 
