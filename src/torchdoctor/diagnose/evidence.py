@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from torchdoctor.analyze.fsdp_records import FsdpAnalysis
+from torchdoctor.analyze import FsdpAnalysis
 from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord

@@ -78,8 +78,7 @@ def examine_script(
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
     """
-    from torchdoctor.collect import read_profiles
-    from torchdoctor.collect.fsdp_source import refuse_mixed_fsdp
+    from torchdoctor.collect import read_profiles, refuse_mixed_fsdp
     from torchdoctor.procs import run_script
 
     refuse_mixed_fsdp(argv, module)  # before the run folder: bad input leaves nothing behind

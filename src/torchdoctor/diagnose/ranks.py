@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from torchdoctor.analyze import CrossRankAnalysis
-from torchdoctor.analyze.fsdp_records import FsdpAnalysis
+from torchdoctor.analyze import CrossRankAnalysis, FsdpAnalysis
 from torchdoctor.core.records import Record
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
 from torchdoctor.diagnose.evidence import Evidence, StragglerEvidence, TraceEvidence

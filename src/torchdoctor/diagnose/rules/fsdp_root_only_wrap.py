@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from torchdoctor.analyze.fsdp_records import ROOT
+from torchdoctor.analyze import FSDP_ROOT
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import LOW_SHARE, Finding, Prescription, make_finding
 
@@ -20,7 +20,7 @@ MIN_SHARE: Final = LOW_SHARE
 
 def check(ev: Evidence) -> Finding | None:
     f = ev.fsdp
-    if f is None or len(f.units) != 1 or f.units[0].name != ROOT:
+    if f is None or len(f.units) != 1 or f.units[0].name != FSDP_ROOT:
         return None
     share = f.share(f.exposed_comm_ms)
     if share < MIN_SHARE:
