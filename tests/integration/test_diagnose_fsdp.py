@@ -1,11 +1,17 @@
 """`torchdoctor diagnose -- torchrun --nproc_per_node 2 tests/zoo/fsdp2_train.py --plant X` on a
 real 2-rank gloo FSDP2 job names each planted problem with its FSDP knob (studies: each starts
 torchrun and two training processes); and a script that mixes FSDP1 and FSDP2 is refused in
-one line before anything runs."""
+one line before anything runs; under a loopback made slow with a network namespace and tbf,
+the fp32 reduce is the job's largest bound."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +20,7 @@ import pytest
 from torchdoctor.cli.main import main
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo" / "fsdp2_train.py"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: plant -> (the rule that names it, the knob it prescribes)
 PLANTED = {
@@ -74,3 +81,64 @@ def test_a_script_mixing_fsdp1_and_fsdp2_is_refused_before_it_runs(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mixes FSDP1" in err[0] and "fully_shard only" in err[0]
     assert not out.exists()  # nothing half-written
+
+
+#: The shaped loopback's rate: at 1 Gbit/s the zoo job's fp32 gradients (~19 MB reduced per
+#: step) take ~0.2 s a step on the link, several times a block's compute, while a traced step
+#: stays under two seconds on a 2-core host.
+SLOW_LINK_MBIT = 1000
+
+
+@pytest.fixture
+def slow_loopback() -> Iterator[str]:
+    """A network namespace whose loopback is shaped by tbf to `SLOW_LINK_MBIT` (the rule of
+    scale/netns.py: an MTU under tbf's bucket, the bucket from `_burst_bytes`); every process
+    left inside is ended and the namespace deleted on the way out."""
+    import uuid
+
+    import psutil
+
+    from torchdoctor.scale.netns import LINK_MTU, _burst_bytes, unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(f"no network namespace here: {why}")
+    name = f"tdfsdp{uuid.uuid4().hex[:6]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        inside = ["ip", "netns", "exec", name]
+        rate = SLOW_LINK_MBIT * 1e6
+        tbf = ["tbf", "rate", f"{rate:.0f}bit", "burst", str(_burst_bytes(rate))]
+        for command in (
+            ["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"],
+            ["tc", "qdisc", "add", "dev", "lo", "root", *tbf, "latency", "1000ms"],
+        ):
+            subprocess.run([*inside, *command], check=True)
+        yield name
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(int(pid)).kill()
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.mark.study
+def test_an_fp32_reduce_under_a_slow_link_is_the_jobs_first_finding(
+    tmp_path: Path, slow_loopback: str
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "GLOO_SOCKET_IFNAME": "lo"}
+    argv = ["ip", "netns", "exec", slow_loopback, sys.executable, "-m", "torchdoctor"]
+    argv += ["--json", "diagnose", "--out", str(tmp_path / "run"), "--warmup", "3"]
+    argv += ["--profile-steps", "3", "--steps", "8", "--", sys.executable, "-m"]
+    argv += ["torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(ZOO)]
+    argv += ["--plant", "fp32-reduce"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    job = json.loads(done.stdout)
+    # the slow link makes the fp32 reduce the largest bound among the job's findings
+    top = max(job["job"]["findings"], key=lambda f: f["amdahl_bound"])
+    assert top["rule_id"] == "fsdp_fp32_communication", [
+        (f["rule_id"], f["amdahl_bound"]) for f in job["job"]["findings"]
+    ]
+    assert top["prescription"]["knobs"] == {"fsdp_mixed_precision": "bf16"}
