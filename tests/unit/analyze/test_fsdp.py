@@ -126,3 +126,13 @@ def test_a_trace_alone_names_the_fp32_reduce_and_not_ddp(shared_traces: Path) ->
     d = diagnose_trace_analysis(analyze_trace(shared_traces / "fsdp2_gloo_fp32_reduce"))
     rules = {f.rule_id for f in d.findings}
     assert "fsdp_fp32_communication" in rules and "ddp_communication" not in rules
+
+
+def test_the_ranks_are_compared_at_every_fsdp_collective(shared_traces: Path) -> None:
+    # Stragglers as for DDP (analyze.ranks): each step's 4 forward and 4 backward all-gathers
+    # and 4 reduce-scatters (gloo all-reduces) matched on both ranks, over the 2 traced steps.
+    cross = analyze_trace(shared_traces / "fsdp2_gloo_reshard").cross_rank
+    assert cross is not None and cross.collective_events == "gloo:/nccl: annotations"
+    assert cross.collectives_matched == 2 * (4 + 4 + 4)
+    names = [s.name for s in cross.collectives]
+    assert names.count("gloo:all_gather") == 16 and names.count("gloo:all_reduce") == 8
