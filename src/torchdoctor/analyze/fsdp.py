@@ -143,7 +143,8 @@ def fsdp_analysis(tl: Timeline) -> FsdpAnalysis | None:
     if not (annotation & tl.name_mask(lambda n: bool(_ALL_GATHER.match(n)))).any():
         return None
     thread = _main_thread(tl)
-    assert thread is not None  # an FSDP range exists
+    if thread is None:
+        return None
     main = (tl.pid == thread[0]) & (tl.tid == thread[1])
     notes: list[str] = []
     windows = step_windows(tl)
@@ -250,7 +251,8 @@ def _collectives(
             if k < 0 or own_e[k] < t:
                 continue  # a collective FSDP did not issue (the script's own)
             match = pattern.match(names[tl.name_id[owners[k]]])
-            assert match is not None
+            if match is None:  # cannot happen: `owners` are the ranges the pattern matched
+                continue
             code = int(tl.dtype[i])
             found.append(
                 _Collective(
@@ -322,8 +324,8 @@ def _unsharded_peak(
         out: dict[str, list[float]] = defaultdict(list)
         for i in ranges(pattern):
             match = pattern.match(names[tl.name_id[i]])
-            assert match is not None
-            out[_unit(match)].append(float(tl.end[i]))
+            if match is not None:  # always: `ranges` holds the ranges the pattern matched
+                out[_unit(match)].append(float(tl.end[i]))
         return {k: np.sort(np.array(v)) for k, v in out.items()}
 
     post_forward, reshard = ends_by_unit(_POST_FORWARD), ends_by_unit(_RESHARD)
