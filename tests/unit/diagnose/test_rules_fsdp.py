@@ -174,3 +174,46 @@ def test_every_fsdp_rule_is_registered() -> None:
         fsdp_root_only_wrap,
     ):
         assert RULES[module.RULE_ID] is module.check
+
+
+def test_a_ranks_measured_step_memory_is_its_memory_evidence() -> None:
+    import psutil
+
+    from torchdoctor.collect.script_profile import DistributedInfo, ScriptProfile
+    from torchdoctor.core.memory_owners import StepMemory
+    from torchdoctor.diagnose.api import profile_evidence
+
+    step = StepMemory(
+        batch_size=8,
+        device="cpu",
+        source="tensors",
+        parameters_bytes=MIB,
+        gradients_bytes=MIB,
+        optimizer_state_bytes=2 * MIB,
+        activations_bytes=MIB,
+        phase_peaks={"forward_backward": 5 * MIB, "optimizer": 6 * MIB},
+    )
+    rank = DistributedInfo(local_world_size=2)
+    ev = profile_evidence(ScriptProfile(argv=["train.py"], memory=step, distributed=rank))
+    # the step's highest phase peak, against the host's memory shared by its 2 local ranks
+    assert ev.memory == MemoryEvidence(
+        peak_bytes=6 * MIB, limit_bytes=psutil.virtual_memory().total // 2
+    )
+    assert profile_evidence(ScriptProfile(argv=["train.py"])).memory is None
+
+
+def test_a_stragglers_wait_leaves_the_fsdp_exposure_in_proportion() -> None:
+    from torchdoctor.diagnose.ranks import fsdp_less_wait
+
+    f = analysis(
+        blocks(),
+        exposed_all_gather_ms=30.0,
+        exposed_forward_all_gather_ms=30.0,
+        exposed_reduce_scatter_ms=10.0,
+        exposed_comm_ms=40.0,
+    )
+    less = fsdp_less_wait(f, wait_share=0.1)  # 10 ms of the 100 ms step: a quarter of 40
+    assert less.exposed_comm_ms == pytest.approx(30.0)
+    assert less.exposed_all_gather_ms == pytest.approx(22.5)
+    assert less.exposed_reduce_scatter_ms == pytest.approx(7.5)
+    assert fsdp_less_wait(f, wait_share=0.9).exposed_comm_ms == 0.0
