@@ -177,9 +177,7 @@ def test_a_scripts_own_secret_stays_out_of_the_folder_and_its_resume_still_match
     from torchdoctor.tune.resume import open_resume
 
     command = ["train.py", "--db", f"postgresql://td:{PASSWORD}@db.internal/runs"]
-    run = _received_folder(
-        tmp_path, workload="script:train", command=command, cwd=str(tmp_path)
-    )
+    run = _received_folder(tmp_path, workload="script:train", command=command, cwd=str(tmp_path))
     assert PASSWORD not in (run / "tune_config.json").read_text()
     given = TuneConfig(workload="script:train", command=command, cwd=str(tmp_path))
     resumed = open_resume(run, None, given=given)
