@@ -1,0 +1,178 @@
+"""Memory per rank at N ranks under FSDP2, by arithmetic on the model's shapes.
+
+At N ranks each rank holds, for the whole step (FSDP2's `fully_shard`, torch's
+`_fsdp_param.py`: each parameter a DTensor sharded on dim 0, padded to a multiple of N):
+
+- its parameters' shard, ceil(rows / N) rows of each, in the model's dtype;
+- after the backward, the gradients' shard, the same size (reduce-scattered into it);
+- the optimizer's state of its shard: Adam's two moments, SGD's momentum, in the shard's
+  dtype, plus Adam's step scalar per parameter;
+- the buffers, whole (FSDP2 does not shard them).
+
+During the forward and backward a unit's parameters are all-gathered, in the mixed-precision
+policy's `param_dtype`, before it computes and freed after (`reshard_after_forward`): the
+root's are held through both (it is resharded only after the backward), and in the backward
+the next unit is gathered while one computes (one unit of prefetch by default), so the
+largest unit counts `prefetch + 1` times. The activations (and the backward's temporaries)
+are what a fake step measures, fitted against the batch (collect/shard_memory.py); with
+`set_to_none` zero_grad no gradient is held when the backward starts, where the activations
+peak, so the step's peak is the larger of that moment and the optimizer's step.
+
+The check against the measured peak of a real FSDP2 job (torch's `FSDPMemTracker` in each rank
+of a gloo job) is benchmarks/bench_shard_memory.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from torchdoctor.core.errors import UsageError
+from torchdoctor.core.memory_owners import LinearFit
+from torchdoctor.core.shard_memory import ModelShape, RankMemory, ShardPlan
+
+#: FSDP2's default: in the backward, the next unit's all-gather is issued before the current
+#: unit's gradients are computed (`FSDPParamGroup` backward prefetch of one unit; torchtitan
+#: keeps the default).
+DEFAULT_PREFETCH = 1
+
+
+def sharded_bytes(shape: ModelShape, world_size: int) -> int:
+    """One rank's parameter shard (bytes), the padding included."""
+    return sum(u.shard_numel(world_size) for u in shape.units) * shape.parameter_bytes
+
+
+def optimizer_state_bytes(shape: ModelShape, world_size: int) -> int:
+    """One rank's optimizer state: the per-element states of its shard, and the scalars each
+    parameter keeps (Adam's `step`) on every rank."""
+    elements = sum(u.shard_numel(world_size) for u in shape.units)
+    scalars = shape.scalar_states_per_parameter * shape.parameter_count * shape.scalar_state_bytes
+    return shape.states_per_element * elements * shape.state_bytes + scalars
+
+
+def unsharded_bytes(
+    shape: ModelShape, world_size: int, *, param_dtype_bytes: int, prefetch: int
+) -> int:
+    """The parameters all-gathered at once: the root's, and the largest other unit's times
+    (prefetch + 1), each with its padding, in the policy's parameter dtype."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    *others, root = shape.units
+    largest = max((u.padded_numel(world_size) for u in others), default=0)
+    held = root.padded_numel(world_size) + (prefetch + 1) * largest
+    return held * param_dtype_bytes
+
+
+def rank_memory(
+    shape: ModelShape,
+    world_size: int,
+    batch: int,
+    activations: LinearFit,
+    *,
+    param_dtype_bytes: int,
+    prefetch: int = DEFAULT_PREFETCH,
+) -> RankMemory:
+    """One rank's memory at `world_size` ranks and `batch` samples per rank."""
+    params = sharded_bytes(shape, world_size)
+    state = optimizer_state_bytes(shape, world_size)
+    gathered = unsharded_bytes(
+        shape, world_size, param_dtype_bytes=param_dtype_bytes, prefetch=prefetch
+    )
+    acts = max(0, round(activations.at(batch)))
+    resident = params + state + shape.buffers_bytes
+    return RankMemory(
+        world_size=world_size,
+        batch=batch,
+        parameters_bytes=params,
+        gradients_bytes=params,
+        optimizer_state_bytes=state,
+        buffers_bytes=shape.buffers_bytes,
+        unsharded_bytes=gathered,
+        activations_bytes=acts,
+        backward_peak_bytes=resident + gathered + acts,
+        optimizer_peak_bytes=resident + params,
+    )
+
+
+def max_batch_per_rank(
+    shape: ModelShape,
+    world_size: int,
+    activations: LinearFit,
+    budget_bytes: int,
+    *,
+    param_dtype_bytes: int,
+    prefetch: int = DEFAULT_PREFETCH,
+) -> int:
+    """The largest batch per rank whose peak fits `budget_bytes` (0: not even one sample)."""
+    at_zero = rank_memory(
+        shape, world_size, 0, activations, param_dtype_bytes=param_dtype_bytes, prefetch=prefetch
+    )
+    if at_zero.optimizer_peak_bytes > budget_bytes:
+        return 0
+    room = budget_bytes - (at_zero.backward_peak_bytes - at_zero.activations_bytes)
+    slope = activations.per_sample_bytes
+    if slope <= 0:
+        raise UsageError(
+            "the fake steps' activations do not grow with the batch, so no largest batch follows",
+            hint="check the workload's inputs: a batch of them must change its forward",
+        )
+    best = math.floor((room - activations.fixed_bytes) / slope)
+    return max(0, best)
+
+
+def plan_shards(
+    workload: str,
+    shape: ModelShape,
+    activations: LinearFit,
+    world_sizes: Sequence[int],
+    *,
+    param_dtype: str,
+    param_dtype_bytes: int,
+    batch: int | None = None,
+    budget_bytes: int | None = None,
+    prefetch: int = DEFAULT_PREFETCH,
+    params: dict[str, int | float | str] | None = None,
+    wall_s: float = 0.0,
+) -> ShardPlan:
+    """Each N's memory per rank, at `batch` or (with a budget) at the largest batch that fits."""
+    if not world_sizes or min(world_sizes) < 1:
+        raise UsageError(
+            f"cannot shard over {list(world_sizes)} ranks", hint="give --nproc 1 or more"
+        )
+    limits: dict[int, int] = {}
+    ranks = []
+    for n in world_sizes:
+        shown = batch
+        if budget_bytes is not None:
+            limits[n] = max_batch_per_rank(
+                shape,
+                n,
+                activations,
+                budget_bytes,
+                param_dtype_bytes=param_dtype_bytes,
+                prefetch=prefetch,
+            )
+            shown = batch if batch is not None else max(1, limits[n])
+        ranks.append(
+            rank_memory(
+                shape,
+                n,
+                shown if shown is not None else 1,
+                activations,
+                param_dtype_bytes=param_dtype_bytes,
+                prefetch=prefetch,
+            )
+        )
+    return ShardPlan(
+        workload=workload,
+        params=dict(params or {}),
+        shape=shape,
+        param_dtype=param_dtype,
+        param_dtype_bytes=param_dtype_bytes,
+        prefetch=prefetch,
+        activations_fit=activations,
+        ranks=ranks,
+        budget_bytes=budget_bytes,
+        max_batch=limits,
+        wall_s=wall_s,
+    )
