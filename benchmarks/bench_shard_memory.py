@@ -38,7 +38,8 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from torchdoctor.collect.shard_memory import estimate_shards, measure_sharded_step
+from torchdoctor.analyze import estimate_shards
+from torchdoctor.collect.shard_memory import measure_sharded_step
 from torchdoctor.workloads import get_workload
 
 #: The claim's tolerance: the prediction within 10% of the measured peak (the issue's target,

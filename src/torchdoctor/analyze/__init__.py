@@ -38,6 +38,8 @@ if TYPE_CHECKING:
         study_memory,
         under_cap,
     )
+    from torchdoctor.analyze.shard_memory import plan_shards, rank_memory
+    from torchdoctor.analyze.shard_memory_study import estimate_shards
 
 _LAZY_EXPORTS = {
     "owners_plan": "torchdoctor.analyze.memory",
@@ -48,6 +50,9 @@ _LAZY_EXPORTS = {
     "oom_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
     "under_cap": "torchdoctor.analyze.memory_study",
+    "plan_shards": "torchdoctor.analyze.shard_memory",
+    "rank_memory": "torchdoctor.analyze.shard_memory",
+    "estimate_shards": "torchdoctor.analyze.shard_memory_study",
 }
 
 __all__ = [
@@ -65,13 +70,16 @@ __all__ = [
     "analyze_timeline",
     "analyze_trace",
     "cross_rank_analysis",
+    "estimate_shards",
     "load_rank_traces",
     "load_trace",
     "measured_edge",
     "oom_edge",
     "owners_plan",
     "plan_memory",
+    "plan_shards",
     "predict_max_batch",
+    "rank_memory",
     "split_owners",
     "study_memory",
     "timeline_step_samples",

@@ -10,13 +10,17 @@ At N ranks each rank holds, for the whole step (FSDP2's `fully_shard`, torch's
 - the buffers, whole (FSDP2 does not shard them).
 
 During the forward and backward a unit's parameters are all-gathered, in the mixed-precision
-policy's `param_dtype`, before it computes and freed after (`reshard_after_forward`): the
-root's are held through both (it is resharded only after the backward), and in the backward
-the next unit is gathered while one computes (one unit of prefetch by default), so the
-largest unit counts `prefetch + 1` times. The activations (and the backward's temporaries)
-are what a fake step measures, fitted against the batch (collect/shard_memory.py); with
-`set_to_none` zero_grad no gradient is held when the backward starts, where the activations
-peak, so the step's peak is the larger of that moment and the optimizer's step.
+policy's `param_dtype`, before it computes and freed after (`reshard_after_forward`); the
+root's are held through both (it is resharded only after the backward). At N >= 2 the flat
+all-gather output a unit's parameters were copied out of stays alive until the next unit's
+copy-out (FSDP2's implicit prefetch, `FSDPParamGroup.wait_for_unshard`), so beside the unit
+computing one more unit's worth is in flight (`prefetch`, 1 by default; explicit prefetching
+raises it); at N = 1 nothing is all-gathered (the unsharded parameters are made from the shard
+in place, `FSDPParamGroup.unshard`), so the computing unit counts once. The largest unit is the
+one counted. The activations (and the backward's temporaries) are what a fake step measures,
+fitted against the batch (collect/shard_memory.py); with `set_to_none` zero_grad no gradient
+is held when the backward starts, where the activations peak, so the step's peak is the larger
+of that moment and the optimizer's step.
 
 The check against the measured peak of a real FSDP2 job (torch's `FSDPMemTracker` in each rank
 of a gloo job) is benchmarks/bench_shard_memory.py.
@@ -31,9 +35,9 @@ from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import LinearFit
 from torchdoctor.core.shard_memory import ModelShape, RankMemory, ShardPlan
 
-#: FSDP2's default: in the backward, the next unit's all-gather is issued before the current
-#: unit's gradients are computed (`FSDPParamGroup` backward prefetch of one unit; torchtitan
-#: keeps the default).
+#: Units in flight beside the one computing, at N >= 2: FSDP2 keeps the last all-gather result
+#: until the next unit's copy-out (`FSDPParamGroup.wait_for_unshard`, its implicit forward
+#: prefetch), and its backward prefetches one unit (`_backward_prefetch`), both by default.
 DEFAULT_PREFETCH = 1
 
 
@@ -53,13 +57,15 @@ def optimizer_state_bytes(shape: ModelShape, world_size: int) -> int:
 def unsharded_bytes(
     shape: ModelShape, world_size: int, *, param_dtype_bytes: int, prefetch: int
 ) -> int:
-    """The parameters all-gathered at once: the root's, and the largest other unit's times
-    (prefetch + 1), each with its padding, in the policy's parameter dtype."""
+    """The parameters unsharded at once: the root's, and the largest other unit's times
+    (prefetch + 1) at N >= 2 (once at N = 1, where nothing is all-gathered), each with its
+    padding, in the policy's parameter dtype."""
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     *others, root = shape.units
     largest = max((u.padded_numel(world_size) for u in others), default=0)
-    held = root.padded_numel(world_size) + (prefetch + 1) * largest
+    in_flight = 1 + (prefetch if world_size > 1 else 0)
+    held = root.padded_numel(world_size) + in_flight * largest
     return held * param_dtype_bytes
 
 
@@ -80,6 +86,7 @@ def rank_memory(
     )
     acts = max(0, round(activations.at(batch)))
     resident = params + state + shape.buffers_bytes
+    backward, optimizer = resident + gathered + acts, resident + params
     return RankMemory(
         world_size=world_size,
         batch=batch,
@@ -89,8 +96,9 @@ def rank_memory(
         buffers_bytes=shape.buffers_bytes,
         unsharded_bytes=gathered,
         activations_bytes=acts,
-        backward_peak_bytes=resident + gathered + acts,
-        optimizer_peak_bytes=resident + params,
+        backward_peak_bytes=backward,
+        optimizer_peak_bytes=optimizer,
+        peak_bytes=max(backward, optimizer),
     )
 
 
@@ -166,6 +174,7 @@ def plan_shards(
     return ShardPlan(
         workload=workload,
         params=dict(params or {}),
+        parameters=shape.numel,
         shape=shape,
         param_dtype=param_dtype,
         param_dtype_bytes=param_dtype_bytes,

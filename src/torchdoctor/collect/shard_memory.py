@@ -10,8 +10,6 @@ the measured peak of a real FSDP2 step to hold the arithmetic to.
   billions of parameters runs in seconds on a CPU. Each gradient is dropped as it is
   accumulated: under FSDP2 a unit's unsharded gradients are reduce-scattered and freed in the
   backward, so what the step holds beyond its sharded state is activations and temporaries.
-- `estimate_shards`: both, and the arithmetic (analyze/shard_memory.py), as `memory --nproc`
-  runs them.
 - `measure_sharded_step`: in a rank of an initialised process group, the workload sharded as
   the arithmetic assumes (each of its blocks a unit, the root last, a bf16
   `MixedPrecisionPolicy`), one warm-up step, then one step under torch's `FSDPMemTracker`,
@@ -24,7 +22,6 @@ shards one by one), the root owning the rest; a workload without blocks is one u
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,8 +30,7 @@ from torch import nn
 from torch.utils._pytree import tree_map_only
 
 from torchdoctor.core.errors import UsageError
-from torchdoctor.core.memory_owners import LinearFit
-from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardPlan, ShardUnit
+from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardUnit
 from torchdoctor.workloads import Workload
 from torchdoctor.workloads.base import collate_first
 
@@ -160,8 +156,9 @@ def fake_activations(
     param_dtype: torch.dtype = torch.bfloat16,
     batch_sizes: Sequence[int] = FAKE_BATCHES,
     seed: int = 0,
-) -> LinearFit:
-    """Activations and temporaries of one step against the batch, from fake steps."""
+) -> dict[int, int]:
+    """Activations and temporaries of one step at each batch size, from fake steps: the
+    tracker's peak less the parameters and buffers (bytes by batch)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -174,14 +171,14 @@ def fake_activations(
             hint="give the workload a larger dataset (--param rows=... or characters=...)",
         )
     batches = [collate_first(dataset, b) for b in batch_sizes]
-    values = []
+    values: dict[int, int] = {}
     with FakeTensorMode(allow_non_fake_inputs=False) as fake:
         with _default_dtype(param_dtype):
             model = workload.build_model()
         for p in model.parameters():
             # Under FSDP2 a unit's gradients leave in its reduce-scatter: none accumulate.
             p.register_post_accumulate_grad_hook(lambda q: setattr(q, "grad", None))
-        for inputs, target in batches:
+        for size_of, (inputs, target) in zip(batch_sizes, batches, strict=True):
             fake_in = _cast_floating(tree_map_only(torch.Tensor, fake.from_tensor, inputs), param_dtype)
             fake_target = fake.from_tensor(target)
             tracker = MemTracker()
@@ -190,43 +187,8 @@ def fake_activations(
                 workload.loss(model(fake_in), fake_target).backward()
             peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
             held = {str(getattr(k, "value", k)): v for k, v in peak.items()}
-            values.append(held["Total"] - held.get("Parameter", 0) - held.get("Buffer", 0))
-    from torchdoctor.analyze.memory import fit_line
-
-    return fit_line(list(batch_sizes), values)
-
-
-def estimate_shards(
-    workload: Workload,
-    world_sizes: Sequence[int],
-    *,
-    param_dtype: str = "bf16",
-    batch: int | None = None,
-    budget_bytes: int | None = None,
-    prefetch: int | None = None,
-    seed: int = 0,
-) -> ShardPlan:
-    """`memory WORKLOAD --nproc N`: the per-rank plan, nothing materialised."""
-    from torchdoctor.analyze.shard_memory import DEFAULT_PREFETCH, plan_shards
-
-    start = time.perf_counter()
-    dtype = param_dtype_of(param_dtype)
-    shape = meta_shape(workload)
-    acts = fake_activations(workload, param_dtype=dtype, seed=seed)
-    params = getattr(workload, "params", {})
-    return plan_shards(
-        workload.name,
-        shape,
-        acts,
-        world_sizes,
-        param_dtype=param_dtype,
-        param_dtype_bytes=torch.empty((), dtype=dtype).element_size(),
-        batch=batch,
-        budget_bytes=budget_bytes,
-        prefetch=DEFAULT_PREFETCH if prefetch is None else prefetch,
-        params={k: v for k, v in params.items() if isinstance(v, int | float | str)},
-        wall_s=time.perf_counter() - start,
-    )
+            values[size_of] = held["Total"] - held.get("Parameter", 0) - held.get("Buffer", 0)
+    return values
 
 
 def measure_sharded_step(

@@ -85,10 +85,10 @@ class RankMemory(SubRecord):
     """One rank's memory at `world_size` ranks and `batch` samples per rank (bytes).
 
     The step peaks at one of two moments (`peak_bytes` is the larger): at the start of the
-    backward, where every activation is alive, the root's and up to `prefetch + 1` units'
-    parameters are unsharded, and no gradient is held yet (`zero_grad(set_to_none=True)`, the
-    default, freed the last step's); or in the optimizer's step, where every gradient shard
-    is held beside the parameters and the state.
+    backward, where every activation is alive, the root's and the largest unit's parameters
+    are unsharded (the latter `prefetch + 1` times at N >= 2), and no gradient is held yet
+    (`zero_grad(set_to_none=True)`, the default, freed the last step's); or in the
+    optimizer's step, where every gradient shard is held beside the parameters and the state.
     """
 
     world_size: int
@@ -97,17 +97,15 @@ class RankMemory(SubRecord):
     gradients_bytes: int
     optimizer_state_bytes: int
     buffers_bytes: int
-    #: The root's parameters and the largest other unit's times (prefetch + 1), all-gathered
-    #: in the mixed-precision policy's parameter dtype.
+    #: The root's parameters and the largest other unit's (times prefetch + 1 at N >= 2),
+    #: unsharded in the mixed-precision policy's parameter dtype.
     unsharded_bytes: int
     #: Activations and the backward's temporaries at `batch` (the fit's value there).
     activations_bytes: int
     backward_peak_bytes: int
     optimizer_peak_bytes: int
-
-    @property
-    def peak_bytes(self) -> int:
-        return max(self.backward_peak_bytes, self.optimizer_peak_bytes)
+    #: The larger of the two: the rank's peak.
+    peak_bytes: int
 
 
 class ShardPlan(Record):
@@ -123,6 +121,8 @@ class ShardPlan(Record):
 
     workload: str
     params: dict[str, int | float | str] = Field(default_factory=dict)
+    #: Parameters of the model (elements), tied ones once.
+    parameters: int
     shape: ModelShape
     #: The mixed-precision policy's parameter dtype (what units are all-gathered in and the
     #: forward computes in) and its element size.
@@ -139,6 +139,8 @@ class ShardPlan(Record):
     #: Seconds the estimate took (building the fake model, its fake steps, the arithmetic).
     wall_s: float
 
-    @property
-    def parameters(self) -> int:
-        return self.shape.numel
+    def fits(self, world_size: int) -> bool | None:
+        """Whether a batch of one fits the budget at `world_size` (None: no budget given)."""
+        if self.budget_bytes is None:
+            return None
+        return self.max_batch.get(world_size, 0) >= 1

@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.env import render_env
     from torchdoctor.report.terminal.live import TuneWatch
     from torchdoctor.report.terminal.live_stages import StageWatch
-    from torchdoctor.report.terminal.memory import memory_summary, render_memory
+    from torchdoctor.report.terminal.memory import (
+        memory_summary,
+        render_memory,
+        render_shard_plan,
+    )
     from torchdoctor.report.terminal.profile import render_profile
     from torchdoctor.report.terminal.recheck import render_recheck
     from torchdoctor.report.terminal.run import render_run
@@ -52,6 +56,7 @@ _LAZY_EXPORTS = {
     "render_measurement": f"{_TERMINAL}.bench",
     "render_memory": f"{_TERMINAL}.memory",
     "memory_summary": f"{_TERMINAL}.memory",
+    "render_shard_plan": f"{_TERMINAL}.memory",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
     "render_recheck": f"{_TERMINAL}.recheck",
@@ -83,6 +88,7 @@ __all__ = [
     "render_result",
     "render_run",
     "render_scaling",
+    "render_shard_plan",
     "render_script_run",
     "render_sections",
     "workloads_table",

@@ -1,0 +1,79 @@
+"""Memory per rank under FSDP2 (`ShardPlan`, `memory WORKLOAD --nproc N`) as a `Blocks`: each
+N's owners per rank, the peak, and the largest batch per rank under the budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchdoctor.report import format as fmt
+from torchdoctor.report.adapters._access import integer, items, mapping, num, text
+from torchdoctor.report.blocks import Blocks, Table
+from torchdoctor.report.model import KeyValue
+
+#: The owners' columns: (field of `RankMemory`, header).
+OWNERS: tuple[tuple[str, str], ...] = (
+    ("parameters_bytes", "parameters"),
+    ("gradients_bytes", "gradients"),
+    ("optimizer_state_bytes", "optimizer state"),
+    ("buffers_bytes", "buffers"),
+    ("unsharded_bytes", "unsharded units"),
+    ("activations_bytes", "activations"),
+    ("peak_bytes", "peak"),
+)
+
+
+def _verdict(plan: dict[str, Any], world: int | None) -> str:
+    limits = mapping(plan, "max_batch")
+    best = limits.get(str(world), limits.get(world)) if world is not None else None  # type: ignore[call-overload]
+    if num(plan, "budget_bytes") is None or best is None:
+        return ""
+    return f"fits, batch {best} per rank" if int(best) >= 1 else "does not fit"
+
+
+def shard_plan_blocks(plan: dict[str, Any]) -> Blocks:
+    """The facts of the estimate, then one row per N."""
+    fit = mapping(plan, "activations_fit")
+    shape = mapping(plan, "shape")
+    facts = [
+        KeyValue("workload", text(plan, "workload") or "?"),
+        KeyValue("parameters", f"{integer(plan, 'parameters') or 0:,}"),
+        KeyValue(
+            "sharded in",
+            f"{len(items(shape, 'units'))} units (the root last); all-gathered in "
+            f"{text(plan, 'param_dtype')}, {integer(plan, 'prefetch')} unit(s) prefetched",
+        ),
+        KeyValue(
+            "optimizer",
+            f"{text(shape, 'optimizer')}: {integer(shape, 'states_per_element')} state(s) "
+            "per element",
+        ),
+        KeyValue(
+            "activations",
+            f"{fmt.nbytes(num(fit, 'fixed_bytes'))} + "
+            f"{fmt.nbytes(num(fit, 'per_sample_bytes'))} per sample (fake steps)",
+        ),
+        KeyValue("estimated in", fmt.seconds(num(plan, "wall_s"))),
+    ]
+    if num(plan, "budget_bytes") is not None:
+        facts.append(KeyValue("budget per rank", fmt.nbytes(num(plan, "budget_bytes"))))
+    header = ["ranks", "batch per rank", *(h for _, h in OWNERS)]
+    budget = num(plan, "budget_bytes") is not None
+    if budget:
+        header.append("under the budget")
+    rows = []
+    for rank in items(plan, "ranks"):
+        world = integer(rank, "world_size")
+        row = [str(world), str(integer(rank, "batch"))]
+        row += [fmt.nbytes(num(rank, key)) for key, _ in OWNERS]
+        if budget:
+            row.append(_verdict(plan, world))
+        rows.append(row)
+    notes = [
+        "Per rank: parameters, gradients and optimizer state sharded over the ranks; the "
+        "root's and the largest unit's parameters (times the prefetch + 1) all-gathered; "
+        "the peak is the larger of the backward's start and the optimizer's step."
+    ]
+    return Blocks(
+        title="Memory per rank (FSDP2)", facts=facts, tables=[Table(header, rows)], notes=notes
+    )
+
