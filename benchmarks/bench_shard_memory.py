@@ -10,7 +10,7 @@ at N = 1 and 2, for two models: `gpt` (AdamW, tied embeddings, each block a unit
 
 The real job: N gloo ranks on the CPU (torch.multiprocessing spawn, one thread each), the
 workload sharded with `fully_shard` per block and at the root under a bf16
-`MixedPrecisionPolicy` (reduce in fp32), a warm-up step, then one step under torch's
+`MixedPrecisionPolicy` (fp32 for the cnn; reduce in fp32), a warm-up step, then one step under torch's
 `FSDPMemTracker`, which counts the local tensors beneath the DTensors
 (collect/shard_memory.py, `measure_sharded_step`). The figure is the largest rank's peak.
 
@@ -39,17 +39,19 @@ import torch
 import torch.multiprocessing as mp
 
 from torchdoctor.analyze import estimate_shards
-from torchdoctor.collect.shard_memory import measure_sharded_step
+from torchdoctor.collect.shard_memory import PARAM_DTYPES, measure_sharded_step
 from torchdoctor.workloads import get_workload
 
 #: The claim's tolerance: the prediction within 10% of the measured peak (the issue's target,
 #: the same as `memory`'s largest batch against the out-of-memory edge).
 TOLERANCE = 0.10
 
-#: (workload, its parameters, batch per rank).
-MODELS: tuple[tuple[str, dict[str, Any], int], ...] = (
-    ("gpt", {"layers": 4, "embd": 128, "heads": 4, "block": 64}, 8),
-    ("cnn", {}, 8),
+#: (workload, its parameters, batch per rank, the policy's parameter dtype). The cnn computes
+#: in fp32: a bf16 policy casts BatchNorm's weights but not its fp32 running statistics, and
+#: `batch_norm` refuses the mix ("expected scalar type BFloat16 but found Float").
+MODELS: tuple[tuple[str, dict[str, Any], int, str], ...] = (
+    ("gpt", {"layers": 4, "embd": 128, "heads": 4, "block": 64}, 8, "bf16"),
+    ("cnn", {}, 8, "fp32"),
 )
 
 #: The 7B-shaped gpt: LLaMA-7B's depth, width and heads (Touvron et al. 2023, table 2) in
@@ -64,24 +66,28 @@ def _free_port() -> int:
 
 
 def _rank(rank: int, world: int, port: int, name: str, params: dict[str, Any], batch: int,
-          out: str) -> None:
+          dtype: str, out: str) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        peak = measure_sharded_step(get_workload(name, **params), batch)
+        peak = measure_sharded_step(
+            get_workload(name, **params), batch, param_dtype=PARAM_DTYPES[dtype]
+        )
         Path(f"{out}.{rank}").write_text(json.dumps(peak))
     finally:
         dist.destroy_process_group()
 
 
-def measured(name: str, params: dict[str, Any], batch: int, world: int) -> list[dict[str, int]]:
+def measured(
+    name: str, params: dict[str, Any], batch: int, dtype: str, world: int
+) -> list[dict[str, int]]:
     """Each rank's peak snapshot of a real FSDP2 step at `world` ranks."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "peak")
-        mp.spawn(_rank, args=(world, _free_port(), name, params, batch, out), nprocs=world)
+        mp.spawn(_rank, args=(world, _free_port(), name, params, batch, dtype, out), nprocs=world)
         return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(world)]
 
 
@@ -89,14 +95,16 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:9.3f} MiB"
 
 
-def compare(models: tuple[tuple[str, dict[str, Any], int], ...], worlds: list[int]) -> bool:
+def compare(models: tuple[tuple[str, dict[str, Any], int, str], ...], worlds: list[int]) -> bool:
     print(f"{'model':<5} {'N':>2} {'batch':>5} {'predicted':>13} {'measured':>13} "
           f"{'ratio':>6}  verdict")
     ok = True
-    for name, params, batch in models:
-        plan = estimate_shards(get_workload(name, **params), worlds, batch=batch)
+    for name, params, batch, dtype in models:
+        plan = estimate_shards(
+            get_workload(name, **params), worlds, batch=batch, param_dtype=dtype
+        )
         for rank in plan.ranks:
-            peaks = measured(name, params, batch, rank.world_size)
+            peaks = measured(name, params, batch, dtype, rank.world_size)
             worst = max(p["Total"] for p in peaks)
             ratio = rank.peak_bytes / worst
             good = abs(ratio - 1) <= TOLERANCE

@@ -30,6 +30,18 @@ def _verdict(plan: dict[str, Any], world: int | None) -> str:
     return f"fits, batch {best} per rank" if int(best) >= 1 else "does not fit"
 
 
+def _answer(plan: dict[str, Any], rank: dict[str, Any]) -> str:
+    world = integer(rank, "world_size")
+    budget = fmt.nbytes(num(plan, "budget_bytes"))
+    verdict = _verdict(plan, world)
+    if verdict == "does not fit":
+        return (
+            f"N={world}: does not fit in {budget} per rank (one sample needs "
+            f"{fmt.nbytes(num(rank, 'peak_bytes'))})."
+        )
+    return f"N={world}: {verdict} under {budget}."
+
+
 def shard_plan_blocks(plan: dict[str, Any]) -> Blocks:
     """The facts of the estimate, then one row per N."""
     fit = mapping(plan, "activations_fit")
@@ -56,19 +68,13 @@ def shard_plan_blocks(plan: dict[str, Any]) -> Blocks:
     ]
     if num(plan, "budget_bytes") is not None:
         facts.append(KeyValue("budget per rank", fmt.nbytes(num(plan, "budget_bytes"))))
-    header = ["ranks", "batch per rank", *(h for _, h in OWNERS)]
+    ranks = [r for r in items(plan, "ranks") if isinstance(r, dict)]
+    header = ["per rank", *(f"N={integer(r, 'world_size')}" for r in ranks)]
+    rows = [["batch", *(str(integer(r, "batch")) for r in ranks)]]
+    rows += [[h, *(fmt.nbytes(num(r, key)) for r in ranks)] for key, h in OWNERS]
     budget = num(plan, "budget_bytes") is not None
-    if budget:
-        header.append("under the budget")
-    rows = []
-    for rank in items(plan, "ranks"):
-        world = integer(rank, "world_size")
-        row = [str(world), str(integer(rank, "batch"))]
-        row += [fmt.nbytes(num(rank, key)) for key, _ in OWNERS]
-        if budget:
-            row.append(_verdict(plan, world))
-        rows.append(row)
-    notes = [
+    notes = [_answer(plan, rank) for rank in ranks] if budget else []
+    notes += [
         "Per rank: parameters, gradients and optimizer state sharded over the ranks; the "
         "root's and the largest unit's parameters (times the prefetch + 1) all-gathered; "
         "the peak is the larger of the backward's start and the optimizer's step."
