@@ -10,8 +10,8 @@ at N = 1 and 2, for two models: `gpt` (AdamW, tied embeddings, each block a unit
 
 The real job: N gloo ranks on the CPU (torch.multiprocessing spawn, one thread each), the
 workload sharded with `fully_shard` per block and at the root under a bf16
-`MixedPrecisionPolicy` (fp32 for the cnn; reduce in fp32), a warm-up step, then one step under torch's
-`FSDPMemTracker`, which counts the local tensors beneath the DTensors
+`MixedPrecisionPolicy` (fp32 for the cnn; reduce in fp32), a warm-up step, then one step under
+torch's `FSDPMemTracker`, which counts the local tensors beneath the DTensors
 (collect/shard_memory.py, `measure_sharded_step`). The figure is the largest rank's peak.
 
 Then a 7B-shaped `gpt` (32 layers, 4096 wide, 32 heads, a 2048-token context: 6.45B
@@ -65,8 +65,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rank(rank: int, world: int, port: int, name: str, params: dict[str, Any], batch: int,
-          dtype: str, out: str) -> None:
+def _rank(
+    rank: int,
+    world: int,
+    port: int,
+    name: str,
+    params: dict[str, Any],
+    batch: int,
+    dtype: str,
+    out: str,
+) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -96,27 +104,33 @@ def _mib(n: float) -> str:
 
 
 def compare(models: tuple[tuple[str, dict[str, Any], int, str], ...], worlds: list[int]) -> bool:
-    print(f"{'model':<5} {'N':>2} {'batch':>5} {'predicted':>13} {'measured':>13} "
-          f"{'ratio':>6}  verdict")
+    print(
+        f"{'model':<5} {'N':>2} {'batch':>5} {'predicted':>13} {'measured':>13} "
+        f"{'ratio':>6}  verdict"
+    )
     ok = True
     for name, params, batch, dtype in models:
-        plan = estimate_shards(
-            get_workload(name, **params), worlds, batch=batch, param_dtype=dtype
-        )
+        plan = estimate_shards(get_workload(name, **params), worlds, batch=batch, param_dtype=dtype)
         for rank in plan.ranks:
             peaks = measured(name, params, batch, dtype, rank.world_size)
             worst = max(p["Total"] for p in peaks)
             ratio = rank.peak_bytes / worst
             good = abs(ratio - 1) <= TOLERANCE
             ok &= good
-            print(f"{name:<5} {rank.world_size:>2} {batch:>5} {_mib(rank.peak_bytes)} "
-                  f"{_mib(worst)} {ratio:6.3f}  {'PASS' if good else 'FAIL'}")
-            print(f"      predicted: params {_mib(rank.parameters_bytes)}, optimizer "
-                  f"{_mib(rank.optimizer_state_bytes)}, buffers {_mib(rank.buffers_bytes)}, "
-                  f"unsharded {_mib(rank.unsharded_bytes)}, activations "
-                  f"{_mib(rank.activations_bytes)}")
+            print(
+                f"{name:<5} {rank.world_size:>2} {batch:>5} {_mib(rank.peak_bytes)} "
+                f"{_mib(worst)} {ratio:6.3f}  {'PASS' if good else 'FAIL'}"
+            )
+            print(
+                f"      predicted: params {_mib(rank.parameters_bytes)}, optimizer "
+                f"{_mib(rank.optimizer_state_bytes)}, buffers {_mib(rank.buffers_bytes)}, "
+                f"unsharded {_mib(rank.unsharded_bytes)}, activations "
+                f"{_mib(rank.activations_bytes)}, gradients held {_mib(rank.gradients_held_bytes)}"
+            )
             shown = {k: v for k, v in peaks[0].items() if v and k != "Total"}
-            print("      measured (rank 0): " + ", ".join(f"{k} {_mib(v)}" for k, v in shown.items()))
+            print(
+                "      measured (rank 0): " + ", ".join(f"{k} {_mib(v)}" for k, v in shown.items())
+            )
     return ok
 
 
@@ -146,10 +160,14 @@ def big_estimate() -> bool:
         ok &= same
         print(f"  {what:<36} {got:>16,} arithmetic {want:>16,}  {'PASS' if same else 'FAIL'}")
     fit = plan.activations_fit
-    print(f"  activations (fake steps at batch 1, 2): {fit.fixed_bytes / 2**30:.2f} GiB + "
-          f"{fit.per_sample_bytes / 2**30:.2f} GiB per sample")
-    print(f"  peak per rank at batch {rank.batch}: {rank.peak_bytes / 2**30:.2f} GiB; largest "
-          f"batch per rank under 80 GiB: {plan.max_batch[n]}")
+    print(
+        f"  activations (fake steps at batch 1, 2): {fit.fixed_bytes / 2**30:.2f} GiB + "
+        f"{fit.per_sample_bytes / 2**30:.2f} GiB per sample"
+    )
+    print(
+        f"  peak per rank at batch {rank.batch}: {rank.peak_bytes / 2**30:.2f} GiB; largest "
+        f"batch per rank under 80 GiB: {plan.max_batch[n]}"
+    )
     return ok
 
 

@@ -31,9 +31,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from torchdoctor.analyze.memory import fit_line
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import LinearFit
-from torchdoctor.core.shard_memory import ModelShape, RankMemory, ShardPlan
+from torchdoctor.core.shard_memory import BackwardMoment, ModelShape, RankMemory, ShardPlan
+
+#: What the backward is read from: its moments, or one line (activations, no gradient held).
+Moments = Sequence[BackwardMoment] | LinearFit
 
 #: Units in flight beside the one computing, at N >= 2: FSDP2 keeps the last all-gather result
 #: until the next unit's copy-out (`FSDPParamGroup.wait_for_unshard`, its implicit forward
@@ -69,11 +73,54 @@ def unsharded_bytes(
     return held * param_dtype_bytes
 
 
+def _moments(moments: Moments) -> list[BackwardMoment]:
+    if isinstance(moments, LinearFit):
+        return [BackwardMoment(activations=moments, gradients_done=0.0)]
+    if not moments:
+        raise ValueError("the backward needs at least one moment")
+    return list(moments)
+
+
+def step_moments(found: dict[int, list[tuple[int, float]]]) -> list[BackwardMoment]:
+    """The fake steps' moments (`collect.shard_memory.fake_activations`: by batch, the peak's
+    first, then one per gradient landed, in the same order at every batch) as lines in the
+    batch, each with the larger share of gradients landed; only those no other moment
+    exceeds in activations, slope and gradients alike are kept, the peak's first."""
+    sizes = sorted(found)
+    lengths = {len(found[b]) for b in sizes}
+    count = lengths.pop() if len(lengths) == 1 else 1  # unaligned: the peaks alone
+    lines = [
+        BackwardMoment(
+            activations=fit_line(sizes, [found[b][i][0] for b in sizes]),
+            gradients_done=max(found[b][i][1] for b in sizes),
+        )
+        for i in range(count)
+    ]
+
+    def covers(a: BackwardMoment, b: BackwardMoment) -> bool:
+        return (
+            a.activations.fixed_bytes >= b.activations.fixed_bytes
+            and a.activations.per_sample_bytes >= b.activations.per_sample_bytes
+            and a.gradients_done >= b.gradients_done
+        )
+
+    def dropped(i: int) -> bool:
+        # covered by another; of equal ones the first stays; the peak's (0) always stays
+        return i > 0 and any(
+            covers(lines[j], lines[i]) and (j < i or not covers(lines[i], lines[j]))
+            for j in range(len(lines))
+            if j != i
+        )
+
+    kept = [line for i, line in enumerate(lines) if not dropped(i)]
+    return kept
+
+
 def rank_memory(
     shape: ModelShape,
     world_size: int,
     batch: int,
-    activations: LinearFit,
+    moments: Moments,
     *,
     param_dtype_bytes: int,
     prefetch: int = DEFAULT_PREFETCH,
@@ -84,9 +131,15 @@ def rank_memory(
     gathered = unsharded_bytes(
         shape, world_size, param_dtype_bytes=param_dtype_bytes, prefetch=prefetch
     )
-    acts = max(0, round(activations.at(batch)))
+    acts, held = max(
+        (
+            (max(0, round(m.activations.at(batch))), round(m.gradients_done * params))
+            for m in _moments(moments)
+        ),
+        key=sum,
+    )
     resident = params + state + shape.buffers_bytes
-    backward, optimizer = resident + gathered + acts, resident + params
+    backward, optimizer = resident + gathered + acts + held, resident + params
     return RankMemory(
         world_size=world_size,
         batch=batch,
@@ -96,6 +149,7 @@ def rank_memory(
         buffers_bytes=shape.buffers_bytes,
         unsharded_bytes=gathered,
         activations_bytes=acts,
+        gradients_held_bytes=held,
         backward_peak_bytes=backward,
         optimizer_peak_bytes=optimizer,
         peak_bytes=max(backward, optimizer),
@@ -105,7 +159,7 @@ def rank_memory(
 def max_batch_per_rank(
     shape: ModelShape,
     world_size: int,
-    activations: LinearFit,
+    moments: Moments,
     budget_bytes: int,
     *,
     param_dtype_bytes: int,
@@ -113,25 +167,33 @@ def max_batch_per_rank(
 ) -> int:
     """The largest batch per rank whose peak fits `budget_bytes` (0: not even one sample)."""
     at_zero = rank_memory(
-        shape, world_size, 0, activations, param_dtype_bytes=param_dtype_bytes, prefetch=prefetch
+        shape, world_size, 0, moments, param_dtype_bytes=param_dtype_bytes, prefetch=prefetch
     )
     if at_zero.optimizer_peak_bytes > budget_bytes:
         return 0
-    room = budget_bytes - (at_zero.backward_peak_bytes - at_zero.activations_bytes)
-    slope = activations.per_sample_bytes
-    if slope <= 0:
+    params = at_zero.parameters_bytes
+    base = at_zero.parameters_bytes + at_zero.optimizer_state_bytes + at_zero.buffers_bytes
+    base += at_zero.unsharded_bytes
+    limits = []
+    for moment in _moments(moments):
+        room = budget_bytes - base - moment.gradients_done * params - moment.activations.fixed_bytes
+        slope = moment.activations.per_sample_bytes
+        if slope > 0:
+            limits.append(math.floor(room / slope))
+        elif room < 0:
+            return 0
+    if not limits:
         raise UsageError(
             "the fake steps' activations do not grow with the batch, so no largest batch follows",
             hint="check the workload's inputs: a batch of them must change its forward",
         )
-    best = math.floor((room - activations.fixed_bytes) / slope)
-    return max(0, best)
+    return max(0, min(limits))
 
 
 def plan_shards(
     workload: str,
     shape: ModelShape,
-    activations: LinearFit,
+    moments: Moments,
     world_sizes: Sequence[int],
     *,
     param_dtype: str,
@@ -142,7 +204,8 @@ def plan_shards(
     params: dict[str, int | float | str] | None = None,
     wall_s: float = 0.0,
 ) -> ShardPlan:
-    """Each N's memory per rank, at `batch` or (with a budget) at the largest batch that fits."""
+    """Each N's memory per rank, at `batch` or (with a budget) at the largest batch that fits.
+    The first of `moments` is the fake steps' peak (`step_moments` keeps it first)."""
     if not world_sizes or min(world_sizes) < 1:
         raise UsageError(
             f"cannot shard over {list(world_sizes)} ranks", hint="give --nproc 1 or more"
@@ -155,7 +218,7 @@ def plan_shards(
             limits[n] = max_batch_per_rank(
                 shape,
                 n,
-                activations,
+                moments,
                 budget_bytes,
                 param_dtype_bytes=param_dtype_bytes,
                 prefetch=prefetch,
@@ -166,7 +229,7 @@ def plan_shards(
                 shape,
                 n,
                 shown if shown is not None else 1,
-                activations,
+                moments,
                 param_dtype_bytes=param_dtype_bytes,
                 prefetch=prefetch,
             )
@@ -179,7 +242,8 @@ def plan_shards(
         param_dtype=param_dtype,
         param_dtype_bytes=param_dtype_bytes,
         prefetch=prefetch,
-        activations_fit=activations,
+        activations_fit=_moments(moments)[0].activations,
+        moments=_moments(moments),
         ranks=ranks,
         budget_bytes=budget_bytes,
         max_batch=limits,

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from torchdoctor.analyze.memory import fit_line
-from torchdoctor.analyze.shard_memory import DEFAULT_PREFETCH, plan_shards
+from torchdoctor.analyze.shard_memory import DEFAULT_PREFETCH, plan_shards, step_moments
 from torchdoctor.collect.shard_memory import (
     PARAM_DTYPES,
     fake_activations,
@@ -39,15 +38,14 @@ def estimate_shards(
     start = time.perf_counter()
     dtype = param_dtype_of(param_dtype)
     shape = meta_shape(workload)
-    measured = fake_activations(workload, param_dtype=dtype, seed=seed)
-    acts = fit_line(list(measured), list(measured.values()))
+    moments = step_moments(fake_activations(workload, param_dtype=dtype, seed=seed))
     if batch is None and budget_bytes is None:
         batch = workload.default_batch_size
     params = getattr(workload, "params", {})
     return plan_shards(
         workload.name,
         shape,
-        acts,
+        moments,
         world_sizes,
         param_dtype=param_dtype,
         param_dtype_bytes=dtype.itemsize,

@@ -49,9 +49,7 @@ def parse_int_list(text: str, option: str) -> list[int]:
     except ValueError:
         raise UsageError(f"cannot read {option} {text!r}", hint="write e.g. 1,2,4") from None
     if not values or any(v < 1 for v in values):
-        raise UsageError(
-            f"{option} needs positive integers, got {text!r}", hint="write e.g. 1,2,4"
-        )
+        raise UsageError(f"{option} needs positive integers, got {text!r}", hint="write e.g. 1,2,4")
     return values
 
 

@@ -22,9 +22,9 @@ from torchdoctor.cli.options import (
     NPROC_HELP,
     check_out,
     force_option,
-    parse_int_list,
     out_option,
     parse_duration,
+    parse_int_list,
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
@@ -104,9 +104,7 @@ def _node_commands(
 def scale(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name (or a script after --)."),
-    nproc: str = typer.Option(
-        "1,2", "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."
-    ),
+    nproc: str = typer.Option("1,2", "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."),
     mode: str = typer.Option(
         "weak",
         "--mode",

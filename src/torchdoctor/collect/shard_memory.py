@@ -5,11 +5,12 @@ the measured peak of a real FSDP2 step to hold the arithmetic to.
   optimizer's kind, from a model built on the `meta` device: a 7B-shaped model costs no memory.
 - `fake_activations`: the activations and the backward's temporaries of one step, measured by
   torch's `MemTracker` on a model built under `FakeTensorMode` in the mixed-precision policy's
-  parameter dtype (as FSDP2 computes), at two batch sizes, fitted as fixed + per_sample * batch.
-  A fake tensor has a shape, a dtype and a storage size but no data, so a step of a model of
-  billions of parameters runs in seconds on a CPU. Each gradient is dropped as it is
-  accumulated: under FSDP2 a unit's unsharded gradients are reduce-scattered and freed in the
-  backward, so what the step holds beyond its sharded state is activations and temporaries.
+  parameter dtype (as FSDP2 computes), at two batch sizes: at the step's peak and as each
+  gradient lands, with the share of the gradients landed by then (the sharded gradients a
+  rank holds at that moment under FSDP2). A fake tensor has a shape, a dtype and a storage
+  size but no data, so a step of a model of billions of parameters runs in seconds on a CPU.
+  Each gradient is dropped as it lands: under FSDP2 a unit's unsharded gradients are
+  reduce-scattered and freed in the backward.
 - `measure_sharded_step`: in a rank of an initialised process group, the workload sharded as
   the arithmetic assumes (each of its blocks a unit, the root last, a bf16
   `MixedPrecisionPolicy`), one warm-up step, then one step under torch's `FSDPMemTracker`,
@@ -146,9 +147,54 @@ def meta_shape(workload: Workload) -> ModelShape:
 def _cast_floating(value: Any, dtype: torch.dtype) -> Any:
     # FSDP2's root casts its floating forward inputs to the policy's param_dtype
     # (`MixedPrecisionPolicy.cast_forward_inputs`, True by default).
-    return tree_map_only(
-        torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, value
-    )
+    return tree_map_only(torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, value)
+
+
+#: One moment of a fake step: (activations and temporaries alive, bytes; the share of the
+#: parameters' elements whose gradients have landed by then, 0..1).
+Moment = tuple[int, float]
+
+
+class _Timeline:
+    """The moments of one fake backward, sampled as each gradient lands, and the peak's.
+
+    A gradient's landing is a hook (`register_post_accumulate_grad_hook`): there the tracker's
+    current and peak figures are read, and the gradient dropped. The peak's moment is the
+    tracker's peak with the gradients that had landed before it (the peak grew between the
+    previous landing and this one)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(1, total)
+        self.tracker: Any = None
+        self.done = 0
+        self.last_peak = 0
+        self.peak: Moment = (0, 0.0)
+        self.moments: list[Moment] = []
+
+    @staticmethod
+    def _held(snapshot: dict[Any, dict[Any, int]]) -> tuple[int, int]:
+        figures = {str(getattr(k, "value", k)): v for k, v in next(iter(snapshot.values())).items()}
+        total = figures["Total"]
+        return total, total - figures.get("Parameter", 0) - figures.get("Buffer", 0)
+
+    def _check_peak(self) -> None:
+        total, held = self._held(self.tracker.get_tracker_snapshot("peak"))
+        if total > self.last_peak:
+            self.peak = (held, self.done / self.total)
+            self.last_peak = total
+
+    def landed(self, param: torch.Tensor) -> None:
+        self._check_peak()
+        _, now = self._held(self.tracker.get_tracker_snapshot("current"))
+        self.done += param.numel()
+        self.moments.append((now, self.done / self.total))
+        # Under FSDP2 a unit's unsharded gradients leave in its reduce-scatter: none
+        # accumulate here; the sharded ones are the arithmetic's (`gradients_done`).
+        param.grad = None
+
+    def finish(self) -> list[Moment]:
+        self._check_peak()
+        return [self.peak, *self.moments]
 
 
 def fake_activations(
@@ -157,9 +203,11 @@ def fake_activations(
     param_dtype: torch.dtype = torch.bfloat16,
     batch_sizes: Sequence[int] = FAKE_BATCHES,
     seed: int = 0,
-) -> dict[int, int]:
-    """Activations and temporaries of one step at each batch size, from fake steps: the
-    tracker's peak less the parameters and buffers (bytes by batch)."""
+) -> dict[int, list[Moment]]:
+    """The moments of one fake step at each batch size: first the peak, then one as each
+    gradient lands, in the backward's order (the same at every batch size). A moment's
+    bytes are the tracker's figure less the parameters and buffers: activations, the
+    backward's temporaries and the gradient landing."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -172,26 +220,30 @@ def fake_activations(
             hint="give the workload a larger dataset (--param rows=... or characters=...)",
         )
     batches = [collate_first(dataset, b) for b in batch_sizes]
-    values: dict[int, int] = {}
+    found: dict[int, list[Moment]] = {}
     with FakeTensorMode(allow_non_fake_inputs=False) as fake:
         with _default_dtype(param_dtype):
             model = workload.build_model()
-        for p in model.parameters():
-            # Under FSDP2 a unit's gradients leave in its reduce-scatter: none accumulate.
-            p.register_post_accumulate_grad_hook(lambda q: setattr(q, "grad", None))
+        params = [p for p in model.parameters() if p.requires_grad]
         for size_of, (inputs, target) in zip(batch_sizes, batches, strict=True):
-            fake_in = _cast_floating(tree_map_only(torch.Tensor, fake.from_tensor, inputs), param_dtype)
+            fake_in = _cast_floating(
+                tree_map_only(torch.Tensor, fake.from_tensor, inputs), param_dtype
+            )
             fake_target = fake.from_tensor(target)
-            tracker = MemTracker()
+            timeline = _Timeline(sum(p.numel() for p in params))
+            hooks = [p.register_post_accumulate_grad_hook(timeline.landed) for p in params]
+            timeline.tracker = tracker = MemTracker()
             tracker.track_external(model, fake_in, fake_target)
-            with tracker, warnings.catch_warnings():
-                # The tracker is handed the gradients the hook above has just dropped.
-                warnings.filterwarnings("ignore", message="Expected a tensor or a traceable")
-                workload.loss(model(fake_in), fake_target).backward()
-            peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
-            held = {str(getattr(k, "value", k)): v for k, v in peak.items()}
-            values[size_of] = held["Total"] - held.get("Parameter", 0) - held.get("Buffer", 0)
-    return values
+            try:
+                with tracker, warnings.catch_warnings():
+                    # The tracker is handed the gradients the hooks have just dropped.
+                    warnings.filterwarnings("ignore", message="Expected a tensor or a traceable")
+                    workload.loss(model(fake_in), fake_target).backward()
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            found[size_of] = timeline.finish()
+    return found
 
 
 def measure_sharded_step(

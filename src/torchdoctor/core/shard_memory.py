@@ -81,14 +81,25 @@ class ModelShape(SubRecord):
         return sum(len(u.parameters) for u in self.units)
 
 
+class BackwardMoment(SubRecord):
+    """One moment of the step, from the fake steps: the activations and temporaries alive then
+    against the batch, and the share of the parameters' elements whose gradients had landed
+    (whose shards a rank holds then under FSDP2)."""
+
+    activations: LinearFit
+    gradients_done: float
+
+
 class RankMemory(SubRecord):
     """One rank's memory at `world_size` ranks and `batch` samples per rank (bytes).
 
-    The step peaks at one of two moments (`peak_bytes` is the larger): at the start of the
-    backward, where every activation is alive, the root's and the largest unit's parameters
-    are unsharded (the latter `prefetch + 1` times at N >= 2), and no gradient is held yet
-    (`zero_grad(set_to_none=True)`, the default, freed the last step's); or in the
-    optimizer's step, where every gradient shard is held beside the parameters and the state.
+    The step peaks in the forward and backward or in the optimizer's step (`peak_bytes` is the
+    larger). In the backward the root's and the largest unit's parameters are unsharded (the
+    latter `prefetch + 1` times at N >= 2), and at each moment the fake steps saw the
+    activations alive then and the gradient shards landed by then are added (no gradient is
+    held when the step begins: `zero_grad(set_to_none=True)`, the default, freed the last
+    step's); the largest moment binds. In the optimizer's step every gradient shard is held
+    beside the parameters and the state.
     """
 
     world_size: int
@@ -100,8 +111,10 @@ class RankMemory(SubRecord):
     #: The root's parameters and the largest other unit's (times prefetch + 1 at N >= 2),
     #: unsharded in the mixed-precision policy's parameter dtype.
     unsharded_bytes: int
-    #: Activations and the backward's temporaries at `batch` (the fit's value there).
+    #: Activations and the backward's temporaries at `batch`, and the gradient shards held,
+    #: at the backward's binding moment.
     activations_bytes: int
+    gradients_held_bytes: int = 0
     backward_peak_bytes: int
     optimizer_peak_bytes: int
     #: The larger of the two: the rank's peak.
@@ -130,7 +143,11 @@ class ShardPlan(Record):
     param_dtype_bytes: int
     #: Units all-gathered ahead of the one computing (FSDP2's default backward prefetch: 1).
     prefetch: int
+    #: The activations and temporaries at the fake steps' peak, against the batch.
     activations_fit: LinearFit
+    #: The moments that may bind (none has fewer activations, slope and gradients than
+    #: another), the peak's among them.
+    moments: list[BackwardMoment] = Field(default_factory=list)
     #: Each N at the batch shown: `batch`, or the largest that fits, or 1.
     ranks: list[RankMemory]
     budget_bytes: int | None = None

@@ -88,9 +88,9 @@ __all__ = [
     "render_result",
     "render_run",
     "render_scaling",
-    "render_shard_plan",
     "render_script_run",
     "render_sections",
+    "render_shard_plan",
     "workloads_table",
     "write_reports",
 ]

@@ -100,7 +100,12 @@ def test_the_largest_batch_is_the_edge_of_the_budget() -> None:
 def test_a_plan_says_whether_it_fits_at_each_n_and_round_trips() -> None:
     shape = _shape()
     plan = plan_shards(
-        "tiny", shape, ACTS, [1, 4], param_dtype="bf16", param_dtype_bytes=2,
+        "tiny",
+        shape,
+        ACTS,
+        [1, 4],
+        param_dtype="bf16",
+        param_dtype_bytes=2,
         budget_bytes=3_000,
     )
     assert plan.parameters == 152
@@ -114,3 +119,34 @@ def test_a_plan_says_whether_it_fits_at_each_n_and_round_trips() -> None:
 def test_no_ranks_is_refused() -> None:
     with pytest.raises(UsageError, match="cannot shard over"):
         plan_shards("tiny", _shape(), ACTS, [0], param_dtype="bf16", param_dtype_bytes=2)
+
+
+def test_the_backward_binds_where_activations_and_landed_gradients_peak_together() -> None:
+    from torchdoctor.analyze.shard_memory import step_moments
+
+    # by batch: the peak's moment first (no gradient yet), then two landings
+    found = {
+        1: [(1000, 0.0), (900, 0.5), (100, 1.0)],
+        2: [(1500, 0.0), (1300, 0.5), (100, 1.0)],
+    }
+    moments = step_moments(found)
+    # the last landing has fewer activations but every gradient: it may still bind; none of
+    # the three covers another, so all stay, the peak's first
+    assert [m.gradients_done for m in moments] == [0.0, 0.5, 1.0]
+    assert moments[0].activations.per_sample_bytes == pytest.approx(500)
+    shape = _shape()
+    # N=1: the gradient shard is 608 B; at batch 1 the middle moment (900 + 304) binds
+    rank = rank_memory(shape, 1, 1, moments, param_dtype_bytes=2)
+    assert (rank.activations_bytes, rank.gradients_held_bytes) == (900, 304)
+    base = 608 + (2 * 152 * 4 + 20) + 100 + 172
+    assert rank.backward_peak_bytes == base + 1204
+    best = max_batch_per_rank(shape, 1, moments, base + 1900, param_dtype_bytes=2)
+    assert best == 2  # 1500 at the peak, 1300 + 304 in the middle: both under 1900
+    assert max_batch_per_rank(shape, 1, moments, base + 1600, param_dtype_bytes=2) == 1
+
+
+def test_a_moment_another_covers_is_dropped() -> None:
+    from torchdoctor.analyze.shard_memory import step_moments
+
+    found = {1: [(1000, 0.2), (900, 0.1), (1000, 0.2)], 2: [(1500, 0.2), (1300, 0.1), (1500, 0.2)]}
+    assert len(step_moments(found)) == 1

@@ -70,7 +70,10 @@ def test_fake_steps_count_what_the_same_step_holds_on_real_tensors() -> None:
 
     workload = get_workload("gpt", **TINY_GPT)
     fake = fake_activations(workload, param_dtype=torch.bfloat16, batch_sizes=(1, 3))
-    assert fake[3] > fake[1] > 0
+    assert fake[3][0][0] > fake[1][0][0] > 0
+    # the peak's moment, then one per parameter as its gradient lands, all of them by the end
+    landed = [share for _, share in fake[3][1:]]
+    assert len(landed) == 2 * 12 + 4 and landed == sorted(landed) and landed[-1] == 1.0
     torch.set_default_dtype(torch.bfloat16)
     try:
         model = workload.build_model()
@@ -86,4 +89,4 @@ def test_fake_steps_count_what_the_same_step_holds_on_real_tensors() -> None:
             workload.loss(model(inputs), target).backward()
         peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
         held = {str(getattr(k, "value", k)): v for k, v in peak.items()}
-        assert fake[batch] == held["Total"] - held["Parameter"] - held["Buffer"]
+        assert fake[batch][0][0] == held["Total"] - held["Parameter"] - held["Buffer"]

@@ -82,4 +82,3 @@ def shard_plan_blocks(plan: dict[str, Any]) -> Blocks:
     return Blocks(
         title="Memory per rank (FSDP2)", facts=facts, tables=[Table(header, rows)], notes=notes
     )
-
