@@ -38,7 +38,13 @@ if TYPE_CHECKING:
         study_memory,
         under_cap,
     )
-    from torchdoctor.analyze.shard_memory import plan_shards, rank_memory
+    from torchdoctor.analyze.shard_memory import (
+        DEFAULT_PREFETCH,
+        Moments,
+        plan_shards,
+        rank_memory,
+        step_moments,
+    )
     from torchdoctor.analyze.shard_memory_study import estimate_shards
 
 _LAZY_EXPORTS = {
@@ -50,16 +56,21 @@ _LAZY_EXPORTS = {
     "oom_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
     "under_cap": "torchdoctor.analyze.memory_study",
+    "DEFAULT_PREFETCH": "torchdoctor.analyze.shard_memory",
+    "Moments": "torchdoctor.analyze.shard_memory",
     "plan_shards": "torchdoctor.analyze.shard_memory",
+    "step_moments": "torchdoctor.analyze.shard_memory",
     "rank_memory": "torchdoctor.analyze.shard_memory",
     "estimate_shards": "torchdoctor.analyze.shard_memory_study",
 }
 
 __all__ = [
+    "DEFAULT_PREFETCH",
     "STEP_CATEGORIES",
     "CeilingsInfo",
     "CrossRankAnalysis",
     "Kind",
+    "Moments",
     "OpRow",
     "RankPhases",
     "StepSamples",
@@ -81,6 +92,7 @@ __all__ = [
     "predict_max_batch",
     "rank_memory",
     "split_owners",
+    "step_moments",
     "study_memory",
     "timeline_step_samples",
     "trace_step_samples",

@@ -11,12 +11,7 @@ import time
 from collections.abc import Sequence
 
 from torchdoctor.analyze.shard_memory import DEFAULT_PREFETCH, plan_shards, step_moments
-from torchdoctor.collect.shard_memory import (
-    PARAM_DTYPES,
-    fake_activations,
-    meta_shape,
-    param_dtype_of,
-)
+from torchdoctor.collect import PARAM_DTYPES, fake_activations, meta_shape, param_dtype_of
 from torchdoctor.core.shard_memory import ShardPlan
 from torchdoctor.workloads import Workload
 

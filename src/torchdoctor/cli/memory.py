@@ -156,6 +156,7 @@ def shard_memory(
     """`memory WORKLOAD --nproc N`: the per-rank estimate, written to a new run folder."""
     from torchdoctor.analyze import estimate_shards
     from torchdoctor.core.rundir import SHARD_PLAN, finish_run_dir, new_run_dir
+    from torchdoctor.scale import compare_strategies
     from torchdoctor.workloads import get_workload
 
     job = get_workload(workload, **parse_workload_params(params))
@@ -164,6 +165,19 @@ def shard_memory(
         plan = estimate_shards(
             job, world_sizes, param_dtype=param_dtype, budget_bytes=budget, seed=seed
         )
+        strategies = [
+            cost
+            for rank in plan.ranks
+            for cost in compare_strategies(
+                plan.shape,
+                rank.world_size,
+                rank.batch,
+                plan.moments,
+                param_dtype_bytes=plan.param_dtype_bytes,
+                prefetch=plan.prefetch,
+            )
+        ]
+        plan = plan.model_copy(update={"strategies": strategies})
         plan.write(run_dir / SHARD_PLAN)
     except BaseException as exc:
         finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))

@@ -33,8 +33,7 @@ from torch.utils._pytree import tree_map_only
 
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardUnit
-from torchdoctor.workloads import Workload
-from torchdoctor.workloads.base import collate_first
+from torchdoctor.workloads import Workload, collate_first
 
 #: The fake steps' batch sizes: activations are linear in the batch (every op's saved output
 #: scales with it), so two points fix the line, and the smallest cost least.

@@ -15,7 +15,7 @@ them without importing one another. Nothing here imports torch.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -121,6 +121,25 @@ class RankMemory(SubRecord):
     peak_bytes: int
 
 
+#: Ways of training at N ranks that `memory --nproc` sets side by side.
+Strategy = Literal["ddp", "fsdp", "fsdp_offload"]
+
+
+class StrategyCost(SubRecord):
+    """One way of training at N ranks: each rank's device and host memory and the bytes its
+    links carry per step (scale/fsdp.py, `compare_strategies`)."""
+
+    strategy: Strategy
+    world_size: int
+    batch: int
+    device_bytes: int
+    host_bytes: int
+    #: Bytes over the network link per step and rank.
+    network_bytes: float
+    #: Bytes between host and device per step and rank (offload's copies).
+    host_link_bytes: float
+
+
 class ShardPlan(Record):
     """Memory per rank of a workload sharded over N ranks, estimated without materialising it.
 
@@ -153,6 +172,8 @@ class ShardPlan(Record):
     budget_bytes: int | None = None
     #: The largest batch per rank under the budget at each N (0: not one sample fits).
     max_batch: dict[int, int] = Field(default_factory=dict)
+    #: DDP, FSDP and FSDP with CPU offload at each N, at the batch shown there.
+    strategies: list[StrategyCost] = Field(default_factory=list)
     #: Seconds the estimate took (building the fake model, its fake steps, the arithmetic).
     wall_s: float
 

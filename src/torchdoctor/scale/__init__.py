@@ -29,7 +29,6 @@ from torchdoctor.scale.fit import (
 from torchdoctor.scale.fsdp import (
     FsdpCollective,
     FsdpCommunication,
-    StrategyCost,
     compare_strategies,
     fsdp_collectives,
     fsdp_communication,
@@ -91,7 +90,6 @@ __all__ = [
     "ScalingMode",
     "ScalingModel",
     "ScalingStudy",
-    "StrategyCost",
     "StudyPlan",
     "Topology",
     "WorldResult",

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from torchdoctor.analyze.shard_memory import DEFAULT_PREFETCH, Moments, rank_memory
+from torchdoctor.analyze import DEFAULT_PREFETCH, Moments, rank_memory
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.records import SubRecord
-from torchdoctor.core.shard_memory import ModelShape
+from torchdoctor.core.shard_memory import ModelShape, StrategyCost
 from torchdoctor.scale.fit import AlphaBetaFit, bus_factor
 from torchdoctor.scale.model import Z_95
 
 FsdpKind = Literal["all_gather", "reduce_scatter"]
-Strategy = Literal["ddp", "fsdp", "fsdp_offload"]
 
 
 class FsdpCollective(SubRecord):
@@ -152,21 +151,6 @@ def fsdp_communication(
         low_s=max(0.0, total - Z_95 * error),
         high_s=total + Z_95 * error,
     )
-
-
-class StrategyCost(SubRecord):
-    """One way of training at N ranks: each rank's device and host memory and the bytes its
-    links carry per step."""
-
-    strategy: Strategy
-    world_size: int
-    batch: int
-    device_bytes: int
-    host_bytes: int
-    #: Bytes over the network link per step and rank.
-    network_bytes: float
-    #: Bytes between host and device per step and rank (offload's copies).
-    host_link_bytes: float
 
 
 def compare_strategies(

@@ -22,6 +22,10 @@ OWNERS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: How each strategy is named in the table.
+STRATEGIES = {"ddp": "DDP", "fsdp": "FSDP", "fsdp_offload": "FSDP, CPU offload"}
+
+
 def _verdict(plan: dict[str, Any], world: int | None) -> str:
     limits = mapping(plan, "max_batch")
     best = limits.get(str(world), limits.get(world)) if world is not None else None  # type: ignore[call-overload]
@@ -77,8 +81,29 @@ def shard_plan_blocks(plan: dict[str, Any]) -> Blocks:
     notes += [
         "Per rank: parameters, gradients and optimizer state sharded over the ranks; the "
         "root's and the largest unit's parameters (times the prefetch + 1) all-gathered; "
-        "the peak is the larger of the backward's start and the optimizer's step."
+        "the peak is the backward's largest moment (activations alive, gradient shards "
+        "landed) or the optimizer's step, whichever is larger. DDP, FSDP and offload are "
+        "set side by side at each N's batch."
     ]
-    return Blocks(
-        title="Memory per rank (FSDP2)", facts=facts, tables=[Table(header, rows)], notes=notes
-    )
+    tables = [Table(header, rows)]
+    costs = [c for c in items(plan, "strategies") if isinstance(c, dict)]
+    if costs:
+        tables.append(
+            Table(
+                ["strategy", "ranks", "batch", "device", "host", "network / step", "host link"],
+                [
+                    [
+                        STRATEGIES.get(text(c, "strategy") or "", text(c, "strategy") or "?"),
+                        str(integer(c, "world_size")),
+                        str(integer(c, "batch")),
+                        fmt.nbytes(num(c, "device_bytes")),
+                        fmt.nbytes(num(c, "host_bytes")),
+                        fmt.nbytes(num(c, "network_bytes")),
+                        fmt.nbytes(num(c, "host_link_bytes")),
+                    ]
+                    for c in costs
+                ],
+                title="DDP, FSDP and FSDP with CPU offload, per rank",
+            )
+        )
+    return Blocks(title="Memory per rank (FSDP2)", facts=facts, tables=tables, notes=notes)
