@@ -8,7 +8,8 @@ One module per analysis: decode (the one reader: msgspec, bounded chunks, one re
 loading (columns -> `Timeline`, folders of per-rank traces), timeline (the compact columns),
 steps, step_samples (each step's categories, ops and kernels, for diffs), devicetime,
 breakdown, ops (with the per-dtype roofline), launches, hostops (tiny host op calls), syncs,
-idle, ranks (a job's ranks compared: `cross_rank_analysis`); `devices` holds datasheet
+idle, ranks (a job's ranks compared: `cross_rank_analysis`), fsdp (a rank's FSDP2
+all-gathers and reduce-scatters, per unit: `FsdpAnalysis`); `devices` holds datasheet
 ceilings as `core.env.Ceilings` records. memory (a step's memory split into its owners, the
 fit against the batch size, `predict_max_batch`) and memory_study (measured at a few batch
 sizes; the measured edge under a cap) load on first use, since measuring runs torch.
@@ -17,6 +18,8 @@ sizes; the measured edge under a cap) load on first use, since measuring runs to
 from typing import TYPE_CHECKING
 
 from torchdoctor.analyze.api import analyze_ranks, analyze_timeline, analyze_trace
+from torchdoctor.analyze.fsdp_records import ROOT as FSDP_ROOT
+from torchdoctor.analyze.fsdp_records import FsdpAnalysis, FsdpUnit
 from torchdoctor.analyze.loading import load_rank_traces, load_trace
 from torchdoctor.analyze.rank_records import CrossRankAnalysis, RankPhases, Straggler
 from torchdoctor.analyze.ranks import cross_rank_analysis
@@ -66,9 +69,12 @@ _LAZY_EXPORTS = {
 
 __all__ = [
     "DEFAULT_PREFETCH",
+    "FSDP_ROOT",
     "STEP_CATEGORIES",
     "CeilingsInfo",
     "CrossRankAnalysis",
+    "FsdpAnalysis",
+    "FsdpUnit",
     "Kind",
     "Moments",
     "OpRow",

@@ -20,6 +20,7 @@ from torchdoctor.analyze.devices import (
     datasheet_for_generation,
 )
 from torchdoctor.analyze.devicetime import device_timeline
+from torchdoctor.analyze.fsdp import fsdp_analysis
 from torchdoctor.analyze.hostops import host_op_stats
 from torchdoctor.analyze.idle import idle_stats
 from torchdoctor.analyze.kernels import kernel_mix
@@ -144,6 +145,7 @@ def analyze_timeline(
         host_ops=host_op_stats(tl.dur[cpu_ops], self_t),
         syncs=sync_stats(tl, windows, selected),
         attention=handwritten_attention(tl, steps.count if steps else None),
+        fsdp=fsdp_analysis(tl),
         idle=idle_stats(tl, selected),
         ceilings=info,
         ceilings_note=note,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from torchdoctor.analyze.fsdp_records import FsdpAnalysis
 from torchdoctor.analyze.rank_records import CrossRankAnalysis
 from torchdoctor.core.records import Record, SubRecord
 
@@ -169,8 +170,8 @@ class TraceAnalysis(Record):
     schema_name = "trace_analysis"
     # 2: OpRow.dtype/peak_dtype (per-dtype roofline), host_ops; 3: cuda_capability;
     # 4: kernels (KernelMix), cuda_capability_source, SyncStats costs; 5: cross_rank, attention;
-    # 6: SyncStats.host_scalar_reads, tool_by_name. Older records still read.
-    schema_version = 6
+    # 6: SyncStats.host_scalar_reads, tool_by_name; 7: fsdp. Older records still read.
+    schema_version = 7
 
     source: str
     device_name: str | None
@@ -200,3 +201,5 @@ class TraceAnalysis(Record):
     ranks: list[RankSummary]
     # schema 5: a folder of two or more ranks' traces compared (analyze.ranks); else None.
     cross_rank: CrossRankAnalysis | None = None
+    # schema 7: a rank's FSDP2 all-gathers and reduce-scatters (analyze.fsdp); else None.
+    fsdp: FsdpAnalysis | None = None

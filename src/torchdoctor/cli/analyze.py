@@ -69,9 +69,9 @@ def analyze(
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
 
     def render(console: Console) -> None:
-        from torchdoctor.report import render_analysis
+        from torchdoctor.report import render_records
 
-        render_analysis(result, console)
+        render_records(console, {"analysis": result})
 
     emit(result, render)
     if report:

@@ -147,9 +147,11 @@ def diagnose(
         last = i == len(exam.diagnoses) - 1
 
         def render(c: Console, d: Diagnosis = d, last: bool = last) -> None:
-            from torchdoctor.report import render_diagnosis
+            from torchdoctor.report import render_records, render_run_folder
 
-            render_diagnosis(d, c, exam.run_dir if last else None)
+            render_records(c, {"diagnosis": d})
+            if last:
+                render_run_folder(c, exam.run_dir)
 
         emit(d, render)
     plan = exam.memory  # a script's step, split into its owners

@@ -57,9 +57,9 @@ def diff(
     result = diff_inputs(a, b)  # bad input fails before a run folder is made
 
     def render(console: Console) -> None:
-        from torchdoctor.report import render_diff
+        from torchdoctor.report import render_records
 
-        render_diff(result, console)
+        render_records(console, {"diff": result})
 
     emit(result, render)
     if report:

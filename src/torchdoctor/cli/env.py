@@ -29,10 +29,10 @@ def env_command(
     ceilings = get_ceilings(refresh=refresh, device=default_device(device), progress=say)
 
     def render(console: Console) -> None:
-        from torchdoctor.report import render_env
+        from torchdoctor.report import render_records
 
         console.print(f"torchdoctor {__version__}", highlight=False)
-        render_env(console, fp, ceilings)
+        render_records(console, {"env": {"fingerprint": fp, "ceilings": ceilings}})
 
     emit(
         {

@@ -45,7 +45,7 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import UsageError
-from torchdoctor.report import render_memory, render_shard_plan
+from torchdoctor.report import render_records, render_shard_plan
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
@@ -105,13 +105,13 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     from torchdoctor.analyze import owners_plan
     from torchdoctor.api import parse_command
     from torchdoctor.collect import read_profiles
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.procs import run_script
 
     argv, module = parse_command(command)
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
     collect = run_dir / "collect"
-    try:
+    with marking_outcome(run_dir):
         main = run_script(
             argv,
             module=module,
@@ -136,10 +136,6 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
             )
         plan = owners_plan(" ".join(command), found.memory)
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return plan, run_dir
 
 
@@ -155,13 +151,13 @@ def shard_memory(
 ) -> tuple[ShardPlan, Path]:
     """`memory WORKLOAD --nproc N`: the per-rank estimate, written to a new run folder."""
     from torchdoctor.analyze import estimate_shards
-    from torchdoctor.core.rundir import SHARD_PLAN, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
     from torchdoctor.scale import compare_strategies
     from torchdoctor.workloads import get_workload
 
     job = get_workload(workload, **parse_workload_params(params))
     run_dir = new_run_dir("memory", job.name, out=out)
-    try:
+    with marking_outcome(run_dir):
         plan = estimate_shards(
             job, world_sizes, param_dtype=param_dtype, budget_bytes=budget, seed=seed
         )
@@ -179,10 +175,6 @@ def shard_memory(
         ]
         plan = plan.model_copy(update={"strategies": strategies})
         plan.write(run_dir / SHARD_PLAN)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return plan, run_dir
 
 
@@ -277,7 +269,7 @@ def memory_command(
             ctx, ("seed", "device"), case="for a script", hint="its seed and device are its own"
         )
         plan, run_dir = script_memory(command, out)
-        emit(plan, lambda console: render_memory(console, plan))
+        emit(plan, lambda console: render_records(console, {"memory": plan}))
         write_run_reports(run_dir)
         return
     if workload is None:
@@ -312,7 +304,7 @@ def memory_command(
         ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"
     )
     from torchdoctor.analyze import oom_edge, study_memory
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -328,7 +320,7 @@ def memory_command(
     job = get_workload(workload, **parse_workload_params(params))
     recipe = Recipe.parse(settings, workload=job, device=device)
     run_dir = new_run_dir("memory", job.name, out=out)
-    try:
+    with marking_outcome(run_dir):
         plan = study_memory(
             job, batch_sizes=sizes, budget_bytes=budget, device=device, recipe=recipe, seed=seed
         )
@@ -348,13 +340,9 @@ def memory_command(
             )
             plan = plan.model_copy(update={"oom_edge": edge})
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
-        render_memory(console, plan)
+        render_records(console, {"memory": plan})
 
     emit(plan, render)
     write_run_reports(run_dir)

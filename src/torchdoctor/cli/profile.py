@@ -69,7 +69,7 @@ def profile_command(
     """Profile a window of WORKLOAD's steps: Kineto trace, FLOPs per op/module, memory."""
     from torchdoctor.analyze import analyze_trace
     from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
-    from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import ANALYSIS, TRACE, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -79,17 +79,13 @@ def profile_command(
     recipe = Recipe.parse(settings, workload=job, device=device)
     machine = _ceilings(device) if ceilings else None
     run_dir = new_run_dir("profile", job.name, out=out)
-    try:
+    with marking_outcome(run_dir):
         capture = profile_workload(
             job, recipe, run_dir, device=device, seed=seed, wait=wait, warmup=warmup, active=active
         )
         capture.write(run_dir / PROFILE_SUMMARY)
         analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
         analysis.write(run_dir / ANALYSIS)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_profile

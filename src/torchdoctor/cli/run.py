@@ -256,9 +256,9 @@ def _run_workload(
         )
 
     def render(console: Console) -> None:
-        from torchdoctor.report import render_run
+        from torchdoctor.report import render_records
 
-        render_run(console, result)
+        render_records(console, {"run_result": result})
 
     emit(result, render)
     message = result.divergence_message()

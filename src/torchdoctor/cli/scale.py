@@ -248,9 +248,9 @@ def _run_study(plan: StudyPlan, out: Path | None) -> None:
     write_run_reports(run_dir)
 
     def render(console: Console) -> None:
-        from torchdoctor.report import render_scaling
+        from torchdoctor.report import render_records
 
-        render_scaling(study, console)
+        render_records(console, {"scaling": study}, run_dir)
         console.print(f"Run folder: {display_path(run_dir)}", soft_wrap=True)
 
     emit(study, render)

@@ -42,7 +42,7 @@ from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.rundir import display_path
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
-from torchdoctor.report import render_result
+from torchdoctor.report import render_records
 from torchdoctor.tune import (
     StorageURL,
     Study,
@@ -433,7 +433,7 @@ def finish_with_report(result: TuneResult) -> None:
         pass
 
     def render(console: Console) -> None:
-        render_result(result, console)
+        render_records(console, {"tune": result})
         for path in reports:
             console.print(f"Report: {display_path(path)}", highlight=False)
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect._target import LaunchConfig
     from torchdoctor.collect._watch import watch
     from torchdoctor.collect.control import CONTROL_AUTHKEY_ENV
+    from torchdoctor.collect.fsdp_source import refuse_mixed_fsdp
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
     from torchdoctor.collect.inject import install_recipe
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
@@ -102,6 +103,7 @@ _EXPORTS = {
     "profile_workload": "torchdoctor.collect.profile",
     "quiet_profiling": "torchdoctor.collect.quiet",
     "read_profiles": "torchdoctor.collect.launcher",
+    "refuse_mixed_fsdp": "torchdoctor.collect.fsdp_source",
     "launch_profile": "torchdoctor.collect.launcher",
     "prepare_launch": "torchdoctor.collect.launcher",
     "watch": "torchdoctor.collect._watch",
@@ -147,6 +149,7 @@ __all__ = [
     "profile_workload",
     "quiet_profiling",
     "read_profiles",
+    "refuse_mixed_fsdp",
     "unique_bytes",
     "watch",
 ]

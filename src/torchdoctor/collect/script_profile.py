@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.memory_owners import StepMemory
 from torchdoctor.core.records import Record, SubRecord
+from torchdoctor.core.redact import redact_argv
 from torchdoctor.core.steps import StepTiming
 
 StepDetection = Literal["optimizer_hook", "backward", "none"]
@@ -93,6 +94,8 @@ class ScriptProfile(Record):
     #: `memory` and `memory_skipped`. Older records still read.
     schema_version: ClassVar[int] = 4
 
+    #: The command as run, its secrets masked (core/redact.py): a profile is shared and
+    #: attached to bug reports, and nothing reruns a script from it.
     argv: list[str]
     module: bool = False
     exit_code: int | None = None
@@ -140,6 +143,11 @@ class ScriptProfile(Record):
     pid: int | None = None
     wall_s: float = 0.0
     errors: list[str] = Field(default_factory=list)
+
+    @field_validator("argv")
+    @classmethod
+    def _masked(cls, argv: list[str]) -> list[str]:
+        return redact_argv(argv)
 
     @property
     def step_count(self) -> int:

@@ -22,12 +22,18 @@ The manifest is written first with status "running" and rewritten "complete" or 
 at the end, so a folder left by a killed run says so instead of looking finished; a run
 stopped by Ctrl-C, SIGTERM or SIGHUP (core/interrupt.py) is rewritten "interrupted", with
 the signal in `error`.
+
+While a process writes a folder it holds an exclusive lock on `RUN_DIR/.writing` (`flock`,
+which the kernel drops when the process ends, however it ends): a second process that would
+write the same folder (a `tune --resume` of a study still running, a `--force` into it) is
+refused in one line instead of interleaving its records with the first's (`hold_run_dir`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import fcntl
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -79,6 +85,44 @@ DEFAULT_RUNS_ROOT = Path("torchdoctor-runs")
 RUNS_ROOT_ENV = "TORCHDOCTOR_RUNS_DIR"
 
 
+#: The lock a process writing a run folder holds (`hold_run_dir`); gone once it finishes.
+WRITING = ".writing"
+#: The folders this process holds, by resolved path, and the open lock file of each: a
+#: process may come back to a folder it holds (demo's diagnosis, then its tune).
+_HELD: dict[Path, int] = {}
+
+
+def hold_run_dir(run_dir: Path) -> None:
+    """Hold `run_dir` for this process's writes until `finish_run_dir`; a folder another live
+    process holds is refused with one line naming it."""
+    key = Path(run_dir).resolve()
+    if key in _HELD:
+        return
+    fd = os.open(key / WRITING, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+        os.close(fd)
+        raise RecordError(
+            f"run folder {run_dir} is being written by process {holder}",
+            hint="wait for that run to end (or stop it), then try again",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _HELD[key] = fd
+
+
+def release_run_dir(run_dir: Path) -> None:
+    """Let go of a folder this process holds (`hold_run_dir`); nothing if it holds none."""
+    fd = _HELD.pop(Path(run_dir).resolve(), None)
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / WRITING).unlink()
+    os.close(fd)
+
+
 def runs_root() -> Path:
     """The folder new run folders go under when no `--out` is given."""
     return Path(os.environ.get(RUNS_ROOT_ENV) or DEFAULT_RUNS_ROOT)
@@ -114,6 +158,7 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
             n += 1
             out = out.with_name(f"{out.name.rsplit('~', 1)[0]}~{n}")
     out.mkdir(parents=True, exist_ok=True)
+    hold_run_dir(out)
     # The command line may name a database with its password (`tune --storage URL`): a run
     # folder is shared, the password is not (core/redact.py).
     manifest = RunManifest(
@@ -124,10 +169,11 @@ def new_run_dir(kind: RunKind, target: str, *, out: Path | None = None) -> Path:
 
 
 def finish_run_dir(
-    run_dir: Path, *, error: str | None = None, interrupted: bool = False
+    run_dir: Path, *, error: str | None = None, interrupted: bool = False, release: bool = True
 ) -> RunManifest:
     """Mark a run folder complete (or failed, with the one-line reason; or, with
-    `interrupted`, stopped by a signal, the reason naming it)."""
+    `interrupted`, stopped by a signal, the reason naming it), and let go of it unless
+    `release` is off (more is written after: `finishing`'s reports)."""
     manifest = read_manifest(run_dir)
     status: RunStatus = "interrupted" if interrupted else "failed" if error else "complete"
     done = manifest.model_copy(
@@ -138,6 +184,8 @@ def finish_run_dir(
         }
     )
     done.write(run_dir / MANIFEST)
+    if release:
+        release_run_dir(run_dir)
     return done
 
 
@@ -152,9 +200,10 @@ def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Ite
     """
     try:
         yield
-        finish_run_dir(run_dir)
+        finish_run_dir(run_dir, release=False)
         if reports is not None:
             reports()
+        release_run_dir(run_dir)
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
         where = f" {exc.filename}" if exc.filename else f" into {run_dir}"
@@ -164,6 +213,19 @@ def finishing(run_dir: Path, reports: Callable[[], object] | None = None) -> Ite
         raise RecordError(
             error, hint="free some space (or write elsewhere with --out) and run it again"
         ) from None
+
+
+@contextlib.contextmanager
+def marking_outcome(run_dir: Path) -> Iterator[None]:
+    """Write a run folder's records in the block: leaving it marks the folder complete, or
+    failed with the first line of what ended it (an interruption too), which goes on."""
+    try:
+        yield
+    except BaseException as exc:
+        text = str(exc)
+        finish_run_dir(run_dir, error=text.splitlines()[0] if text else repr(exc))
+        raise
+    finish_run_dir(run_dir)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from torchdoctor.diagnose.evidence import CeilingEvidence, Evidence
 from torchdoctor.diagnose.from_profile import evidence_from_profile
 from torchdoctor.diagnose.from_run import evidence_from_run
 from torchdoctor.diagnose.from_trace import evidence_from_trace
-from torchdoctor.diagnose.hostinfo import cuda_capability_in, cuda_memory_in
+from torchdoctor.diagnose.hostinfo import cuda_capability_in, cuda_memory_in, memory_per_rank
 from torchdoctor.diagnose.step_evidence import DEFAULT_WARMUP_STEPS
 
 if TYPE_CHECKING:
@@ -58,12 +58,16 @@ def profile_evidence(
     warmup: int = DEFAULT_WARMUP_STEPS,
 ) -> Evidence:
     """The evidence `diagnose_profile` diagnoses (a job's ranks are diagnosed together)."""
+    local = profile.distributed.local_world_size if profile.distributed is not None else None
     return evidence_from_profile(
         profile,
         analysis,
         ceilings=ceilings,
         warmup=warmup,
         cuda_capability=cuda_capability_in(environment, profile.device),
+        memory_limit_bytes=memory_per_rank(environment, profile.device, local)
+        if profile.memory is not None
+        else None,
     )
 
 

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from torchdoctor.analyze import FsdpAnalysis
 from torchdoctor.core.copies import CopyCounts
 from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.records import Record, SubRecord
@@ -222,8 +223,9 @@ class Evidence(Record):
 
     schema_name: ClassVar[str] = "evidence"
     # 2: cuda_capability; 3: cuda_capability_inferred, TraceEvidence sync costs and kernel
-    # mix; 4: straggler, host_lines, hand-written attention. Older records still read.
-    schema_version: ClassVar[int] = 4
+    # mix; 4: straggler, host_lines, hand-written attention; 5: fsdp. Older records still
+    # read.
+    schema_version: ClassVar[int] = 5
 
     source: EvidenceSource
     target: str = ""
@@ -258,6 +260,9 @@ class Evidence(Record):
     rank: int | None = None
     straggler: StragglerEvidence | None = None
     distributed: DistributedEvidence | None = None
+    fsdp: FsdpAnalysis | None = Field(
+        default=None, description="the rank's FSDP2 communication, from its trace (analyze.fsdp)"
+    )
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -78,9 +78,10 @@ def examine_script(
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
     """
-    from torchdoctor.collect import read_profiles
+    from torchdoctor.collect import read_profiles, refuse_mixed_fsdp
     from torchdoctor.procs import run_script
 
+    refuse_mixed_fsdp(argv, module)  # before the run folder: bad input leaves nothing behind
     target = " ".join(argv) if argv else "script"
     run_dir = rundir.new_run_dir("diagnose", argv[-1] if module and argv else target, out=out)
     with rundir.marking_interruption(run_dir):

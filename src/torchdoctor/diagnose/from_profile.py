@@ -11,6 +11,7 @@ from torchdoctor.diagnose.evidence import (
     DataLoaderEvidence,
     DistributedEvidence,
     Evidence,
+    MemoryEvidence,
     SyncEvidence,
     ThreadEvidence,
     UsageEvidence,
@@ -88,9 +89,12 @@ def evidence_from_profile(
     ceilings: CeilingEvidence | None = None,
     warmup: int = DEFAULT_WARMUP_STEPS,
     cuda_capability: tuple[int, int] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> Evidence:
     """What the script's instrumentation (and its profiled window, if any) showed.
-    `cuda_capability`: the script's GPU's, from this machine's environment fingerprint."""
+    `cuda_capability`: the script's GPU's, from this machine's environment fingerprint;
+    `memory_limit_bytes`: the memory the process may use (`hostinfo.memory_per_rank`), the
+    limit its measured step's peak is compared with."""
     t = profile.threads
     threads = (
         ThreadEvidence(
@@ -138,10 +142,20 @@ def evidence_from_profile(
         trace=trace_evidence(analysis, precision=precision) if analysis is not None else None,
         ceilings=ceilings or (ceiling_evidence(analysis.ceilings) if analysis else None),
         host_lines=profile.host_lines,
+        memory=_memory(profile, memory_limit_bytes),
         world_size=profile.world_size,
         rank=profile.rank,
+        fsdp=analysis.fsdp if analysis is not None else None,
         notes=notes,
     )
+
+
+def _memory(profile: ScriptProfile, limit_bytes: int | None) -> MemoryEvidence | None:
+    """The measured step's peak (its highest phase peak, collect/probes/memory.py)."""
+    m = profile.memory
+    if m is None or not m.phase_peaks:
+        return None
+    return MemoryEvidence(peak_bytes=max(m.phase_peaks.values()), limit_bytes=limit_bytes)
 
 
 def _distributed(profile: ScriptProfile) -> DistributedEvidence | None:

@@ -319,5 +319,6 @@ def evidence_from_trace(ta: TraceAnalysis, *, target: str | None = None) -> Evid
         ceilings=ceiling_evidence(ta.ceilings),
         world_size=ta.world_size,
         rank=ta.rank,
+        fsdp=ta.fsdp,
         notes=notes,
     )

@@ -79,6 +79,20 @@ def cuda_memory_in(environment: Mapping[str, Any] | None, device: str) -> int | 
     return _of_cuda_device(environment, device, lambda dev: int(dev["total_memory_bytes"]))
 
 
+def memory_per_rank(
+    environment: Mapping[str, Any] | None, device: str, local_ranks: int | None
+) -> int | None:
+    """The memory one rank of a job may use: its CUDA device's (`cuda_memory_in`), or on the
+    CPU this host's RAM shared by the job's ranks on it (None where unread)."""
+    if device.split(":", 1)[0] == "cuda":
+        return cuda_memory_in(environment, device)
+    if device != "cpu":
+        return None
+    import psutil
+
+    return int(psutil.virtual_memory().total) // max(1, local_ranks or 1)
+
+
 def _of_cuda_device(
     environment: Mapping[str, Any] | None,
     device: str,

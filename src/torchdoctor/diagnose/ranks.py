@@ -1,7 +1,8 @@
 """A distributed job's diagnosis: its ranks inside, and the wait for a straggler given to it.
 
 A rank that waits at the all-reduce for a late rank spends that time inside its backward
-(DDP waits for the gradient all-reduce there) and, in its trace, in communication; diagnosed
+(DDP waits for the gradient all-reduce there) and, in its trace, in communication (under
+FSDP, in the all-gathers and reduce-scatters it leaves exposed); diagnosed
 alone, it blames the network or its own backward. Here each waiting rank's evidence has the
 wait it measured (analyze.ranks) taken out of those two and handed to the `rank_straggler`
 rule, which names the straggler and its cause; the job's diagnosis is the one seen from the
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from torchdoctor.analyze import CrossRankAnalysis
+from torchdoctor.analyze import CrossRankAnalysis, FsdpAnalysis
 from torchdoctor.core.records import Record
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence
 from torchdoctor.diagnose.evidence import Evidence, StragglerEvidence, TraceEvidence
@@ -84,11 +85,39 @@ def attribute_wait(ev: Evidence, straggler: StragglerEvidence) -> Evidence:
                 "step_breakdown": breakdown,
             }
         )
+    if ev.fsdp is not None:
+        update["fsdp"] = fsdp_less_wait(ev.fsdp, w)
     note = (
         f"{w:.0%} of this rank's step is its wait for rank {straggler.rank} at the "
         "collectives: counted to that rank (rank_straggler), not to communication or backward"
     )
     return ev.model_copy(update={**update, "notes": [*ev.notes, note]})
+
+
+def fsdp_less_wait(f: FsdpAnalysis, wait_share: float) -> FsdpAnalysis:
+    """`f` with a straggler's wait (`wait_share` of the step) taken out of its exposed
+    communication, each kind in proportion to its exposed time: the wait happens inside the
+    collectives the rank waits at, which the trace does not tell apart from the transfer."""
+    if f.exposed_comm_ms <= 0:
+        return f
+    keep = max(0.0, 1.0 - wait_share * f.step_ms / f.exposed_comm_ms)
+    scaled = (
+        "exposed_all_gather_ms",
+        "exposed_forward_all_gather_ms",
+        "exposed_backward_all_gather_ms",
+        "exposed_reduce_scatter_ms",
+        "exposed_comm_ms",
+    )
+    units = [
+        u.model_copy(
+            update={
+                k: getattr(u, k) * keep
+                for k in ("forward_exposed_ms", "backward_exposed_ms", "reduce_scatter_exposed_ms")
+            }
+        )
+        for u in f.units
+    ]
+    return f.model_copy(update={**{k: getattr(f, k) * keep for k in scaled}, "units": units})
 
 
 def attribute_ranks(

@@ -14,16 +14,10 @@ rank 0 records.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.errors import CollectError
-from torchdoctor.integrations.recording import (
-    DEFAULT_PROFILE_STEPS,
-    DEFAULT_WARMUP,
-    Recording,
-    RecordingOptions,
-)
+from torchdoctor.integrations.recording import RecordingCallback
 
 
 def _lightning() -> Any:
@@ -41,34 +35,20 @@ def _lightning() -> Any:
 _Callback: Any = _lightning().Callback
 
 
-class TorchDoctorCallback(_Callback):
-    """Steps, phases and a diagnosis of `Trainer.fit`; the run folder is `run_dir` afterwards."""
+class TorchDoctorCallback(RecordingCallback, _Callback):
+    """Steps, phases and a diagnosis of `Trainer.fit`; the run folder is `run_dir` afterwards.
 
-    def __init__(
-        self,
-        out: str | Path | None = None,
-        *,
-        warmup: int = DEFAULT_WARMUP,
-        profile_steps: int = DEFAULT_PROFILE_STEPS,
-        report: bool = True,
-    ) -> None:
-        super().__init__()
-        self._options = RecordingOptions(out, warmup, profile_steps, report)
-        self.recording: Recording | None = None
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.recording.run_dir if self.recording is not None else None
+    `TorchDoctorCallback(out=None, *, warmup=5, profile_steps=5, report=True)`: the options of
+    `integrations.recording.Recording`.
+    """
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         if getattr(trainer, "global_rank", 0) != 0:
             return
-        self.recording = self._options.recording(type(pl_module).__name__)
-        self.recording.start()
+        self.start_recording(type(pl_module).__name__)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        if self.recording is not None:
-            self.recording.finish()
+        self.finish_recording()
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         if self.recording is not None and self.recording.active:

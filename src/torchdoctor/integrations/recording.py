@@ -108,6 +108,35 @@ class Recording:
         return self.run_dir
 
 
+class RecordingCallback:
+    """What a trainer's callback holds: its options until training starts and names the
+    target, then the main process's `recording`, and the run folder (`run_dir`) after it."""
+
+    def __init__(
+        self,
+        out: str | Path | None = None,
+        *,
+        warmup: int = DEFAULT_WARMUP,
+        profile_steps: int = DEFAULT_PROFILE_STEPS,
+        report: bool = True,
+    ) -> None:
+        super().__init__()
+        self._options = RecordingOptions(out, warmup, profile_steps, report)
+        self.recording: Recording | None = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.recording.run_dir if self.recording is not None else None
+
+    def start_recording(self, target: str) -> None:
+        self.recording = self._options.recording(target)
+        self.recording.start()
+
+    def finish_recording(self) -> None:
+        if self.recording is not None:
+            self.recording.finish()
+
+
 @dataclass(frozen=True)
 class RecordingOptions:
     """A callback's options, kept until training starts and names the target."""

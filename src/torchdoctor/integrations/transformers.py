@@ -14,16 +14,10 @@ write what was measured.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.errors import CollectError
-from torchdoctor.integrations.recording import (
-    DEFAULT_PROFILE_STEPS,
-    DEFAULT_WARMUP,
-    Recording,
-    RecordingOptions,
-)
+from torchdoctor.integrations.recording import RecordingCallback
 
 try:
     from transformers import TrainerCallback
@@ -34,32 +28,18 @@ except ImportError:
     ) from None
 
 
-class TorchDoctorTrainerCallback(TrainerCallback):
-    """Steps, phases and a diagnosis of `Trainer.train`; the run folder is `run_dir` after it."""
+class TorchDoctorTrainerCallback(RecordingCallback, TrainerCallback):
+    """Steps, phases and a diagnosis of `Trainer.train`; the run folder is `run_dir` after it.
 
-    def __init__(
-        self,
-        out: str | Path | None = None,
-        *,
-        warmup: int = DEFAULT_WARMUP,
-        profile_steps: int = DEFAULT_PROFILE_STEPS,
-        report: bool = True,
-    ) -> None:
-        self._options = RecordingOptions(out, warmup, profile_steps, report)
-        self.recording: Recording | None = None
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.recording.run_dir if self.recording is not None else None
+    `TorchDoctorTrainerCallback(out=None, *, warmup=5, profile_steps=5, report=True)`: the
+    options of `integrations.recording.Recording`.
+    """
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not getattr(state, "is_world_process_zero", True):
             return
         model = kwargs.get("model")
-        target = type(model).__name__ if model is not None else "trainer"
-        self.recording = self._options.recording(target)
-        self.recording.start()
+        self.start_recording(type(model).__name__ if model is not None else "trainer")
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.recording is not None:
-            self.recording.finish()
+        self.finish_recording()

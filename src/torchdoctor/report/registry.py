@@ -15,7 +15,8 @@ changes:
    forms of its own: a Markdown function, a template fragment, a terminal printer, charts).
 
 The loader reads every registered record type, `build_view` runs every section's adapter, and
-the page, the Markdown and the terminal walk the sections in their order. The built-in record
+the page, the Markdown and the terminal walk the sections in their order (a command prints the
+records it holds by the same walk: report/terminal/sections.py). The built-in record
 types are in report/records.py; the registry imports them and report/sections/ the first time
 it is read.
 
@@ -109,8 +110,9 @@ class Section:
     `adapter` gets everything the loader found and returns the section's view model (None:
     nothing to show). Each form gets that view: `markdown` returns the section's lines,
     `html` names a template fragment under report/templates/ (rendered with the view as `s`,
-    the section as `section`, and the page's `charts`), `terminal` prints it, `charts` draws
-    its charts for the page. The defaults render a `Blocks` view.
+    the section as `section`, and the page's `charts`), `terminal` prints it (or the view
+    `terminal_view` returns), `charts` draws its charts for the page. The defaults render a
+    `Blocks` view.
     """
 
     name: str
@@ -125,7 +127,17 @@ class Section:
     markdown: MarkdownForm = _blocks_markdown
     html: str = BLOCKS_HTML
     terminal: TerminalForm | None = _blocks_terminal
-    """None: no terminal form (the command that writes the record prints the record itself)."""
+    """Prints the section on a terminal: a command prints its records by walking the sections
+    that read them (report/terminal/sections.py), as the page and the Markdown do. None: the
+    section has nothing a terminal can show (tests/unit/report/test_section_registry.py fails
+    on a section with a record and no terminal form)."""
+    terminal_view: Callable[[RunRecords], Any] | None = None
+    """The view the terminal form gets, where a terminal shows the records in a shape of its
+    own (a command's compact tables of the typed record); None: the adapter's view."""
+    within: str | None = None
+    """The section whose terminal form prints this one inside its own, in the order a person
+    reads them on a terminal (the tune's result prints its ladder before its closing lines);
+    None: printed in its own place of the walk."""
     charts: ChartsForm | None = None
 
 

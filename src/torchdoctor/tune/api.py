@@ -35,6 +35,7 @@ from torchdoctor.core.env import cpu_computes_bf16
 from torchdoctor.core.errors import TorchDoctorError, TuneError
 from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.io import atomic_write_text
+from torchdoctor.core.redact import redact_argv
 from torchdoctor.core.rundir import TRIALS, TUNE, finish_run_dir, new_run_dir
 from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, NUM_WORKERS, THREADS
 from torchdoctor.procs import ENGINE_FACTORY, SessionSpec
@@ -274,7 +275,8 @@ def _tune(
         study = early if early is not None else _open_study(config, run_dir, None)
     study.set_attr("workload", config.workload)
     if config.command is not None:
-        study.set_attr("command", [*(["-m"] if config.module else []), *config.command])
+        shown = redact_argv(config.command)
+        study.set_attr("command", [*(["-m"] if config.module else []), *shown])
     try:
         result = _run(config, run_dir, study, on_trial=on_trial, on_start=on_start)
     except TorchDoctorError as exc:
@@ -508,10 +510,11 @@ def _finish(
 
 
 def _command_text(config: TuneConfig) -> str:
-
-    if is_torchrun(config.command, config.module):  # as the user typed it
-        return shlex.join(["torchrun", *(config.command or [])[1:]])
-    return shlex.join(["python", *(["-m"] if config.module else []), *(config.command or [])])
+    """The script's command as the user typed it, its secrets masked (core/redact.py)."""
+    argv = redact_argv(list(config.command or []))
+    if is_torchrun(argv, config.module):
+        return shlex.join(["torchrun", *argv[1:]])
+    return shlex.join(["python", *(["-m"] if config.module else []), *argv])
 
 
 def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pydantic import Field, field_validator
 
 from torchdoctor.core.records import Record
+from torchdoctor.core.redact import redact_argv
 from torchdoctor.core.vocabulary import Objective, Safety
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
@@ -119,3 +121,12 @@ class TuneConfig(Record):
     @property
     def is_script(self) -> bool:
         return self.command is not None
+
+    def write(self, path: str | Path) -> Path:
+        """The study's settings on disk, the script's command with its secrets masked
+        (core/redact.py): a `--db postgresql://user:PASSWORD@host/db` the script takes stays in
+        memory only, and a resume takes the command from the caller again (tune/resume.py)."""
+        if self.command is None:
+            return super().write(path)
+        shown = self.model_copy(update={"command": redact_argv(self.command)})
+        return Record.write(shown, path)

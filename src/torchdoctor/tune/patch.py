@@ -437,6 +437,22 @@ class _Builder:
                     src.changes.append((start, end, str(n)))
                     self.edited(name, path, call.lineno, code)
                 return
+        except _Unmappable as exc:
+            self.snippet(name, f"at the top of the script, after its imports ({exc})", code)
+            return
+        self.after_imports(name, code)
+
+    def top_lines(self) -> None:
+        """Knobs written as a line after the script's imports (`TopLine`)."""
+        for knob in catalogue():
+            part = knob.write_back
+            if not isinstance(part, TopLine) or not self.applied(knob.name):
+                continue
+            self.after_imports(knob.name, part.line(self.recipe[knob.name]))
+
+    def after_imports(self, name: str, code: str) -> None:
+        """`code` as a line of the script after its imports, or a snippet saying where."""
+        try:
             if self.script is None:
                 raise _Unmappable("the script's file is not known")
             src = self.source(self.script)
@@ -446,26 +462,6 @@ class _Builder:
             self.edited(name, self.script, line + 1, code)
         except _Unmappable as exc:
             self.snippet(name, f"at the top of the script, after its imports ({exc})", code)
-
-    def top_lines(self) -> None:
-        """Knobs written as a line after the script's imports (`TopLine`)."""
-        for knob in catalogue():
-            part = knob.write_back
-            if not isinstance(part, TopLine) or not self.applied(knob.name):
-                continue
-            code = part.line(self.recipe[knob.name])
-            try:
-                if self.script is None:
-                    raise _Unmappable("the script's file is not known")
-                src = self.source(self.script)
-                line = src.after_imports_line()
-                src.insert_after_line(line, [code])
-                src.needs_torch = True
-                self.edited(knob.name, self.script, line + 1, code)
-            except _Unmappable as exc:
-                self.snippet(
-                    knob.name, f"at the top of the script, after its imports ({exc})", code
-                )
 
     # ---- the model ----
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.errors import RecordError, TuneError
-from torchdoctor.core.redact import SECRET_ENV
-from torchdoctor.core.rundir import read_manifest
+from torchdoctor.core.redact import SECRET_ENV, redact_argv
+from torchdoctor.core.rundir import hold_run_dir, read_manifest
 from torchdoctor.procs import ENGINE_FACTORY
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.storage import StorageURL
@@ -57,6 +57,11 @@ def open_resume(
     _check_command_given(run_dir, config, command, given)
     _check_factory_given(run_dir, config, given)
     _check_storage_given(run_dir, config, storage)
+    try:
+        # A study whose tuner still runs is continued by that tuner, not a second one.
+        hold_run_dir(run_dir)
+    except RecordError as exc:
+        raise TuneError(str(exc), hint=exc.hint) from None
     trusted: dict[str, Any] = {"factory": ENGINE_FACTORY, "factory_options": {}}
     if given is not None:
         trusted = {"factory": given.factory, "factory_options": dict(given.factory_options)}
@@ -110,11 +115,13 @@ def _check_command_given(
             "on the folder's word",
             hint=f"give it again: tune --resume {run_dir} -- python {was}",
         )
-    if (config.command, config.module) != (list(command[0]), command[1]):
-        # A script's study is keyed by its command: another command is another study.
+    # A script's study is keyed by its command: another command is another study. The folder
+    # keeps the command with its secrets masked (TuneConfig.write), so the given one is
+    # compared as it would be kept.
+    if (config.command, config.module) != (redact_argv(list(command[0])), command[1]):
         raise TuneError(
             f"run folder {run_dir} tunes {' '.join(config.command)!r}, "
-            f"not {' '.join(command[0])!r}",
+            f"not {' '.join(redact_argv(list(command[0])))!r}",
             hint="resume with the study's own command",
         )
     cwd = _cwd_of(given)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from torchdoctor.core.errors import TuneError
+from torchdoctor.core.redact import redact_argv
 from torchdoctor.procs import (
     FailureKind,
     Prepare,
@@ -163,9 +164,11 @@ class ScriptCommand:
     cwd: str | None = None
 
     def display(self) -> str:
-        if is_torchrun(self.argv, self.module):  # as the user typed it
-            return " ".join(["torchrun", *self.argv[1:]])
-        return " ".join(["python", *(["-m"] if self.module else []), *self.argv])
+        """The command as the user typed it, its secrets masked (core/redact.py)."""
+        argv = redact_argv(list(self.argv))
+        if is_torchrun(argv, self.module):
+            return " ".join(["torchrun", *argv[1:]])
+        return " ".join(["python", *(["-m"] if self.module else []), *argv])
 
 
 def not_applied_of(injection: dict[str, Any] | None) -> dict[str, str]:

@@ -93,3 +93,23 @@ def test_an_interrupted_run_says_so_and_names_its_folder(tmp_path: Path) -> None
     m = read_manifest(run)
     assert m.status == "interrupted" and m.error == "interrupted by SIGINT"
     assert m.finished is not None
+
+
+def test_marking_outcome_marks_complete_or_failed_with_the_first_line(tmp_path: Path) -> None:
+    from torchdoctor.core.rundir import marking_outcome
+
+    done = new_run_dir("memory", "train.py", out=tmp_path / "ok")
+    with marking_outcome(done):
+        pass
+    assert read_manifest(done).status == "complete"
+
+    failed = new_run_dir("memory", "train.py", out=tmp_path / "failed")
+    with pytest.raises(ValueError, match="first"), marking_outcome(failed):
+        raise ValueError("first line\nsecond line")
+    m = read_manifest(failed)
+    assert m.status == "failed" and m.error == "first line"
+
+    bare = new_run_dir("memory", "train.py", out=tmp_path / "bare")
+    with pytest.raises(RuntimeError), marking_outcome(bare):
+        raise RuntimeError
+    assert read_manifest(bare).error == "RuntimeError()"

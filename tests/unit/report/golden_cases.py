@@ -234,45 +234,40 @@ def terminal_texts(root: Path) -> dict[str, str]:
     from rich.console import Console
 
     from torchdoctor.analyze import TraceAnalysis
-    from torchdoctor.report import (
-        render_analysis,
-        render_diagnosis,
-        render_env,
-        render_result,
-        render_run,
-    )
+    from torchdoctor.report import render_records, render_run_folder
 
     def console() -> tuple[Console, StringIO]:
         out = StringIO()
         return Console(file=out, width=100, color_system=None, force_terminal=False), out
 
+    # Each command prints its records by the section walk (report/terminal/sections.py).
     texts: dict[str, str] = {}
     with pinned():
         run_dir = make_run(root)
     c, out = console()
-    render_result(tune_record(run_dir), c)
+    render_records(c, {"tune": tune_record(run_dir)})
     texts["tune"] = out.getvalue()
     c, out = console()
-    render_diagnosis(diagnosis_record(), c, run_dir)
+    render_records(c, {"diagnosis": diagnosis_record()})
+    render_run_folder(c, run_dir)
     texts["diagnosis"] = out.getvalue()
     c, out = console()
     # The terminal's phase table lists every phase (a run times them all).
     fractions = {"data_wait": 0.4, "h2d": 0.0, "forward": 0.2, "backward": 0.25}
     fractions |= {"optimizer": 0.1, "other": 0.05}
-    render_run(c, run_result_record().model_copy(update={"phase_fractions": fractions}))
+    run = run_result_record().model_copy(update={"phase_fractions": fractions})
+    render_records(c, {"run_result": run})
     texts["run"] = out.getvalue()
     c, out = console()
-    render_analysis(analysis_record(), c)
+    render_records(c, {"analysis": analysis_record()})
     gpu = TraceAnalysis.from_json_dict(json.loads((INPUTS / "analysis_gpu.json").read_text()))
-    render_analysis(gpu, c)
+    render_records(c, {"analysis": gpu})
     texts["analysis"] = out.getvalue()
     c, out = console()
     env = env_json()
-    render_env(
-        c,
-        EnvFingerprint.from_json_dict(env["fingerprint"]),
-        Ceilings.from_json_dict(env["ceilings"]),
-    )
+    fingerprint = EnvFingerprint.from_json_dict(env["fingerprint"])
+    ceilings = Ceilings.from_json_dict(env["ceilings"])
+    render_records(c, {"env": {"fingerprint": fingerprint, "ceilings": ceilings}})
     texts["env"] = out.getvalue()
     return {k: _normalised(v, root) for k, v in texts.items()}
 

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from golden_cases import GOLDEN_DIR, SUFFIX, build, render_forms, strip_svg
-from report_samples import EVIL_OP, make_run
+from report_samples import (
+    EVIL_OP,
+    analysis_record,
+    diagnosis_record,
+    make_run,
+    run_result_record,
+    tune_record,
+)
 from rich.console import Console
 
 from torchdoctor.core import rundir
@@ -29,7 +37,7 @@ from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords, read_input
 from torchdoctor.report.model import KeyValue
 from torchdoctor.report.registry import RecordType, Section, register_record, register_section
-from torchdoctor.report.terminal.sections import render_sections
+from torchdoctor.report.terminal.sections import render_records, render_sections
 
 SCALE_FILE = "scale.json"
 
@@ -144,9 +152,9 @@ def test_a_registered_section_appears_in_every_form(tmp_path: Path) -> None:
     assert "Scaling" in terminal and "efficiency" in terminal and "90.0%" in terminal
     assert "Throughput per world" in terminal and "360.0 samples/s" in terminal
     assert f"note: rank 3 ran {EVIL_OP}" in terminal  # printed as text, not taken as markup
-    # Only sections with a terminal form print: the built-in ones print their records in
-    # their own commands.
-    assert "Verdict" not in terminal and "Tuning ladder" not in terminal
+    # In its place on the terminal too: after the environment, before how to reproduce.
+    place = [terminal.index(s) for s in ("Ceilings of cpu", "Scaling", "How to reproduce")]
+    assert place == sorted(place)
 
     bundle = json.loads(forms["json"])
     assert bundle["records"]["scale"] == _scale_record().to_json_dict()
@@ -207,3 +215,50 @@ def test_every_section_reads_known_records() -> None:
     for section in registry.sections():
         assert section.reads and set(section.reads) <= keys, section.name
     assert rundir.TUNE in {r.file for r in registry.record_types()}
+
+
+def _without_terminal_form() -> list[str]:
+    """The registered sections that read a record and have no terminal form."""
+    keys = {r.key for r in registry.record_types()} | {"env", "trials", "manifest"}
+    return [s.name for s in registry.sections() if set(s.reads) & keys and s.terminal is None]
+
+
+def test_every_section_with_a_record_prints_on_a_terminal() -> None:
+    assert _without_terminal_form() == []
+
+
+@pytest.mark.usefixtures("scale_stage")
+def test_a_section_with_a_record_and_no_terminal_form_is_named() -> None:
+    register_section(replace(SCALING, name="scaling_silent", terminal=None))
+    assert _without_terminal_form() == ["scaling_silent"]
+
+
+def test_a_section_printed_within_another_is_printed_by_one_the_walk_prints() -> None:
+    by_name = {s.name: s for s in registry.sections()}
+    for section in registry.sections():
+        if section.within is not None:
+            owner = by_name[section.within]
+            assert owner.terminal is not None and owner.within is None, section.name
+
+
+def _printed(print_to: Any) -> str:
+    out = StringIO()
+    print_to(Console(file=out, width=100, color_system=None))
+    return out.getvalue()
+
+
+def test_a_commands_records_print_as_their_record_files_do(tmp_path: Path) -> None:
+    """One walk: what a command prints of the records it holds is what the sections print of
+    the same records read back from their files."""
+    run_dir = make_run(tmp_path)
+    run_result_record().write(run_dir / rundir.RUN_RESULT)
+    held = {
+        rundir.TUNE: ("tune", tune_record(run_dir)),
+        rundir.DIAGNOSIS: ("diagnosis", diagnosis_record()),
+        rundir.ANALYSIS: ("analysis", analysis_record()),
+        rundir.RUN_RESULT: ("run_result", run_result_record()),
+    }
+    for file, (key, record) in held.items():
+        printed = _printed(lambda c, key=key, record=record: render_records(c, {key: record}))
+        read_back = _printed(lambda c, file=file: render_sections(c, run_dir / file))
+        assert printed and printed == read_back, file

@@ -17,7 +17,7 @@ from cli_output import one_error_line
 from fake_pg import CleartextServer
 from torchdoctor.cli.main import main
 from torchdoctor.core.errors import TuneError
-from torchdoctor.core.rundir import new_run_dir
+from torchdoctor.core.rundir import new_run_dir, release_run_dir
 from torchdoctor.tune import StorageURL, TuneConfig, tune
 from torchdoctor.tune.study import Study
 
@@ -33,6 +33,7 @@ def _received_folder(tmp_path: Path, **fields: object) -> Path:
     """A tune run folder as another machine wrote it, its config holding `fields`."""
     run = new_run_dir("tune", "x", out=tmp_path / "received")
     TuneConfig(**{"workload": "mlp", **fields}).write(run / "tune_config.json")  # type: ignore[arg-type]
+    release_run_dir(run)  # written elsewhere: nothing here holds it
     return run
 
 
@@ -168,3 +169,27 @@ def test_resuming_is_checked_before_the_folder_is_touched(tmp_path: Path) -> Non
     with pytest.raises(TuneError):
         tune(resume=run)
     assert _files(run) == before and sorted(os.listdir(run)) == ["run.json", "tune_config.json"]
+
+
+def test_a_scripts_own_secret_stays_out_of_the_folder_and_its_resume_still_matches(
+    tmp_path: Path,
+) -> None:
+    from torchdoctor.tune.resume import open_resume
+
+    command = ["train.py", "--db", f"postgresql://td:{PASSWORD}@db.internal/runs"]
+    run = _received_folder(
+        tmp_path, workload="script:train", command=command, cwd=str(tmp_path)
+    )
+    assert PASSWORD not in (run / "tune_config.json").read_text()
+    given = TuneConfig(workload="script:train", command=command, cwd=str(tmp_path))
+    resumed = open_resume(run, None, given=given)
+    # The command that runs is the one given again, secret and all; the folder's masked copy
+    # only keys the study.
+    assert resumed.command == command
+    # Another password is the same study (a rotated secret); another database is not.
+    rotated = ["train.py", "--db", "postgresql://td:rotated@db.internal/runs"]
+    assert open_resume(run, None, given=given.model_copy(update={"command": rotated})).command
+    other = ["train.py", "--db", f"postgresql://td:{PASSWORD}@elsewhere/runs"]
+    with pytest.raises(TuneError, match=r"not 'train\.py --db ") as refused:
+        open_resume(run, None, given=given.model_copy(update={"command": other}))
+    assert PASSWORD not in str(refused.value)

@@ -20,6 +20,8 @@ def check(ev: Evidence) -> Finding | None:
     tr = ev.trace
     if tr is None or tr.comm_exposed_share is None:
         return None
+    if ev.fsdp is not None:
+        return None  # FSDP's collectives: the fsdp_* rules, whose cures are FSDP's knobs
     exposed = tr.comm_exposed_share
     if exposed < MIN_EXPOSED_SHARE:
         return None

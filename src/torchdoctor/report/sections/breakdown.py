@@ -3,7 +3,7 @@ profile.json, analysis.json) and the roofline (analysis.json against the ceiling
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters.analysis import roofline_section, timeline_section
@@ -13,6 +13,12 @@ from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import kv_lines, table_lines
 from torchdoctor.report.model import BreakdownView, KeyValue, RooflineSection
 from torchdoctor.report.registry import Section, register_section
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from torchdoctor.analyze import TraceAnalysis
+    from torchdoctor.report.terminal.steps import StepRecords
 
 
 def breakdown_view(found: RunRecords) -> BreakdownView:
@@ -90,7 +96,31 @@ def roofline_charts(plt: Any, view: RooflineSection | None) -> dict[str, str | N
     return {"roofline": roofline_chart(plt, view) if view else None}
 
 
-# The commands print these records themselves (report/terminal/run.py, analysis.py, ...).
+def steps_terminal_view(found: RunRecords) -> StepRecords | None:
+    from torchdoctor.report.terminal.steps import steps_view
+
+    return steps_view(found)
+
+
+def steps_terminal(console: Console, view: StepRecords) -> None:
+    from torchdoctor.report.terminal.steps import render_steps
+
+    render_steps(console, view)
+
+
+def roofline_terminal_view(found: RunRecords) -> TraceAnalysis | None:
+    from torchdoctor.report.terminal.steps import analysis_view
+
+    return analysis_view(found)
+
+
+def roofline_terminal(console: Console, analysis: TraceAnalysis) -> None:
+    from torchdoctor.report.terminal.analysis import render_top_ops
+
+    render_top_ops(console, analysis)
+
+
+# On a terminal the steps of a trace print its roofline within them (report/terminal/steps.py).
 STEPS = register_section(
     Section(
         name="steps",
@@ -100,7 +130,8 @@ STEPS = register_section(
         markdown_order=70,
         markdown=breakdown_markdown,
         html="sections/steps.html.j2",
-        terminal=None,
+        terminal=steps_terminal,
+        terminal_view=steps_terminal_view,
         charts=breakdown_charts,
     )
 )
@@ -113,7 +144,9 @@ ROOFLINE = register_section(
         markdown_order=80,
         markdown=roofline_markdown,
         html="sections/roofline.html.j2",
-        terminal=None,
+        terminal=roofline_terminal,
+        terminal_view=roofline_terminal_view,
+        within="steps",
         charts=roofline_charts,
     )
 )

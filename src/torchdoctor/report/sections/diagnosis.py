@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters.diagnosis import findings, verdict_section
 from torchdoctor.report.adapters.tune import ladder_section
@@ -9,6 +11,11 @@ from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import kv_lines, md
 from torchdoctor.report.model import FindingView, KeyValue, VerdictView
 from torchdoctor.report.registry import Section, register_section
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from torchdoctor.diagnose import Diagnosis
 
 
 def verdict_view(found: RunRecords) -> VerdictView:
@@ -61,7 +68,27 @@ def findings_markdown(view: list[FindingView] | None) -> list[str]:
     return out
 
 
-# The commands print these records themselves (report/terminal/diagnosis.py, tune.py).
+def diagnosis_terminal_view(found: RunRecords) -> Diagnosis | None:
+    """The terminal view of the verdict and the findings: diagnosis.json as its record."""
+    from torchdoctor.report.terminal.diagnosis import diagnosis_view
+
+    return diagnosis_view(found.records.get("diagnosis"))
+
+
+def verdict_terminal(console: Console, diagnosis: Diagnosis) -> None:
+    """The diagnosis: its primary bottleneck, the findings within, the phases, the notes."""
+    from torchdoctor.report.terminal.diagnosis import render_diagnosis
+
+    render_diagnosis(diagnosis, console)
+
+
+def findings_terminal(console: Console, diagnosis: Diagnosis) -> None:
+    from torchdoctor.report.terminal.diagnosis import render_findings
+
+    render_findings(console, diagnosis)
+
+
+# On a terminal the verdict prints the findings within it (report/terminal/diagnosis.py).
 VERDICT = register_section(
     Section(
         name="verdict",
@@ -71,7 +98,8 @@ VERDICT = register_section(
         markdown_order=10,
         markdown=verdict_markdown,
         html="sections/verdict.html.j2",
-        terminal=None,
+        terminal=verdict_terminal,
+        terminal_view=diagnosis_terminal_view,
     )
 )
 FINDINGS = register_section(
@@ -83,6 +111,8 @@ FINDINGS = register_section(
         markdown_order=30,
         markdown=findings_markdown,
         html="sections/findings.html.j2",
-        terminal=None,
+        terminal=findings_terminal,
+        terminal_view=diagnosis_terminal_view,
+        within="verdict",
     )
 )

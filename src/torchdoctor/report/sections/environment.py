@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchdoctor.report.adapters.env import environment
 from torchdoctor.report.markdown import kv_lines
 from torchdoctor.report.model import EnvSection
-from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.registry import RunRecords, Section, register_section
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from torchdoctor.report.terminal.env import Machine
 
 
 def environment_markdown(view: EnvSection | None) -> list[str]:
@@ -14,7 +21,18 @@ def environment_markdown(view: EnvSection | None) -> list[str]:
     return ["## Environment and measured ceilings", "", *kv_lines(view.facts)]
 
 
-# `torchdoctor env` prints the fingerprint and ceilings itself (report/terminal/env.py).
+def environment_terminal_view(found: RunRecords) -> Machine | None:
+    from torchdoctor.report.terminal.env import machine_view
+
+    return machine_view(found.env)
+
+
+def environment_terminal(console: Console, view: Machine) -> None:
+    from torchdoctor.report.terminal.env import render_env
+
+    render_env(console, view)
+
+
 # On the page the environment comes last (evidence); in Markdown right after the verdict.
 ENVIRONMENT = register_section(
     Section(
@@ -25,6 +43,7 @@ ENVIRONMENT = register_section(
         markdown_order=35,
         markdown=environment_markdown,
         html="sections/environment.html.j2",
-        terminal=None,
+        terminal=environment_terminal,
+        terminal_view=environment_terminal_view,
     )
 )

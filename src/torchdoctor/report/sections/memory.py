@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from torchdoctor.core import rundir
-from torchdoctor.report.adapters.memory import memory_view
+from torchdoctor.report.adapters.memory import memory_line, memory_view
 from torchdoctor.report.registry import RecordType, Section, register_record, register_section
+
+if TYPE_CHECKING:
+    from torchdoctor.core.memory_owners import MemoryPlan
 
 MEMORY_RECORD: Final = register_record(
     RecordType(
@@ -24,3 +27,9 @@ MEMORY_RECORD: Final = register_record(
 MEMORY_SECTION: Final = register_section(
     Section(name="memory", reads=("memory",), adapter=memory_view, order=62, markdown_order=72)
 )
+
+
+def memory_summary(plan: MemoryPlan) -> str:
+    """One line: the largest measured step's owners, and the largest batch if predicted (what
+    `diagnose --memory` prints under its diagnosis)."""
+    return memory_line(plan.to_json_dict())

@@ -27,7 +27,9 @@ def ranks_view(found: RunRecords) -> Blocks | None:
     return ranks_blocks(cross_rank_of(found.records))
 
 
-# Right after the verdict: who holds the job back is what to read before the findings.
+# Right after the verdict: who holds the job back is what to read before the findings. On a
+# terminal the ranks are printed with the steps (report/terminal/steps.py): after a trace
+# folder's analysis, or alone for a job's diagnosis.
 RANKS: Final = register_section(
     Section(
         name="ranks",
@@ -35,5 +37,6 @@ RANKS: Final = register_section(
         adapter=ranks_view,
         order=15,
         markdown_order=25,
+        within="steps",
     )
 )

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchdoctor.report.adapters.reproduce import reproduce
 from torchdoctor.report.markdown import ALT_FENCE, FENCE
 from torchdoctor.report.model import ReproduceSection
-from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.registry import RunRecords, Section, register_section
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def reproduce_markdown(view: ReproduceSection | None) -> list[str]:
@@ -20,6 +25,21 @@ def reproduce_markdown(view: ReproduceSection | None) -> list[str]:
     return out
 
 
+def reproduce_terminal_view(found: RunRecords) -> ReproduceSection | None:
+    """What made a run folder (its manifest's command): a command's own records, printed as
+    it makes them, have no run to reproduce yet."""
+    return reproduce(found) if found.manifest is not None else None
+
+
+def reproduce_terminal(console: Console, view: ReproduceSection) -> None:
+    """The commands, then the best recipe as code, as they are (no markup read in them)."""
+    console.print("[bold]How to reproduce[/]")
+    for command in view.commands:
+        console.print(f"  {command}", highlight=False, markup=False, soft_wrap=True)
+    if view.recipe_code:
+        console.print(view.recipe_code.rstrip("\n"), highlight=False, markup=False)
+
+
 REPRODUCE = register_section(
     Section(
         name="reproduce",
@@ -29,6 +49,7 @@ REPRODUCE = register_section(
         markdown_order=60,
         markdown=reproduce_markdown,
         html="sections/reproduce.html.j2",
-        terminal=None,
+        terminal=reproduce_terminal,
+        terminal_view=reproduce_terminal_view,
     )
 )

@@ -3,12 +3,19 @@ table, why the headline and the ladder's last row differ, every note, the re-che
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchdoctor.report.adapters.reproduce import shown_path
 from torchdoctor.report.adapters.result import result_section
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import ALT_FENCE, FENCE, kv_lines, md
 from torchdoctor.report.model import ResultView
 from torchdoctor.report.registry import Section, register_section
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from torchdoctor.tune import TuneResult
 
 
 def result_view(found: RunRecords) -> ResultView | None:
@@ -33,7 +40,20 @@ def result_markdown(view: ResultView | None) -> list[str]:
     return out
 
 
-# `torchdoctor tune` and `demo` print the result themselves (report/terminal/tune.py).
+def tune_terminal_view(found: RunRecords) -> TuneResult | None:
+    """The terminal view of the tune's sections: tune.json as its record."""
+    from torchdoctor.report.terminal.tune import tune_result_view
+
+    return tune_result_view(found.records.get("tune"))
+
+
+def result_terminal(console: Console, result: TuneResult) -> None:
+    """The result, with the ladder, the Pareto front and the memory ladder printed within."""
+    from torchdoctor.report.terminal.tune import render_result
+
+    render_result(result, console)
+
+
 RESULT = register_section(
     Section(
         name="result",
@@ -43,6 +63,7 @@ RESULT = register_section(
         markdown_order=3,
         markdown=result_markdown,
         html="sections/result.html.j2",
-        terminal=None,
+        terminal=result_terminal,
+        terminal_view=tune_terminal_view,
     )
 )

@@ -3,7 +3,7 @@ and trials/)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters.tune import (
@@ -16,6 +16,12 @@ from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import table_lines
 from torchdoctor.report.model import LossCurve, ParetoPointView, TuneView
 from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.sections.result import tune_terminal_view
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from torchdoctor.tune import TuneResult
 
 
 def tune_view(found: RunRecords) -> TuneView:
@@ -123,13 +129,44 @@ def parity_view(found: RunRecords) -> list[LossCurve] | None:
     return loss_curves(found.trials) if found.trials else None
 
 
+def parity_terminal(console: Console, view: list[LossCurve]) -> None:
+    """The loss curves' ends as a table: the chart's numbers, where no chart can be drawn."""
+    from torchdoctor.report.blocks import Blocks, blocks_terminal
+    from torchdoctor.report.blocks import Table as BlocksTable
+
+    def loss(value: float | None) -> str:
+        # None stands for a NaN or infinite loss (the trial's record).
+        return "non-finite" if value is None else f"{value:.4f}"
+
+    rows = [
+        [c.label, fmt.number(len(c.losses)), loss(c.losses[0]), loss(c.losses[-1])]
+        for c in view
+        if c.losses
+    ]
+    if rows:
+        table = BlocksTable(header=["run", "losses", "first", "last"], rows=rows)
+        blocks_terminal(console, Blocks(title="Loss parity", tables=[table]))
+
+
 def parity_charts(plt: Any, view: list[LossCurve] | None) -> dict[str, str | None]:
     from torchdoctor.report.charts.tune import parity_chart
 
     return {"parity": parity_chart(plt, view) if view else None}
 
 
-# `torchdoctor tune` and `demo` print the TuneResult themselves (report/terminal/tune.py).
+def ladder_terminal(console: Console, result: TuneResult) -> None:
+    from torchdoctor.report.terminal.tune import render_ladder
+
+    render_ladder(console, result)
+
+
+def pareto_terminal(console: Console, result: TuneResult) -> None:
+    from torchdoctor.report.terminal.tune import render_pareto
+
+    render_pareto(console, result)
+
+
+# On a terminal the result prints the ladder and the front within it (report/terminal/tune.py).
 LADDER = register_section(
     Section(
         name="ladder",
@@ -139,7 +176,9 @@ LADDER = register_section(
         markdown_order=6,
         markdown=tune_markdown,
         html="sections/ladder.html.j2",
-        terminal=None,
+        terminal=ladder_terminal,
+        terminal_view=tune_terminal_view,
+        within="result",
         charts=tune_charts,
     )
 )
@@ -152,7 +191,9 @@ PARETO = register_section(
         markdown_order=8,
         markdown=pareto_markdown,
         html="sections/pareto.html.j2",
-        terminal=None,
+        terminal=pareto_terminal,
+        terminal_view=tune_terminal_view,
+        within="result",
         charts=pareto_charts,
     )
 )
@@ -165,7 +206,7 @@ PARITY = register_section(
         order=50,
         markdown_order=None,
         html="sections/parity.html.j2",
-        terminal=None,
+        terminal=parity_terminal,
         charts=parity_charts,
     )
 )

@@ -1,4 +1,5 @@
-"""Rich rendering of a `TraceAnalysis` (terminal output of `torchdoctor analyze`)."""
+"""A `TraceAnalysis` on a terminal (what `torchdoctor analyze` prints): the step section's
+form for a trace, with the roofline section's top ops printed within it."""
 
 from __future__ import annotations
 
@@ -67,23 +68,7 @@ def render_analysis(r: TraceAnalysis, console: Console) -> None:
             t.add_column(name, justify="right")
         t.add_row(*(_pct(v) for v in r.step_breakdown.values()))
         console.print(t)
-    if r.ops:
-        t = Table(title="top ops")
-        for col in ("op", "count", "self host", "total host", "device", "FLOPs", "FLOP/s"):
-            t.add_column(col, justify="left" if col == "op" else "right")
-        t.add_column("bound")
-        for o in r.ops:
-            t.add_row(
-                o.name[:60],
-                str(o.count),
-                _ms(o.self_host_us),
-                _ms(o.total_host_us),
-                _ms(o.device_us),
-                _si(o.flops, ""),
-                _si(o.achieved_flops_per_s, "FLOP/s"),
-                o.bound or "-",
-            )
-        console.print(t)
+    render_top_ops(console, r)
     if r.launches is not None:
         ln = r.launches
         delay = ln.launch_delay_us or {}
@@ -121,7 +106,27 @@ def render_analysis(r: TraceAnalysis, console: Console) -> None:
             f"{i.host_wait_us / 1000:.2f} ms, between kernels {i.between_kernels_us / 1000:.2f} ms"
         )
     if r.cross_rank is not None:  # a folder of per-rank traces: the ranks compared
-        from torchdoctor.report.adapters.ranks import ranks_blocks
-        from torchdoctor.report.blocks import blocks_terminal
+        from torchdoctor.report.terminal.sections import render_records
 
-        blocks_terminal(console, ranks_blocks(r.cross_rank.to_json_dict()))
+        render_records(console, {"cross_rank": r.cross_rank})
+
+
+def render_top_ops(console: Console, r: TraceAnalysis) -> None:
+    """The roofline section's terminal form: the top ops, their FLOP/s and what bounds them."""
+    if r.ops:
+        t = Table(title="top ops")
+        for col in ("op", "count", "self host", "total host", "device", "FLOPs", "FLOP/s"):
+            t.add_column(col, justify="left" if col == "op" else "right")
+        t.add_column("bound")
+        for o in r.ops:
+            t.add_row(
+                o.name[:60],
+                str(o.count),
+                _ms(o.self_host_us),
+                _ms(o.total_host_us),
+                _ms(o.device_us),
+                _si(o.flops, ""),
+                _si(o.achieved_flops_per_s, "FLOP/s"),
+                o.bound or "-",
+            )
+        console.print(t)

@@ -1,9 +1,10 @@
-"""Rich rendering of a `Diagnosis` (terminal output of `torchdoctor diagnose`)."""
+"""The verdict section on a terminal: a `Diagnosis` (what `torchdoctor diagnose` prints), with
+the findings section printed within it (report/sections/diagnosis.py names these forms)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -50,7 +51,9 @@ def _phase_bar(d: Diagnosis) -> str:
     return "".join(parts) + "\n" + legend
 
 
-def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) -> None:
+def render_diagnosis(d: Diagnosis, out: Console) -> None:
+    """The verdict section's terminal form: the primary bottleneck and what it is worth, the
+    findings, the phases and every note."""
     head = f"rank {d.rank}: " if d.rank is not None and (d.world_size or 0) > 1 else ""
     if d.rank is None and (d.world_size or 0) > 1:
         head = f"job of {d.world_size} ranks: "
@@ -71,6 +74,23 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
         f"[dim]{d.step_count} steps ({step}); regime: {d.regime}-bound; device {d.device}"
         f"{' (' + d.device_name + ')' if d.device_name else ''}[/]"
     )
+    render_findings(out, d)
+    if d.phase_fractions:
+        out.print("Step breakdown:\n" + _phase_bar(d))
+    for note in d.notes:
+        if note.startswith("warning: "):
+            out.print(f"[yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
+        else:
+            out.print(f"[dim]note: {escape(note)}[/]")
+
+
+def render_run_folder(out: Console, run_dir: Path) -> None:
+    """The last line a diagnosis prints: where its run folder is."""
+    out.print(f"Run folder: [bold]{display_path(run_dir)}[/]")
+
+
+def render_findings(out: Console, d: Diagnosis) -> None:
+    """The findings section's terminal form: the findings table, largest bound first."""
     if d.findings:
         table = Table(title="Findings, largest bound on gain first", title_justify="left")
         for col in ("severity", "rule", "what was seen", "prescription", "bound"):
@@ -87,22 +107,20 @@ def render_diagnosis(d: Diagnosis, out: Console, run_dir: Path | None = None) ->
         out.print(table)
     else:
         out.print("[green]No findings: nothing here is worth changing.[/]")
-    if d.phase_fractions:
-        out.print("Step breakdown:\n" + _phase_bar(d))
-    for note in d.notes:
-        if note.startswith("warning: "):
-            out.print(f"[yellow]warning:[/] {escape(note.removeprefix('warning: '))}")
-        else:
-            out.print(f"[dim]note: {escape(note)}[/]")
-    if run_dir is not None:
-        out.print(f"Run folder: [bold]{display_path(run_dir)}[/]")
+
+
+def diagnosis_view(diagnosis: dict[str, Any] | None) -> Diagnosis | None:
+    """The verdict's and the findings' terminal view: diagnosis.json as its record."""
+    return Diagnosis.from_json_dict(diagnosis) if diagnosis else None
 
 
 def render_job(job: JobDiagnosis, out: Console, run_dir: Path | None = None) -> None:
-    """A distributed job: its ranks side by side, then the job's diagnosis."""
-    from torchdoctor.report.adapters.ranks import ranks_blocks
-    from torchdoctor.report.blocks import blocks_terminal
+    """A distributed job: its ranks side by side, then the job's diagnosis (the ranks first,
+    as who holds the job back is what its diagnosis is about)."""
+    from torchdoctor.report.terminal.sections import render_records
 
     if job.cross_rank is not None:
-        blocks_terminal(out, ranks_blocks(job.cross_rank.to_json_dict()))
-    render_diagnosis(job.job, out, run_dir)
+        render_records(out, {"cross_rank": job.cross_rank})
+    render_records(out, {"diagnosis": job.job})
+    if run_dir is not None:
+        render_run_folder(out, run_dir)

@@ -1,11 +1,33 @@
-"""Rich tables of the machine and its ceilings (terminal output of `torchdoctor env`)."""
+"""The environment section on a terminal: the machine and its measured ceilings as rich
+tables (what `torchdoctor env` prints, and the environment of a run folder)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 
 from torchdoctor.core.env import Ceilings, EnvFingerprint
+from torchdoctor.report.registry import JsonDict
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The environment section's terminal view: the fingerprint and ceilings, validated."""
+
+    fingerprint: EnvFingerprint
+    ceilings: Ceilings
+
+
+def machine_view(env: dict[str, JsonDict]) -> Machine | None:
+    """env.json's two parts as records (None: no env.json, e.g. a diagnosis's own ceilings,
+    which the page shows and a terminal leaves to `torchdoctor env`)."""
+    if "fingerprint" not in env or "ceilings" not in env:
+        return None
+    return Machine(
+        EnvFingerprint.from_json_dict(env["fingerprint"]), Ceilings.from_json_dict(env["ceilings"])
+    )
 
 
 def fingerprint_table(fp: EnvFingerprint) -> Table:
@@ -78,8 +100,10 @@ def _clocks(clocks: dict[str, float] | None) -> str:
     return out
 
 
-def render_env(console: Console, fp: EnvFingerprint, ceilings: Ceilings) -> None:
-    console.print(fingerprint_table(fp))
+def render_env(console: Console, machine: Machine) -> None:
+    """The environment section's terminal form: the machine, its ceilings, a disturbance."""
+    ceilings = machine.ceilings
+    console.print(fingerprint_table(machine.fingerprint))
     console.print(ceilings_table(ceilings))
     if ceilings.machine_load is not None and ceilings.machine_load.warning:
         console.print(f"[yellow]warning:[/] {ceilings.machine_load.warning}", highlight=False)

@@ -68,6 +68,7 @@ def render_run(console: Console, result: RunResult) -> None:
     phases.add_column("share", justify="right")
     for phase in PHASES:
         seconds = sum(s.phases.get(phase, 0.0) for s in timed) / steps
-        share = result.phase_fractions[phase]
+        # A record of a run folder may lack a phase its run never timed (no copy to a device).
+        share = result.phase_fractions.get(phase, 0.0)
         phases.add_row(phase, f"{seconds * 1e3:.2f}", f"{share:6.1%}")
     console.print(phases)

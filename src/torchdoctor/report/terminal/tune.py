@@ -1,4 +1,8 @@
-"""Rich rendering of a `TuneResult` (terminal output of `torchdoctor tune` and `demo`)."""
+"""A tune's sections on a terminal (what `torchdoctor tune` and `demo` print): the result,
+which prints within it the ladder and its rejected changes, the Pareto front and the memory
+ladder (report/sections/result.py, tune.py, fit.py name these forms), in the order a person
+reads them: the result first, the tables, then the best recipe, every note and the command
+that re-checks the claim."""
 
 from __future__ import annotations
 
@@ -57,6 +61,11 @@ def _config(result: TuneResult) -> dict[str, Any] | None:
         return None
 
 
+def tune_result_view(tune: dict[str, Any] | None) -> TuneResult | None:
+    """The tune's sections' terminal view: tune.json's record (None: no tune)."""
+    return TuneResult.from_json_dict(tune) if tune else None
+
+
 def render_result(result: TuneResult, console: Console) -> None:
     """The result first (the sentence every form of the report leads with, and why its two
     speedups differ), then the ladder of kept changes, the rejected ones, the Pareto front,
@@ -67,6 +76,40 @@ def render_result(result: TuneResult, console: Console) -> None:
     if lead is not None:
         console.print(f"[bold]Result:[/] {escape(lead.sentence)}")
         console.print(lead.speedups, style="dim", highlight=False)
+    render_ladder(console, result)
+    render_pareto(console, result)
+    trials = (
+        f"{result.n_trials} trials, {result.n_failed} failed, {result.n_reused} reused, "
+        f"{result.elapsed_s:.0f} s of {result.budget_s:.0f} s"
+    )
+    if result.fit is not None:
+        render_fit(console, result)
+        fit = result.fit
+        console.print(
+            f"Best: [bold]{fmt_change(result.best_recipe)}[/] peaks at "
+            f"{_fmt_mem(fit.peak_memory_bytes)}, "
+            f"[bold]{'under' if fit.fits else 'over'}[/] the cap of "
+            f"{_fmt_mem(fit.max_memory_bytes)} ({trials})"
+        )
+    else:
+        console.print(
+            f"Best: [bold]{fmt_change(result.best_recipe)}[/] at "
+            f"{result.best_samples_per_s:,.1f} samples/s = [bold]{result.speedup:.2f}x[/] the "
+            f"baseline ({_fmt_ci(result.speedup_ci, config)}, {trials})"
+        )
+    for note in result.notes:
+        console.print(f"  note: {note}", highlight=False)
+    if lead is not None:
+        console.print(lead.legend, style="dim", highlight=False)
+        if lead.recheck:
+            console.print("Re-check the claim (RUN: the run folder below):", highlight=False)
+        for command in lead.recheck:
+            console.print(f"  {command}", highlight=False)
+    console.print(f"Run folder: {display_path(Path(result.run_dir))}")
+
+
+def render_ladder(console: Console, result: TuneResult) -> None:
+    """The ladder section's terminal form: the kept changes, then the rejected ones."""
     # Every rung after the baseline is a kept change, so there is no verdict column; the
     # columns are sized to fit an 80-column terminal with the change names whole.
     table = Table(
@@ -128,6 +171,10 @@ def render_result(result: TuneResult, console: Console) -> None:
                 why,
             )
         console.print(rejected)
+
+
+def render_pareto(console: Console, result: TuneResult) -> None:
+    """The Pareto front section's terminal form (nothing when the front is empty)."""
     if result.pareto_front:
         front = Table(title="Pareto front (throughput vs peak memory)")
         front.add_column("Recipe")
@@ -138,34 +185,12 @@ def render_result(result: TuneResult, console: Console) -> None:
                 fmt_change(p.recipe), f"{p.samples_per_s:,.1f}/s", _fmt_mem(p.peak_memory_bytes)
             )
         console.print(front)
-    trials = (
-        f"{result.n_trials} trials, {result.n_failed} failed, {result.n_reused} reused, "
-        f"{result.elapsed_s:.0f} s of {result.budget_s:.0f} s"
-    )
+
+
+def render_fit(console: Console, result: TuneResult) -> None:
+    """The memory ladder section's terminal form (`--objective fit`; nothing otherwise)."""
     if result.fit is not None:
         _render_fit(result.fit, console)
-        fit = result.fit
-        console.print(
-            f"Best: [bold]{fmt_change(result.best_recipe)}[/] peaks at "
-            f"{_fmt_mem(fit.peak_memory_bytes)}, "
-            f"[bold]{'under' if fit.fits else 'over'}[/] the cap of "
-            f"{_fmt_mem(fit.max_memory_bytes)} ({trials})"
-        )
-    else:
-        console.print(
-            f"Best: [bold]{fmt_change(result.best_recipe)}[/] at "
-            f"{result.best_samples_per_s:,.1f} samples/s = [bold]{result.speedup:.2f}x[/] the "
-            f"baseline ({_fmt_ci(result.speedup_ci, config)}, {trials})"
-        )
-    for note in result.notes:
-        console.print(f"  note: {note}", highlight=False)
-    if lead is not None:
-        console.print(lead.legend, style="dim", highlight=False)
-        if lead.recheck:
-            console.print("Re-check the claim (RUN: the run folder below):", highlight=False)
-        for command in lead.recheck:
-            console.print(f"  {command}", highlight=False)
-    console.print(f"Run folder: {display_path(Path(result.run_dir))}")
 
 
 def _render_fit(fit: FitLadder, console: Console) -> None:
