@@ -8,9 +8,11 @@ the measured peak of a real FSDP2 step to hold the arithmetic to.
   parameter dtype (as FSDP2 computes), at two batch sizes: at the step's peak and as each
   gradient lands, with the share of the gradients landed by then (the sharded gradients a
   rank holds at that moment under FSDP2). A fake tensor has a shape, a dtype and a storage
-  size but no data, so a step of a model of billions of parameters runs in seconds on a CPU.
-  Each gradient is dropped as it lands: under FSDP2 a unit's unsharded gradients are
-  reduce-scattered and freed in the backward.
+  size but no data, so a step of a model of billions of parameters runs on a CPU in tens of
+  seconds (a 6.5B gpt's two fake steps: benchmarks/bench_shard_memory.py; the tracker's cost
+  per op grows with the model's modules). Each gradient is dropped as it lands: under FSDP2
+  a unit's unsharded gradients are reduce-scattered and freed in the backward. The fake model
+  is built in the policy's dtype whole, its buffers too, where FSDP2 leaves buffers in theirs.
 - `measure_sharded_step`: in a rank of an initialised process group, the workload sharded as
   the arithmetic assumes (each of its blocks a unit, the root last, a bf16
   `MixedPrecisionPolicy`), one warm-up step, then one step under torch's `FSDPMemTracker`,
