@@ -41,6 +41,14 @@ if TYPE_CHECKING:
         study_memory,
         under_cap,
     )
+    from torchdoctor.analyze.shard_memory import (
+        DEFAULT_PREFETCH,
+        Moments,
+        plan_shards,
+        rank_memory,
+        step_moments,
+    )
+    from torchdoctor.analyze.shard_memory_study import estimate_shards
 
 _LAZY_EXPORTS = {
     "owners_plan": "torchdoctor.analyze.memory",
@@ -51,9 +59,16 @@ _LAZY_EXPORTS = {
     "oom_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",
     "under_cap": "torchdoctor.analyze.memory_study",
+    "DEFAULT_PREFETCH": "torchdoctor.analyze.shard_memory",
+    "Moments": "torchdoctor.analyze.shard_memory",
+    "plan_shards": "torchdoctor.analyze.shard_memory",
+    "step_moments": "torchdoctor.analyze.shard_memory",
+    "rank_memory": "torchdoctor.analyze.shard_memory",
+    "estimate_shards": "torchdoctor.analyze.shard_memory_study",
 }
 
 __all__ = [
+    "DEFAULT_PREFETCH",
     "FSDP_ROOT",
     "STEP_CATEGORIES",
     "CeilingsInfo",
@@ -61,6 +76,7 @@ __all__ = [
     "FsdpAnalysis",
     "FsdpUnit",
     "Kind",
+    "Moments",
     "OpRow",
     "RankPhases",
     "StepSamples",
@@ -71,14 +87,18 @@ __all__ = [
     "analyze_timeline",
     "analyze_trace",
     "cross_rank_analysis",
+    "estimate_shards",
     "load_rank_traces",
     "load_trace",
     "measured_edge",
     "oom_edge",
     "owners_plan",
     "plan_memory",
+    "plan_shards",
     "predict_max_batch",
+    "rank_memory",
     "split_owners",
+    "step_moments",
     "study_memory",
     "timeline_step_samples",
     "trace_step_samples",

@@ -9,6 +9,12 @@ checkpointing pays. Writes a run folder with memory.json (`MemoryPlan`) and the 
 `torchdoctor memory -- python train.py ...`: the script unmodified, under the injected hooks
 (collect/probes/memory.py), for two steps, its second split into the same owners at the
 script's own batch (no fit, no prediction: a script's batch is its own).
+
+`torchdoctor memory WORKLOAD --nproc 8 --max-memory 80GiB`: the model sharded with FSDP2 over
+N ranks, estimated without materialising it (shapes from the `meta` device, activations from
+fake steps; collect/shard_memory.py, analyze/shard_memory.py): each rank's parameters,
+gradients, optimizer state, unsharded units and activations, whether it fits the budget and
+the largest batch per rank that does. Writes shard_plan.json (`ShardPlan`).
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
+    NPROC_HELP,
     check_out,
     default_device,
     device_option,
     force_option,
     out_option,
     param_option,
+    parse_int_list,
     parse_size,
     parse_workload_params,
     refuse_given,
@@ -37,10 +45,15 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import UsageError
-from torchdoctor.report import render_records
+from torchdoctor.report import render_records, render_shard_plan
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
+    from torchdoctor.core.shard_memory import ShardPlan
+
+#: --param-dtype's values (collect/shard_memory.py, `PARAM_DTYPES`), named here so that a
+#: wrong one is refused before torch is imported.
+SHARD_DTYPES = ("bf16", "fp16", "fp32")
 
 #: A script runs this many steps: the first makes its optimizer's state, the second is split
 #: (`collect.probes.memory.MIN_WARMUP`: the step after the warm-up's first).
@@ -126,6 +139,45 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     return plan, run_dir
 
 
+def shard_memory(
+    workload: str,
+    world_sizes: list[int],
+    *,
+    params: list[str],
+    budget: int | None,
+    param_dtype: str,
+    seed: int,
+    out: Path | None,
+) -> tuple[ShardPlan, Path]:
+    """`memory WORKLOAD --nproc N`: the per-rank estimate, written to a new run folder."""
+    from torchdoctor.analyze import estimate_shards
+    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
+    from torchdoctor.scale import compare_strategies
+    from torchdoctor.workloads import get_workload
+
+    job = get_workload(workload, **parse_workload_params(params))
+    run_dir = new_run_dir("memory", job.name, out=out)
+    with marking_outcome(run_dir):
+        plan = estimate_shards(
+            job, world_sizes, param_dtype=param_dtype, budget_bytes=budget, seed=seed
+        )
+        strategies = [
+            cost
+            for rank in plan.ranks
+            for cost in compare_strategies(
+                plan.shape,
+                rank.world_size,
+                rank.batch,
+                plan.moments,
+                param_dtype_bytes=plan.param_dtype_bytes,
+                prefetch=plan.prefetch,
+            )
+        ]
+        plan = plan.model_copy(update={"strategies": strategies})
+        plan.write(run_dir / SHARD_PLAN)
+    return plan, run_dir
+
+
 @app.command("memory", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def memory_command(
     ctx: typer.Context,
@@ -155,6 +207,17 @@ def memory_command(
         "budget (RLIMIT_DATA), and record it beside the prediction. A probe per batch; "
         "about ten probes of a few seconds each.",
     ),
+    nproc: str | None = typer.Option(
+        None,
+        "--nproc",
+        help=f"{NPROC_HELP}, e.g. 8 or 1,2,8: the model sharded with FSDP2 over N ranks, "
+        "estimated without materialising it (meta device, fake steps).",
+    ),
+    param_dtype: str = typer.Option(
+        "bf16",
+        "--param-dtype",
+        help="With --nproc: the mixed-precision policy's parameter dtype (bf16, fp16, fp32).",
+    ),
     out: Path | None = out_option(),
     force: bool = force_option(),
     seed: int = seed_option(),
@@ -180,7 +243,16 @@ def memory_command(
     A script (-- python train.py ...) runs unmodified for two steps; the second is split
     into the same owners at the script's own batch, with no fit or prediction.
 
+    --nproc N estimates each rank's memory with the model sharded by FSDP2 over N ranks,
+    without building it: the shapes come from the meta device (parameters, gradients and
+    optimizer state each divided over the ranks, the root's and the largest unit's parameters
+    all-gathered in --param-dtype, the buffers whole), the activations from two fake steps
+    (FakeTensorMode, torch's MemTracker). With --max-memory (per rank) it says whether it fits
+    and the largest batch per rank that does.
+
     Example: torchdoctor memory gpt --max-memory 2GiB --batch-sizes 4,8,16
+    Example: torchdoctor memory gpt --param layers=32 --param embd=4096 --param heads=32
+    --param block=2048 --nproc 8 --max-memory 80GiB
     Example: torchdoctor memory mlp --max-memory 64MiB --batch-sizes 8,16,32 --check-edge
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
@@ -204,6 +276,33 @@ def memory_command(
         raise UsageError(
             "nothing to measure", hint="torchdoctor memory gpt, or memory -- python train.py"
         )
+    if nproc is not None:
+        worlds = parse_int_list(nproc, "--nproc")
+        refuse_given(
+            ctx,
+            ("batch_sizes", "settings", "check_edge", "device"),
+            case="with --nproc",
+            hint="the estimate builds nothing: drop them, or drop --nproc to measure a step",
+        )
+        budget = parse_size(max_memory) if max_memory is not None else None
+        if param_dtype not in SHARD_DTYPES:
+            raise UsageError(
+                f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
+            )
+        shards, _ = shard_memory(
+            workload,
+            worlds,
+            params=params,
+            budget=budget,
+            param_dtype=param_dtype,
+            seed=seed,
+            out=out,
+        )
+        emit(shards, lambda console: render_shard_plan(console, shards))
+        return
+    refuse_given(
+        ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"
+    )
     from torchdoctor.analyze import oom_edge, study_memory
     from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe

@@ -41,6 +41,22 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * 1024 ** _SIZE_POWERS[match.group(2).lower()])
 
 
+def parse_int_list(text: str, option: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]: positive integers (world sizes, `--nproc`), the option named in
+    the refusal."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"cannot read {option} {text!r}", hint="write e.g. 1,2,4") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{option} needs positive integers, got {text!r}", hint="write e.g. 1,2,4")
+    return values
+
+
+#: What every `--nproc` counts.
+NPROC_HELP = "Processes (ranks) per node"
+
+
 def parse_budget(text: str | float) -> float:
     """`--budget`'s value in seconds (`parse_duration`), its errors naming the option."""
     try:

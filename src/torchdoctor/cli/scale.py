@@ -19,10 +19,12 @@ from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     DURATION_HELP,
+    NPROC_HELP,
     check_out,
     force_option,
     out_option,
     parse_duration,
+    parse_int_list,
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
@@ -58,16 +60,6 @@ def _job_timeout(text: str | float) -> float:
         return parse_duration(text)
     except UsageError as exc:
         raise UsageError(f"--job-timeout {text}: not a positive duration", hint=exc.hint) from None
-
-
-def _int_list(text: str, option: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"cannot read {option} {text!r}", hint="write e.g. 1,2,4") from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"{option} needs positive integers, got {text!r}")
-    return values
 
 
 def _bandwidths(text: str) -> list[float]:
@@ -112,9 +104,7 @@ def _node_commands(
 def scale(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name (or a script after --)."),
-    nproc: str = typer.Option(
-        "1,2", "--nproc", help="Processes per node at each step, e.g. 1,2,4."
-    ),
+    nproc: str = typer.Option("1,2", "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."),
     mode: str = typer.Option(
         "weak",
         "--mode",
@@ -174,7 +164,7 @@ def scale(
     if nnodes == 1:  # several nodes share one --out by design, each writing its own files
         check_out(out, force=force)
     script = _script(command) if command else []
-    nprocs = _int_list(nproc, "--nproc")
+    nprocs = parse_int_list(nproc, "--nproc")
     check_request(
         workload=workload,
         script=script,
@@ -210,13 +200,13 @@ def scale(
         threads=threads,
         backend=backend,
         quick=quick,
-        project_to=_int_list(project_to, "--project-to"),
+        project_to=parse_int_list(project_to, "--project-to"),
         bandwidths=_bandwidths(bandwidth),
         nnodes=nnodes,
         node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint,
         local_addr=local_addr,
-        bench_sizes=_int_list(bench_sizes, "--bench-sizes") if bench_sizes else (),
+        bench_sizes=parse_int_list(bench_sizes, "--bench-sizes") if bench_sizes else (),
         job_timeout_s=job_timeout,
     )
     _run_study(plan, out)

@@ -55,6 +55,13 @@ if TYPE_CHECKING:
     from torchdoctor.collect.quiet import quiet_profiling
     from torchdoctor.collect.rank_agreement import check_ranks_agree
     from torchdoctor.collect.script_profile import ScriptProfile
+    from torchdoctor.collect.shard_memory import (
+        PARAM_DTYPES,
+        fake_activations,
+        measure_sharded_step,
+        meta_shape,
+        param_dtype_of,
+    )
     from torchdoctor.collect.window import export_gz
 
 _EXPORTS = {
@@ -82,6 +89,11 @@ _EXPORTS = {
     "SavedActivations": "torchdoctor.collect.memory_owners",
     "measure_step_memory": "torchdoctor.collect.memory_owners",
     "unique_bytes": "torchdoctor.collect.memory_owners",
+    "PARAM_DTYPES": "torchdoctor.collect.shard_memory",
+    "fake_activations": "torchdoctor.collect.shard_memory",
+    "measure_sharded_step": "torchdoctor.collect.shard_memory",
+    "meta_shape": "torchdoctor.collect.shard_memory",
+    "param_dtype_of": "torchdoctor.collect.shard_memory",
     "ScriptRun": "torchdoctor.collect.inject.record",
     "install_recipe": "torchdoctor.collect.inject",
     "CollectConfig": "torchdoctor.collect.hooks",
@@ -101,6 +113,7 @@ __all__ = [
     "CONTROL_AUTHKEY_ENV",
     "INJECTION_STEM",
     "NOT_INJECTABLE",
+    "PARAM_DTYPES",
     "PROFILE_SUMMARY",
     "CollectConfig",
     "DriverPark",
@@ -125,9 +138,13 @@ __all__ = [
     "check_script",
     "child_command",
     "export_gz",
+    "fake_activations",
     "install_recipe",
     "launch_profile",
+    "measure_sharded_step",
     "measure_step_memory",
+    "meta_shape",
+    "param_dtype_of",
     "prepare_launch",
     "profile_workload",
     "quiet_profiling",

@@ -68,6 +68,9 @@ SERVE = "serve.json"
 DIFF = "diff.json"
 #: Memory to its owners at a few batch sizes, and the largest batch under a budget (memory).
 MEMORY = "memory.json"
+#: Memory per rank of a model sharded over N ranks, estimated without materialising it
+#: (memory --nproc).
+SHARD_PLAN = "shard_plan.json"
 TRIALS = "trials"
 #: Sub-folder of a tune run folder holding the diagnosis run that ordered its ladder (its
 #: diagnosis.json is copied up; its analysis.json and trace stay there).

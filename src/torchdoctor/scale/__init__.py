@@ -7,6 +7,9 @@
   (NCCL-tests' bus bandwidth).
 - `ScalingModel`, `project`, `projections`: T(N) = compute + (communication - overlap) +
   optimizer + data + skew, to other world sizes, bandwidths, and a parameter server vs a ring.
+- `fsdp_collectives`, `fsdp_communication`, `compare_strategies`: FSDP2's all-gathers and
+  reduce-scatters per step, timed at N from an all-gather fit with a band; DDP, FSDP and FSDP
+  with CPU offload side by side (memory per rank, bytes per link).
 - `check_request`, `plan_study` -> `StudyPlan`: every check a study needs before its first job,
   the backend, the threads per rank.
 - `Topology`, `torchrun_args`, `check_backend`, `check_rendezvous`: the launch and its checks.
@@ -22,6 +25,13 @@ from torchdoctor.scale.fit import (
     bus_bandwidth,
     bus_factor,
     fit_alpha_beta,
+)
+from torchdoctor.scale.fsdp import (
+    FsdpCollective,
+    FsdpCommunication,
+    compare_strategies,
+    fsdp_collectives,
+    fsdp_communication,
 )
 from torchdoctor.scale.launch import (
     Topology,
@@ -72,6 +82,8 @@ __all__ = [
     "Collective",
     "CollectiveBench",
     "CollectivePoint",
+    "FsdpCollective",
+    "FsdpCommunication",
     "GapPart",
     "MeasuredWorld",
     "Projection",
@@ -87,9 +99,12 @@ __all__ = [
     "check_backend",
     "check_rendezvous",
     "check_request",
+    "compare_strategies",
     "ddp_buckets",
     "exposed_communication",
     "fit_alpha_beta",
+    "fsdp_collectives",
+    "fsdp_communication",
     "karp_flatt",
     "measured_world",
     "parse_endpoint",

@@ -20,6 +20,7 @@ from cli_output import one_error_line
 from torchdoctor.cli import main as cli_main
 from torchdoctor.cli.options import (
     DURATION_HELP,
+    NPROC_HELP,
     PAIRS_HELP,
     WARMUP_HELP,
     parse_budget,
@@ -44,6 +45,7 @@ VOCABULARY: dict[str, tuple[Any, Any, str]] = {
     "--max-memory": (str, None, "GiB"),
     "--quick": (bool, None, ""),
     "--report": (bool, None, "run folder"),
+    "--nproc": (str, None, NPROC_HELP),
 }
 
 #: Commands whose option of a shared name is something else, each with why.
