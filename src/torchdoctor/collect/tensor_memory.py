@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from torchdoctor.core.memory_owners import FORWARD_BACKWARD, OPTIMIZER, StepMemory
+from torchdoctor.core.sharded import local_tensor
 
 #: Called with +bytes when a storage is created during the step and -bytes when it is freed.
 Listener = Callable[[int], None]
@@ -33,6 +34,9 @@ class AllocatorStats(Protocol):
 
 
 def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    """The storage that holds `t`'s bytes in this process: a sharded tensor's (a DTensor's)
+    is its local shard's, since the wrapper's own reports the whole tensor's size."""
+    t = local_tensor(t)
     if t.device.type == "meta" or t.is_sparse:
         return None
     try:
@@ -268,6 +272,9 @@ class StepMeter:
     Built at the boundary before the step: the resident owners are read then (`weights`:
     parameters and buffers; `trainable`: the parameters that get gradients; the optimizers'
     state), and the live tensors and saved activations are counted from `begin` on.
+    A sharded parameter counts its local shard (`core.sharded`); `gathered`: FSDP2's gathered
+    parameters (`core.sharded.gathered_parameters`), which its forward saves for backward and
+    which are weights, not activations.
     """
 
     def __init__(
@@ -279,11 +286,14 @@ class StepMeter:
         device: torch.device,
         allocator: AllocatorStats | None = None,
         listeners: Sequence[Listener] = (),
+        gathered: Sequence[torch.Tensor] = (),
     ) -> None:
         weight_keys = storage_keys(weights)
         self.trainable = list(trainable)
         self.parameters = unique_bytes(weights)
-        self.gradients = sum(p.numel() * p.element_size() for p in self.trainable)
+        self.gradients = sum(
+            local_tensor(p).numel() * local_tensor(p).element_size() for p in self.trainable
+        )
         self.state = unique_bytes(
             (t for opt in optimizers for t in _state_tensors(opt)), exclude=weight_keys
         )
@@ -292,7 +302,7 @@ class StepMeter:
         # The gradients alive at the start are counted as live tensors (`begin`), since a
         # script's zero_grad may free them inside the step.
         self.peaks = _PhasePeaks(allocator, device, self.parameters + self.state)
-        self.saved = SavedActivations(exclude=weight_keys)
+        self.saved = SavedActivations(exclude=weight_keys | storage_keys(gathered))
         self.grads: set[int] = set()
         self.listeners = tuple(listeners)
         self.live: LiveTensorBytes | None = None

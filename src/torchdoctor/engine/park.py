@@ -20,6 +20,12 @@ a private memory pool that only deleting the graphs frees. Moving its parameters
 the graphs replay on freed memory, so such an arm is left resident (`park`'s `pinned` says
 why) and the other arm runs beside it, as before.
 
+A sharded parameter (FSDP2's DTensor) is parked by its local shard's storage: FSDP holds that
+storage under other views too (its flat shard buffer, its all-gather inputs), so the storage
+itself is copied out and emptied (`resize_(0)`, as FSDP frees its gathered parameters) and
+refilled in place on unpark, which keeps every view valid. Its gradients and optimizer state
+go the same way, each storage once.
+
 On a CPU, or before the process touched a GPU, there is nothing to move and everything here
 is a no-op. The device is reached through a `DeviceMover` (`CudaMover` for CUDA; a fake GPU
 in tests), so the accounting can be tested without one.
@@ -33,6 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+
+from torchdoctor.core.sharded import is_sharded, local_tensor
 
 
 class DeviceMover(Protocol):
@@ -121,10 +129,12 @@ class Parking:
         self.mover = mover
         #: where each parked tensor was taken from, to put it back there on unpark
         self._slots: list[_Slot] = []
+        #: the sharded tensors' storages emptied, each with its bytes in host memory
+        self._stored: list[_Stored] = []
 
     @property
     def parked(self) -> bool:
-        return bool(self._slots)
+        return bool(self._slots or self._stored)
 
     def park(
         self, modules: Sequence[Any], optimizers: Sequence[Any], *, pinned: str | None = None
@@ -137,15 +147,20 @@ class Parking:
             left = self.mover.allocated_bytes()
             return Moved(0, left, time.perf_counter() - start, pinned, free, total)
         moved = 0
+        storages: set[int] = set()  # a sharded storage under several views is moved once
         for slot in _slots(modules, optimizers):
             tensor = slot.get()
-            if tensor is not None and self.mover.on_device(tensor):
+            if tensor is not None and is_sharded(tensor):
+                moved += self._copy_out(local_tensor(tensor), storages)
+            elif tensor is not None and self.mover.on_device(tensor):
                 moved += tensor.untyped_storage().nbytes()
                 slot.set(self.mover.to_host(tensor))
                 self._slots.append(slot)
         # The last tensor read would hold its device block through empty_cache otherwise.
         tensor = None
         self.mover.finish()
+        for stored in self._stored:  # their copies are done: the device blocks can go
+            stored.storage.resize_(0)
         self.mover.empty_cache()
         free, total = self.mover.device_memory()
         left = self.mover.allocated_bytes()
@@ -154,9 +169,14 @@ class Parking:
     def unpark(self) -> Moved:
         """Move the parked state back onto the device (a no-op when nothing is parked)."""
         start = time.perf_counter()
-        if not self._slots:  # nothing parked: no copy to wait for
+        if not self.parked:  # nothing parked: no copy to wait for
             return Moved(0, 0, 0.0)
         moved = 0
+        stored, self._stored = self._stored, []
+        for entry in stored:
+            entry.storage.resize_(entry.host.numel())
+            _bytes_of(entry.storage).copy_(entry.host, non_blocking=True)
+            moved += entry.host.numel()
         slots, self._slots = self._slots, []
         for slot in slots:
             tensor = slot.get()
@@ -165,6 +185,32 @@ class Parking:
                 slot.set(self.mover.to_device(tensor))
         self.mover.finish()
         return Moved(moved, self.mover.allocated_bytes(), time.perf_counter() - start)
+
+    def _copy_out(self, local: torch.Tensor, storages: set[int]) -> int:
+        """Start copying a sharded tensor's local storage to the host; its bytes (0 when it
+        was copied already, is empty, is not on the device or cannot be emptied)."""
+        storage = local.untyped_storage()
+        key = int(storage._cdata)
+        if key in storages or storage.nbytes() == 0 or not self.mover.on_device(local):
+            return 0
+        if not storage.resizable():
+            return 0  # memory torch does not own (shared from elsewhere): it stays
+        storages.add(key)
+        self._stored.append(_Stored(storage, self.mover.to_host(_bytes_of(storage))))
+        return int(storage.nbytes())
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A sharded tensor's local storage, emptied while parked, and its bytes on the host."""
+
+    storage: torch.UntypedStorage
+    host: torch.Tensor
+
+
+def _bytes_of(storage: torch.UntypedStorage) -> torch.Tensor:
+    """The whole storage as one tensor of bytes (a view: copying into it fills the storage)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
 @dataclass(frozen=True)

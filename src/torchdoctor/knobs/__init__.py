@@ -1,7 +1,7 @@
 """Stage: knobs. The catalogue of optimizations and the `Recipe` that selects them.
 
 One module per family (batching, dataloading, precision, compilation, memory_format,
-optimizer, threads, checkpointing, attention, cuda, ddp); each declares its `Knob`s with every
+optimizer, threads, checkpointing, attention, cuda, ddp, fsdp); each declares its `Knob`s with every
 part they own (`parts`: how each applies to plain torch objects, is written back, is ordered
 by the ladder, is taken by a script, and serves a model), and the stages to the
 right read the catalogue instead of keeping lists of knob names. `model.apply_to_model`
@@ -63,6 +63,12 @@ from torchdoctor.knobs.ddp import (
     GRADIENT_AS_BUCKET_VIEW,
     STATIC_GRAPH,
 )
+from torchdoctor.knobs.fsdp import (
+    FSDP_CPU_OFFLOAD,
+    FSDP_MIXED_PRECISION,
+    FSDP_PREFETCH,
+    RESHARD_AFTER_FORWARD,
+)
 from torchdoctor.knobs.loader import loader_arguments, loader_kwargs
 from torchdoctor.knobs.memory_format import (
     CHANNELS_LAST,
@@ -75,6 +81,7 @@ from torchdoctor.knobs.parts import (
     CallEdit,
     DDPArgument,
     EditedCall,
+    FSDPArgument,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -141,6 +148,9 @@ __all__ = [
     "DDP_COMM_HOOK",
     "DDP_DEFAULT_BUCKET_MB",
     "FIND_UNUSED_PARAMETERS",
+    "FSDP_CPU_OFFLOAD",
+    "FSDP_MIXED_PRECISION",
+    "FSDP_PREFETCH",
     "GRADIENT_AS_BUCKET_VIEW",
     "GRAD_ACCUM",
     "NON_BLOCKING",
@@ -151,6 +161,7 @@ __all__ = [
     "PRECISION",
     "PREFETCH_FACTOR",
     "RAW",
+    "RESHARD_AFTER_FORWARD",
     "SET_TO_NONE",
     "STATIC_GRAPH",
     "TF32",
@@ -162,6 +173,7 @@ __all__ = [
     "CudaFlags",
     "DDPArgument",
     "EditedCall",
+    "FSDPArgument",
     "FoundModel",
     "IntRange",
     "Knob",

@@ -83,16 +83,19 @@ class Choice:
     values: tuple[KnobValue, ...]
 
     def parse(self, text: str) -> KnobValue:
+        """A value of the domain: an integer of it by its digits, a named mode by its name
+        (any case), a boolean by the usual words, else `text` unchanged (refused after)."""
         lowered = text.strip().lower()
-        if all(isinstance(v, bool) for v in self.values):
+        for value in self.values:
+            if isinstance(value, int) and not isinstance(value, bool) and str(value) == lowered:
+                return value
+            if isinstance(value, str) and value.lower() == lowered:
+                return value
+        if any(isinstance(v, bool) for v in self.values):
             if lowered in _TRUE:
                 return True
             if lowered in _FALSE:
                 return False
-            return text
-        for value in self.values:
-            if isinstance(value, str) and value.lower() == lowered:
-                return value
         return text
 
     def contains(self, value: object) -> bool:

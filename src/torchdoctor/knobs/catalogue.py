@@ -15,6 +15,7 @@ from torchdoctor.knobs import (
     cuda,
     dataloading,
     ddp,
+    fsdp,
     memory_format,
     optimizer,
     precision,
@@ -35,6 +36,7 @@ _BUILT_IN: tuple[Knob, ...] = (
     *attention.KNOBS,
     *cuda.KNOBS,
     *ddp.KNOBS,
+    *fsdp.KNOBS,
 )
 _ALL: tuple[Knob, ...] = _BUILT_IN
 _BY_NAME: dict[str, Knob] = {k.name: k for k in _ALL}

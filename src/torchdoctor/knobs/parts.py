@@ -100,6 +100,27 @@ class DDPArgument:
 
 
 @dataclass(frozen=True)
+class FSDPArgument:
+    """Chosen where a torchrun job's script shards a module with FSDP2's `fully_shard(...)`:
+    `keywords(value)` gives the keyword arguments the call takes for the value (none: the knob
+    acts on the sharded modules after the call, as `prefetch` does); `blocks_only`: the value
+    is passed to the calls that shard a block (a module holding no module sharded before it),
+    not to the outer call that shards the root, whose setting FSDP chooses apart (the root
+    keeps its parameters after forward). `prefetch(value)`: the depth of explicit forward and
+    backward prefetching set on the sharded blocks (`FSDPModule.set_modules_to_*_prefetch`).
+    `for_world(value, ranks)`: why the value cannot act on a job of that many ranks (None: it
+    can). `source(value)`: the keywords as the script writes them (the patch writer's), and
+    `imports`: the import line that text needs (None: torch's own names only)."""
+
+    keywords: Callable[[KnobValue], Mapping[str, Any]] | None = None
+    source: Callable[[KnobValue], Mapping[str, str]] | None = None
+    imports: str | None = None
+    blocks_only: bool = False
+    prefetch: Callable[[KnobValue], int] | None = None
+    for_world: Callable[[KnobValue, int], str | None] | None = None
+
+
+@dataclass(frozen=True)
 class WorkloadParameter:
     """A parameter of the workload itself (what `get_workload(name, **params)` takes): the
     engine rebuilds the workload with the value before it builds the model
@@ -117,6 +138,7 @@ AppliesTo = (
     | ModelTransform
     | StepSetting
     | DDPArgument
+    | FSDPArgument
     | WorkloadParameter
 )
 
@@ -137,6 +159,8 @@ class EditedCall(Enum):
     ZERO_GRAD = "zero_grad"
     #: the script's own `torch.set_num_threads(N)`, else a line after its imports
     SET_NUM_THREADS = "set_num_threads"
+    #: FSDP2's `fully_shard(...)`: the keywords of the knob's `FSDPArgument`
+    FULLY_SHARD = "fully_shard"
 
 
 @dataclass(frozen=True)
@@ -263,6 +287,8 @@ class ScriptSite(Enum):
     MODEL = "model"
     #: DistributedDataParallel's construction (`DDPArgument`)
     DDP = "ddp"
+    #: FSDP2's `fully_shard(...)` calls (`FSDPArgument`)
+    FSDP = "fsdp"
     #: any other process-wide setting (`ProcessSetting`: CUDA backend flags, ...), at start
     PROCESS = "process"
 

@@ -61,7 +61,13 @@ from torchdoctor.tune.space import (
 )
 from torchdoctor.tune.storage import StorageURL
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.torchrun import check_tunable, ddp_knob_names, is_torchrun, job_script
+from torchdoctor.tune.torchrun import (
+    check_fsdp_knobs,
+    check_tunable,
+    is_torchrun,
+    job_script,
+    offered_to_job,
+)
 from torchdoctor.tune.tuner import Tuner, TuneSettings
 
 BEST_RECIPE_JSON = "best_recipe.json"
@@ -104,9 +110,9 @@ def _space(config: TuneConfig) -> list[KnobSpec]:
     if config.space is not None:
         return [m.spec() for m in config.space]
     specs = catalogue_space(config.device)
-    if not is_torchrun(config.command, config.module):
-        # Only a torchrun job builds a DistributedDataParallel (tune/torchrun.py).
-        specs = [s for s in specs if s.name not in ddp_knob_names()]
+    # Only a torchrun job builds a DistributedDataParallel or shards with fully_shard
+    # (tune/torchrun.py).
+    specs = offered_to_job(specs, config.command, config.module, config.cwd)
     if config.knobs is not None:
         specs = [s for s in specs if s.name in config.knobs]
     return _resolve_defaults(config, specs)
@@ -160,6 +166,7 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
 def _check_script(config: TuneConfig) -> None:
     """A script path that does not exist is bad input, said before any launch."""
     assert config.command is not None
+    check_fsdp_knobs(config.knobs, config.command, config.module, config.cwd)
     if is_torchrun(config.command, config.module):
         check_tunable(config.command)
         job_file = job_script(config.command)

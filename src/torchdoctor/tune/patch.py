@@ -14,7 +14,9 @@ Where each knob is edited (the `applied_at` of its outcome names `file:line`):
   is traced back to its assignment (`model = ...`), and `model = model.to(...)` /
   `model = torch.compile(model, ...)` go on the lines after it;
 - threads: the script's own `torch.set_num_threads(...)` call if the record names one, else
-  `torch.set_num_threads(N)` after the imports of the script.
+  `torch.set_num_threads(N)` after the imports of the script;
+- the FSDP keywords (reshard_after_forward, mp_policy, offload_policy): each
+  `fully_shard(...)` call the injection acted at, with the import a policy needs.
 
 Only the text of the affected call (its argument span) or new lines change; the rest of the
 file is kept byte for byte (no ast.unparse). Torch-free: it reads source files only.
@@ -36,6 +38,7 @@ from torchdoctor.core.records import SubRecord
 from torchdoctor.knobs import (
     CallEdit,
     EditedCall,
+    FSDPArgument,
     ModelLine,
     OptimizerArgument,
     Snippet,
@@ -117,6 +120,8 @@ class _Source:
     #: (start, end, new text) in character offsets of `text`
     changes: list[tuple[int, int, str]] = field(default_factory=list)
     needs_torch: bool = False
+    #: import lines the edits need, put after the imports when the file lacks them
+    needs_imports: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> _Source | None:
@@ -172,6 +177,13 @@ class _Source:
             for n in ast.walk(self.tree)
         )
 
+    def imports_name(self, name: str) -> bool:
+        """Whether the file imports `name` itself (`from ... import name`)."""
+        return any(
+            isinstance(n, ast.ImportFrom) and any((a.asname or a.name) == name for a in n.names)
+            for n in ast.walk(self.tree)
+        )
+
     def after_imports_line(self) -> int:
         """The last line of the leading imports (after docstring and __future__), or 0."""
         last = 0
@@ -190,9 +202,12 @@ class _Source:
 
     def patched(self) -> str:
         text = self.text
+        line = self.after_imports_line()
+        at = self.line_starts[line] if line < len(self.line_starts) else len(text)
+        missing = [i for i in self.needs_imports if not self.imports_name(i.split()[-1])]
+        for imported in reversed(missing):
+            self.changes.insert(0, (at, at, imported + "\n"))
         if self.needs_torch and not self.imports_torch():
-            line = self.after_imports_line()
-            at = self.line_starts[line] if line < len(self.line_starts) else len(text)
             self.changes.insert(0, (at, at, "import torch\n"))  # before lines put there
         # Insertions at one offset keep the order they were made in.
         ordered = sorted(enumerate(self.changes), key=lambda c: (c[1][0], c[0]), reverse=True)
@@ -363,6 +378,7 @@ class _Builder:
             EditedCall.OPTIMIZER: self.optimizer,
             EditedCall.ZERO_GRAD: self.zero_grad,
             EditedCall.SET_NUM_THREADS: self.threads,
+            EditedCall.FULLY_SHARD: self.fully_shard,
         }
         for knob in catalogue():
             if isinstance(knob.write_back, CallEdit) and self.applied(knob.name):
@@ -417,6 +433,32 @@ class _Builder:
                     self.edited(name, path, call.lineno, f"zero_grad(set_to_none={value})")
             except _Unmappable as exc:
                 self.snippet(name, str(exc), f"optimizer.zero_grad(set_to_none={value})")
+
+    def fully_shard(self, name: str) -> None:
+        """Each `fully_shard(...)` call the knob acted at gets its keywords (the knob's
+        `FSDPArgument.source`), and the file the import its text needs."""
+        part = get_knob(name).applies_to
+        assert isinstance(part, FSDPArgument) and part.source is not None
+        wanted = dict(part.source(self.recipe[name]))
+        if not wanted:
+            return
+        shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        for path, line in self.sites(name):
+            try:
+                src = self.source(path)
+                call = next((c for c in src.calls_at(line) if _callee(c) == "fully_shard"), None)
+                if call is None:
+                    raise _Unmappable(f"no fully_shard call at {self.rel(path)}:{line}")
+                if _set_arguments(src, call, wanted, {}):
+                    self.edited(name, path, call.lineno, f"fully_shard(..., {shown})")
+                    src.needs_torch = src.needs_torch or "torch." in shown
+                    if part.imports is not None and part.imports not in src.needs_imports:
+                        src.needs_imports.append(part.imports)
+            except _Unmappable as exc:
+                code = f"fully_shard(module, ..., {shown})"
+                if part.imports is not None:
+                    code = f"{part.imports}\n{code}"
+                self.snippet(name, str(exc), code)
 
     # ---- threads ----
 

@@ -17,6 +17,7 @@ from torchdoctor.knobs import (
     CallEdit,
     DDPArgument,
     EditedCall,
+    FSDPArgument,
     Knob,
     LoaderArgument,
     LoaderKeywordEdit,
@@ -43,6 +44,7 @@ INJECTORS = {
     "threads": (ProcessSetting,),
     "process": (ProcessSetting,),
     "ddp": (DDPArgument,),
+    "fsdp": (FSDPArgument,),
 }
 #: knob name -> the name of the constant that declares it, as the package exports it
 CONSTANTS = {v.name: k for k, v in vars(torchdoctor.knobs).items() if isinstance(v, Knob)}

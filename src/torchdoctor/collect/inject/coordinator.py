@@ -19,6 +19,7 @@ import torch
 from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Ledger
 from torchdoctor.collect.inject.dataloading import DataLoaderInjector
 from torchdoctor.collect.inject.ddp import DDPInjector
+from torchdoctor.collect.inject.fsdp import FSDPInjector
 from torchdoctor.collect.inject.model import GradScalerFactory, ModelInjector, _default_scaler
 from torchdoctor.collect.inject.optimizer import OptimizerInjector
 from torchdoctor.collect.inject.process import ProcessInjector
@@ -48,6 +49,7 @@ SITE_INJECTORS: dict[ScriptSite, Callable[[dict[str, KnobValue], Ledger], Inject
     ScriptSite.LOADER: DataLoaderInjector,
     ScriptSite.OPTIMIZER: OptimizerInjector,
     ScriptSite.DDP: DDPInjector,
+    ScriptSite.FSDP: FSDPInjector,
     ScriptSite.PROCESS: ProcessInjector,
 }
 

@@ -37,6 +37,7 @@ from torchdoctor.collect.probes import ProbeSite
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.collect.tensor_memory import StepMeter
 from torchdoctor.core.memory_owners import StepMemory
+from torchdoctor.core.sharded import gathered_parameters
 
 #: Warm-up steps needed before the measured one: the first makes the optimizer's state.
 MIN_WARMUP: Final = 2
@@ -114,12 +115,8 @@ class MemoryProbe:
             return
         params = [p for opt in optimizers for g in opt.param_groups for p in g["params"]]
         ids = {id(p) for p in params}
-        modules = [
-            o
-            for o in gc.get_objects()
-            if issubclass(type(o), torch.nn.Module)
-            and any(id(p) in ids for p in o.parameters(recurse=False))
-        ]
+        every = [o for o in gc.get_objects() if issubclass(type(o), torch.nn.Module)]
+        modules = [o for o in every if any(id(p) in ids for p in o.parameters(recurse=False))]
         buffers = [b for m in modules for b in m.buffers(recurse=False)]
         self._device = params[0].device if params else torch.device("cpu")
         cuda = self._device.type == "cuda"
@@ -129,6 +126,7 @@ class MemoryProbe:
             optimizers=optimizers,
             device=self._device,
             allocator=torch.cuda if cuda else None,
+            gathered=gathered_parameters(every, recurse=False),
         )
         self._forward_hook = module_mod.register_module_forward_pre_hook(self._first_input)
         self._meter.begin()
