@@ -116,7 +116,7 @@ RESHARD_AFTER_FORWARD = Knob(
         for_world=_reshard_for_world,
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),
-    ladder=Ladder(gpu=147, cpu=240),
+    ladder=Ladder(gpu=146, cpu=240),
     script=Script(site=ScriptSite.FSDP),
     no_rule="what keeping gathered parameters costs and saves is only known by running it",
 )
@@ -171,7 +171,7 @@ FSDP_MIXED_PRECISION = Knob(
         imports=_FSDP_IMPORT.format("MixedPrecisionPolicy"),
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),
-    ladder=Ladder(gpu=155, cpu=250),
+    ladder=Ladder(gpu=147, cpu=250),
     script=Script(site=ScriptSite.FSDP, unchanged=("none",)),
     no_rule="a sharded job's precision is judged by its trial and the quality check",
 )
@@ -206,7 +206,7 @@ FSDP_PREFETCH = Knob(
     write_back=Snippet(
         "after the fully_shard(...) calls", lambda value, _device: prefetch_lines(value)
     ),
-    ladder=Ladder(gpu=160, cpu=260),
+    ladder=Ladder(gpu=148, cpu=260),
     script=Script(site=ScriptSite.FSDP),
     no_rule="how far ahead the all-gathers should run is only known by running it",
 )
@@ -238,7 +238,7 @@ FSDP_CPU_OFFLOAD = Knob(
         imports=_FSDP_IMPORT.format("CPUOffloadPolicy"),
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),
-    ladder=Ladder(gpu=165, cpu=270),
+    ladder=Ladder(gpu=149, cpu=270),
     script=Script(site=ScriptSite.FSDP, unchanged=(False,)),
     no_rule="it trades speed for device memory, which the memory objective weighs",
 )
