@@ -165,9 +165,9 @@ FSDP_MIXED_PRECISION = Knob(
     not_applicable=_only_fsdp,
     applies_to=FSDPArgument(
         keywords=_precision_keywords,
-        source=lambda value: (
-            {} if precision_source(value) is None else {"mp_policy": precision_source(value)}
-        ),
+        source=lambda value: {
+            "mp_policy": text for text in (precision_source(value),) if text is not None
+        },
         imports=_FSDP_IMPORT.format("MixedPrecisionPolicy"),
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),

@@ -37,13 +37,10 @@ def _injected_rank(rank: int, out: str) -> None:
         train_step(model, optimizer, batch(0, rank))
         # After forward, before backward: what each block holds.
         output = model(batch(1, rank))
-        gathered = [
-            not any(isinstance(p, DTensor) for p in block.parameters()) for block in model
-        ]
+        gathered = [not any(isinstance(p, DTensor) for p in block.parameters()) for block in model]
         output.float().sum().backward()
         prefetch = [
-            [id(s) for s in block._get_fsdp_state()._states_to_forward_prefetch]
-            for block in model
+            [id(s) for s in block._get_fsdp_state()._states_to_forward_prefetch] for block in model
         ]
         states = [id(block._get_fsdp_state()) for block in model]
         losses = [train_step(model, optimizer, batch(2 + i, rank)) for i in range(2)]
@@ -76,7 +73,8 @@ def test_fsdp_knobs_act_at_fully_shard_on_a_two_rank_job(tmp_path) -> None:
     assert all("sharded_job.py" in at for at in outcomes[RESHARD_AFTER_FORWARD.name]["applied_at"])
     assert seen["gathered"] == [True, True, True]  # FSDP's own would reshard every block
     assert seen["output_dtype"] == "torch.bfloat16"
-    first, second, third = seen["states"]
+    # each block prefetches the next one's all-gather, the last none
+    _, second, third = seen["states"]
     assert seen["prefetch"] == [[second], [third], []]
     assert all(torch.isfinite(torch.tensor(seen["losses"])))
     assert seen["restored"]
