@@ -152,6 +152,11 @@ def precision_source(value: KnobValue) -> str | None:
     return f"MixedPrecisionPolicy(param_dtype=torch.{param}, reduce_dtype=torch.{reduce})"
 
 
+def _precision_source_keywords(value: KnobValue) -> Mapping[str, str]:
+    text = precision_source(value)
+    return {} if text is None else {"mp_policy": text}
+
+
 FSDP_MIXED_PRECISION = Knob(
     name="fsdp_mixed_precision",
     family="fsdp",
@@ -165,9 +170,7 @@ FSDP_MIXED_PRECISION = Knob(
     not_applicable=_only_fsdp,
     applies_to=FSDPArgument(
         keywords=_precision_keywords,
-        source=lambda value: {
-            "mp_policy": text for text in (precision_source(value),) if text is not None
-        },
+        source=_precision_source_keywords,
         imports=_FSDP_IMPORT.format("MixedPrecisionPolicy"),
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),
