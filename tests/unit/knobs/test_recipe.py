@@ -105,6 +105,7 @@ def test_catalogue_declares_every_knob_fully() -> None:
         "channels_last", "optimizer_impl", "set_to_none", "threads", "checkpointing",
         "attention", "cudnn_benchmark", "tf32", "cuda_graphs", "find_unused_parameters",
         "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "ddp_comm_hook",
+        "reshard_after_forward", "fsdp_mixed_precision", "fsdp_prefetch", "fsdp_cpu_offload",
     }  # fmt: skip
     assert set(names) == expected and len(names) == len(expected)
     for knob in catalogue():
@@ -114,6 +115,14 @@ def test_catalogue_declares_every_knob_fully() -> None:
         assert get_knob(knob.name) is knob
     assert get_knob("batch_size").safety == "semantic"
     assert get_knob("precision").safety == "close"
+
+
+def test_a_choice_of_flags_and_integers_parses_each() -> None:
+    reshard = get_knob("reshard_after_forward")
+    assert [reshard.parse(t) for t in ("true", "off", "2", "8")] == [True, False, 2, 8]
+    with pytest.raises(KnobError, match="reshard_after_forward"):
+        reshard.parse("3")  # no resharding group of 3 in the domain
+    assert get_knob("fsdp_mixed_precision").parse("BF16") == "bf16"
 
 
 def test_optimizer_impl_default_follows_torch_per_device() -> None:
