@@ -129,8 +129,11 @@ class Parked:
 @dataclass(frozen=True)
 class ScriptError:
     """The script cannot answer: a bad command, or it failed or ended before it could be
-    driven (`ended`, with `exit_code` when it exited)."""
+    driven (`ended`, with `exit_code` when it exited). `ranks_disagree`: the ranks of a
+    torchrun job took the recipe differently (collect/rank_agreement.py), which no recipe
+    can be judged on: bad input, not a failed trial."""
 
     reason: str
     ended: bool = False
     exit_code: int | None = None
+    ranks_disagree: bool = False

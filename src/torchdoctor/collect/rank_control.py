@@ -13,8 +13,9 @@ per optimizer step, since DDP steps every rank together):
 
 - ready boundary: the ranks gather their recipe's record (knob -> status and value,
   `recipe_view`) and rank 0's device memory cap (`all_gather_object`); ranks that disagree on
-  the recipe end the launch with one line (`disagreement`), which fails the arm (the
-  baseline's: the tune exits 2). Otherwise rank 0 sends `ScriptReady`.
+  the recipe end the launch with one line (`disagreement`), which ends the tune with exit 2
+  whichever arm shows it (bad input: the ranks build different objects). Otherwise rank 0
+  sends `ScriptReady`.
 - each command: rank 0 receives it from the tuner and broadcasts it to the others
   (`broadcast_object_list`), so a run, release or stop acts on every rank.
 - each chunk's end: the ranks gather their rows (`all_gather` of one tensor, after the last
@@ -107,7 +108,7 @@ class RankController(StepController):
         self.device_memory_cap_bytes = gathered[0][1]
         differ = disagreement([g[0] for g in gathered])
         if differ is not None:
-            self._send(ScriptError(differ, ended=True))
+            self._send(ScriptError(differ, ended=True, ranks_disagree=True))
             self.stopping = True
             raise StopCollection(differ)
         super()._send_ready()

@@ -75,6 +75,7 @@ from torchdoctor.collect import (
     ScriptReady,
     child_command,
 )
+from torchdoctor.core.errors import CollectError
 from torchdoctor.core.records import SubRecord
 from torchdoctor.procs._failure import FailureKind, WorkerFailure, classify_reason
 from torchdoctor.procs._launch import Launch, accept, wait_for
@@ -419,6 +420,12 @@ class ScriptWorker(MemoryCapped):
         """`reply` as the message the script should have sent; its error, or another message,
         ends the worker."""
         if isinstance(reply, ScriptError):
+            if reply.ranks_disagree:
+                # bad input, whichever arm shows it: the command ends in one line, exit 2
+                self.close(kill=True)
+                raise CollectError(
+                    reply.reason, hint="make every rank build the same objects, then tune again"
+                )
             raise self._fail(classify_reason(reply.reason), self._with_tail(reply.reason))
         if not isinstance(reply, expected):
             raise self._fail(FailureKind.ERROR, f"unexpected message from the script: {reply!r}")

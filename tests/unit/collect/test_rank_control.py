@@ -136,7 +136,7 @@ def test_ranks_that_disagree_on_the_recipe_end_the_launch_with_one_line(
     )
     assert ended_by == "max_steps" and controller.stopping
     [error] = channel.sent
-    assert isinstance(error, ScriptError) and error.ended
+    assert isinstance(error, ScriptError) and error.ended and error.ranks_disagree
     assert "disagree on the recipe" in error.reason and "\n" not in error.reason
     assert "rank 0 has num_workers=2 applied" in error.reason
     assert "rank 1 num_workers=2 not applied" in error.reason
