@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from cli_output import one_error_line
 from torchdoctor.cli.main import main
-from torchdoctor.knobs import FSDP_MIXED_PRECISION
+from torchdoctor.knobs import FSDP_MIXED_PRECISION, FSDP_PREFETCH
 from torchdoctor.tune import Outcome
 from torchdoctor.tune.records import read_trial
 
@@ -53,16 +54,16 @@ def test_an_fsdp_knob_is_tuned_on_a_torchrun_job_to_a_verdict(
 def test_ranks_that_disagree_on_an_fsdp_knob_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # rank 1 shards with its own bf16 policy: the knob acts on rank 0 only
+    # rank 1 shards past the injection: prefetching acts on rank 0 only (the collectives
+    # still match: explicit prefetching issues the same all-gathers in the same order, earlier)
     run = tmp_path / "tune"
     code = main(
-        ["--json", "tune", "--budget", BUDGET, "--knobs", FSDP_MIXED_PRECISION.name,
+        ["--json", "tune", "--budget", BUDGET, "--knobs", FSDP_PREFETCH.name,
          "--out", str(run), "--", "torchrun", "--nproc-per-node", "2", *JOB,
-         "--own-precision-on-rank", "1"]
+         "--unpatched-on-rank", "1"]
     )  # fmt: skip
-    err = capsys.readouterr().err
-    print(err)
+    line = one_error_line(capsys.readouterr().err)
     manifest = json.loads((run / "run.json").read_text())
-    print(manifest)
     assert code == 2
-    assert "disagree on the recipe" in manifest["error"]
+    assert "disagree on the recipe" in line and "fsdp_prefetch" in line
+    assert manifest["status"] == "failed" and "disagree on the recipe" in manifest["error"]

@@ -3,8 +3,9 @@
 
     torchrun --nproc-per-node 2 tests/scripts/fsdp2_blocks.py --steps 300
 
-`--own-precision-on-rank 1` makes that rank shard with its own bf16 MixedPrecisionPolicy,
-so the ranks of the job disagree on the recipe when one is injected.
+`--unpatched-on-rank 1` makes that rank call `fully_shard` through the module that defines it
+(not the public name a script imports and the injection patches), so an injected FSDP knob
+acts on the other ranks only and the ranks disagree on the recipe.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import fully_shard
 
 WIDTH = 64
 BLOCKS = 4
@@ -23,7 +24,7 @@ BLOCKS = 4
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--own-precision-on-rank", type=int, default=None)
+    parser.add_argument("--unpatched-on-rank", type=int, default=None)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -32,14 +33,14 @@ def main() -> None:
         *(nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU()) for _ in range(BLOCKS)),
         nn.Linear(WIDTH, 1),
     )
-    own = {}
-    if args.own_precision_on_rank == rank:
-        own["mp_policy"] = MixedPrecisionPolicy(
-            param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16
-        )
+    shard = fully_shard
+    if args.unpatched_on_rank == rank:
+        from torch.distributed.fsdp._fully_shard import _fully_shard
+
+        shard = _fully_shard.fully_shard
     for block in model:
-        fully_shard(block, **own)
-    fully_shard(model, **own)
+        shard(block)
+    shard(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     data = torch.Generator().manual_seed(rank)
     target = torch.randn(WIDTH, 1, generator=torch.Generator().manual_seed(7))

@@ -113,6 +113,7 @@ RESHARD_AFTER_FORWARD = Knob(
         keywords=lambda value: {"reshard_after_forward": value},
         source=lambda value: {"reshard_after_forward": repr(value)},
         blocks_only=True,
+        block_default=True,  # fully_shard's docstring: None is True for non-root modules
         for_world=_reshard_for_world,
     ),
     write_back=CallEdit(EditedCall.FULLY_SHARD),

@@ -113,6 +113,9 @@ class FSDPArgument:
     `imports`: the import line that text needs (None: torch's own names only)."""
 
     keywords: Callable[[KnobValue], Mapping[str, Any]] | None = None
+    #: what FSDP runs a block with when the call leaves the keyword unset (None): a block
+    #: given that value explicitly is the job as it was
+    block_default: KnobValue = None
     source: Callable[[KnobValue], Mapping[str, str]] | None = None
     imports: str | None = None
     blocks_only: bool = False

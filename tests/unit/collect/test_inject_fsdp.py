@@ -46,6 +46,12 @@ def _injected_rank(rank: int, out: str) -> None:
         losses = [train_step(model, optimizer, batch(2 + i, rank)) for i in range(2)]
     finally:
         injection.uninstall()
+    # FSDP's own for a block is to reshard: asking for it again changes nothing
+    again = Injection({RESHARD_AFTER_FORWARD.name: True}, device="cpu").install()
+    try:
+        shard(blocks_model())
+    finally:
+        again.uninstall()
     if rank == 0:
         torch.save(
             {
@@ -56,6 +62,7 @@ def _injected_rank(rank: int, out: str) -> None:
                 "states": states,
                 "losses": losses,
                 "restored": fsdp.fully_shard is original,
+                "again": again.record().to_json_dict(),
             },
             out,
         )
@@ -78,6 +85,9 @@ def test_fsdp_knobs_act_at_fully_shard_on_a_two_rank_job(tmp_path) -> None:
     assert seen["prefetch"] == [[second], [third], []]
     assert all(torch.isfinite(torch.tensor(seen["losses"])))
     assert seen["restored"]
+    [own] = seen["again"]["knobs"]
+    assert own["status"] == "not_applied"
+    assert "already runs with reshard_after_forward=True" in own["reason"]
 
 
 def test_a_script_that_shards_nothing_records_why_no_fsdp_knob_acted() -> None:

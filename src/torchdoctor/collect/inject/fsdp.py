@@ -109,6 +109,8 @@ class FSDPInjector:
             assert part.keywords is not None
             for keyword, wanted in part.keywords(value).items():
                 own = bound.arguments.get(keyword, signature.parameters[keyword].default)
+                if own is None and block and part.block_default is not None:
+                    own = part.block_default  # FSDP's own for a block
                 if own == wanted:
                     self.ledger.skipped(
                         knob, f"the script's fully_shard already runs with {keyword}={own!r}"
