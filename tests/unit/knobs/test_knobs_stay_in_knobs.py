@@ -39,11 +39,13 @@ CONSTANTS = {name for name, value in vars(torchdoctor.knobs).items() if isinstan
 
 def _torch_keywords() -> frozenset[str]:
     """Parameter names of the torch calls knobs are named after."""
+    from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
 
     calls = (
         DataLoader.__init__,
         DistributedDataParallel.__init__,
+        fully_shard,
         torch.optim.Optimizer.zero_grad,
     )
     names = {name for call in calls for name in inspect.signature(call).parameters}
