@@ -119,7 +119,6 @@ RESHARD_AFTER_FORWARD = Knob(
     write_back=CallEdit(EditedCall.FULLY_SHARD),
     ladder=Ladder(gpu=146, cpu=240),
     script=Script(site=ScriptSite.FSDP),
-    no_rule="what keeping gathered parameters costs and saves is only known by running it",
 )
 
 # ---- fsdp_mixed_precision ----------------------------------------------------------------------
@@ -177,7 +176,6 @@ FSDP_MIXED_PRECISION = Knob(
     write_back=CallEdit(EditedCall.FULLY_SHARD),
     ladder=Ladder(gpu=147, cpu=250),
     script=Script(site=ScriptSite.FSDP, unchanged=("none",)),
-    no_rule="a sharded job's precision is judged by its trial and the quality check",
 )
 
 # ---- fsdp_prefetch -----------------------------------------------------------------------------
@@ -212,7 +210,6 @@ FSDP_PREFETCH = Knob(
     ),
     ladder=Ladder(gpu=148, cpu=260),
     script=Script(site=ScriptSite.FSDP),
-    no_rule="how far ahead the all-gathers should run is only known by running it",
 )
 
 # ---- fsdp_cpu_offload --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ skips it."""
 from __future__ import annotations
 
 import inspect
+import re
 from types import ModuleType
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_rule_prescribes_catalogue_knobs_by_their_constants(module: ModuleType
     held = prescribed_by(module)
     assert all(get_knob(knob.name) is knob for knob in held)
     source = inspect.getsource(module)
-    named = {name for name in CONSTANTS.values() if f"{name}.name" in source}
+    named = {name for name in CONSTANTS.values() if re.search(rf"\b{name}\.name\b", source)}
     assert named == {CONSTANTS[knob.name] for knob in held}
     for knob in held:
         assert module.RULE_ID in prescribing(knob.name)

@@ -6,12 +6,12 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import Finding, Prescription, make_finding
+from torchdoctor.knobs import FSDP_PREFETCH
 
 RULE_ID: Final = "fsdp_exposed_all_gather"
 TITLE: Final = "Exposed all-gather (FSDP)"
 
 #: The knob that sets how many units ahead fully_shard's all-gathers are issued (knobs/fsdp.py).
-FSDP_PREFETCH: Final = "fsdp_prefetch"
 #: Exposed all-gather share from which the rule fires: the medium-severity share
 #: (findings.MEDIUM_SHARE), ddp_communication's cut for exposed gradient all-reduce.
 MIN_EXPOSED_SHARE: Final = 0.10
@@ -39,7 +39,7 @@ def check(ev: Evidence) -> Finding | None:
             "transfer"
         )
     else:
-        knobs = {FSDP_PREFETCH: 1}
+        knobs = {FSDP_PREFETCH.name: 1}
         cure = (
             "issue each unit's all-gather one unit ahead: "
             "block.set_modules_to_forward_prefetch([next_block]) and "

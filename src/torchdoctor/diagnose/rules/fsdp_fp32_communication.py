@@ -6,12 +6,12 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import LOW_SHARE, Finding, Prescription, make_finding
+from torchdoctor.knobs import FSDP_MIXED_PRECISION
 
 RULE_ID: Final = "fsdp_fp32_communication"
 TITLE: Final = "fp32 communication (FSDP)"
 
 #: The knob that sets fully_shard's MixedPrecisionPolicy (knobs/fsdp.py).
-FSDP_MIXED_PRECISION: Final = "fsdp_mixed_precision"
 #: The fp32 collectives' exposed share from which the rule fires: the low-severity share
 #: (findings.LOW_SHARE), since the cure is one argument.
 MIN_SHARE: Final = LOW_SHARE
@@ -65,7 +65,7 @@ def check(ev: Evidence) -> Finding | None:
             "param_dtype": (low_params[0].param_dtype if low_params else _FP32),
         },
         prescription=Prescription(
-            knobs={FSDP_MIXED_PRECISION: "bf16"},
+            knobs={FSDP_MIXED_PRECISION.name: "bf16"},
             code_change="fully_shard(..., mp_policy=MixedPrecisionPolicy("
             "param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)): bf16 all-gathers and "
             "reduce-scatters; a bf16 reduce sums the ranks' gradients in bf16, so check the "

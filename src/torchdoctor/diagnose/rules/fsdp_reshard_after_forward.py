@@ -6,12 +6,12 @@ from typing import Final
 
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import LOW_SHARE, Finding, Prescription, make_finding
+from torchdoctor.knobs import RESHARD_AFTER_FORWARD
 
 RULE_ID: Final = "fsdp_reshard_after_forward"
 TITLE: Final = "Parameters gathered twice (FSDP reshard after forward)"
 
 #: fully_shard's keyword and the knob of the same name (knobs/fsdp.py).
-RESHARD_AFTER_FORWARD: Final = "reshard_after_forward"
 #: The re-gathers' exposed share from which the rule fires: the low-severity share
 #: (findings.LOW_SHARE, the smallest effect the tuner can prove on a quiet machine).
 MIN_SHARE: Final = LOW_SHARE
@@ -62,7 +62,7 @@ def check(ev: Evidence) -> Finding | None:
         },
         # Without the re-gathers their exposed time is gone: the limit 1/(1-f).
         prescription=Prescription(
-            knobs={RESHARD_AFTER_FORWARD: False},
+            knobs={RESHARD_AFTER_FORWARD.name: False},
             code_change="fully_shard(block, reshard_after_forward=False) for the blocks: "
             "keep the unsharded parameters from forward to backward instead of gathering "
             "them twice",

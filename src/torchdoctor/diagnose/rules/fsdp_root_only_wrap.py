@@ -11,8 +11,6 @@ from torchdoctor.diagnose.findings import LOW_SHARE, Finding, Prescription, make
 RULE_ID: Final = "fsdp_root_only_wrap"
 TITLE: Final = "One FSDP unit (root-only wrap)"
 
-#: The knob that sets which modules get their own fully_shard (knobs/fsdp.py).
-FSDP_WRAP: Final = "fsdp_wrap"
 #: The exposed communication share from which the rule fires: the low-severity share
 #: (findings.LOW_SHARE). With one unit nothing can overlap its all-gather or its reduce.
 MIN_SHARE: Final = LOW_SHARE
@@ -46,8 +44,8 @@ def check(ev: Evidence) -> Finding | None:
         },
         # Per-block units with prefetch can hide all but the first all-gather and the last
         # reduce: the limit 1/(1-f) bounds that.
+        # No knob sets the unit of wrapping yet: the cure is a change to the script's code.
         prescription=Prescription(
-            knobs={FSDP_WRAP: "block"},
             code_change="fully_shard each repeated block (transformer layer) before the root: "
             "for block in model.blocks: fully_shard(block); then fully_shard(model), so each "
             "block's all-gather overlaps the previous block's compute and only one block is "
