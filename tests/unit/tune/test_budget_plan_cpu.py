@@ -19,6 +19,7 @@ from fakes import FakeClock
 from torchdoctor.cli.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.measure import MIN_REPLICATES
 from torchdoctor.procs import SessionSpec
+from torchdoctor.tune import tune
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.cost import pair_cost_s
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
@@ -27,6 +28,7 @@ from torchdoctor.tune.records import Confirmation, TrialResult
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.tuner import Tuner, TuneSettings
+from tune_sim import sim_config, study_story
 
 #: The recorded run's costs: the fake's inputs, not the budget's rule.
 START_S, STEP_S = 7.0, 0.1
@@ -118,3 +120,16 @@ def test_other_values_of_a_kept_knob_are_tried_unless_the_study_says_not(
     assert {PRECISION.name: "fp16"} in tried and outcome.not_tried == []
     fp16 = next(t for t in tuner.trials if getattr(t, "change", None) == {"precision": "fp16"})
     assert isinstance(fp16, TrialResult) and fp16.outcome is Outcome.FUTILE
+
+
+def test_a_kept_knobs_untried_values_are_said_in_the_results_notes(tmp_path: Path) -> None:
+    """Without `values_after_keep` the study says which values it left once their knob had a
+    keep, so a reader knows fp16 was not measured rather than measured and lost."""
+    config = sim_config(
+        [PRECISION], noise=0.002, effects={PRECISION.name: {"bf16": 0.5, "fp16": 0.4}}
+    ).model_copy(update={"values_after_keep": False})
+    result = tune(config=config, out=tmp_path / "run")
+    story = study_story(tmp_path / "run")
+    assert result.best_recipe == {PRECISION.name: "bf16"}, story
+    assert "fp16" not in story.split("\nconfirm")[0], story
+    assert any(n.startswith("not tried: precision=fp16, once another value") for n in result.notes)
