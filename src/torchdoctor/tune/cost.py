@@ -120,7 +120,7 @@ def pair_cost_s(
 
     Not the baseline's whole measurement per process: that holds its chunks (settle and
     scored rounds), which a confirmation process does not run, and each open is already warmed
-    up. On a 2-core EPYC (2026-11-28) that price was 25 s a pair where the pairs took 21-22 s,
+    up. On a 2-core EPYC (2026-11-28) that price was about 25 s a pair where the pairs took 21-22 s,
     and the reserve of three kept `demo --quick`'s ladder from its next knob.
     """
     if baseline is None or costs is None:
