@@ -176,7 +176,8 @@ def quick_note(budget_s: float, knobs: list[str]) -> str:
     return (
         f"demo --quick: a {budget_s:.0f} s budget and {len(knobs)} knobs "
         f"({', '.join(knobs)}; not {', '.join(QUICK_LEFT_OUT)}, whose compilation alone takes "
-        f"tens of seconds per process here), no batch-size search, A/Bs of at most "
+        "tens of seconds per process here), no other value of a knob once one is kept, "
+        "no batch-size search, A/Bs of at most "
         f"{QUICK_PLAN.rounds} rounds (24 in the full demo) and a final A/B of as few as 3 fresh "
         "process pairs: intervals are wider and gains under about 10% more often go unproven. "
         f"The full demo (`torchdoctor demo`, {DEFAULT_DEMO_BUDGET} of tuning) tries more."
