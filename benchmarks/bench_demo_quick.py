@@ -4,7 +4,8 @@ The issue's target: the whole story (diagnosis, a few knobs proven, the final A/
 within 3 minutes on a 2-core machine. Each run is the command a user types, in its own
 process (`python -m torchdoctor demo --quick --out DIR`), its wall time taken from outside,
 start-up and the report included. Reported per run: wall time, whether it is within the
-target, the trials it ran, whether the final A/B gave an interval, the speedup and interval,
+target, the tuning budget it sized, the trials it ran and the knobs they tried (the issue's
+"tries at least three knobs"), whether the final A/B gave an interval, the speedup and interval,
 whether the report and the quick note were written, and whether the command's stderr held any
 line it did not mean to print (a `resource_tracker` report, a traceback). Run it on an idle
 machine: the wall time of a shared one says nothing of the demo.
@@ -45,13 +46,24 @@ def run_once(out: Path, *, smoke: bool) -> dict[str, object]:
     tune = out / "tune.json"
     result = json.loads(tune.read_text()) if tune.is_file() else {}
     trials = sorted((out / "trials").glob("*.json")) if (out / "trials").is_dir() else []
-    confirmed = [json.loads(p.read_text()) for p in trials if p.name.endswith("-confirm.json")]
+    records = [json.loads(p.read_text()) for p in trials]
+    confirmed = [
+        r for p, r in zip(trials, records, strict=True) if p.name.endswith("-confirm.json")
+    ]
+    knobs: list[str] = []
+    for r in records:
+        if r.get("kind") == "ladder":
+            knobs += [k for k in r.get("change", {}) if k not in knobs]
+    config = out / "tune_config.json"
+    budget = json.loads(config.read_text()).get("budget_s") if config.is_file() else None
     stray = [ln for ln in done.stderr.splitlines() if any(s in ln for s in STRAY)]
     return {
         "exit_code": done.returncode,
         "wall_s": round(wall, 1),
         "within_target": wall <= TARGET_S,
+        "budget_s": budget,
         "trials": len(trials),
+        "knobs_tried": knobs,
         "final_ab_interval": bool(confirmed and confirmed[-1].get("speedup_ci")),
         "speedup": result.get("speedup"),
         "speedup_ci": result.get("speedup_ci"),
@@ -77,8 +89,10 @@ def main() -> int:
             print(json.dumps(row))
     walls = [float(r["wall_s"]) for r in runs]  # type: ignore[arg-type]
     ok = all(r["exit_code"] == 0 and not r["stray_stderr"] for r in runs)
+    tried = [len(r["knobs_tried"]) for r in runs]  # type: ignore[arg-type]
     print(
         f"demo --quick: wall {min(walls):.0f}-{max(walls):.0f} s over {len(runs)} run(s), "
+        f"{min(tried)}-{max(tried)} knobs tried, "
         f"{sum(1 for r in runs if r['within_target'])}/{len(runs)} within {TARGET_S:.0f} s; "
         f"{'clean' if ok else 'FAILED or printed stray lines'}"
     )

@@ -101,18 +101,23 @@ def demo_story(device: str) -> tuple[str, tuple[str, ...], list[str]]:
 #: Knobs `--quick` tries: the diagnosis's prescriptions first, then DEMO_KNOBS' order. Each
 #: costs a trial (a fresh candidate process, its warm-up, its A/B) and a win a second pair;
 #: the quick budget is sized for three beside the baseline and the final A/B's three pairs.
+#: A knob is one trial where it wins: once a value is kept its other values are not tried
+#: (`TuneConfig.values_after_keep`). On a 2-core EPYC (2026-11-28) fp16 after a bf16 keep ran
+#: 0.05x, futile, and its trial was what the third knob then lacked.
 QUICK_KNOBS: Final = 3
-#: What the cnn's trial parts cost (a fresh process started and warmed up, one steady step),
-#: by device class, as recorded; `quick_budget_s` sizes `--quick`'s budget from them, with the
-#: step the diagnosis measured on this device in place of the recorded one. On a GPU a process
-#: start dwarfs a step: an H200's cnn baseline (2026-11-28, tests/data/h200/) took 11.8 s to
-#: its first chunk at 33 ms a step, where a fixed 90 s budget tried no knob. On a 2-core CPU a
-#: start costs several seconds and the steps dominate (the quality yardstick alone retrains the
-#: baseline 6 x 32 steps): ~0.1 s a step on the EPYC CI host, about twice that on a 2-core Xeon.
-#: A fresh process there took 7.0 s to start and build: a quiet 2-core EPYC's `demo --quick`
-#: (2026-11-28) spent 65.6 s on its final A/B's six processes, each 3 s of steady steps and
-#: 0.9 s of warm-up after its start; at 6.0 s the budget left no room for a third knob.
-QUICK_COSTS: Final = {"cuda": (11.8, 0.034), "cpu": (7.0, 0.1)}
+#: What the cnn's trial parts cost, by device class, as recorded: a fresh process's start to
+#: ready, one steady step, and the warm-up steps after the start (the settle rule's, which
+#: `tune.TrialCosts.open_s` counts with the start). `quick_budget_s` sizes `--quick`'s budget
+#: from them, with the step the diagnosis measured on this device in place of the recorded
+#: one. On a GPU a process start dwarfs a step: an H200's cnn baseline (2026-11-28,
+#: tests/data/h200/) took 11.8 s to its first chunk, warm-up included, at 33 ms a step, where a
+#: fixed 90 s budget tried no knob. On a 2-core CPU a start costs several seconds and the steps
+#: dominate (the quality yardstick alone retrains the baseline 6 x 32 steps): ~0.1 s a step on
+#: the EPYC CI host, about twice that on a 2-core Xeon. A fresh process there took 7.0 s to
+#: start and build, then 0.9 s (9 steps) to warm up: a quiet 2-core EPYC's `demo --quick`
+#: (2026-11-28) spent 65.6 s on its final A/B's six processes, each 7.0 s, 0.9 s of warm-up
+#: and 3 s of steady steps.
+QUICK_COSTS: Final = {"cuda": (11.8, 0.034, 0), "cpu": (7.0, 0.1, 9)}
 #: The quick budget is rounded up to this many seconds.
 QUICK_BUDGET_STEP_S: Final = 10.0
 #: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
@@ -122,18 +127,30 @@ QUICK_LEFT_OUT: Final = (COMPILE.name,)
 #: wins and losses stop at the first look (6 rounds) either way; close calls, which need the
 #: longer schedule to clear 1 + min_gain, are left unproven (tune/arms.py says why 24).
 QUICK_PLAN: Final = MeasurePlan(rounds=12)
+#: What `--quick` sets in its study: the shorter A/Bs, no batch-size search, one trial per
+#: knob where it wins (QUICK_KNOBS says why).
+QUICK_SETTINGS: Final[dict[str, object]] = {
+    "plan": QUICK_PLAN,
+    "search_batch": False,
+    "values_after_keep": False,
+}
 
 
 def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
     """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
     win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
-    device class (`QUICK_COSTS`, `tune.study_budget_s`); `step_s`, a step measured on the
-    device, in place of the recorded one."""
+    device class (`QUICK_COSTS`: a process open is its start and its warm-up steps;
+    `tune.study_budget_s`); `step_s`, a step measured on the device, in place of the
+    recorded one."""
     on_gpu = device.split(":", 1)[0] == "cuda"
-    open_s, recorded_step_s = QUICK_COSTS["cuda" if on_gpu else "cpu"]
+    start_s, recorded_step_s, warmup_steps = QUICK_COSTS["cuda" if on_gpu else "cpu"]
     step_s = step_s or recorded_step_s
     need = study_budget_s(
-        open_s=open_s, step_s=step_s, plan=QUICK_PLAN, knobs=QUICK_KNOBS, twin=on_gpu
+        open_s=start_s + warmup_steps * step_s,
+        step_s=step_s,
+        plan=QUICK_PLAN,
+        knobs=QUICK_KNOBS,
+        twin=on_gpu,
     )
     rounded = QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
     # Never more than the full demo's: where steps are that slow, `--quick` is not quick.
@@ -159,7 +176,8 @@ def quick_note(budget_s: float, knobs: list[str]) -> str:
     return (
         f"demo --quick: a {budget_s:.0f} s budget and {len(knobs)} knobs "
         f"({', '.join(knobs)}; not {', '.join(QUICK_LEFT_OUT)}, whose compilation alone takes "
-        f"tens of seconds per process here), no batch-size search, A/Bs of at most "
+        "tens of seconds per process here), no other value of a knob once one is kept, "
+        "no batch-size search, A/Bs of at most "
         f"{QUICK_PLAN.rounds} rounds (24 in the full demo) and a final A/B of as few as 3 fresh "
         "process pairs: intervals are wider and gains under about 10% more often go unproven. "
         f"The full demo (`torchdoctor demo`, {DEFAULT_DEMO_BUDGET} of tuning) tries more."
@@ -215,7 +233,7 @@ def demo_command(
         prescribed=[k for k in prescribed if k in knobs],
         notes=notes,
         factory_options=workload_options(workload_params),
-        **({"plan": QUICK_PLAN, "search_batch": False} if quick else {}),
+        **(QUICK_SETTINGS if quick else {}),
     )
     result = run_with_progress(config=config, out=run_dir)
     finish_with_report(result)

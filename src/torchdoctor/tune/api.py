@@ -339,6 +339,7 @@ def _run(
         prescribed=config.prescribed,
         validate=validate,
         search_batch=config.search_batch,
+        values_after_keep=config.values_after_keep,
         default_batch=_default_batch(config),
         max_batch=config.max_batch,
         hold_effective_batch=config.hold_effective_batch,
@@ -442,6 +443,13 @@ def _finish(
         f"not tried, they do not apply here: {', '.join(knobs)} ({why})"
         for why, knobs in outcome.skipped.items()
     ]
+    not_tried = getattr(outcome, "not_tried", [])
+    if not_tried:
+        shown = ", ".join(_settings(change) for change in not_tried)
+        notes.append(
+            f"not tried: {shown}, once another value of the same knob was kept (one trial "
+            "per knob where it wins)"
+        )
     best_recipe = dict(tuner.best_recipe)
     if confirm is not None and confirm.ok and confirm.speedup is not None:
         speedup = confirm.speedup

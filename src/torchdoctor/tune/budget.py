@@ -7,9 +7,9 @@ is the baseline no final A/B will run, and a reserve larger than what is left wo
 ladder for a confirmation that cannot run either. Trials read back from a stored study count
 with the wall time they took when they ran.
 
-What the final confirmation is expected to cost (`confirm_cost_s`, `pair_cost_s`) is declared
-here, beside the reserve that holds it back, and both the tuner (which holds the reserve) and
-the confirmation (which spends it, `torchdoctor.tune.confirm`) read it from here.
+What the final confirmation is expected to cost is priced from its parts as measured here
+(`torchdoctor.tune.cost`: `confirm_cost_s`, `pair_cost_s`), and both the tuner (which holds
+the reserve) and the confirmation (which spends it, `torchdoctor.tune.confirm`) read it there.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from collections.abc import Callable
 from typing import Final
 
 from torchdoctor.core.vocabulary import Clock
-from torchdoctor.measure import MIN_REPLICATES, steady_steps
-from torchdoctor.tune.records import TrialResult
 
 #: Longest any single worker request may take (a torch.compile of a large model included).
 DEFAULT_TRIAL_TIMEOUT_S: Final = 600.0
@@ -85,33 +83,3 @@ class Budget:
 
     def past_deadline(self) -> bool:
         return self.remaining_s() - self.reserve_s() <= 0
-
-
-def confirm_steps(baseline: TrialResult) -> int:
-    """Steady steps each confirmation process times: `run`'s default window at the
-    baseline's step time (`measure.steady_steps`: at least 30 steps and 3 s)."""
-    return steady_steps(baseline.step_time_s or 0.0)
-
-
-def pair_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
-    """Seconds one fresh process pair of the final confirmation is expected to take.
-
-    Each process costs about what the baseline's own measurement did (a worker start, its
-    warm-up, a few chunks: `wall_s`) plus the steady steps the confirmation times; the best
-    recipe's process adds its own warm-up, compilation included.
-    """
-    if baseline is None:
-        return 0.0
-    per_process = baseline.wall_s + confirm_steps(baseline) * (baseline.step_time_s or 0.0)
-    best_warmup_s = (best_trial.warmup_s or 0.0) if best_trial is not None else 0.0
-    return 2 * per_process + best_warmup_s
-
-
-def confirm_cost_s(baseline: TrialResult | None, best_trial: TrialResult | None) -> float:
-    """Seconds the ladder leaves for the final confirmation: its fewest pairs.
-
-    `measure.MIN_REPLICATES` pairs, not `confirm.CONFIRM_PAIRS`: a ladder that runs to its
-    deadline leaves the least that still gives an interval, and one that finishes early leaves
-    the confirmation time for all its pairs.
-    """
-    return MIN_REPLICATES * pair_cost_s(baseline, best_trial)

@@ -84,6 +84,10 @@ class TuneConfig(Record):
     factory_options: dict[str, Any] = Field(default_factory=dict)
     isolate: bool = True
     search_batch: bool = True
+    #: Whether the ladder tries a knob's other values once one of them is kept (bf16 kept,
+    #: then fp16 against it). `demo --quick` does not: there a knob is one trial where it
+    #: wins, and its budget holds the knobs it names (`ladder.LadderPlan.values_after_keep`).
+    values_after_keep: bool = True
     hold_effective_batch: bool = False
     max_batch: int = 4096
     joint_trials: int = Field(ge=0, default=0)

@@ -17,8 +17,8 @@ with one interleaved pair of live workers the cnn demo claimed [1.51, 1.62] and 
 1.35. Where the study's arms run in turns on the GPU (tune/turns.py), a pair's two
 processes run one after the other instead, each timed alone (`whole_runs.steady_alone`),
 who starts first alternating: whole runs in ABBA order. This is the headline speedup. What
-it is expected to cost, which the ladder holds back for it, is `torchdoctor.tune.budget`'s
-(`pair_cost_s`, `confirm_cost_s`).
+it is expected to cost, which the ladder holds back for it, is priced from its parts by
+`torchdoctor.tune.cost` (`pair_cost_s`, `confirm_cost_s`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,8 @@ from torchdoctor.measure import (
 )
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import Arm, OpenArm, Timeout, interleave_steady
-from torchdoctor.tune.budget import (
-    BUDGET_GRACE_S,
-    Budget,
-    BudgetExhausted,
-    confirm_steps,
-    pair_cost_s,
-)
+from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
+from torchdoctor.tune.cost import confirm_steps, pair_cost_s
 from torchdoctor.tune.outcome import BUDGET_CUT, Outcome, Verdict, failure_outcome
 from torchdoctor.tune.records import Confirmation, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
@@ -119,7 +114,9 @@ def _run_pairs(
     # on-disk caches and warms up in a fraction of that. The ladder is over, so what is left
     # of the budget has no other use: start when one pair fits by the estimate, then decide
     # on each next pair by what the pairs so far took (`_next_pair_fits`).
-    if budget.remaining_s() + BUDGET_GRACE_S < pair_cost_s(baseline, tuner.best_trial):
+    if budget.remaining_s() + BUDGET_GRACE_S < pair_cost_s(
+        baseline, tuner.best_trial, tuner.trial_costs()
+    ):
         raise BudgetExhausted
     # The ladder's live workers would share the machine with the fresh ones.
     tuner.close()

@@ -71,7 +71,8 @@ class TrialCosts:
         )
 
     def pair_s(self) -> float:
-        """One fresh process pair of the final A/B (`run`'s steady window each)."""
+        """One fresh process pair of the final A/B: each process opened (started and warmed
+        up) and timed over `run`'s steady window (`confirm.measure_fresh_pairs`)."""
         return 2 * (self.open_s + steady_steps(self.step_s) * self.step_s)
 
     def confirm_s(self, pairs: int = MIN_REPLICATES) -> float:
@@ -101,6 +102,45 @@ def measured_costs(
     open_s = statistics.median(opens_s) if opens_s else opened_s(baseline, plan)
     step_s = (best.step_time_s if best is not None else None) or baseline.step_time_s or 0.0
     return TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+
+
+def confirm_steps(baseline: TrialResult) -> int:
+    """Steady steps each confirmation process times: `run`'s default window at the
+    baseline's step time (`measure.steady_steps`: at least 30 steps and 3 s)."""
+    return steady_steps(baseline.step_time_s or 0.0)
+
+
+def pair_cost_s(
+    baseline: TrialResult | None, best_trial: TrialResult | None, costs: TrialCosts | None
+) -> float:
+    """Seconds one fresh process pair of the final confirmation is expected to take, by its
+    parts at the costs measured here (`TrialCosts.pair_s`: two opens and two steady windows),
+    plus the best recipe's warm-up beyond the baseline's (a compiled recipe compiles again in
+    its fresh process).
+
+    Not the baseline's whole measurement per process: that holds its chunks (settle and
+    scored rounds), which a confirmation process does not run, and each open is already warmed
+    up. On a 2-core EPYC (2026-11-28) that price was about 25 s a pair where the pairs took 21-22 s,
+    and the reserve of three kept `demo --quick`'s ladder from its next knob.
+    """
+    if baseline is None or costs is None:
+        return 0.0
+    extra_warmup_s = 0.0
+    if best_trial is not None:
+        extra_warmup_s = max(0.0, (best_trial.warmup_s or 0.0) - (baseline.warmup_s or 0.0))
+    return costs.pair_s() + extra_warmup_s
+
+
+def confirm_cost_s(
+    baseline: TrialResult | None, best_trial: TrialResult | None, costs: TrialCosts | None
+) -> float:
+    """Seconds the ladder leaves for the final confirmation: its fewest pairs.
+
+    `measure.MIN_REPLICATES` pairs, not `confirm.CONFIRM_PAIRS`: a ladder that runs to its
+    deadline leaves the least that still gives an interval, and one that finishes early leaves
+    the confirmation time for all its pairs.
+    """
+    return MIN_REPLICATES * pair_cost_s(baseline, best_trial, costs)
 
 
 def story_s(

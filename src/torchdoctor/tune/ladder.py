@@ -42,6 +42,9 @@ class LadderPlan:
     prescribed: Sequence[str] = ()
     validate: Validator | None = None
     search_batch: bool = True
+    #: Whether a knob's other values are tried once one is kept; without them a knob costs
+    #: one trial where it wins, and the values left are said (`ClimbOutcome.not_tried`).
+    values_after_keep: bool = True
     default_batch: int = 32
     max_batch: int = 4096
     hold_effective_batch: bool = False
@@ -66,6 +69,8 @@ class ClimbOutcome:
     confirmation: Confirmation | None = None
     #: Why -> the knobs skipped for that reason (in the order they came up).
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    #: Changes left untried because their knob had a value kept (`values_after_keep` off).
+    not_tried: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -137,6 +142,9 @@ def _one_pass(
                 spec.name, tuner.own_settings.get(spec.name, spec.default)
             )
             if _same(current, change[spec.name]):
+                continue
+            if kept_here and not plan.values_after_keep:
+                outcome.not_tried.append(change)
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
             if result.outcome is Outcome.NOT_APPLICABLE:

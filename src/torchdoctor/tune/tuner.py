@@ -54,10 +54,9 @@ from torchdoctor.tune.budget import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
     BudgetExhausted,
-    confirm_cost_s,
 )
 from torchdoctor.tune.claims import WaitExpired
-from torchdoctor.tune.cost import TrialCosts, measured_costs
+from torchdoctor.tune.cost import TrialCosts, confirm_cost_s, measured_costs
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
@@ -213,7 +212,7 @@ class Tuner:
     # budget
 
     def confirm_cost_s(self) -> float:
-        return confirm_cost_s(self.baseline, self.best_trial)
+        return confirm_cost_s(self.baseline, self.best_trial, self.trial_costs())
 
     def trial_costs(self) -> TrialCosts | None:
         """What a trial's parts cost here as measured so far (None before the baseline)."""

@@ -52,6 +52,8 @@ def test_quick_tries_three_knobs_without_compile_on_shorter_ab(
     assert config.prescribed == ["num_workers"]
     assert config.budget_s == demo_mod.quick_budget_s(config.device) and not config.search_batch
     assert config.plan.rounds < TuneConfig(workload="cnn").plan.rounds
+    # A knob is one trial where it wins: bf16 kept, fp16 is not tried against it.
+    assert not config.values_after_keep
     # Honest about it: the note names the cost, on stderr and in the study's notes.
     assert len(config.notes) == 1 and "intervals are wider" in config.notes[0]
     assert "demo --quick" in capsys.readouterr().err
@@ -62,6 +64,7 @@ def test_the_full_demo_keeps_its_budget_and_every_knob(monkeypatch: pytest.Monke
     main(["demo"])
     (config,) = configs
     assert config.budget_s == 8 * 60 and config.notes == [] and config.search_batch
+    assert config.values_after_keep
     assert config.knobs is not None and config.knobs[0] == COMPILE.name
     assert set(demo_mod.DEMO_KNOBS) <= set(config.knobs)
 
@@ -71,9 +74,9 @@ def test_quick_budget_fits_its_knobs_at_the_devices_costs(device: str) -> None:
     """Sized from the trial costs recorded for the device class: the baseline, a ladder trial
     per knob, a win's second pair and the final A/B's pairs all fit; on a GPU also the
     baseline's twin, which measures the spread between processes up front."""
-    open_s, step_s = demo_mod.QUICK_COSTS[device]
+    start_s, step_s, warmup_steps = demo_mod.QUICK_COSTS[device]
     plan = demo_mod.QUICK_PLAN
-    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    costs = TrialCosts.of(open_s=start_s + warmup_steps * step_s, step_s=step_s, plan=plan)
     story = story_s(
         costs,
         plan,

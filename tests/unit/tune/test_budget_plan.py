@@ -19,8 +19,8 @@ from torchdoctor.cli.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.measure import TimerKind
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.api import chained_note
-from torchdoctor.tune.budget import BUDGET_GRACE_S, confirm_cost_s
-from torchdoctor.tune.cost import TrialCosts, opened_s
+from torchdoctor.tune.budget import BUDGET_GRACE_S
+from torchdoctor.tune.cost import TrialCosts, confirm_cost_s, opened_s
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import TrialResult, read_trial
@@ -95,7 +95,7 @@ def test_ninety_seconds_at_gpu_costs_try_every_knob(tmp_path: Path) -> None:
     baseline = tuner.baseline
     assert baseline is not None
     after_baseline = 90.0 - baseline.wall_s
-    old_reserve = confirm_cost_s(baseline, None) + BUDGET_GRACE_S
+    old_reserve = confirm_cost_s(baseline, None, _h200_costs()) + BUDGET_GRACE_S
     assert old_reserve > after_baseline, "the old rule would have tried a knob here"
     assert _tried(tuner) == [k.name for k in KNOBS]
     assert FAST_KNOB.name in tuner.best_recipe
