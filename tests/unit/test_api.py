@@ -3,6 +3,7 @@ and `import torchdoctor` stays light (no torch, no scipy) until one is called.""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,9 @@ def test_tune_builds_the_config_the_command_builds(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen: list[TuneConfig] = []
-    monkeypatch.setattr(torchdoctor.tune, "tune", lambda *, config, out: seen.append(config))
-    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, settings={"threads": 1})
+    stage = importlib.import_module("torchdoctor.tune")  # the package's `tune` is the function
+    monkeypatch.setattr(stage, "tune", lambda *, config, out: seen.append(config))
+    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, recipe={"threads": 1})
     torchdoctor.tune("mlp", budget_s=90, knobs=["threads"], diagnose_first=False)
     # The memory objective: no diagnosis first (its ladder's order is its own), the cap kept.
     torchdoctor.tune("mlp", objective="fit", max_memory_fraction=0.75, out=tmp_path / "fit")
