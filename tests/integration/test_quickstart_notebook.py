@@ -1,6 +1,6 @@
 """examples/quickstart.ipynb: it calls the API as it is (checked on every run, in no time),
 and it runs on a CPU, its cells executed in order in one namespace as a kernel would (a
-study: it tunes for a minute).
+study: it tunes for four minutes).
 
 nbclient is not among the test dependencies, so the cells are read from the notebook's JSON
 and executed with `exec`; what a kernel adds (display of a cell's last value) is not needed
@@ -48,8 +48,9 @@ def test_the_notebook_calls_the_api_as_it_is() -> None:
 
 @pytest.mark.study
 def test_the_notebook_runs_on_a_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # A tuning study of 60 s on mlp with two knobs, a diagnosis and a run around it: about
-    # 90 s on an idle 2-core host; several minutes on a loaded one.
+    # A tuning study of 240 s on mlp with two knobs (a hard stop), a diagnosis and a run
+    # around it: about five minutes. 60 s and 150 s did not cover even the baseline's
+    # measurement (its quality references) at a load average of 16-18 on 2 cores.
     monkeypatch.chdir(tmp_path)  # the run folders go under torchdoctor-runs/ here
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for i, source in enumerate(code_cells()):
@@ -60,7 +61,7 @@ def test_the_notebook_runs_on_a_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
     diagnosis, result, run = namespace["d"], namespace["t"], namespace["r"]
     assert isinstance(diagnosis, Diagnosis) and diagnosis.primary_bottleneck
-    assert isinstance(result, TuneResult) and result.budget_s == 60
+    assert isinstance(result, TuneResult) and result.budget_s == 240
     assert set(result.best_recipe) >= set(result.baseline_recipe)
     assert isinstance(run, RunResult) and run.samples_per_s > 0
     assert run.recipe == {k: v for k, v in result.best_recipe.items() if k in run.recipe}

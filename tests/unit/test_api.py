@@ -118,3 +118,14 @@ def test_run_returns_a_run_result_and_refuses_a_script() -> None:
     assert len(result.steps) >= 4 and result.samples_per_s > 0
     with pytest.raises(UsageError, match="runs a workload"):
         torchdoctor.run("python train.py")
+
+
+def test_settings_is_the_old_name_of_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[TuneConfig] = []
+    stage = importlib.import_module("torchdoctor.tune")
+    monkeypatch.setattr(stage, "tune", lambda *, config, out: seen.append(config))
+    with pytest.warns(DeprecationWarning, match=r"tune\(settings=\.\.\.\) is deprecated"):
+        torchdoctor.tune("mlp", settings={"threads": 1}, diagnose_first=False, device="cpu")
+    assert seen[0].baseline_recipe == {"threads": 1}
+    with pytest.raises(UsageError, match="both settings= and recipe="):
+        torchdoctor.tune("mlp", settings={"threads": 1}, recipe={"threads": 2})
