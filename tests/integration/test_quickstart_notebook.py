@@ -67,4 +67,4 @@ def test_the_notebook_runs_on_a_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert run.recipe == {k: v for k, v in result.best_recipe.items() if k in run.recipe}
     report = Path(namespace["report_path"])
     assert report.is_file() and report.suffix == ".md"
-    assert Path(result.run_dir).resolve().is_relative_to(tmp_path.resolve())
+    assert (Path(result.run_dir) / "tune.json").is_file()
