@@ -5,7 +5,10 @@ shares with its command has the command's default."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pydoc
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -161,3 +164,14 @@ def test_a_default_that_differs_from_the_commands_is_found() -> None:
     command = typer.main.get_command(probe)
     found = {k: same for k, _, _, _, same in shared_options(torchdoctor.tune, command)}
     assert found == {"budget_s": False, "recipe": True, "seed": False, "search_batch": True}
+
+
+@pytest.mark.parametrize("name", ["analyze", "diagnose", "report", "tune", "workloads"])
+def test_the_function_keeps_its_name_once_the_stage_of_that_name_is_loaded(name: str) -> None:
+    stage = importlib.import_module(f"torchdoctor.{name}")
+    assert inspect.ismodule(stage) and sys.modules[f"torchdoctor.{name}"] is stage
+    function = getattr(torchdoctor, name)
+    assert inspect.isfunction(function) and function.__module__.startswith("torchdoctor.api")
+    # What help() shows is the function's own signature and docstring.
+    shown = pydoc.render_doc(function, renderer=pydoc.plaintext)
+    assert f"torchdoctor {name}" in shown and "function" in shown.splitlines()[0]
