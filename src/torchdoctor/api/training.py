@@ -282,9 +282,7 @@ def _tune_study(
     if hooks is None:
         return stage.tune(config=config, out=folder)
     on_start, on_trial = hooks
-    return stage.tune(
-        config=config, out=folder, on_start=on_start, on_trial=on_trial
-    )
+    return stage.tune(config=config, out=folder, on_start=on_start, on_trial=on_trial)
 
 
 def _ladder_progress(
