@@ -10,6 +10,7 @@ benchmarks/bench_ddp_remeasure.py does for a torchrun job.
 
     python benchmarks/bench_run_remeasure.py
     python benchmarks/bench_run_remeasure.py --budget 8m --knobs channels_last,threads
+    python benchmarks/bench_run_remeasure.py --workload mlp --knobs threads,optimizer_impl
 """
 
 from __future__ import annotations
@@ -58,18 +59,24 @@ def main() -> None:
         help="the knobs tried (default channels_last,optimizer_impl: cnn's CPU wins)",
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument(
+        "--no-diagnose",
+        action="store_true",
+        help="tune without diagnosing first (the knobs are given: it only orders them)",
+    )
     parser.add_argument("--pairs", type=int, default=4, help="run --vs-baseline's pairs")
     parser.add_argument("--out", type=Path, help="folder for both run folders (default: temp)")
     args = parser.parse_args()
     base = args.out or Path(tempfile.mkdtemp(prefix="bench-run-remeasure-"))
     tune_dir, again_dir = base / "tune", base / "again"
     where = ["--device", args.device]
+    first = ["--no-diagnose"] if args.no_diagnose else []
 
     began = time.monotonic()
     print(f"tune {args.workload} --knobs {args.knobs} (budget {args.budget})", flush=True)
     claim = _cli(
         "tune", args.workload, "--budget", args.budget, "--knobs", args.knobs,
-        "--out", str(tune_dir), *where,
+        "--out", str(tune_dir), *where, *first,
     )  # fmt: skip
     tuned_s = time.monotonic() - began
     confirm = read_trial(sorted((tune_dir / "trials").iterdir())[-1])
