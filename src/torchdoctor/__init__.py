@@ -4,32 +4,87 @@ The package is a pipeline of stages (see docs/DESIGN in the repository):
 measure -> engine -> collect -> analyze -> diagnose -> tune -> report.
 Importing the top-level package stays cheap: no torch import happens here.
 
-The Python API (torchdoctor/api.py): `torchdoctor.diagnose(...)`, `torchdoctor.tune(...)`,
-`torchdoctor.run(...)` return the records the commands print; `torchdoctor.watch()`
-instruments a block of notebook code.
+The Python API (torchdoctor/api/): a function for each command, `torchdoctor.diagnose(...)`,
+`torchdoctor.tune(...)`, `torchdoctor.run(...)`, `bench`, `profile`, `memory`, `analyze`,
+`diff`, `report`, `env`, `workloads`, each returning the record its command prints;
+`torchdoctor.watch()` instruments a block of notebook code.
 """
 
-import importlib
-from typing import Any
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 from torchdoctor._version import __version__
 from torchdoctor.core.errors import TorchDoctorError
 
-__all__ = ["TorchDoctorError", "__version__", "diagnose", "run", "tune", "watch"]
+if TYPE_CHECKING:
+    from torchdoctor.api import (
+        analyze,
+        bench,
+        diagnose,
+        diff,
+        env,
+        memory,
+        profile,
+        report,
+        run,
+        tune,
+        workloads,
+    )
+    from torchdoctor.collect import watch
+
+__all__ = [
+    "TorchDoctorError",
+    "__version__",
+    "analyze",
+    "bench",
+    "diagnose",
+    "diff",
+    "env",
+    "memory",
+    "profile",
+    "report",
+    "run",
+    "tune",
+    "watch",
+    "workloads",
+]
+#: The API's functions, one per command (torchdoctor/api/__init__.py `COMMANDS`).
+_API = frozenset(__all__) - {"TorchDoctorError", "__version__", "watch"}
+
+
+class _Package(types.ModuleType):
+    """The package, whose API functions keep their names when a stage of the same name loads.
+
+    Importing `torchdoctor.tune` (the stage) binds it on the package as `tune`, as Python does
+    for every submodule; that would hide the function `torchdoctor.tune`. The binding is
+    refused for the API's names, so `torchdoctor.tune` is always the function (its signature
+    and docstring what `help` shows), and the stage is reached by its full name
+    (`from torchdoctor.tune import TuneResult`, `importlib.import_module`), as the code does.
+    `import torchdoctor.tune as t` binds the function too: Python reads `t` off the package.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _API and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
     # Loaded on first use only, so `import torchdoctor` stays light (no torch, no scipy).
-    # `diagnose` and `tune` are the stage packages, callable as the API's functions
-    # (core/lazy.py `callable_module`); `run` is torchdoctor/api.py's.
     if name == "watch":
         from torchdoctor.collect import watch
 
         return watch
-    if name in ("diagnose", "tune"):
-        return importlib.import_module(f"torchdoctor.{name}")
-    if name == "run":
-        from torchdoctor.api import run
+    if name in _API:
+        import importlib
 
-        return run
+        function = getattr(importlib.import_module("torchdoctor.api"), name)
+        globals()[name] = function
+        return function
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

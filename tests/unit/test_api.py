@@ -3,6 +3,7 @@ and `import torchdoctor` stays light (no torch, no scipy) until one is called.""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,9 @@ def test_tune_builds_the_config_the_command_builds(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen: list[TuneConfig] = []
-    monkeypatch.setattr(torchdoctor.tune, "tune", lambda *, config, out: seen.append(config))
-    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, settings={"threads": 1})
+    stage = importlib.import_module("torchdoctor.tune")  # the package's `tune` is the function
+    monkeypatch.setattr(stage, "tune", lambda *, config, out: seen.append(config))
+    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, recipe={"threads": 1})
     torchdoctor.tune("mlp", budget_s=90, knobs=["threads"], diagnose_first=False)
     # The memory objective: no diagnosis first (its ladder's order is its own), the cap kept.
     torchdoctor.tune("mlp", objective="fit", max_memory_fraction=0.75, out=tmp_path / "fit")
@@ -116,3 +118,14 @@ def test_run_returns_a_run_result_and_refuses_a_script() -> None:
     assert len(result.steps) >= 4 and result.samples_per_s > 0
     with pytest.raises(UsageError, match="runs a workload"):
         torchdoctor.run("python train.py")
+
+
+def test_settings_is_the_old_name_of_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[TuneConfig] = []
+    stage = importlib.import_module("torchdoctor.tune")
+    monkeypatch.setattr(stage, "tune", lambda *, config, out: seen.append(config))
+    with pytest.warns(DeprecationWarning, match=r"tune\(settings=\.\.\.\) is deprecated"):
+        torchdoctor.tune("mlp", settings={"threads": 1}, diagnose_first=False, device="cpu")
+    assert seen[0].baseline_recipe == {"threads": 1}
+    with pytest.raises(UsageError, match="both settings= and recipe="):
+        torchdoctor.tune("mlp", settings={"threads": 1}, recipe={"threads": 2})

@@ -37,7 +37,8 @@ ALLOWED = {
 #: right after `procs`, where its imports put it (core, measure, workloads, knobs and the
 #: process layer its model instances run on). `integrations`
 #: (trainer callbacks, TensorBoard) comes after `report`: a callback records, diagnoses and
-#: writes the report in the user's own process.
+#: writes the report in the user's own process. `api` (a function per command, what a notebook
+#: calls) sits just before `cli`, which calls it.
 STAGE_ORDER = [
     "core",
     "measure",
@@ -53,6 +54,7 @@ STAGE_ORDER = [
     "tune",
     "report",
     "integrations",
+    "api",
     "cli",
 ]
 

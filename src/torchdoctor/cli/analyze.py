@@ -13,6 +13,7 @@ import typer
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.defaults import ANALYZE_TOP
 from torchdoctor.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def analyze(
     trace: Path = typer.Argument(
         ..., help="A .json or .json.gz profiler trace, or a folder of per-rank traces."
     ),
-    top: int = typer.Option(15, "--top", help="How many ops to list (heaviest first)."),
+    top: int = typer.Option(ANALYZE_TOP, "--top", help="How many ops to list (heaviest first)."),
     out: Path | None = out_option(),
     force: bool = force_option(),
     report: bool = typer.Option(

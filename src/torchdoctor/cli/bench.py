@@ -8,8 +8,14 @@ import typer
 from rich.console import Console
 
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import budget_option
+from torchdoctor.cli.options import budget_option, duration_text
 from torchdoctor.cli.state import emit
+from torchdoctor.core.defaults import (
+    BENCH_BUDGET_S,
+    BENCH_CONFIDENCE,
+    BENCH_SETUP,
+    BENCH_TARGET_REL_CI,
+)
 from torchdoctor.core.errors import UsageError
 
 
@@ -34,14 +40,18 @@ def _check_device(device: str) -> None:
 @app.command("bench")
 def bench_command(
     stmt: str = typer.Argument(..., help="Python statement to time, e.g. 'a @ b'."),
-    setup: str = typer.Option("pass", "--setup", "-s", help="Statement run once before."),
+    setup: str = typer.Option(BENCH_SETUP, "--setup", "-s", help="Statement run once before."),
     vs: str | None = typer.Option(
         None, "--vs", help="A second statement to compare against STMT (the baseline)."
     ),
-    budget: float = budget_option("10s", "Time to spend at most."),
-    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level, 0..1."),
+    budget: float = budget_option(duration_text(BENCH_BUDGET_S), "Time to spend at most."),
+    confidence: float = typer.Option(
+        BENCH_CONFIDENCE, "--confidence", help="Confidence level, 0..1."
+    ),
     target: float = typer.Option(
-        0.01, "--target", help="Stop once the CI half-width is this fraction of the median."
+        BENCH_TARGET_REL_CI,
+        "--target",
+        help="Stop once the CI half-width is this fraction of the median.",
     ),
     device: str | None = typer.Option(
         None,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import typer
 from rich.console import Console
 
-from torchdoctor.api import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP, parse_command
+from torchdoctor.api import parse_command
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     DEVICE_HELP,
@@ -36,6 +36,11 @@ from torchdoctor.cli.options import (
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import console, emit, err_console
 from torchdoctor.cli.state import settings as cli_settings
+from torchdoctor.core.defaults import (
+    DIAGNOSE_PROFILE_STEPS,
+    DIAGNOSE_WARMUP,
+    DIAGNOSE_WORKLOAD_STEPS,
+)
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
 from torchdoctor.diagnose import Diagnosis
@@ -66,12 +71,12 @@ def diagnose(
     target: str | None = typer.Argument(None, help="WORKLOAD name, or a TRACE file/folder."),
     steps: int | None = typer.Option(None, "--steps", help="End the script after N steps."),
     warmup: int = warmup_option(
-        DEFAULT_WARMUP,
+        DIAGNOSE_WARMUP,
         "Here: before the profiled window, so that compilation and the allocator's growth "
         "stay out of it.",
     ),
     profile_steps: int = typer.Option(
-        DEFAULT_PROFILE_STEPS, "--profile-steps", min=0, help="Steps to profile."
+        DIAGNOSE_PROFILE_STEPS, "--profile-steps", min=0, help="Steps to profile."
     ),
     out: Path | None = out_option(),
     force: bool = force_option(),
@@ -127,7 +132,7 @@ def diagnose(
         exam = examine_workload(
             target,
             settings,
-            steps=steps or 20,
+            steps=steps or DIAGNOSE_WORKLOAD_STEPS,
             warmup=warmup,
             profile_steps=profile_steps,
             out=out,

@@ -65,6 +65,15 @@ def parse_budget(text: str | float) -> float:
         raise UsageError(f"--budget {text}: not a duration", hint=exc.hint) from None
 
 
+def duration_text(seconds: float) -> str:
+    """A default duration as a user writes it: 600 -> '10m', 10 -> '10s', 3600 -> '1h'
+    (`parse_duration` reads it back to the same seconds)."""
+    for unit, size in (("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 #: What every `--budget` says of its unit.
 DURATION_HELP = "A duration: 90, 90s, 10m or 1h (a plain number is seconds)."
 

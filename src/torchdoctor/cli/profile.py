@@ -28,6 +28,7 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core.defaults import PROFILE_ACTIVE, PROFILE_WAIT, PROFILE_WARMUP
 from torchdoctor.core.errors import TorchDoctorError
 
 
@@ -49,13 +50,15 @@ def profile_command(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set batch_size=64."
     ),
     params: list[str] = param_option(),
-    wait: int = typer.Option(1, "--wait", min=0, help="Steps run unprofiled first."),
+    wait: int = typer.Option(PROFILE_WAIT, "--wait", min=0, help="Steps run unprofiled first."),
     warmup: int = warmup_option(
-        2,
+        PROFILE_WARMUP,
         "Here: the profiler's warm-up (torch.profiler's schedule), after --wait, so that its "
         "own start-up stays out of the trace.",
     ),
-    active: int = typer.Option(3, "--active", min=1, help="Steps recorded in the trace."),
+    active: int = typer.Option(
+        PROFILE_ACTIVE, "--active", min=1, help="Steps recorded in the trace."
+    ),
     out: Path | None = out_option(),
     force: bool = force_option(),
     seed: int = seed_option(),

@@ -8,6 +8,7 @@ import typer
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.state import console, emit
+from torchdoctor.core.defaults import REPORT_FORMAT
 from torchdoctor.core.errors import UsageError
 
 
@@ -19,7 +20,7 @@ def report_command(
     out: Path | None = typer.Option(
         None, "-o", "--out", help="Where to write (default: report.<format> in the run folder)."
     ),
-    fmt: str = typer.Option("html", "--format", "-f", help="html, md or json."),
+    fmt: str = typer.Option(REPORT_FORMAT, "--format", "-f", help="html, md or json."),
     tensorboard: Path | None = typer.Option(
         None,
         "--tensorboard",

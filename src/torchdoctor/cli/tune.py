@@ -25,6 +25,7 @@ from torchdoctor.cli.options import (
     check_out,
     default_device,
     device_option,
+    duration_text,
     force_option,
     given,
     out_option,
@@ -37,6 +38,7 @@ from torchdoctor.cli.options import (
     seed_option,
 )
 from torchdoctor.cli.state import emit, err_console, progress_enabled
+from torchdoctor.core.defaults import DEFAULT_MIN_GAIN, TUNE_BUDGET_S
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.interrupt import Interrupted
 from torchdoctor.core.rundir import display_path
@@ -143,7 +145,9 @@ def tune_command(
     workload: str = typer.Argument(
         None, help="Built-in workload name (omit with --resume, or give -- python train.py)."
     ),
-    budget: float = budget_option("10m", "Wall-time budget of the study, a hard stop."),
+    budget: float = budget_option(
+        duration_text(TUNE_BUDGET_S), "Wall-time budget of the study, a hard stop."
+    ),
     objective: str = typer.Option(
         "throughput",
         "--objective",
@@ -184,7 +188,9 @@ def tune_command(
     batch_search: bool = typer.Option(
         True, "--batch-search/--no-batch-search", help="Grow the batch for throughput."
     ),
-    min_gain: float = typer.Option(0.02, "--min-gain", min=0.0, help="Smallest gain kept."),
+    min_gain: float = typer.Option(
+        DEFAULT_MIN_GAIN, "--min-gain", min=0.0, help="Smallest gain kept."
+    ),
     pairs: int = pairs_option(
         DEFAULT_REPLICATES,
         MIN_REPLICATES,
@@ -327,7 +333,7 @@ def _tune(
     config = tune_config(
         command or str(workload),
         budget_s=budget,
-        settings=baseline,
+        recipe=baseline,
         knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
         device=device,
         seed=seed,

@@ -9,6 +9,7 @@ nothing; every string is escaped.
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,3 +55,20 @@ def record_facts(record: Any) -> str:
         if value is not None and not hasattr(value, "model_fields")
     ]
     return facts(type(record).__name__, pairs)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (a notebook's cell output can draw a progress
+    bar), as IPython says: its running shell is a kernel's (`ZMQInteractiveShell`, or any
+    shell started by `IPKernelApp`). A terminal IPython or plain Python is not.
+
+    IPython is looked up only if already imported: a kernel imports it before any cell runs,
+    so a script never pays for the import.
+    """
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    if shell is None:
+        return False
+    config = getattr(shell, "config", None) or {}
+    return type(shell).__name__ == "ZMQInteractiveShell" or "IPKernelApp" in config

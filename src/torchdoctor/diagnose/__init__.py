@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from torchdoctor.core.lazy import callable_module, lazy_getattr
+from torchdoctor.core.lazy import lazy_getattr
 from torchdoctor.diagnose.diagnosis import Diagnosis, diagnose_evidence, rank_findings
 from torchdoctor.diagnose.evidence import DataLoaderEvidence, DistributedEvidence, Evidence
 from torchdoctor.diagnose.findings import (
@@ -80,6 +80,3 @@ __all__ = [
 ]
 
 __getattr__ = lazy_getattr(__name__, _LAZY_EXPORTS)
-
-# `torchdoctor.diagnose(...)` is the Python API's function (torchdoctor/api.py).
-callable_module(__name__, "torchdoctor.api:diagnose")

@@ -23,19 +23,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Final
 
+# The replicates' counts are shared with the commands' defaults (core/defaults.py).
+from torchdoctor.core.defaults import DEFAULT_REPLICATES as DEFAULT_REPLICATES
+from torchdoctor.core.defaults import MIN_REPLICATES as MIN_REPLICATES
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.measure._sequential import PairedSpeedup
-
-#: Fewest replicates that give an interval: with two, t's 97.5% quantile at one degree of
-#: freedom is 12.7 and the interval spans orders of magnitude.
-MIN_REPLICATES: Final = 3
-#: Replicates of a replicated A/B when time allows (the tuner's final confirmation, `run
-#: --vs-baseline`). Student's t quantile falls from 4.30 (3 pairs) to 3.18 (4) and 2.78 (5)
-#: at 95%: the fourth pair narrows the interval by a quarter, a fifth by another eighth for a
-#: quarter more time.
-DEFAULT_REPLICATES: Final = 4
 
 
 def replicated_speedup(

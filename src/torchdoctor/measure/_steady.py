@@ -22,6 +22,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
+# `run --warmup`'s default (core/defaults.py, with why).
+from torchdoctor.core.defaults import MIN_WARMUP_STEPS as MIN_WARMUP_STEPS
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.measure._chunks import (
     HOST_MIN_CHUNK_S,
@@ -31,9 +33,6 @@ from torchdoctor.measure._chunks import (
 )
 from torchdoctor.measure._timer import settled
 
-#: Warm-up steps before the settle rule is even asked: the compiling step, and two after it
-#: for allocator caches and CPU frequency.
-MIN_WARMUP_STEPS: Final = 3
 #: Steps warm-up may add waiting for step times to settle. A job whose steps never agree within
 #: 10% (a data pipeline with periodic work) is measured after these, its spread reported.
 MAX_EXTRA_WARMUP_STEPS: Final = 30

@@ -5,7 +5,6 @@ quality parity and persistent, resumable studies (see docs/DESIGN.md).
 change with its own measured gain.
 """
 
-from torchdoctor.core.lazy import callable_module
 from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
@@ -70,6 +69,3 @@ __all__ = [
     "tune",
     "world_size_note",
 ]
-
-# `torchdoctor.tune(...)` is the Python API's function (torchdoctor/api.py).
-callable_module(__name__, "torchdoctor.api:tune")

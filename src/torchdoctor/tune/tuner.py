@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+# `tune --min-gain`'s default (core/defaults.py, with why).
+from torchdoctor.core.defaults import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import (
@@ -97,11 +99,6 @@ __all__ = [
 ]
 
 T = TypeVar("T", TrialResult, Confirmation)
-
-#: Keep a change only when the CI's lower bound of its speedup exceeds 1 + this. 2% sits above
-#: the run-to-run drift of identical code on a shared CPU (about 1%, see
-#: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
-DEFAULT_MIN_GAIN: Final = 0.02
 
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
 OWN_SETTINGS_ATTR: Final = "own_settings"

@@ -4,6 +4,7 @@ checked is what the command asks for and prints."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,6 @@ from typing import Any
 import pytest
 
 import torchdoctor.procs as procs_mod
-import torchdoctor.tune as tune_mod
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
 from torchdoctor.collect import ScriptProfile
@@ -20,6 +20,10 @@ from torchdoctor.tune import Confirmation
 from torchdoctor.tune.config import TuneConfig
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.sources import ScriptCommand
+
+# By their full names: on the package, `torchdoctor.diagnose` and `torchdoctor.tune` are the
+# Python API's functions.
+tune_mod = importlib.import_module("torchdoctor.tune")
 
 
 def _script(tmp_path: Path) -> Path:

@@ -4,6 +4,7 @@ long work is faked: what is checked is what each command asks of the stages."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,12 +14,15 @@ import pytest
 
 import torchdoctor.cli.demo as demo_mod
 import torchdoctor.cli.tune as tune_cli
-import torchdoctor.diagnose as diagnose_mod
-import torchdoctor.tune as tune_mod
 from cli_output import one_error_line
 from torchdoctor.cli.main import main
 from torchdoctor.tune import Confirmation, TuneConfig
 from torchdoctor.tune.outcome import Outcome
+
+# By their full names: on the package, `torchdoctor.diagnose` and `torchdoctor.tune` are the
+# Python API's functions.
+diagnose_mod = importlib.import_module("torchdoctor.diagnose")
+tune_mod = importlib.import_module("torchdoctor.tune")
 
 TINY = ["--param", "rows=64", "--param", "features=8", "--param", "hidden=16"]
 

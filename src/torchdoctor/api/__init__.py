@@ -1,0 +1,86 @@
+"""The Python API: a function for each command, `torchdoctor.<command>(...)`.
+
+Each does what its command does, with its command's defaults (core/defaults.py), and returns
+the record the command prints (`--json`):
+
+    import torchdoctor
+
+    d = torchdoctor.diagnose(["python", "train.py", "--epochs", "1"])   # a Diagnosis
+    d.primary_bottleneck, [f.title for f in d.findings]
+    t = torchdoctor.tune("cnn", budget_s=300, recipe={"threads": 2})      # a TuneResult
+    t.best_recipe, t.speedup, t.speedup_ci
+    r = torchdoctor.run("cnn", recipe=t.best_recipe)                     # a RunResult
+    r.samples_per_s
+
+A knob mapping is `recipe=` in every function (`--set knob=value`); a keyword that names an
+option otherwise is in `CLI_FLAGS`. Each writes the run folder its command writes (`out=`,
+else a new one under torchdoctor-runs/) and raises the command's errors (`TorchDoctorError`
+subclasses) instead of exiting. In a notebook, `diagnose`, `tune` and `run` show their
+progress (api/progress.py). The stages behind them are imported on the first call, so
+`import torchdoctor` stays light. `torchdoctor.diagnose`, `tune`, `analyze`, `report` and
+`workloads` are these functions; the stage packages of those names are reached by their full
+names (`from torchdoctor.tune import TuneResult`).
+"""
+
+from torchdoctor.api.command_line import (
+    CLI_FLAGS,
+    CLI_NEGATED_FLAGS,
+    TORCHRUN_MODULE,
+    Target,
+    _command,
+    parse_command,
+    workload_options,
+)
+from torchdoctor.api.tools import (
+    Environment,
+    ProfileRun,
+    analyze,
+    bench,
+    diff,
+    env,
+    memory,
+    profile,
+    report,
+    workloads,
+)
+from torchdoctor.api.training import diagnose, run, tune, tune_config
+
+#: The functions of the commands, each `torchdoctor.<name>` (torchdoctor/__init__.py).
+COMMANDS = (
+    "analyze",
+    "bench",
+    "diagnose",
+    "diff",
+    "env",
+    "memory",
+    "profile",
+    "report",
+    "run",
+    "tune",
+    "workloads",
+)
+
+__all__ = [
+    "CLI_FLAGS",
+    "CLI_NEGATED_FLAGS",
+    "COMMANDS",
+    "TORCHRUN_MODULE",
+    "Environment",
+    "ProfileRun",
+    "Target",
+    "_command",
+    "analyze",
+    "bench",
+    "diagnose",
+    "diff",
+    "env",
+    "memory",
+    "parse_command",
+    "profile",
+    "report",
+    "run",
+    "tune",
+    "tune_config",
+    "workload_options",
+    "workloads",
+]

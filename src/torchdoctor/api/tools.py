@@ -1,0 +1,353 @@
+"""The Python API of the commands that measure, read or render without training a study:
+`bench`, `profile`, `memory`, `analyze`, `diff`, `report`, `env`, `workloads`.
+
+Each returns the record its command prints (`--json`), with the command's defaults
+(core/defaults.py), and writes the run folder its command writes (`out`, else a new one under
+torchdoctor-runs/; `report=False` writes none where the command has `--no-report`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from torchdoctor.api.command_line import assignments, resolve_device
+from torchdoctor.core.defaults import (
+    ANALYZE_TOP,
+    BENCH_BUDGET_S,
+    BENCH_CONFIDENCE,
+    BENCH_SETUP,
+    BENCH_TARGET_REL_CI,
+    PROFILE_ACTIVE,
+    PROFILE_WAIT,
+    PROFILE_WARMUP,
+    REPORT_FORMAT,
+)
+from torchdoctor.core.errors import TorchDoctorError, UsageError
+
+if TYPE_CHECKING:
+    from torchdoctor.analyze import TraceAnalysis
+    from torchdoctor.collect import ProfileCapture
+    from torchdoctor.core.env import Ceilings, EnvFingerprint
+    from torchdoctor.core.memory_owners import MemoryPlan
+    from torchdoctor.diagnose import RunDiff
+    from torchdoctor.measure import Comparison, Measurement
+    from torchdoctor.workloads import Workload
+
+
+def bench(
+    stmt: str,
+    *,
+    setup: str = BENCH_SETUP,
+    vs: str | None = None,
+    budget_s: float = BENCH_BUDGET_S,
+    confidence: float = BENCH_CONFIDENCE,
+    target_rel_ci: float = BENCH_TARGET_REL_CI,
+    device: str | None = None,
+    globals: Mapping[str, Any] | None = None,
+) -> Measurement | Comparison:
+    """Time a statement, or compare two (`torchdoctor bench STMT [--vs STMT2]`).
+
+    Warm-up, block sizing and adaptive repetition until the interval of the median is
+    `target_rel_ci` of it wide (or `budget_s` runs out). Returns a `Measurement`; with `vs`,
+    an interleaved A/B (`stmt` the baseline) as a `Comparison`: the ratio of medians, its
+    interval and a verdict. The statements see `torch`, `math` and `globals`. `device`:
+    "cuda" times each block with CUDA events; unset, the host clock.
+
+    Example:
+        >>> m = torchdoctor.bench("a @ a", setup="a = torch.randn(256, 256)", budget_s=2)
+        >>> m.median, m.ci
+    """
+    if not 0.0 < confidence < 1.0:
+        raise UsageError(f"confidence {confidence:g} must be between 0 and 1", hint="e.g. 0.95")
+    if not target_rel_ci > 0:
+        raise UsageError(f"target_rel_ci {target_rel_ci:g} must be positive", hint="e.g. 0.01")
+    if vs == stmt:
+        raise UsageError("vs is the same statement as stmt", hint="compare two different ones")
+    import torch
+
+    from torchdoctor.measure import Timer, compare, watch_load
+
+    if device is not None:
+        from torchdoctor.engine import resolve_device as check_device
+
+        check_device(device)
+    namespace: dict[str, Any] = {"torch": torch, "math": math, **dict(globals or {})}
+    if vs is None:
+        with watch_load() as load:
+            m = Timer(stmt, setup, namespace, device=device).adaptive_autorange(
+                target_rel_ci=target_rel_ci, budget_s=budget_s, confidence=confidence
+            )
+        return m.with_load(load.reading)
+    with watch_load() as load:
+        c = compare(
+            {stmt: stmt, vs: vs},
+            baseline=stmt,
+            setup=setup,
+            globals=namespace,
+            budget_s=budget_s,
+            confidence=confidence,
+            target_rel_ci=target_rel_ci,
+            device=device,
+        )
+    return c.with_load(load.reading)
+
+
+class ProfileRun(NamedTuple):
+    """What `profile` leaves: its run folder, the capture and the trace's analysis."""
+
+    run_dir: Path
+    capture: ProfileCapture
+    analysis: TraceAnalysis
+
+
+def profile(
+    workload: str,
+    *,
+    recipe: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    wait: int = PROFILE_WAIT,
+    warmup: int = PROFILE_WARMUP,
+    active: int = PROFILE_ACTIVE,
+    seed: int = 0,
+    device: str | None = None,
+    ceilings: bool = True,
+    out: str | Path | None = None,
+) -> ProfileRun:
+    """Profile a window of a workload's steps (`torchdoctor profile WORKLOAD`).
+
+    `wait` steps unprofiled, `warmup` the profiler's own, then `active` steps recorded: the
+    Kineto trace (run folder's trace.json.gz), FLOPs per op and module, memory, and the
+    trace's analysis against this machine's measured ceilings (`ceilings=False`: none).
+
+    Example:
+        >>> p = torchdoctor.profile("mlp", device="cpu")
+        >>> p.analysis.breakdown, p.run_dir / "trace.json.gz"
+    """
+    from torchdoctor.analyze import analyze_trace
+    from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
+    from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.measure import get_ceilings
+    from torchdoctor.workloads import get_workload
+
+    device_name = resolve_device(device)
+    job = get_workload(workload, **dict(params or {}))
+    parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
+    machine = None
+    if ceilings:
+        try:
+            machine = get_ceilings(device="cuda" if device_name.startswith("cuda") else "cpu")
+        except TorchDoctorError:
+            machine = None  # judged without ceilings, as the command does (it warns)
+    run_dir = new_run_dir("profile", job.name, out=Path(out) if out is not None else None)
+    try:
+        capture = profile_workload(
+            job,
+            parsed,
+            run_dir,
+            device=device_name,
+            seed=seed,
+            wait=wait,
+            warmup=warmup,
+            active=active,
+        )
+        capture.write(run_dir / PROFILE_SUMMARY)
+        analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
+        analysis.write(run_dir / ANALYSIS)
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+        raise
+    finish_run_dir(run_dir)
+    return ProfileRun(run_dir, capture, analysis)
+
+
+def memory(
+    workload: str,
+    *,
+    max_memory_bytes: int | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    recipe: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    out: str | Path | None = None,
+) -> MemoryPlan:
+    """Who holds a step's memory, and the largest batch that fits (`torchdoctor memory`).
+
+    One steady step at each of `batch_sizes` (default: a quarter, a half and all of the
+    workload's default batch), its peak split into parameters, gradients, optimizer state,
+    activations, temporaries and allocator slack, fitted as fixed + per_sample * batch; with
+    `max_memory_bytes`, the largest batch predicted to fit. Returns the `MemoryPlan` (also
+    the run folder's memory.json). A script is measured by `torchdoctor memory -- python
+    train.py`.
+
+    Example:
+        >>> plan = torchdoctor.memory("mlp", max_memory_bytes=64 * 2**20, device="cpu")
+        >>> plan.max_batch
+    """
+    from torchdoctor.analyze import study_memory
+    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.knobs import Recipe
+    from torchdoctor.workloads import get_workload
+
+    if "batch_size" in (recipe or {}):
+        raise UsageError(
+            "memory sets the batch size itself", hint="give the sizes as batch_sizes=[8, 16, 32]"
+        )
+    device_name = resolve_device(device)
+    job = get_workload(workload, **dict(params or {}))
+    parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
+    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    try:
+        plan = study_memory(
+            job,
+            batch_sizes=batch_sizes,
+            budget_bytes=max_memory_bytes,
+            device=device_name,
+            recipe=parsed,
+            seed=seed,
+        )
+        plan.write(run_dir / MEMORY)
+    except BaseException as exc:
+        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+        raise
+    finish_run_dir(run_dir)
+    return plan
+
+
+def analyze(
+    trace: str | Path,
+    *,
+    top: int = ANALYZE_TOP,
+    out: str | Path | None = None,
+    report: bool = True,
+) -> TraceAnalysis:
+    """Where the time of a profiler trace went (`torchdoctor analyze TRACE`).
+
+    `trace`: a .json or .json.gz Kineto trace (CPU, CUDA or ROCm), or a folder of per-rank
+    traces. Returns the `TraceAnalysis`: device timeline, per-step breakdown, the `top` ops
+    with their roofline class, launch overhead, sync points, copies, idle gaps. `report`:
+    write a run folder with analysis.json (and its report).
+
+    Example:
+        >>> a = torchdoctor.analyze("trace.json.gz", report=False)
+        >>> a.breakdown
+    """
+    if top < 1:
+        raise UsageError(f"top must be at least 1, got {top}")
+    from torchdoctor.analyze import analyze_trace
+
+    result = analyze_trace(Path(trace), top=top)  # a bad trace leaves no run folder
+    if report:
+        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
+
+        folder = Path(out) if out is not None else None
+        run_dir = new_run_dir("analyze", str(trace), out=folder)
+        with finishing(run_dir, reports=lambda: _reports(run_dir)):
+            result.write(run_dir / ANALYSIS)
+    return result
+
+
+def diff(
+    a: str | Path,
+    b: str | Path,
+    *,
+    out: str | Path | None = None,
+    report: bool = True,
+) -> RunDiff:
+    """What changed from A to B (`torchdoctor diff A B`).
+
+    Two run folders, two tuning results (a tune folder or its tune.json) or two profiler
+    traces: the step and its phases, the ops and kernels that moved most, each with the 95%
+    interval of its median shift where both sides hold several steps, and the findings that
+    appeared or went away. Returns the `RunDiff` (`regressed`: B significantly slower).
+    `report`: write a run folder with diff.json (and its report).
+
+    Example:
+        >>> d = torchdoctor.diff("yesterday/", "today/", report=False)
+        >>> d.regressed, d.verdict
+    """
+    from torchdoctor.diagnose import diff_inputs
+
+    result = diff_inputs(a, b)  # bad input fails before a run folder is made
+    if report:
+        from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
+
+        folder = Path(out) if out is not None else None
+        run_dir = new_run_dir("diff", f"{Path(a).name}-vs-{Path(b).name}", out=folder)
+        result.write(run_dir / DIFF)
+        finish_run_dir(run_dir)
+        _reports(run_dir)
+    return result
+
+
+def _reports(run_dir: Path) -> list[Path]:
+    from torchdoctor.report import write_reports
+
+    return list(write_reports(run_dir))
+
+
+def report(
+    source: str | Path,
+    *,
+    fmt: str = REPORT_FORMAT,
+    out: str | Path | None = None,
+) -> Path:
+    """Render a run folder (or one record file) as a report (`torchdoctor report SRC`).
+
+    `fmt`: "html" (one self-contained page), "md" or "json"; written to `out`, else
+    report.<fmt> in the run folder. Returns the path written.
+
+    Example:
+        >>> torchdoctor.report(t.run_dir, fmt="md")
+        PosixPath('torchdoctor-runs/.../report.md')
+    """
+    from torchdoctor.report import FORMATS, render_report
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown report format {fmt!r}", hint="use html, md or json")
+    return render_report(source, fmt, out)
+
+
+class Environment(NamedTuple):
+    """This machine as `torchdoctor env` shows it."""
+
+    version: str
+    fingerprint: EnvFingerprint
+    ceilings: Ceilings
+
+
+def env(*, refresh: bool = False, device: str | None = None) -> Environment:
+    """This machine's fingerprint and measured ceilings (`torchdoctor env`).
+
+    The ceilings (peak matmul FLOP/s per precision, memory bandwidth) are measured once per
+    machine and cached; `refresh=True` measures them again. `device`: whose ceilings
+    (default: CUDA when present).
+
+    Example:
+        >>> e = torchdoctor.env(device="cpu")
+        >>> e.fingerprint.cpu_model, e.ceilings
+    """
+    from torchdoctor._version import __version__
+    from torchdoctor.core.env import fingerprint
+    from torchdoctor.measure import get_ceilings
+
+    fp = fingerprint()
+    ceilings = get_ceilings(refresh=refresh, device=resolve_device(device))
+    return Environment(__version__, fp, ceilings)
+
+
+def workloads() -> list[Workload]:
+    """The built-in workloads (`torchdoctor workloads`), one instance of each with its default
+    parameters: `name`, `kind`, `description`, `sample_unit`, `default_batch_size`.
+
+    Example:
+        >>> [w.name for w in torchdoctor.workloads()]
+        ['mlp', 'cnn', ...]
+    """
+    from torchdoctor.workloads import list_workloads
+
+    return list_workloads()
