@@ -163,6 +163,22 @@ ROOFLINE_CLASSES: Final = {
     "overhead": "bound by call overhead",
     "unknown": "not placed on the roofline",
 }
+#: A roofline class in a table's cell: what bounds the op, in as few words.
+_ROOFLINE_CELLS: Final = {
+    "compute": "compute",
+    "memory": "memory bandwidth",
+    "overhead": "call overhead",
+}
+
+
+def roofline_class(bound: str | None) -> str:
+    """An op's roofline class as a table shows it ('memory' -> 'memory bandwidth'); a class
+    this table does not know is shown as recorded."""
+    if not bound:
+        return NA
+    return _ROOFLINE_CELLS.get(bound, bound)
+
+
 #: The endings of an evidence key that hold one roofline class's share of operator time
 #: (diagnose/regime.py `{class}_bound_op_time_share`, the rules' `{class}_bound_op_share`).
 _CLASS_SHARE_ENDINGS: Final = ("_bound_op_time_share", "_bound_op_share")

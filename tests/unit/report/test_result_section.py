@@ -149,6 +149,10 @@ def test_a_roofline_class_share_says_it_is_of_op_time_in_the_roofline_words() ->
     assert fmt.evidence_label("compute_bound_op_share") == "op time bound by compute (FLOP/s roof)"
     assert fmt.evidence_label("compute_share") == "model compute (forward + backward) of step time"
     assert fmt.evidence_label("bogus_bound_op_share") == "bogus bound op share"
+    # the op table's cell: the roof that bounds the op
+    assert fmt.roofline_class("memory") == "memory bandwidth"
+    assert fmt.roofline_class("overhead") == "call overhead"
+    assert fmt.roofline_class(None) == fmt.NA
 
 
 def test_a_fit_leads_with_its_peak_against_the_cap(tmp_path: Path) -> None:
