@@ -164,8 +164,15 @@ def _shard_plan_record() -> ShardPlan:
     return ShardPlan.from_json_dict(json.loads((INPUTS / "shard_plan.json").read_text()))
 
 
+#: The command that wrote the stored estimate (its "how to reproduce").
+SHARD_COMMAND = ["/usr/bin/torchdoctor", "memory", "gpt", "--param", "layers=2"]
+SHARD_COMMAND += ["--param", "embd=16", "--param", "heads=2", "--param", "block=8"]
+SHARD_COMMAND += ["--param", "characters=512", "--nproc", "1,4", "--max-memory", "4MiB"]
+
+
 def _memory_shards(root: Path) -> Path:
-    run_dir = rundir.new_run_dir("memory", "gpt", out=root / "run")
+    with mock.patch.object(sys, "argv", SHARD_COMMAND):
+        run_dir = rundir.new_run_dir("memory", "gpt", out=root / "run")
     _shard_plan_record().write(run_dir / rundir.SHARD_PLAN)
     rundir.finish_run_dir(run_dir)
     return run_dir
