@@ -14,7 +14,7 @@ script's own batch (no fit, no prediction: a script's batch is its own).
 N ranks, estimated without materialising it (shapes from the `meta` device, activations from
 fake steps; collect/shard_memory.py, analyze/shard_memory.py): each rank's parameters,
 gradients, optimizer state, unsharded units and activations, whether it fits the budget and
-the largest batch per rank that does. Writes shard_plan.json (`ShardPlan`).
+the largest batch per rank that does. Writes shard_plan.json (`ShardPlan`) and the reports.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.errors import UsageError
-from torchdoctor.report import render_records, render_shard_plan
+from torchdoctor.report import render_records
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
@@ -289,7 +289,7 @@ def memory_command(
             raise UsageError(
                 f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
             )
-        shards, _ = shard_memory(
+        shards, run_dir = shard_memory(
             workload,
             worlds,
             params=params,
@@ -298,7 +298,8 @@ def memory_command(
             seed=seed,
             out=out,
         )
-        emit(shards, lambda console: render_shard_plan(console, shards))
+        emit(shards, lambda console: render_records(console, {"shard_plan": shards}))
+        write_run_reports(run_dir)
         return
     refuse_given(
         ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"

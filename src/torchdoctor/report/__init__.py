@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from torchdoctor.report.terminal.run import render_run
     from torchdoctor.report.terminal.script_run import render_script_run
     from torchdoctor.report.terminal.sections import render_records, render_sections
-    from torchdoctor.report.terminal.shard_memory import render_shard_plan
     from torchdoctor.report.terminal.tune import fmt_change, render_result
     from torchdoctor.report.terminal.workloads import workloads_table
 
@@ -53,7 +52,6 @@ _LAZY_EXPORTS = {
     "render_job": f"{_TERMINAL}.diagnosis",
     "render_run_folder": f"{_TERMINAL}.diagnosis",
     "render_measurement": f"{_TERMINAL}.bench",
-    "render_shard_plan": f"{_TERMINAL}.shard_memory",
     "memory_summary": "torchdoctor.report.sections.memory",
     "render_profile": f"{_TERMINAL}.profile",
     "render_result": f"{_TERMINAL}.tune",
@@ -87,7 +85,6 @@ __all__ = [
     "render_run_folder",
     "render_script_run",
     "render_sections",
-    "render_shard_plan",
     "workloads_table",
     "write_reports",
 ]

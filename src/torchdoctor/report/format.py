@@ -154,9 +154,55 @@ def evidence_value(key: str, value: Any) -> str:
     return number(value)
 
 
+#: The roofline's classes of an op (analyze/ops.py, `_bound`) in the roofline's own words: an
+#: op under the FLOP/s roof, under the memory-bandwidth roof, too small for its dispatch, or
+#: not placed (no FLOP or byte count, or no ceilings).
+ROOFLINE_CLASSES: Final = {
+    "compute": "bound by compute (FLOP/s roof)",
+    "memory": "bound by memory bandwidth (bytes/s roof)",
+    "overhead": "bound by call overhead",
+    "unknown": "not placed on the roofline",
+}
+#: A roofline class in a table's cell: what bounds the op, in as few words.
+_ROOFLINE_CELLS: Final = {
+    "compute": "compute",
+    "memory": "memory bandwidth",
+    "overhead": "call overhead",
+}
+
+
+def roofline_class(bound: str | None) -> str:
+    """An op's roofline class as a table shows it ('memory' -> 'memory bandwidth'); a class
+    this table does not know is shown as recorded."""
+    if not bound:
+        return NA
+    return _ROOFLINE_CELLS.get(bound, bound)
+
+
+#: The endings of an evidence key that hold one roofline class's share of operator time
+#: (diagnose/regime.py `{class}_bound_op_time_share`, the rules' `{class}_bound_op_share`).
+_CLASS_SHARE_ENDINGS: Final = ("_bound_op_time_share", "_bound_op_share")
+#: Evidence keys whose words alone would read as something else: `compute_share` is the model's
+#: forward and backward as a share of the step (diagnose/rules/_common.py `compute_share`),
+#: not the op time the roofline calls compute-bound.
+EVIDENCE_LABELS: Final = {
+    "compute_share": "model compute (forward + backward) of step time",
+    "non_model_share": "outside the model (data wait, copies, other) of step time",
+    "elementwise_op_time_share": "elementwise ops of op time",
+}
+
+
 def evidence_label(key: str) -> str:
     """A record's key as a row's label, its unit suffix dropped where the value shows the unit
-    ('mean_us' -> 'mean'; 'peak_memory_bytes' -> 'peak memory')."""
+    ('mean_us' -> 'mean'; 'peak_memory_bytes' -> 'peak memory'); a roofline class's share of
+    op time in the roofline's words ('memory_bound_op_time_share' -> 'op time bound by memory
+    bandwidth (bytes/s roof)'), so that it is not read as a share of the step."""
+    if key in EVIDENCE_LABELS:
+        return EVIDENCE_LABELS[key]
+    for ending in _CLASS_SHARE_ENDINGS:
+        bound = key.removesuffix(ending)
+        if bound != key and bound in ROOFLINE_CLASSES:
+            return f"op time {ROOFLINE_CLASSES[bound]}"
     for suffix, _ in UNIT_SUFFIXES:
         if key.endswith(suffix) and len(key) > len(suffix):
             return label(key.removesuffix(suffix))

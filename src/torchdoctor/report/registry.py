@@ -63,6 +63,9 @@ class RecordType:
     """The run kinds (manifest `kind`) that write it when they complete."""
     warns_as: str | None = None
     """The label of its `machine_load` warning at the top of the report (None: no warning)."""
+    instead_of: str | None = None
+    """The key of the record a run of the same kind writes in this one's place (`memory` writes
+    memory.json, `memory --nproc` shard_plan.json): neither is missing where the other is."""
     strict: bool = True
     """False: a record the page only draws a detail from (a setting of the study), left out
     when it does not validate rather than failing the report."""

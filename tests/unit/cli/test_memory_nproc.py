@@ -70,3 +70,7 @@ def test_a_budget_too_small_does_not_fit(
     assert cli_main.main([*args, "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     assert "Memory per rank (FSDP2)" in out and "does not fit" in out
+    # the run folder's reports show the same section, and nothing is missing from them
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "## Memory per rank (FSDP2)" in md and "N=2: does not fit in 16.0 KiB" in md
+    assert "What is missing" not in md and (tmp_path / "run" / "report.html").is_file()

@@ -37,6 +37,7 @@ from report_samples import (
 from torchdoctor.core import rundir
 from torchdoctor.core.env import Ceilings, EnvFingerprint
 from torchdoctor.core.load import MachineLoad
+from torchdoctor.core.shard_memory import ShardPlan
 from torchdoctor.tune import Outcome
 from torchdoctor.tune.records import Confirmation
 
@@ -157,6 +158,26 @@ def _disturbed_run(root: Path) -> Path:
     return run_dir
 
 
+def _shard_plan_record() -> ShardPlan:
+    """A real `memory gpt --nproc 1,4 --max-memory 4MiB` estimate of a tiny gpt (2 layers,
+    embd 16, 2 heads, block 8, 512 characters), as `estimate_shards` and the command wrote it."""
+    return ShardPlan.from_json_dict(json.loads((INPUTS / "shard_plan.json").read_text()))
+
+
+#: The command that wrote the stored estimate (its "how to reproduce").
+SHARD_COMMAND = ["/usr/bin/torchdoctor", "memory", "gpt", "--param", "layers=2"]
+SHARD_COMMAND += ["--param", "embd=16", "--param", "heads=2", "--param", "block=8"]
+SHARD_COMMAND += ["--param", "characters=512", "--nproc", "1,4", "--max-memory", "4MiB"]
+
+
+def _memory_shards(root: Path) -> Path:
+    with mock.patch.object(sys, "argv", SHARD_COMMAND):
+        run_dir = rundir.new_run_dir("memory", "gpt", out=root / "run")
+    _shard_plan_record().write(run_dir / rundir.SHARD_PLAN)
+    rundir.finish_run_dir(run_dir)
+    return run_dir
+
+
 #: Case name -> what builds its run folder under a root folder.
 RUN_CASES: dict[str, Callable[[Path], Path]] = {
     "demo": _demo,
@@ -167,6 +188,7 @@ RUN_CASES: dict[str, Callable[[Path], Path]] = {
     "env_fallback": _env_fallback,
     "analyze_gpu": _analyze_gpu,
     "disturbed": _disturbed_run,
+    "memory_shards": _memory_shards,
 }
 #: Lone record files (a record copied out of its run folder): case name -> path in the demo.
 LONE_CASES: dict[str, str] = {
@@ -269,6 +291,9 @@ def terminal_texts(root: Path) -> dict[str, str]:
     ceilings = Ceilings.from_json_dict(env["ceilings"])
     render_records(c, {"env": {"fingerprint": fingerprint, "ceilings": ceilings}})
     texts["env"] = out.getvalue()
+    c, out = console()
+    render_records(c, {"shard_plan": _shard_plan_record()})
+    texts["shard_plan"] = out.getvalue()
     return {k: _normalised(v, root) for k, v in texts.items()}
 
 

@@ -52,7 +52,7 @@ def test_page_without_matplotlib_matches_its_golden(tmp_path: Path) -> None:
 
 def test_terminal_output_matches_its_golden(tmp_path: Path) -> None:
     texts = terminal_texts(tmp_path)
-    assert set(texts) == {"tune", "diagnosis", "run", "analysis", "env"}
+    assert set(texts) == {"tune", "diagnosis", "run", "analysis", "env", "shard_plan"}
     for name, text in texts.items():
         _assert_same(f"terminal_{name}.txt", text)
 
@@ -61,7 +61,8 @@ def test_the_goldens_are_complete() -> None:
     """Every golden file is one a test compares (a stale file would prove nothing)."""
     compared = {f"{c}.{f}" for c in [*RUN_CASES, *LONE_CASES] for f in ("html", "md", "json")}
     compared |= {"demo_no_charts.html"}
-    compared |= {f"terminal_{n}.txt" for n in ("tune", "diagnosis", "run", "analysis", "env")}
+    terminals = ("tune", "diagnosis", "run", "analysis", "env", "shard_plan")
+    compared |= {f"terminal_{n}.txt" for n in terminals}
     compared = {f"{name}{SUFFIX}" for name in compared} | {MATPLOTLIB_FILE}
     on_disk = {p.name for p in GOLDEN_DIR.iterdir() if p.is_file()}
     assert on_disk == compared

@@ -124,6 +124,37 @@ def test_a_figure_shows_its_unit_and_drops_it_from_its_label() -> None:
     assert fmt.evidence_value("achieved_bytes_per_s", 1e10) == "10 GB/s"
 
 
+def test_a_roofline_class_share_says_it_is_of_op_time_in_the_roofline_words() -> None:
+    from typing import get_args
+
+    from torchdoctor.diagnose.evidence import Evidence, OpBound, StepEvidence, TraceEvidence
+    from torchdoctor.diagnose.regime import classify_regime
+
+    # every class the diagnosis records has its roofline words
+    assert set(get_args(OpBound)) == set(fmt.ROOFLINE_CLASSES)
+    shares = {"compute": 0.25, "memory": 0.6, "overhead": 0.15}
+    phases = {"data_wait": 0.1, "forward": 0.5, "backward": 0.4}
+    ev = Evidence(
+        source="trace",
+        steps=StepEvidence(count=3, measured=3, phase_fractions=phases),
+        trace=TraceEvidence(has_device=False, time_by_bound=shares),
+    )
+    _, evidence = classify_regime(ev)
+    rows = {fmt.evidence_label(k): fmt.evidence_value(k, v) for k, v in evidence.items()}
+    assert rows["op time bound by memory bandwidth (bytes/s roof)"] == "60.0%"
+    assert rows["op time bound by compute (FLOP/s roof)"] == "25.0%"
+    assert rows["op time bound by call overhead"] == "15.0%"
+    assert rows["outside the model (data wait, copies, other) of step time"] == "10.0%"
+    # the rules' own keys read the same way; the model's compute share names its whole
+    assert fmt.evidence_label("compute_bound_op_share") == "op time bound by compute (FLOP/s roof)"
+    assert fmt.evidence_label("compute_share") == "model compute (forward + backward) of step time"
+    assert fmt.evidence_label("bogus_bound_op_share") == "bogus bound op share"
+    # the op table's cell: the roof that bounds the op
+    assert fmt.roofline_class("memory") == "memory bandwidth"
+    assert fmt.roofline_class("overhead") == "call overhead"
+    assert fmt.roofline_class(None) == fmt.NA
+
+
 def test_a_fit_leads_with_its_peak_against_the_cap(tmp_path: Path) -> None:
     from torchdoctor.report.adapters.result import result_section
 

@@ -46,8 +46,12 @@ def missing_records(found: RunRecords) -> list[MissingRecord]:
     kind = text(manifest, "kind") or ""
     present = _present(found)
     why = _why(manifest)
+    types = all_record_types()
+    # A record written in another's place stands for it (`RecordType.instead_of`).
+    present |= {r.instead_of for r in types if r.key in present and r.instead_of is not None}
+    present |= {r.key for r in types if r.instead_of is not None and r.instead_of in present}
     return [
         MissingRecord(file=r.file, section=r.feeds, why=why)
-        for r in all_record_types()
+        for r in types
         if kind in r.written_by and r.key not in present
     ]

@@ -74,7 +74,15 @@ def roofline_markdown(view: RooflineSection | None) -> list[str]:
         "## Roofline (top ops)",
         "",
         *table_lines(
-            ["op", "calls", "time", "FLOP/byte", "achieved", "bound"],
+            [
+                "op",
+                "calls",
+                "time",
+                "FLOP/byte",
+                "achieved FLOP/s",
+                "achieved bandwidth",
+                "bound by",
+            ],
             [
                 (
                     o.name,
@@ -82,7 +90,8 @@ def roofline_markdown(view: RooflineSection | None) -> list[str]:
                     fmt.micros(o.time_us),
                     fmt.number(o.intensity),
                     fmt.flops(o.achieved_flops_per_s),
-                    o.bound or fmt.NA,
+                    fmt.bandwidth(o.achieved_bytes_per_s),
+                    fmt.roofline_class(o.bound),
                 )
                 for o in view.ops
             ],
