@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         profile,
         report,
         run,
+        shard_memory,
         tune,
         workloads,
     )
@@ -47,6 +48,7 @@ __all__ = [
     "profile",
     "report",
     "run",
+    "shard_memory",
     "tune",
     "watch",
     "workloads",

@@ -41,6 +41,8 @@ from torchdoctor.api.tools import (
     memory,
     profile,
     report,
+    shard_memory,
+    shard_memory_run,
     workloads,
 )
 from torchdoctor.api.training import diagnose, run, tune, tune_config
@@ -79,6 +81,8 @@ __all__ = [
     "profile",
     "report",
     "run",
+    "shard_memory",
+    "shard_memory_run",
     "tune",
     "tune_config",
     "workload_options",

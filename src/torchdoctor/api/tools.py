@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect import ProfileCapture
     from torchdoctor.core.env import Ceilings, EnvFingerprint
     from torchdoctor.core.memory_owners import MemoryPlan
+    from torchdoctor.core.shard_memory import ShardPlan
     from torchdoctor.diagnose import RunDiff
     from torchdoctor.measure import Comparison, Measurement
     from torchdoctor.workloads import Workload
@@ -216,6 +217,88 @@ def memory(
         raise
     finish_run_dir(run_dir)
     return plan
+
+
+#: The parameter dtypes of the mixed-precision policy `shard_memory` estimates under.
+SHARD_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def shard_memory(
+    workload: str,
+    *,
+    nproc: Sequence[int],
+    max_memory_bytes: int | None = None,
+    param_dtype: str = "bf16",
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+) -> ShardPlan:
+    """Each rank's memory with the model sharded by FSDP2 over each of `nproc` ranks, before
+    any GPU is bought (`torchdoctor memory WORKLOAD --nproc N`).
+
+    Nothing is materialised: the shapes come from the meta device and the activations from
+    two fake steps. Per rank: sharded parameters, gradients and optimizer state, the unsharded
+    units, activations per sample; with `max_memory_bytes`, whether it fits and the largest
+    batch per rank; DDP, FSDP and FSDP with CPU offload side by side. Returns the `ShardPlan`
+    (also the run folder's shard_plan.json).
+
+    Example:
+        >>> plan = torchdoctor.shard_memory("gpt", nproc=[1, 8], max_memory_bytes=80 * 2**30)
+        >>> [rank.batch for rank in plan.ranks]
+    """
+    plan, _ = shard_memory_run(
+        workload,
+        nproc=nproc,
+        max_memory_bytes=max_memory_bytes,
+        param_dtype=param_dtype,
+        params=params,
+        seed=seed,
+        out=out,
+    )
+    return plan
+
+
+def shard_memory_run(
+    workload: str,
+    *,
+    nproc: Sequence[int],
+    max_memory_bytes: int | None = None,
+    param_dtype: str = "bf16",
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+) -> tuple[ShardPlan, Path]:
+    """`shard_memory`, with the run folder it wrote (the command writes its reports there)."""
+    from torchdoctor.analyze import estimate_shards
+    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
+    from torchdoctor.scale import compare_strategies
+    from torchdoctor.workloads import get_workload
+
+    if param_dtype not in SHARD_DTYPES:
+        raise UsageError(
+            f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
+        )
+    job = get_workload(workload, **dict(params or {}))
+    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    with marking_outcome(run_dir):
+        plan = estimate_shards(
+            job, list(nproc), param_dtype=param_dtype, budget_bytes=max_memory_bytes, seed=seed
+        )
+        strategies = [
+            cost
+            for rank in plan.ranks
+            for cost in compare_strategies(
+                plan.shape,
+                rank.world_size,
+                rank.batch,
+                plan.moments,
+                param_dtype_bytes=plan.param_dtype_bytes,
+                prefetch=plan.prefetch,
+            )
+        ]
+        plan = plan.model_copy(update={"strategies": strategies})
+        plan.write(run_dir / SHARD_PLAN)
+    return plan, run_dir
 
 
 def analyze(

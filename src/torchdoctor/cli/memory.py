@@ -49,11 +49,9 @@ from torchdoctor.report import render_records
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
-    from torchdoctor.core.shard_memory import ShardPlan
 
 #: --param-dtype's values (collect/shard_memory.py, `PARAM_DTYPES`), named here so that a
 #: wrong one is refused before torch is imported.
-SHARD_DTYPES = ("bf16", "fp16", "fp32")
 
 #: A script runs this many steps: the first makes its optimizer's state, the second is split
 #: (`collect.probes.memory.MIN_WARMUP`: the step after the warm-up's first).
@@ -136,45 +134,6 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
             )
         plan = owners_plan(" ".join(command), found.memory)
         plan.write(run_dir / MEMORY)
-    return plan, run_dir
-
-
-def shard_memory(
-    workload: str,
-    world_sizes: list[int],
-    *,
-    params: list[str],
-    budget: int | None,
-    param_dtype: str,
-    seed: int,
-    out: Path | None,
-) -> tuple[ShardPlan, Path]:
-    """`memory WORKLOAD --nproc N`: the per-rank estimate, written to a new run folder."""
-    from torchdoctor.analyze import estimate_shards
-    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
-    from torchdoctor.scale import compare_strategies
-    from torchdoctor.workloads import get_workload
-
-    job = get_workload(workload, **parse_workload_params(params))
-    run_dir = new_run_dir("memory", job.name, out=out)
-    with marking_outcome(run_dir):
-        plan = estimate_shards(
-            job, world_sizes, param_dtype=param_dtype, budget_bytes=budget, seed=seed
-        )
-        strategies = [
-            cost
-            for rank in plan.ranks
-            for cost in compare_strategies(
-                plan.shape,
-                rank.world_size,
-                rank.batch,
-                plan.moments,
-                param_dtype_bytes=plan.param_dtype_bytes,
-                prefetch=plan.prefetch,
-            )
-        ]
-        plan = plan.model_copy(update={"strategies": strategies})
-        plan.write(run_dir / SHARD_PLAN)
     return plan, run_dir
 
 
@@ -284,17 +243,15 @@ def memory_command(
             case="with --nproc",
             hint="the estimate builds nothing: drop them, or drop --nproc to measure a step",
         )
+        from torchdoctor.api import shard_memory_run
+
         budget = parse_size(max_memory) if max_memory is not None else None
-        if param_dtype not in SHARD_DTYPES:
-            raise UsageError(
-                f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
-            )
-        shards, run_dir = shard_memory(
+        shards, run_dir = shard_memory_run(
             workload,
-            worlds,
-            params=params,
-            budget=budget,
+            nproc=worlds,
+            max_memory_bytes=budget,
             param_dtype=param_dtype,
+            params=parse_workload_params(params),
             seed=seed,
             out=out,
         )

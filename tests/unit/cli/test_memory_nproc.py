@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from torchdoctor.api.tools import SHARD_DTYPES
 from torchdoctor.cli import main as cli_main
-from torchdoctor.cli.memory import SHARD_DTYPES
 from torchdoctor.core import rundir
 from torchdoctor.core.shard_memory import ShardPlan
 
