@@ -536,7 +536,7 @@ def _settings(recipe: dict[str, Any]) -> str:
 
 def chained_note(confirm: Any, dropped: str | None) -> str:
     """Why the headline is the ladder's chained step ratios: the final A/B's reason, or why
-    it was dropped after a keep (`Tuner.hold_reserve`)."""
+    it was dropped after a keep (`Allowance.hold_reserve`)."""
     why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
     if confirm is None and dropped is not None:
         why = f": {dropped}"

@@ -33,13 +33,13 @@ from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import (
     DEFAULT_REPLICATES,
-    MIN_REPLICATES,
     PairedSpeedup,
     ProcessSpread,
     process_spread,
     second_pair_needed,
 )
 from torchdoctor.procs import SessionSpec, WorkerFailure, WorkerPool, pool_size
+from torchdoctor.tune.allowance import Allowance
 from torchdoctor.tune.arms import (
     REPLICATE_THRESHOLD,
     SPREAD_CONFIDENCE,
@@ -50,14 +50,13 @@ from torchdoctor.tune.arms import (
     measure_alone,
 )
 from torchdoctor.tune.budget import (
-    BUDGET_GRACE_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
     BudgetExhausted,
     confirm_cost_s,
 )
 from torchdoctor.tune.claims import WaitExpired
-from torchdoctor.tune.cost import TrialCosts, measured_costs
+from torchdoctor.tune.cost import TrialCosts
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
@@ -162,11 +161,15 @@ class Tuner:
         self.study = study
         self.log_dir = log_dir
         self.on_trial = on_trial
-        self.budget = Budget(
-            settings.budget_s,
-            trial_timeout_s=settings.trial_timeout_s,
-            clock=clock,
-            confirm_cost_s=self.confirm_cost_s,
+        #: The study's budget as its trials spend it (tune/allowance.py).
+        self.allowance = Allowance(
+            Budget(
+                settings.budget_s,
+                trial_timeout_s=settings.trial_timeout_s,
+                clock=clock,
+                confirm_cost_s=self.confirm_cost_s,
+            ),
+            settings.plan,
         )
         self.stored = study.completed()
         self.trials: list[Trial] = []
@@ -196,12 +199,6 @@ class Tuner:
         #: the spread between processes a later win's second pair is decided by
         #: (`measure.second_pair_needed`)
         self.process_log_ratios: list[float] = []
-        #: Seconds each arm this tuner opened took to start and warm up (`tune.cost`).
-        self.opens_s: list[float] = []
-        #: Whether the study ends with the final A/B (`plan_confirmation`), and why it was
-        #: dropped when its reserve no longer fit after a keep (`hold_reserve`).
-        self.confirm_wanted = False
-        self.confirm_dropped: str | None = None
         #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
         self.sharing: DeviceSharing | None = None
 
@@ -210,54 +207,33 @@ class Tuner:
         """Whether arms run one process on the GPU at a time (tune/whole_runs.py)."""
         return self.sharing is not None and self.sharing.in_turns
 
-    # budget
+    # budget (tune/allowance.py)
+
+    @property
+    def budget(self) -> Budget:
+        return self.allowance.budget
+
+    @property
+    def confirm_dropped(self) -> str | None:
+        """Why the final A/B was dropped after a keep (None while it is not)."""
+        return self.allowance.confirm_dropped
 
     def confirm_cost_s(self) -> float:
         return confirm_cost_s(self.baseline, self.best_trial)
 
     def trial_costs(self) -> TrialCosts | None:
         """What a trial's parts cost here as measured so far (None before the baseline)."""
-        if self.baseline is None:
-            return None
-        return measured_costs(self.baseline, self.best_trial, self.opens_s, self.settings.plan)
+        return self.allowance.trial_costs(self.baseline, self.best_trial)
 
     def estimated_trial_s(self) -> float:
-        """The next ladder trial by its parts (`tune.cost`): a fresh candidate's open and an
-        A/B to its first look, at the costs measured here. Not the trials so far: a win's
-        second pair of processes or a trial the deadline cut would make every later trial
-        look as long as they were."""
-        costs = self.trial_costs()
-        if costs is None:
-            return 0.0
-        if self.in_turns:  # that many pairs of whole runs, each a process measured alone
-            return 2 * TURN_PAIRS * costs.whole_run_s(self.settings.plan)
-        return costs.ladder_trial_s(self.settings.plan)
+        """The next ladder trial by its parts (`Allowance.estimated_trial_s`)."""
+        return self.allowance.estimated_trial_s(
+            self.baseline, self.best_trial, in_turns=self.in_turns
+        )
 
     def plan_confirmation(self, wanted: bool) -> None:
-        """Whether the study ends with the final A/B. Its reserve is held only once a change
-        is kept (`hold_reserve`): while the best is the baseline there is nothing to confirm."""
-        self.confirm_wanted = wanted
-        self.budget.confirm_planned = False
-
-    def hold_reserve(self, change: dict[str, Any]) -> None:
-        """After a keep: hold the final A/B's reserve while it fits in what is left; once it
-        no longer does, the confirmation is dropped (`confirm_dropped`, which the result's notes
-        say) and the ladder has the rest, rather than stopping with a reserve it can never
-        spend."""
-        if not self.confirm_wanted or self.confirm_dropped is not None:
-            return
-        cost = self.confirm_cost_s()
-        left = self.budget.remaining_s()
-        if left >= cost + BUDGET_GRACE_S:
-            self.budget.confirm_planned = True
-            return
-        self.budget.confirm_planned = False
-        shown = " ".join(f"{k}={v}" for k, v in change.items())
-        self.confirm_dropped = (
-            f"after the keep of {shown} the final A/B's {MIN_REPLICATES} fresh process pairs "
-            f"(about {cost:.0f} s) no longer fit in the {max(left, 0.0):.0f} s left, so the "
-            "ladder went on without it; re-run with a larger --budget for the end-to-end figure"
-        )
+        """Whether the study ends with the final A/B (`Allowance.plan_confirmation`)."""
+        self.allowance.plan_confirmation(wanted)
 
     # arms
 
@@ -281,7 +257,7 @@ class Tuner:
             changed=changed,
         )
         # A part of every trial's estimate (`tune.cost`); an open the deadline cut raised.
-        self.opens_s.append(self.budget.clock() - began)
+        self.allowance.opens_s.append(self.budget.clock() - began)
         return arm
 
     def close(self, *, at_once: bool = False) -> None:
@@ -366,7 +342,7 @@ class Tuner:
                 key, TrialResult, lambda: self._measure_baseline(key), apply=apply
             )
         except BudgetExhausted:  # spent waiting for another tuner of a shared study
-            raise self._budget_too_small() from None
+            raise self.allowance.too_small() from None
 
     def _measure_baseline(self, key: str) -> TrialResult:
         start = self.budget.clock()
@@ -385,7 +361,7 @@ class Tuner:
                 self._measure_twin(arm)
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-                raise self._budget_too_small() from None
+                raise self.allowance.too_small() from None
             hint = "check that it runs on its own (`torchdoctor run`; a script: plain python)"
             if exc.kind == "oom":
                 # Every trial is judged against the baseline's losses, so it must run: start
@@ -404,7 +380,7 @@ class Tuner:
         if bad is not None or self.budget.remaining_s() <= 0:
             arm.close()
             if bad is None:
-                raise self._budget_too_small()
+                raise self.allowance.too_small()
             raise TuneError(f"the baseline's loss is not finite at step {bad}")
         result = TrialResult(
             key=key,
@@ -488,7 +464,7 @@ class Tuner:
         """A quality reference run failed: a second run of the baseline recipe, not the
         baseline, which ran (on a GPU: alone in turns, or beside the parked baseline)."""
         if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-            return self._budget_too_small()
+            return self.allowance.too_small()
         where, hint = "", "check that it runs twice in a row (`torchdoctor run`; a script: python)"
         if self.in_turns:
             where = ", alone on the GPU"
@@ -538,13 +514,6 @@ class Tuner:
             self.baseline.losses,
             self.baseline.reference_losses,
             steps=self.settings.plan.parity_steps,
-        )
-
-    def _budget_too_small(self) -> TuneError:
-        return TuneError(
-            f"the budget of {self.settings.budget_s:g} s is too small to measure even the "
-            f"baseline (it took more than {self.budget.elapsed_s():.1f} s)",
-            hint="give a larger --budget (e.g. 10m)",
         )
 
     # one change
@@ -609,8 +578,7 @@ class Tuner:
         stored either (`BudgetExhausted` naming it), so a resumed study with more budget runs
         it again."""
         budget = self.budget
-        if budget.remaining_s() < self.estimated_trial_s() + reserve_s:
-            raise BudgetExhausted
+        self.allowance.check_fits(self.estimated_trial_s(), reserve_s)
         if self.on_begin is not None:
             self.on_begin(change)
         start = budget.clock()
@@ -874,7 +842,7 @@ class Tuner:
         self.best_trial = result
         self.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
-        self.hold_reserve(change)
+        self.allowance.hold_reserve(change, self.confirm_cost_s())
 
 
 def _spread_reason(spread: ProcessSpread, ci_low: float) -> str:
