@@ -57,7 +57,7 @@ class TuneConfig(Record):
     budget_s: float = Field(gt=0, default=DEFAULT_BUDGET_S)
     min_gain: float = Field(ge=0, default=DEFAULT_MIN_GAIN)
     #: A ladder win is kept only when a second pair of fresh processes points the same way
-    #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
+    #: (`Replicates.second_pair`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
     #: Most fresh process pairs of the final confirmation (`tune --pairs`): fewer than
     #: the default take less time, and their interval, from the pairs run, is wider.

@@ -96,7 +96,7 @@ class TrialResult(Record):
     because the machine was disturbed (version 2). The baseline carries `reference_losses`,
     the trajectories its quality check is judged against (version 3). A ladder win carries
     the A/B of a second pair of fresh processes that had to bear it out,
-    `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`). `outcome`
+    `replicate_speedup_vs_best` and its interval (version 4; `Replicates.second_pair`). `outcome`
     is what became of it, which the tuner decides by (version 5; earlier versions read back
     with the outcome their status, decision and reason imply: `tune.outcome`).
     `chunk_peak_memory_bytes` is the peak memory of each steady chunk, whose spread the

@@ -21,7 +21,6 @@ baseline in `torchdoctor.tune.confirm`.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -34,18 +33,12 @@ from torchdoctor.core.vocabulary import Clock, Objective, Safety
 from torchdoctor.measure import (
     DEFAULT_REPLICATES,
     PairedSpeedup,
-    ProcessSpread,
-    process_spread,
-    second_pair_needed,
 )
 from torchdoctor.procs import SessionSpec, WorkerFailure, WorkerPool, pool_size
 from torchdoctor.tune.allowance import Allowance
 from torchdoctor.tune.arms import (
-    REPLICATE_THRESHOLD,
-    SPREAD_CONFIDENCE,
     Arm,
     MeasurePlan,
-    interleave_fresh_pair,
     interleave_until_clear,
     measure_alone,
 )
@@ -60,11 +53,8 @@ from torchdoctor.tune.cost import TrialCosts
 from torchdoctor.tune.decision import SpeedCheck, judge
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
-    FIRST_PAIR_ONLY,
-    NOT_REPRODUCED,
     Outcome,
     Verdict,
-    failure_outcome,
 )
 from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
@@ -84,6 +74,7 @@ from torchdoctor.tune.records import (
     TrialResult,
     recipe_key,
 )
+from torchdoctor.tune.replicates import Replicates
 from torchdoctor.tune.sources import ArmSource, WorkloadArms
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.turns import DeviceSharing, SharingMode, decide_sharing, forced_sharing
@@ -195,10 +186,13 @@ class Tuner:
         self.on_look: Callable[[PairedSpeedup, int], None] | None = None
         #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
         self.planned_order: list[str] = []
-        #: Log rate ratios of two processes of one recipe (a win's first and second pair):
-        #: the spread between processes a later win's second pair is decided by
-        #: (`measure.second_pair_needed`)
-        self.process_log_ratios: list[float] = []
+        #: How much processes of one recipe differ; a win's second pair (tune/replicates.py)
+        self.replicates = Replicates(
+            settings.plan,
+            open_arm=self.open_arm_for,
+            timeout=self.budget.request_timeout,
+            past_deadline=self.budget.past_deadline,
+        )
         #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
         self.sharing: DeviceSharing | None = None
 
@@ -358,7 +352,7 @@ class Tuner:
             self._share_device(arm)
             if arm.timer == "cuda_event" and not self.in_turns:
                 # In turns every pair is fresh processes already: no twin to measure.
-                self._measure_twin(arm)
+                self.replicates.measure_twin(arm, self.best_recipe)
         except WorkerFailure as exc:
             if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
                 raise self.allowance.too_small() from None
@@ -482,29 +476,6 @@ class Tuner:
             f"recipe{where}) failed ({exc.kind}): {exc.reason}",
             hint=hint,
         )
-
-    def _measure_twin(self, arm: Arm) -> None:
-        """On a GPU: a second process of the baseline recipe, scored alone as the first was,
-        their log rate ratio the study's first measure of how much processes of one recipe
-        differ (`process_log_ratios`), so that a first win far beyond it needs no second pair.
-
-        Where a process start costs 10 s and a step milliseconds (H200 records, 2026-11-28),
-        one more process of the baseline (started ahead, `procs.WorkerPool`) costs its build
-        and a few seconds of steps; the second pair it can spare costs two starts and an A/B.
-        A twin that fails is no failure of the baseline: the second pair runs as before.
-        """
-        try:
-            twin = self.open_arm_for(self.best_recipe, "baseline-twin")
-        except WorkerFailure:
-            return
-        try:
-            measure_alone(twin, self.settings.plan, timeout=self.budget.request_timeout)
-            if arm.chunk_scores and twin.chunk_scores:
-                self.process_log_ratios.append(math.log(arm.rate() / twin.rate()))
-        except WorkerFailure:
-            pass
-        finally:
-            twin.close(at_once=True)
 
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
@@ -655,11 +626,9 @@ class Tuner:
         again: PairedSpeedup | None = None
         ends_with: Arm | None = cand
         if verdict.outcome is Outcome.KEPT and self.settings.replicate_wins:
-            spread = process_spread(self.process_log_ratios)
-            if spread is not None and not second_pair_needed(
-                est.ci_low, spread, confidence=SPREAD_CONFIDENCE
-            ):
-                verdict = replace(verdict, reason=_spread_reason(spread, est.ci_low))
+            spared = self.replicates.spared(est.ci_low)
+            if spared is not None:
+                verdict = replace(verdict, reason=spared)
             else:
                 verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
         figures = TrialFigures(
@@ -745,61 +714,17 @@ class Tuner:
     def _replicate(
         self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup, kept: Verdict
     ) -> tuple[Verdict, PairedSpeedup | None, Arm | None]:
-        """The same A/B again on a second pair of fresh processes: a win is kept only when
-        this pair points the same way (`arms.REPLICATE_CONFIDENCE` says how sure, and why
-        the direction rather than the first pair's bar).
-
-        Two live processes of one recipe can differ by a few percent, steadily enough that
-        paired chunks prove the difference (`benchmarks/bench_script_noop.py` measures how
-        often a do-nothing change clears the ladder's bar; benchmarks/RESULTS.md, "A win is
-        proven twice"): the first A/B compares two processes as much as two recipes. A new
-        process of each recipe draws that difference afresh, so a do-nothing change must be
-        lucky twice.
-
-        Returns the trial's verdict (`kept` when the win holds or the budget cut the second
-        pair), the second pair's estimate (None when it did not finish) and the arm the trial
-        ends with: the fresh candidate when the win holds (the next best), else None, with the
-        fresh best as the live best. The first pair's arms are closed first, so at most two
-        processes run.
-        """
+        """`Replicates.second_pair` on a kept win, with the first pair's arms ended at once
+        (nothing of them is needed) and the fresh best live when the win did not hold."""
         first_rates = (self.best_arm.rate() if self.best_arm is not None else None, cand.rate())
-        # Ended at once: the fresh pair starts next, and nothing of the first is needed.
         cand.close(at_once=True)
         self.close(at_once=True)
-        try:
-            est, best2, cand2 = interleave_fresh_pair(
-                self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
-                timeout=self.budget.request_timeout,
-            )  # fmt: skip
-        except WorkerFailure as exc:
-            if failure_outcome(exc.kind) is Outcome.TIMEOUT and self.budget.past_deadline():
-                # The budget ran out, not the recipe: the win stands on its first pair, and
-                # the final A/B against the baseline (in its reserve) still checks it.
-                why = f"{FIRST_PAIR_ONLY}: the budget ran out during the second"
-                return replace(kept, reason=why), None, None
-            failed = Verdict.failure(
-                exc.kind, f"a second pair of fresh processes failed: {exc.reason}"
-            )
-            return replace(failed, loss_deviation=kept.loss_deviation), None, None
-        # Two processes of each recipe measured: the spread between processes (the first and
-        # second pair's rates of one recipe), by which later wins may need no second pair.
-        for rate, again_rate in zip(first_rates, (best2.rate(), cand2.rate()), strict=True):
-            if rate and again_rate:
-                self.process_log_ratios.append(math.log(rate / again_rate))
-        check = SpeedCheck(est, REPLICATE_THRESHOLD)
-        if check.faster:
-            best2.close(at_once=True)
-            return kept, est, cand2
-        cand2.close(at_once=True)
-        self.best_arm = best2
-        reason = check.reason().removeprefix("not a proven win: ")
-        rejected = replace(
-            kept,
-            outcome=Outcome.NOT_REPRODUCED,
-            reason=f"{NOT_REPRODUCED}: {reason} (the first pair: {first.speedup:.3f}x "
-            f"[{first.ci_low:.3f}, {first.ci_high:.3f}])",
+        verdict, again, ends_with, fresh_best = self.replicates.second_pair(
+            self.best_recipe, recipe, first_rates, first=first, kept=kept
         )
-        return rejected, est, None
+        if fresh_best is not None:
+            self.best_arm = fresh_best
+        return verdict, again, ends_with
 
     def judge(
         self,
@@ -843,16 +768,6 @@ class Tuner:
         self.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
         self.allowance.hold_reserve(change, self.confirm_cost_s())
-
-
-def _spread_reason(spread: ProcessSpread, ci_low: float) -> str:
-    """Why a win was kept without a second pair: the processes' measured spread."""
-    upper = spread.upper(SPREAD_CONFIDENCE)
-    return (
-        f"{FIRST_PAIR_ONLY}: processes of one recipe differ by {spread.sd:.1%} "
-        f"(at most {upper:.1%}, {spread.pairs} pairs), far less than its least gain "
-        f"{ci_low - 1:.1%}"
-    )
 
 
 def _switched(seconds: float) -> float | None:
