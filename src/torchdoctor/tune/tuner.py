@@ -50,7 +50,7 @@ from torchdoctor.tune.budget import (
 )
 from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.cost import TrialCosts
-from torchdoctor.tune.decision import SpeedCheck, judge
+from torchdoctor.tune.decision import Judge, SpeedCheck
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
 from torchdoctor.tune.outcome import (
     Outcome,
@@ -60,9 +60,7 @@ from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     TOLERANCES,
     QualityReference,
-    check_parity,
     first_non_finite,
-    loosest,
 )
 from torchdoctor.tune.records import (
     Confirmation,
@@ -172,10 +170,8 @@ class Tuner:
         self.rejected: list[Rejection] = []
         #: The trial that made the current best (None while the best is the baseline).
         self.best_trial: TrialResult | None = None
-        #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
-        #: eager baseline, so its tolerance is the loosest class of everything it differs by
-        #: (threads=1 on top of a kept compile is not held to "exact" against eager).
-        self.kept_safety: list[Safety] = []
+        #: Verdicts against the baseline's quality reference (tune/decision.py)
+        self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
         #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
         self.own_settings: dict[str, Any] = {}
@@ -477,15 +473,27 @@ class Tuner:
             hint=hint,
         )
 
+    # judging (tune/decision.py)
+
+    @property
+    def kept_safety(self) -> list[Safety]:
+        """Safety classes of the kept changes (`Judge.kept_safety`)."""
+        return self.judging.kept_safety
+
     def quality_reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
-        if self.baseline is None:
-            raise TuneError("internal: a quality check before the baseline")
-        return QualityReference.from_trajectories(
-            self.baseline.losses,
-            self.baseline.reference_losses,
-            steps=self.settings.plan.parity_steps,
-        )
+        return self.judging.reference(self.baseline)
+
+    def judge(
+        self,
+        losses: list[float | None],
+        safety: Safety,
+        *,
+        speed: SpeedCheck | None,
+        accepted: Outcome,
+    ) -> Verdict:
+        """`tune.decision.judge` against this study's quality reference."""
+        return self.judging.verdict(self.baseline, losses, safety, speed=speed, accepted=accepted)
 
     # one change
 
@@ -515,7 +523,7 @@ class Tuner:
 
         def measure() -> tuple[Verdict, TrialFigures]:
             verdict, figures, ended[0] = self._measure(
-                candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
+                candidate, self.judging.held_to(safety), changed=tuple(change)
             )
             if figures.best_samples_per_s is None:
                 figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
@@ -726,24 +734,6 @@ class Tuner:
             self.best_arm = fresh_best
         return verdict, again, ends_with
 
-    def judge(
-        self,
-        losses: list[float | None],
-        safety: Safety,
-        *,
-        speed: SpeedCheck | None,
-        accepted: Outcome,
-    ) -> Verdict:
-        """`tune.decision.judge` against this study's quality reference."""
-        return judge(
-            losses,
-            speed=speed,
-            parity=lambda losses: check_parity(
-                self.quality_reference(), losses, safety, tolerances=self.settings.tolerances
-            ),
-            accepted=accepted,
-        )
-
     def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result (the speed ladder's trials
         and the memory ladder's, `tune.fit`)."""
@@ -765,7 +755,7 @@ class Tuner:
             self.close()  # a replayed keep: the live best arm is stale
         self.best_recipe = dict(result.recipe)
         self.best_trial = result
-        self.kept_safety.append(safety)
+        self.judging.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
         self.allowance.hold_reserve(change, self.confirm_cost_s())
 
