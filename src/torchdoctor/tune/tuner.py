@@ -34,7 +34,7 @@ from torchdoctor.measure import (
     DEFAULT_REPLICATES,
     PairedSpeedup,
 )
-from torchdoctor.procs import SessionSpec, WorkerFailure, WorkerPool, pool_size
+from torchdoctor.procs import SessionSpec, WorkerFailure
 from torchdoctor.tune.allowance import Allowance
 from torchdoctor.tune.arms import (
     Arm,
@@ -52,6 +52,7 @@ from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.cost import TrialCosts
 from torchdoctor.tune.decision import Judge, SpeedCheck
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
+from torchdoctor.tune.live_arms import LiveArms, workload_arms
 from torchdoctor.tune.outcome import (
     Outcome,
     Verdict,
@@ -73,9 +74,9 @@ from torchdoctor.tune.records import (
     recipe_key,
 )
 from torchdoctor.tune.replicates import Replicates
-from torchdoctor.tune.sources import ArmSource, WorkloadArms
+from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.turns import DeviceSharing, SharingMode, decide_sharing, forced_sharing
+from torchdoctor.tune.turns import DeviceSharing, SharingMode
 from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
 
 __all__ = [
@@ -94,8 +95,6 @@ DEFAULT_MIN_GAIN: Final = 0.02
 
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
 OWN_SETTINGS_ATTR: Final = "own_settings"
-#: Study attribute holding how the arms share the GPU (`Tuner.sharing`, JSON).
-SHARING_ATTR: Final = "device_sharing"
 
 
 @dataclass(frozen=True)
@@ -137,15 +136,13 @@ class Tuner:
         self.base_spec = base_spec
         self.settings = settings
         #: where arms come from (tune/sources.py): the spec's workload unless given
-        # On a GPU, workers are started ahead of need (`procs.WorkerPool`, `procs.pool_size`).
-        size = pool_size(base_spec.device, isolate=settings.isolate) if arms is None else 0
-        self.arms: ArmSource = arms or WorkloadArms(
+        self.arms: ArmSource = arms or workload_arms(
             base_spec,
             settings.plan,
             settings.objective,
             isolate=settings.isolate,
             memory_cap_bytes=settings.memory_cap_bytes,
-            pool=WorkerPool(base_spec.device, size, log_dir=log_dir) if size else None,
+            log_dir=log_dir,
         )
         self.study = study
         self.log_dir = log_dir
@@ -164,12 +161,20 @@ class Tuner:
         self.trials: list[Trial] = []
         self.reused = 0
         self.best_recipe: dict[str, Any] = dict(base_spec.recipe)
-        self.best_arm: Arm | None = None
         self.baseline: TrialResult | None = None
         self.rungs: list[Rung] = []
         self.rejected: list[Rejection] = []
         #: The trial that made the current best (None while the best is the baseline).
         self.best_trial: TrialResult | None = None
+        #: The arms opened, the best's kept live, how they share a GPU (tune/live_arms.py)
+        self.live = LiveArms(
+            self.arms,
+            self.allowance,
+            study,
+            log_dir=log_dir,
+            step=lambda: len(self.trials),
+            forced=settings.device_sharing,
+        )
         #: Verdicts against the baseline's quality reference (tune/decision.py)
         self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
@@ -189,13 +194,16 @@ class Tuner:
             timeout=self.budget.request_timeout,
             past_deadline=self.budget.past_deadline,
         )
-        #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
-        self.sharing: DeviceSharing | None = None
+
+    @property
+    def sharing(self) -> DeviceSharing | None:
+        """How the arms share the GPU (`LiveArms.sharing`); None on a CPU."""
+        return self.live.sharing
 
     @property
     def in_turns(self) -> bool:
         """Whether arms run one process on the GPU at a time (tune/whole_runs.py)."""
-        return self.sharing is not None and self.sharing.in_turns
+        return self.live.in_turns
 
     # budget (tune/allowance.py)
 
@@ -225,7 +233,7 @@ class Tuner:
         """Whether the study ends with the final A/B (`Allowance.plan_confirmation`)."""
         self.allowance.plan_confirmation(wanted)
 
-    # arms
+    # arms (tune/live_arms.py)
 
     def open_arm_for(
         self,
@@ -235,25 +243,12 @@ class Tuner:
         give_up_above: float | None = None,
         changed: tuple[str, ...] = (),
     ) -> Arm:
-        """A live, warmed-up arm of `recipe` from this tuner's `ArmSource` (see `changed`
-        there: a script arm whose changed knob did not act is not warmed up)."""
-        log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
-        began = self.budget.clock()
-        arm = self.arms.open(
-            recipe,
-            timeout=self.budget.request_timeout,
-            log_path=log,
-            give_up_above=give_up_above,
-            changed=changed,
-        )
-        # A part of every trial's estimate (`tune.cost`); an open the deadline cut raised.
-        self.allowance.opens_s.append(self.budget.clock() - began)
-        return arm
+        """A live, warmed-up arm of `recipe` (`LiveArms.open`)."""
+        return self.live.open(recipe, tag, give_up_above=give_up_above, changed=changed)
 
     def close(self, *, at_once: bool = False) -> None:
-        if self.best_arm is not None:
-            self.best_arm.close(at_once=at_once)
-            self.best_arm = None
+        """End the best recipe's live arm, if one is."""
+        self.live.close(at_once=at_once)
 
     # recording
 
@@ -320,9 +315,7 @@ class Tuner:
         def apply(result: TrialResult, reused: bool) -> None:
             if reused:  # a resumed study reuses the baseline without its arm
                 self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
-                stored = self.study.attr(SHARING_ATTR)
-                if stored:
-                    self.sharing = DeviceSharing.from_json_dict(stored, source="the study")
+                self.live.restore_sharing()
             self.baseline = result
             self.rungs.append(Rung.baseline(result))
 
@@ -345,7 +338,7 @@ class Tuner:
             measure_alone(arm, plan, timeout=self.budget.request_timeout)
             arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
             measured_s = self.budget.clock() - start
-            self._share_device(arm)
+            self.live.share_device(arm)
             if arm.timer == "cuda_event" and not self.in_turns:
                 # In turns every pair is fresh processes already: no twin to measure.
                 self.replicates.measure_twin(arm, self.best_recipe)
@@ -395,24 +388,8 @@ class Tuner:
             sharing_mode=self.sharing.mode if self.sharing is not None else None,
         )
         # In turns no arm stays on the device between trials (the references ended it).
-        self.best_arm = None if self.in_turns else arm
+        self.live.best = None if self.in_turns else arm
         return result
-
-    def _share_device(self, arm: Arm) -> None:
-        """Decide how the study's arms share the GPU (tune/turns.py) from the measured
-        baseline arm: park it, and read what moved, what stayed and the device's capacity
-        against its peak. A CPU arm shares nothing: no decision, nothing parked."""
-        if arm.turns is None:
-            return
-        forced = self.settings.device_sharing
-        if forced is not None:
-            self.sharing = forced_sharing(forced)
-        else:
-            parked = self.arms.turns.clear(timeout=self.budget.request_timeout)
-            if parked is None:  # not resident: nothing measured, the arms interleave
-                return
-            self.sharing = decide_sharing(parked, arm.peak_memory_bytes or 0)
-        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
 
     def _references(self, arm: Arm) -> list[list[float | None]]:
         """The baseline's quality reference runs: beside its parked arm when two processes
@@ -425,11 +402,13 @@ class Tuner:
             try:
                 return [arm.reference_losses(i, plan.parity_steps, timeout=timeout) for i in runs]
             except WorkerFailure as exc:
-                forced = self.settings.device_sharing is not None
+                forced = self.live.forced is not None
                 if exc.kind != "oom" or self.sharing is None or forced:
                     arm.close()
                     raise self._reference_failed(exc) from None
-                self._into_turns(f"a quality reference ran out of memory beside it ({exc.reason})")
+                self.live.into_turns(
+                    f"a quality reference ran out of memory beside it ({exc.reason})"
+                )
         arm.close()  # one process on the device: the references run alone
         log = self.log_dir / "worker-reference.log" if self.log_dir else None
         try:
@@ -441,14 +420,6 @@ class Tuner:
             ]
         except WorkerFailure as exc:
             raise self._reference_failed(exc) from None
-
-    def _into_turns(self, why: str) -> None:
-        """Two processes did not fit after all: the study's arms run in turns from here."""
-        sharing = self.sharing or forced_sharing("turns")
-        self.sharing = sharing.model_copy(
-            update={"mode": "turns", "reason": f"{sharing.out_of_memory()}: {why}"}
-        )
-        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
 
     def _reference_failed(self, exc: WorkerFailure) -> TuneError:
         """A quality reference run failed: a second run of the baseline recipe, not the
@@ -535,7 +506,7 @@ class Tuner:
         cand_arm = ended[0]
         if result.outcome is Outcome.KEPT and cand_arm is not None:
             self.close()
-            self.best_arm = cand_arm
+            self.live.best = cand_arm
         elif cand_arm is not None:
             cand_arm.close()
         return result
@@ -585,12 +556,12 @@ class Tuner:
         speed: SpeedCheck | None = None
         cand: Arm | None = None
         # the best arm's switching cost so far (it lives across trials): this trial's is after
-        switched_before = self.best_arm.switch_s if self.best_arm is not None else 0.0
+        switched_before = self.live.best.switch_s if self.live.best is not None else 0.0
         try:
-            if self.best_arm is None:
-                self.best_arm = self.open_arm_for(self.best_recipe, "best")
+            if self.live.best is None:
+                self.live.best = self.open_arm_for(self.best_recipe, "best")
             best_rate = self.rungs[-1].samples_per_s
-            limit = futile_score(self.best_arm, best_rate)
+            limit = futile_score(self.live.best, best_rate)
             cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
             inapplicable = does_not_apply(cand, recipe, changed)
             if inapplicable is not None:
@@ -599,7 +570,7 @@ class Tuner:
             if hopeless is not None:
                 return (*hopeless, cand)
             est = interleave_until_clear(
-                self.best_arm,
+                self.live.best,
                 cand,
                 plan,
                 threshold=1.0 + self.settings.min_gain,
@@ -622,13 +593,15 @@ class Tuner:
                 # best afresh for the next trial rather than guess.
                 cand.close()
             self.close()
-            if exc.kind == "oom" and beside is None and self._may_take_turns():
+            if exc.kind == "oom" and beside is None and self.live.may_take_turns():
                 # Out of memory beside the parked best: the recipe may fit alone. The study
                 # goes into turns and the trial is measured so.
-                self._into_turns(f"a candidate ran out of memory beside the parked best ({reason})")
+                self.live.into_turns(
+                    f"a candidate ran out of memory beside the parked best ({reason})"
+                )
                 return self._measure_in_turns(recipe, safety, changed=changed)
             return Verdict.failure(exc.kind, reason), TrialFigures(), None
-        best = self.best_arm
+        best = self.live.best
         losses = list(cand.losses[: plan.parity_steps])
         verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
         again: PairedSpeedup | None = None
@@ -662,12 +635,6 @@ class Tuner:
             sharing_mode=self.sharing.mode if self.sharing is not None else None,
         )
         return verdict, figures, ends_with
-
-    def _may_take_turns(self) -> bool:
-        """Whether an out-of-memory trial beside a parked arm may be measured again in turns:
-        on a GPU whose sharing was measured (not forced), not in turns already."""
-        sharing = self.sharing
-        return sharing is not None and not sharing.forced and not sharing.in_turns
 
     def _measure_in_turns(
         self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
@@ -724,14 +691,14 @@ class Tuner:
     ) -> tuple[Verdict, PairedSpeedup | None, Arm | None]:
         """`Replicates.second_pair` on a kept win, with the first pair's arms ended at once
         (nothing of them is needed) and the fresh best live when the win did not hold."""
-        first_rates = (self.best_arm.rate() if self.best_arm is not None else None, cand.rate())
+        first_rates = (self.live.best.rate() if self.live.best is not None else None, cand.rate())
         cand.close(at_once=True)
         self.close(at_once=True)
         verdict, again, ends_with, fresh_best = self.replicates.second_pair(
             self.best_recipe, recipe, first_rates, first=first, kept=kept
         )
         if fresh_best is not None:
-            self.best_arm = fresh_best
+            self.live.best = fresh_best
         return verdict, again, ends_with
 
     def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
@@ -751,7 +718,7 @@ class Tuner:
                 )
             )
             return
-        if self.best_arm is not None and self.best_arm.recipe != result.recipe:
+        if self.live.best is not None and self.live.best.recipe != result.recipe:
             self.close()  # a replayed keep: the live best arm is stale
         self.best_recipe = dict(result.recipe)
         self.best_trial = result
