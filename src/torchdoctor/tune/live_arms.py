@@ -142,3 +142,8 @@ class LiveArms:
         on a GPU whose sharing was measured (not forced), not in turns already."""
         sharing = self.sharing
         return sharing is not None and not sharing.forced and not sharing.in_turns
+
+
+def switched(seconds: float) -> float | None:
+    """A trial's parking cost as recorded: None when no arm was parked (a CPU job)."""
+    return seconds if seconds > 0 else None

@@ -42,6 +42,7 @@ from torchdoctor.tune.arms import (
     interleave_until_clear,
     measure_alone,
 )
+from torchdoctor.tune.baseline import BaselineTrial, replayed_own_settings
 from torchdoctor.tune.budget import (
     DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
@@ -52,7 +53,7 @@ from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.cost import TrialCosts
 from torchdoctor.tune.decision import Judge, SpeedCheck
 from torchdoctor.tune.early import does_not_apply, futile, futile_score
-from torchdoctor.tune.live_arms import LiveArms, workload_arms
+from torchdoctor.tune.live_arms import LiveArms, switched, workload_arms
 from torchdoctor.tune.outcome import (
     Outcome,
     Verdict,
@@ -61,7 +62,6 @@ from torchdoctor.tune.parity import (
     REFERENCE_RUNS,
     TOLERANCES,
     QualityReference,
-    first_non_finite,
 )
 from torchdoctor.tune.records import (
     Confirmation,
@@ -92,9 +92,6 @@ T = TypeVar("T", TrialResult, Confirmation)
 #: the run-to-run drift of identical code on a shared CPU (about 1%, see
 #: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
 DEFAULT_MIN_GAIN: Final = 0.02
-
-#: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
-OWN_SETTINGS_ATTR: Final = "own_settings"
 
 
 @dataclass(frozen=True)
@@ -314,135 +311,31 @@ class Tuner:
     def run_baseline(self) -> TrialResult:
         def apply(result: TrialResult, reused: bool) -> None:
             if reused:  # a resumed study reuses the baseline without its arm
-                self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
+                self.own_settings = replayed_own_settings(self.study)
                 self.live.restore_sharing()
             self.baseline = result
             self.rungs.append(Rung.baseline(result))
 
+        def run() -> TrialResult:
+            baseline = BaselineTrial(
+                self.live,
+                self.allowance,
+                self.replicates,
+                self.study,
+                plan=self.settings.plan,
+                reference_runs=self.settings.reference_runs,
+                log_dir=self.log_dir,
+            )
+            try:
+                return baseline.measure(key, self.best_recipe)
+            finally:
+                self.own_settings = baseline.own_settings
+
         key = "baseline:" + recipe_key(self.best_recipe)
         try:
-            return self.run_or_replay(
-                key, TrialResult, lambda: self._measure_baseline(key), apply=apply
-            )
+            return self.run_or_replay(key, TrialResult, run, apply=apply)
         except BudgetExhausted:  # spent waiting for another tuner of a shared study
             raise self.allowance.too_small() from None
-
-    def _measure_baseline(self, key: str) -> TrialResult:
-        start = self.budget.clock()
-        plan = self.settings.plan
-        try:
-            arm = self.open_arm_for(self.best_recipe, "baseline")
-            self.own_settings = dict(arm.own_settings)
-            if self.own_settings:  # a resumed study reuses the baseline without its arm
-                self.study.set_attr(OWN_SETTINGS_ATTR, self.own_settings)
-            measure_alone(arm, plan, timeout=self.budget.request_timeout)
-            arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
-            measured_s = self.budget.clock() - start
-            self.live.share_device(arm)
-            if arm.timer == "cuda_event" and not self.in_turns:
-                # In turns every pair is fresh processes already: no twin to measure.
-                self.replicates.measure_twin(arm, self.best_recipe)
-        except WorkerFailure as exc:
-            if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-                raise self.allowance.too_small() from None
-            hint = "check that it runs on its own (`torchdoctor run`; a script: plain python)"
-            if exc.kind == "oom":
-                # Every trial is judged against the baseline's losses, so it must run: start
-                # from the same effective batch in micro-batches (`--objective fit` lowers
-                # memory from there).
-                hint = (
-                    "start from a recipe that runs: the same effective batch in smaller "
-                    "micro-batches (--set batch_size=B/k --set grad_accum=k)"
-                )
-            raise TuneError(
-                f"the baseline recipe failed ({exc.kind}): {exc.reason}", hint=hint
-            ) from None
-        # The quality check's yardstick, paid once per study (see tune.parity).
-        references = self._references(arm)
-        bad = first_non_finite(arm.losses)
-        if bad is not None or self.budget.remaining_s() <= 0:
-            arm.close()
-            if bad is None:
-                raise self.allowance.too_small()
-            raise TuneError(f"the baseline's loss is not finite at step {bad}")
-        result = TrialResult(
-            key=key,
-            kind="baseline",
-            step=0,
-            recipe=dict(self.best_recipe),
-            status="ok",
-            decision="baseline",
-            outcome=Outcome.BASELINE,
-            samples_per_s=arm.rate(),
-            step_time_s=statistics.median(arm.chunk_scores) * arm.per_step(),
-            peak_memory_bytes=arm.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(arm.chunk_peaks),
-            losses=list(arm.losses[: plan.parity_steps]),
-            compile_s=arm.compile_s,
-            warmup_s=arm.warmup_s,
-            # The measurement alone: later trials and the final A/B are sized from it.
-            wall_s=measured_s,
-            chunk_times_s=list(arm.chunk_scores),
-            reference_losses=references,
-            device_switch_s=_switched(arm.switch_s),
-            sharing_mode=self.sharing.mode if self.sharing is not None else None,
-        )
-        # In turns no arm stays on the device between trials (the references ended it).
-        self.live.best = None if self.in_turns else arm
-        return result
-
-    def _references(self, arm: Arm) -> list[list[float | None]]:
-        """The baseline's quality reference runs: beside its parked arm when two processes
-        fit, else each in a process of its own with the arm ended first. A reference that
-        runs out of memory beside the parked arm is no failure of the baseline recipe: the
-        arms go into turns and the references run alone."""
-        plan, timeout = self.settings.plan, self.budget.request_timeout
-        runs = range(1, self.settings.reference_runs + 1)
-        if not self.in_turns:
-            try:
-                return [arm.reference_losses(i, plan.parity_steps, timeout=timeout) for i in runs]
-            except WorkerFailure as exc:
-                forced = self.live.forced is not None
-                if exc.kind != "oom" or self.sharing is None or forced:
-                    arm.close()
-                    raise self._reference_failed(exc) from None
-                self.live.into_turns(
-                    f"a quality reference ran out of memory beside it ({exc.reason})"
-                )
-        arm.close()  # one process on the device: the references run alone
-        log = self.log_dir / "worker-reference.log" if self.log_dir else None
-        try:
-            return [
-                self.arms.reference_alone(
-                    self.best_recipe, i, plan.parity_steps, timeout=timeout, log_path=log
-                )
-                for i in runs
-            ]
-        except WorkerFailure as exc:
-            raise self._reference_failed(exc) from None
-
-    def _reference_failed(self, exc: WorkerFailure) -> TuneError:
-        """A quality reference run failed: a second run of the baseline recipe, not the
-        baseline, which ran (on a GPU: alone in turns, or beside the parked baseline)."""
-        if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-            return self.allowance.too_small()
-        where, hint = "", "check that it runs twice in a row (`torchdoctor run`; a script: python)"
-        if self.in_turns:
-            where = ", alone on the GPU"
-            if exc.kind == "oom":  # it ran out of memory alone, as the baseline did not
-                hint = (
-                    "start from a recipe with room to spare: the same effective batch in "
-                    "smaller micro-batches (--set batch_size=B/k --set grad_accum=k)"
-                )
-        elif self.sharing is not None:
-            where = ", beside the baseline's parked process"
-            if exc.kind == "oom":
-                hint = "let the arms take turns on the GPU (the study forced them to interleave)"
-        return TuneError(
-            f"the baseline ran, but a quality reference run of it (a second run of the same "
-            f"recipe{where}) failed ({exc.kind}): {exc.reason}",
-            hint=hint,
-        )
 
     # judging (tune/decision.py)
 
@@ -631,7 +524,7 @@ class Tuner:
             best_chunk_times_s=list(best.chunk_scores),
             machine_load=est.load,
             remeasured=est.remeasured,
-            device_switch_s=_switched(best.switch_s - switched_before + cand.switch_s),
+            device_switch_s=switched(best.switch_s - switched_before + cand.switch_s),
             sharing_mode=self.sharing.mode if self.sharing is not None else None,
         )
         return verdict, figures, ends_with
@@ -725,8 +618,3 @@ class Tuner:
         self.judging.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
         self.allowance.hold_reserve(change, self.confirm_cost_s())
-
-
-def _switched(seconds: float) -> float | None:
-    """A trial's parking cost as recorded: None when no arm was parked (a CPU job)."""
-    return seconds if seconds > 0 else None
