@@ -21,7 +21,6 @@ baseline in `torchdoctor.tune.confirm`.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,13 +33,11 @@ from torchdoctor.measure import (
     DEFAULT_REPLICATES,
     PairedSpeedup,
 )
-from torchdoctor.procs import SessionSpec, WorkerFailure
+from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.allowance import Allowance
 from torchdoctor.tune.arms import (
     Arm,
     MeasurePlan,
-    interleave_until_clear,
-    measure_alone,
 )
 from torchdoctor.tune.baseline import BaselineTrial, replayed_own_settings
 from torchdoctor.tune.budget import (
@@ -49,11 +46,11 @@ from torchdoctor.tune.budget import (
     BudgetExhausted,
     confirm_cost_s,
 )
+from torchdoctor.tune.change_trial import ChangeTrial
 from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.cost import TrialCosts
 from torchdoctor.tune.decision import Judge, SpeedCheck
-from torchdoctor.tune.early import does_not_apply, futile, futile_score
-from torchdoctor.tune.live_arms import LiveArms, switched, workload_arms
+from torchdoctor.tune.live_arms import LiveArms, workload_arms
 from torchdoctor.tune.outcome import (
     Outcome,
     Verdict,
@@ -77,7 +74,6 @@ from torchdoctor.tune.replicates import Replicates
 from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.turns import DeviceSharing, SharingMode
-from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
 
 __all__ = [
     "BudgetExhausted",
@@ -163,17 +159,6 @@ class Tuner:
         self.rejected: list[Rejection] = []
         #: The trial that made the current best (None while the best is the baseline).
         self.best_trial: TrialResult | None = None
-        #: The arms opened, the best's kept live, how they share a GPU (tune/live_arms.py)
-        self.live = LiveArms(
-            self.arms,
-            self.allowance,
-            study,
-            log_dir=log_dir,
-            step=lambda: len(self.trials),
-            forced=settings.device_sharing,
-        )
-        #: Verdicts against the baseline's quality reference (tune/decision.py)
-        self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
         #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
         self.own_settings: dict[str, Any] = {}
@@ -184,12 +169,33 @@ class Tuner:
         self.on_look: Callable[[PairedSpeedup, int], None] | None = None
         #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
         self.planned_order: list[str] = []
+        #: The arms opened, the best's kept live, how they share a GPU (tune/live_arms.py)
+        self.live = LiveArms(
+            self.arms,
+            self.allowance,
+            study,
+            log_dir=log_dir,
+            step=lambda: len(self.trials),
+            forced=settings.device_sharing,
+        )
         #: How much processes of one recipe differ; a win's second pair (tune/replicates.py)
         self.replicates = Replicates(
             settings.plan,
-            open_arm=self.open_arm_for,
+            open_arm=self.live.open,
             timeout=self.budget.request_timeout,
             past_deadline=self.budget.past_deadline,
+        )
+        #: Verdicts against the baseline's quality reference (tune/decision.py)
+        self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
+        #: A change's A/B against the best (tune/change_trial.py)
+        self.change_trial = ChangeTrial(
+            self.live,
+            self.replicates,
+            self.judge,
+            plan=settings.plan,
+            min_gain=settings.min_gain,
+            replicate_wins=settings.replicate_wins,
+            timeout=self.budget.request_timeout,
         )
 
     @property
@@ -386,8 +392,13 @@ class Tuner:
         ended: list[Arm | None] = [None]  # the arm the candidate's trial ends with
 
         def measure() -> tuple[Verdict, TrialFigures]:
-            verdict, figures, ended[0] = self._measure(
-                candidate, self.judging.held_to(safety), changed=tuple(change)
+            verdict, figures, ended[0] = self.change_trial.measure(
+                self.best_recipe,
+                candidate,
+                self.judging.held_to(safety),
+                best_rate=self.rungs[-1].samples_per_s,
+                changed=tuple(change),
+                on_look=self.on_look,
             )
             if figures.best_samples_per_s is None:
                 figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
@@ -438,161 +449,6 @@ class Tuner:
             figures=figures,
             wall_s=budget.clock() - start,
         )
-
-    def _measure(
-        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
-    ) -> tuple[Verdict, TrialFigures, Arm | None]:
-        """A trial's verdict, its figures and the arm it ends with."""
-        if self.in_turns:
-            return self._measure_in_turns(recipe, safety, changed=changed)
-        plan = self.settings.plan
-        speed: SpeedCheck | None = None
-        cand: Arm | None = None
-        # the best arm's switching cost so far (it lives across trials): this trial's is after
-        switched_before = self.live.best.switch_s if self.live.best is not None else 0.0
-        try:
-            if self.live.best is None:
-                self.live.best = self.open_arm_for(self.best_recipe, "best")
-            best_rate = self.rungs[-1].samples_per_s
-            limit = futile_score(self.live.best, best_rate)
-            cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
-            inapplicable = does_not_apply(cand, recipe, changed)
-            if inapplicable is not None:
-                return inapplicable, TrialFigures(), cand
-            hopeless = futile(cand, limit, best_rate)
-            if hopeless is not None:
-                return (*hopeless, cand)
-            est = interleave_until_clear(
-                self.live.best,
-                cand,
-                plan,
-                threshold=1.0 + self.settings.min_gain,
-                timeout=self.budget.request_timeout,
-                on_look=self.on_look,
-            )
-            speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
-            if speed.faster:
-                # Only a proven speed win needs the full parity trajectory: a change already
-                # rejected for speed is not run further (fp16 on a CPU is ~100x slower, and
-                # 32 parity steps of it cost minutes of budget).
-                cand.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
-        except WorkerFailure as exc:
-            reason = exc.reason
-            beside = self.arms.turns.beside_pinned(cand)
-            if exc.kind == "oom" and beside is not None:
-                reason = f"{reason} (another arm stayed on the GPU beside it: {beside})"
-            if cand is not None:
-                # The failure came while both arms ran and either may have died: start the
-                # best afresh for the next trial rather than guess.
-                cand.close()
-            self.close()
-            if exc.kind == "oom" and beside is None and self.live.may_take_turns():
-                # Out of memory beside the parked best: the recipe may fit alone. The study
-                # goes into turns and the trial is measured so.
-                self.live.into_turns(
-                    f"a candidate ran out of memory beside the parked best ({reason})"
-                )
-                return self._measure_in_turns(recipe, safety, changed=changed)
-            return Verdict.failure(exc.kind, reason), TrialFigures(), None
-        best = self.live.best
-        losses = list(cand.losses[: plan.parity_steps])
-        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
-        again: PairedSpeedup | None = None
-        ends_with: Arm | None = cand
-        if verdict.outcome is Outcome.KEPT and self.settings.replicate_wins:
-            spared = self.replicates.spared(est.ci_low)
-            if spared is not None:
-                verdict = replace(verdict, reason=spared)
-            else:
-                verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
-        figures = TrialFigures(
-            samples_per_s=cand.rate(),
-            best_samples_per_s=best.rate(),
-            step_time_s=statistics.median(cand.chunk_scores) * cand.per_step(),
-            speedup_vs_best=est.speedup,
-            speedup_vs_best_ci=(est.ci_low, est.ci_high),
-            replicate_speedup_vs_best=again.speedup if again is not None else None,
-            replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high)
-            if again is not None
-            else None,
-            peak_memory_bytes=cand.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(cand.chunk_peaks),
-            losses=losses,
-            compile_s=cand.compile_s,
-            warmup_s=cand.warmup_s,
-            chunk_times_s=list(cand.chunk_scores),
-            best_chunk_times_s=list(best.chunk_scores),
-            machine_load=est.load,
-            remeasured=est.remeasured,
-            device_switch_s=switched(best.switch_s - switched_before + cand.switch_s),
-            sharing_mode=self.sharing.mode if self.sharing is not None else None,
-        )
-        return verdict, figures, ends_with
-
-    def _measure_in_turns(
-        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
-    ) -> tuple[Verdict, TrialFigures, Arm | None]:
-        """A trial's verdict and figures from whole runs in turns (tune/whole_runs.py): one
-        process on the GPU at a time, the interval from pairs of adjacent runs. The trial
-        ends with no arm live (the next trial starts its own)."""
-        plan, timeout = self.settings.plan, self.budget.request_timeout
-        self.close()
-        recipes = {"best": self.best_recipe, "candidate": recipe}
-
-        def open_side(side: str) -> Arm:
-            mine = changed if side == "candidate" else ()
-            return self.open_arm_for(recipes[side], f"{side}-alone", changed=mine)
-
-        def time_run(arm: Arm) -> float:
-            measure_alone(arm, plan, timeout=timeout)
-            return statistics.median(arm.chunk_scores)
-
-        try:
-            runs = run_in_turns(
-                open_side,
-                time_run,
-                pairs=TURN_PAIRS,
-                stop=lambda arm: does_not_apply(arm, recipe, changed),
-                losses=lambda arm: arm.fill_losses(plan.parity_steps, timeout=timeout),
-            )
-        except WorkerFailure as exc:
-            return Verdict.failure(exc.kind, exc.reason), TrialFigures(), None
-        if runs.stopped is not None:
-            return runs.stopped, TrialFigures(), None
-        est = runs.estimate(confidence=plan.confidence)
-        speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
-        losses = runs.losses[: plan.parity_steps]
-        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
-        figures = TrialFigures(
-            samples_per_s=runs.rate("candidate"),
-            best_samples_per_s=runs.rate("best"),
-            step_time_s=statistics.median(runs.step_s["candidate"]),
-            speedup_vs_best=est.speedup,
-            speedup_vs_best_ci=(est.ci_low, est.ci_high),
-            peak_memory_bytes=runs.peaks["candidate"],
-            losses=losses,
-            compile_s=runs.compile_s,
-            warmup_s=runs.warmup_s,
-            chunk_times_s=list(runs.scores["candidate"]),
-            best_chunk_times_s=list(runs.scores["best"]),
-            sharing_mode="turns",
-        )
-        return verdict, figures, None
-
-    def _replicate(
-        self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup, kept: Verdict
-    ) -> tuple[Verdict, PairedSpeedup | None, Arm | None]:
-        """`Replicates.second_pair` on a kept win, with the first pair's arms ended at once
-        (nothing of them is needed) and the fresh best live when the win did not hold."""
-        first_rates = (self.live.best.rate() if self.live.best is not None else None, cand.rate())
-        cand.close(at_once=True)
-        self.close(at_once=True)
-        verdict, again, ends_with, fresh_best = self.replicates.second_pair(
-            self.best_recipe, recipe, first_rates, first=first, kept=kept
-        )
-        if fresh_best is not None:
-            self.live.best = fresh_best
-        return verdict, again, ends_with
 
     def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result (the speed ladder's trials
