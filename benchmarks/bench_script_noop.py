@@ -52,8 +52,8 @@ from torchdoctor.tune.arms import (
     interleave_until_clear,
 )
 from torchdoctor.tune.decision import SpeedCheck
+from torchdoctor.tune.settings import DEFAULT_MIN_GAIN
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand, WorkloadArms
-from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of one worker request (the first prepares the script, which imports torch).

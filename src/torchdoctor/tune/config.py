@@ -12,10 +12,11 @@ from torchdoctor.core.vocabulary import Objective, Safety
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.budget import DEFAULT_TRIAL_TIMEOUT_S
 from torchdoctor.tune.claims import HEARTBEAT_S
+from torchdoctor.tune.settings import DEFAULT_MIN_GAIN
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import public_url
-from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
 from torchdoctor.tune.turns import SharingMode
 
 #: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".

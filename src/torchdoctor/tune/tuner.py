@@ -23,25 +23,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.core.vocabulary import Clock, Objective, Safety
+from torchdoctor.core.vocabulary import Clock, Safety
 from torchdoctor.measure import (
-    DEFAULT_REPLICATES,
     PairedSpeedup,
 )
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.allowance import Allowance
 from torchdoctor.tune.arms import (
     Arm,
-    MeasurePlan,
 )
 from torchdoctor.tune.baseline import BaselineTrial, replayed_own_settings
 from torchdoctor.tune.budget import (
-    DEFAULT_TRIAL_TIMEOUT_S,
     Budget,
     BudgetExhausted,
     confirm_cost_s,
@@ -56,8 +53,6 @@ from torchdoctor.tune.outcome import (
     Verdict,
 )
 from torchdoctor.tune.parity import (
-    REFERENCE_RUNS,
-    TOLERANCES,
     QualityReference,
 )
 from torchdoctor.tune.records import (
@@ -71,9 +66,10 @@ from torchdoctor.tune.records import (
     recipe_key,
 )
 from torchdoctor.tune.replicates import Replicates
+from torchdoctor.tune.settings import TuneSettings
 from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.turns import DeviceSharing, SharingMode
+from torchdoctor.tune.turns import DeviceSharing
 
 __all__ = [
     "BudgetExhausted",
@@ -83,35 +79,6 @@ __all__ = [
 ]
 
 T = TypeVar("T", TrialResult, Confirmation)
-
-#: Keep a change only when the CI's lower bound of its speedup exceeds 1 + this. 2% sits above
-#: the run-to-run drift of identical code on a shared CPU (about 1%, see
-#: torchdoctor.measure's DEFAULT_MIN_EFFECT) and below the gain any knob is worth keeping for.
-DEFAULT_MIN_GAIN: Final = 0.02
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    objective: Objective = "throughput"
-    min_gain: float = DEFAULT_MIN_GAIN
-    plan: MeasurePlan = field(default_factory=MeasurePlan)
-    tolerances: dict[Safety, float] = field(default_factory=lambda: dict(TOLERANCES))
-    isolate: bool = True
-    memory_cap_bytes: int | None = None
-    budget_s: float = 600.0
-    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
-    #: Baseline retrainings with a no-op perturbation that the quality check is judged by.
-    reference_runs: int = REFERENCE_RUNS
-    #: Keep a change only when a second pair of fresh processes points the same way
-    #: (`_replicate`).
-    replicate_wins: bool = True
-    #: Most fresh process pairs of the final confirmation (`tune.confirm`, `tune
-    #: --final-pairs`): `measure.DEFAULT_REPLICATES` says why 4; fewer, down to
-    #: `measure.MIN_REPLICATES`, take less time for a wider interval.
-    final_pairs: int = DEFAULT_REPLICATES
-    #: How arms share a GPU (`tune.turns`): None decides from the memory the baseline's
-    #: first park measured; "interleaved" or "turns" forces it. No effect on a CPU.
-    device_sharing: SharingMode | None = None
 
 
 class Tuner:
