@@ -9,17 +9,19 @@ A/B's reserve, held after a keep while it fits and dropped with a note once it n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.measure import MIN_REPLICATES
 from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget, BudgetExhausted
 from torchdoctor.tune.cost import TrialCosts, measured_costs
+from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.whole_runs import TURN_PAIRS
 
 if TYPE_CHECKING:
     from torchdoctor.tune.arms import MeasurePlan
-    from torchdoctor.tune.records import TrialResult
+    from torchdoctor.tune.records import TrialFigures, TrialResult
 
 
 class Allowance:
@@ -88,6 +90,30 @@ class Allowance:
         and `reserve_s`."""
         if self.budget.remaining_s() < estimate_s + reserve_s:
             raise BudgetExhausted
+
+    def timed(
+        self,
+        change: dict[str, Any],
+        measure: Callable[[], tuple[Verdict, TrialFigures]],
+        *,
+        estimate_s: float,
+        reserve_s: float,
+        on_begin: Callable[[dict[str, Any]], None] | None,
+    ) -> tuple[Verdict, TrialFigures, float]:
+        """One trial of `change` measured inside the budget: its verdict, figures and wall
+        time. Refused (`check_fits`) when the budget left is under the trial's estimate and
+        `reserve_s`; announced (`on_begin`) only once it runs. A trial the deadline cut is a
+        property of the budget, not of the recipe: it is not stored either (`BudgetExhausted`
+        naming it), so a resumed study with more budget runs it again."""
+        budget = self.budget
+        self.check_fits(estimate_s, reserve_s)
+        if on_begin is not None:
+            on_begin(change)
+        start = budget.clock()
+        verdict, figures = measure()
+        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
+            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
+        return verdict, figures, budget.clock() - start
 
     def too_small(self) -> TuneError:
         """The budget ran out before the baseline was measured."""

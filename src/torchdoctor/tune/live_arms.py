@@ -108,6 +108,15 @@ class LiveArms:
             self.best.close(at_once=at_once)
             self.best = None
 
+    def hand_off(self, arm: Arm | None, *, kept: bool) -> None:
+        """After a trial: its kept candidate's arm (`arm`) is the live best from here; one
+        not kept is ended."""
+        if kept and arm is not None:
+            self.close()
+            self.best = arm
+        elif arm is not None:
+            arm.close()
+
     def share_device(self, arm: Arm) -> None:
         """Decide how the study's arms share the GPU (tune/turns.py) from the measured
         baseline arm: park it, and read what moved, what stayed and the device's capacity

@@ -374,12 +374,7 @@ class Tuner:
         result = self.timed_trial(
             key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
         )
-        cand_arm = ended[0]
-        if result.outcome is Outcome.KEPT and cand_arm is not None:
-            self.close()
-            self.live.best = cand_arm
-        elif cand_arm is not None:
-            cand_arm.close()
+        self.live.hand_off(ended[0], kept=result.outcome is Outcome.KEPT)
         return result
 
     def timed_trial(
@@ -392,20 +387,15 @@ class Tuner:
         *,
         reserve_s: float = 0.0,
     ) -> TrialResult:
-        """One trial of `change` measured inside the budget, as its record (the speed ladder's
-        and the memory ladder's alike). Refused (`BudgetExhausted`) when the budget left is
-        under the trial's estimate and `reserve_s`; announced (`on_begin`) only once it runs.
-        A trial the deadline cut is a property of the budget, not of the recipe: it is not
-        stored either (`BudgetExhausted` naming it), so a resumed study with more budget runs
-        it again."""
-        budget = self.budget
-        self.allowance.check_fits(self.estimated_trial_s(), reserve_s)
-        if self.on_begin is not None:
-            self.on_begin(change)
-        start = budget.clock()
-        verdict, figures = measure()
-        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
-            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
+        """One trial of `change` measured inside the budget (`Allowance.timed`), as its record
+        (the speed ladder's and the memory ladder's alike)."""
+        verdict, figures, wall_s = self.allowance.timed(
+            change,
+            measure,
+            estimate_s=self.estimated_trial_s(),
+            reserve_s=reserve_s,
+            on_begin=self.on_begin,
+        )
         return TrialResult.of(
             key=key,
             kind=kind,
@@ -414,7 +404,7 @@ class Tuner:
             recipe=candidate,
             verdict=verdict,
             figures=figures,
-            wall_s=budget.clock() - start,
+            wall_s=wall_s,
         )
 
     def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
