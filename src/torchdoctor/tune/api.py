@@ -463,7 +463,7 @@ def _finish(
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
-    reference = tuner.quality_reference()
+    reference = tuner.judging.reference()
     notes += quality_notes(reference, tuner.settings.tolerances)
     if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
         notes.append(tuner.sharing.note())

@@ -484,7 +484,7 @@ def interleave_until_clear(
         remeasured += 1
 
 
-#: Opens a live, warmed-up arm of a recipe under a tag (`Tuner.open_arm_for`).
+#: Opens a live, warmed-up arm of a recipe under a tag (`LiveArms.open`).
 OpenArm = Callable[[dict[str, Any], str], Arm]
 
 #: What the second pair of fresh processes must show of a win its first pair proved

@@ -13,7 +13,8 @@ against the current best, `torchdoctor.measure.SequentialTest`) and a joint-sear
 
 A study judges against one quality reference, its baseline's (`Judge.reference`), and holds a
 candidate to the loosest safety class of everything it differs from the baseline by
-(`Judge.held_to`).
+(`Judge.held_to`): a ladder's trials, the memory ladder's (`tune.fit`) and the joint search's
+(`tune.joint`) alike.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Judge:
     def __init__(self, tolerances: dict[Safety, float], parity_steps: int) -> None:
         self.tolerances = tolerances
         self.parity_steps = parity_steps
+        #: The study's baseline, once measured or replayed (`Tuner.run_baseline`).
+        self.baseline: TrialResult | None = None
         #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
         #: eager baseline, so its tolerance is the loosest class of everything it differs by
         #: (threads=1 on top of a kept compile is not held to "exact" against eager).
@@ -94,8 +97,9 @@ class Judge:
         """The class a candidate of a change of `safety` is held to, the kept changes' with."""
         return loosest([*self.kept_safety, safety])
 
-    def reference(self, baseline: TrialResult | None) -> QualityReference:
+    def reference(self) -> QualityReference:
         """The baseline's late-window losses and their spread under no-op perturbations."""
+        baseline = self.baseline
         if baseline is None:
             raise TuneError("internal: a quality check before the baseline")
         return QualityReference.from_trajectories(
@@ -104,19 +108,18 @@ class Judge:
 
     def verdict(
         self,
-        baseline: TrialResult | None,
-        losses: list[float | None],
+        losses: Sequence[float | None],
         safety: Safety,
         *,
         speed: SpeedCheck | None,
         accepted: Outcome,
     ) -> Verdict:
-        """`judge` against `baseline`'s quality reference."""
+        """`judge` against the baseline's quality reference."""
         return judge(
             losses,
             speed=speed,
             parity=lambda losses: check_parity(
-                self.reference(baseline), losses, safety, tolerances=self.tolerances
+                self.reference(), losses, safety, tolerances=self.tolerances
             ),
             accepted=accepted,
         )

@@ -406,6 +406,20 @@ class Rejection(Record):
     #: `speedup_vs_best`.
     scaled_samples_per_s: float | None = None
 
+    @classmethod
+    def of(cls, best: Rung, result: TrialResult, change: dict[str, Any]) -> Rejection:
+        """`change`'s trial (`result`), not kept, against the ladder's best rung then."""
+        return cls(
+            change=change,
+            status=result.status,
+            reason=result.reason,
+            speedup_vs_best=result.speedup_vs_best,
+            speedup_vs_best_ci=result.speedup_vs_best_ci,
+            samples_per_s=result.samples_per_s,
+            best_samples_per_s=result.best_samples_per_s,
+            scaled_samples_per_s=best.scaled(result.speedup_vs_best),
+        )
+
 
 class Ladder(Record):
     """The kept changes in the order they were kept, and every rejected change."""

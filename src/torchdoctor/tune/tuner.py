@@ -29,32 +29,18 @@ from typing import Any, TypeVar
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.core.vocabulary import Clock, Safety
-from torchdoctor.measure import (
-    PairedSpeedup,
-)
+from torchdoctor.measure import PairedSpeedup
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.allowance import Allowance
-from torchdoctor.tune.arms import (
-    Arm,
-)
+from torchdoctor.tune.arms import Arm
 from torchdoctor.tune.baseline import BaselineTrial, replayed_own_settings
-from torchdoctor.tune.budget import (
-    Budget,
-    BudgetExhausted,
-    confirm_cost_s,
-)
+from torchdoctor.tune.budget import Budget, BudgetExhausted, confirm_cost_s
 from torchdoctor.tune.change_trial import ChangeTrial
 from torchdoctor.tune.claims import WaitExpired
 from torchdoctor.tune.cost import TrialCosts
-from torchdoctor.tune.decision import Judge, SpeedCheck
+from torchdoctor.tune.decision import Judge
 from torchdoctor.tune.live_arms import LiveArms, workload_arms
-from torchdoctor.tune.outcome import (
-    Outcome,
-    Verdict,
-)
-from torchdoctor.tune.parity import (
-    QualityReference,
-)
+from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import (
     Confirmation,
     Rejection,
@@ -71,12 +57,7 @@ from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.study import Study
 from torchdoctor.tune.turns import DeviceSharing
 
-__all__ = [
-    "BudgetExhausted",
-    "TuneSettings",
-    "Tuner",
-    "recipe_key",
-]
+__all__ = ["BudgetExhausted", "TuneSettings", "Tuner", "recipe_key"]
 
 T = TypeVar("T", TrialResult, Confirmation)
 
@@ -158,7 +139,7 @@ class Tuner:
         self.change_trial = ChangeTrial(
             self.live,
             self.replicates,
-            self.judge,
+            self.judging.verdict,
             plan=settings.plan,
             min_gain=settings.min_gain,
             replicate_wins=settings.replicate_wins,
@@ -203,18 +184,7 @@ class Tuner:
         """Whether the study ends with the final A/B (`Allowance.plan_confirmation`)."""
         self.allowance.plan_confirmation(wanted)
 
-    # arms (tune/live_arms.py)
-
-    def open_arm_for(
-        self,
-        recipe: dict[str, Any],
-        tag: str,
-        *,
-        give_up_above: float | None = None,
-        changed: tuple[str, ...] = (),
-    ) -> Arm:
-        """A live, warmed-up arm of `recipe` (`LiveArms.open`)."""
-        return self.live.open(recipe, tag, give_up_above=give_up_above, changed=changed)
+    # arms (tune/live_arms.py), judging (tune/decision.py)
 
     def close(self, *, at_once: bool = False) -> None:
         """End the best recipe's live arm, if one is."""
@@ -286,7 +256,7 @@ class Tuner:
             if reused:  # a resumed study reuses the baseline without its arm
                 self.own_settings = replayed_own_settings(self.study)
                 self.live.restore_sharing()
-            self.baseline = result
+            self.baseline = self.judging.baseline = result
             self.rungs.append(Rung.baseline(result))
 
         def run() -> TrialResult:
@@ -309,28 +279,6 @@ class Tuner:
             return self.run_or_replay(key, TrialResult, run, apply=apply)
         except BudgetExhausted:  # spent waiting for another tuner of a shared study
             raise self.allowance.too_small() from None
-
-    # judging (tune/decision.py)
-
-    @property
-    def kept_safety(self) -> list[Safety]:
-        """Safety classes of the kept changes (`Judge.kept_safety`)."""
-        return self.judging.kept_safety
-
-    def quality_reference(self) -> QualityReference:
-        """The baseline's late-window losses and their spread under no-op perturbations."""
-        return self.judging.reference(self.baseline)
-
-    def judge(
-        self,
-        losses: list[float | None],
-        safety: Safety,
-        *,
-        speed: SpeedCheck | None,
-        accepted: Outcome,
-    ) -> Verdict:
-        """`tune.decision.judge` against this study's quality reference."""
-        return self.judging.verdict(self.baseline, losses, safety, speed=speed, accepted=accepted)
 
     # one change
 
@@ -411,18 +359,7 @@ class Tuner:
         """Update the ladder from a (new or replayed) trial result (the speed ladder's trials
         and the memory ladder's, `tune.fit`)."""
         if result.outcome is not Outcome.KEPT:
-            self.rejected.append(
-                Rejection(
-                    change=change,
-                    status=result.status,
-                    reason=result.reason,
-                    speedup_vs_best=result.speedup_vs_best,
-                    speedup_vs_best_ci=result.speedup_vs_best_ci,
-                    samples_per_s=result.samples_per_s,
-                    best_samples_per_s=result.best_samples_per_s,
-                    scaled_samples_per_s=self.rungs[-1].scaled(result.speedup_vs_best),
-                )
-            )
+            self.rejected.append(Rejection.of(self.rungs[-1], result, change))
             return
         if self.live.best is not None and self.live.best.recipe != result.recipe:
             self.close()  # a replayed keep: the live best arm is stale
