@@ -12,18 +12,18 @@ change.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.allowance import Allowance
-from torchdoctor.tune.arms import Arm, MeasurePlan, measure_alone
+from torchdoctor.tune.arms import Arm, measure_alone
 from torchdoctor.tune.live_arms import LiveArms, switched
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import first_non_finite
 from torchdoctor.tune.records import TrialResult
 from torchdoctor.tune.replicates import Replicates
+from torchdoctor.tune.settings import TuneSettings
 from torchdoctor.tune.study import Study
 
 #: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
@@ -45,18 +45,15 @@ class BaselineTrial:
         allowance: Allowance,
         replicates: Replicates,
         study: Study,
-        *,
-        plan: MeasurePlan,
-        reference_runs: int,
-        log_dir: Path | None,
+        settings: TuneSettings,
     ) -> None:
         self.live = live
         self.allowance = allowance
         self.replicates = replicates
         self.study = study
-        self.plan = plan
-        self.reference_runs = reference_runs
-        self.log_dir = log_dir
+        self.plan = settings.plan
+        self.reference_runs = settings.reference_runs
+        self.log_dir = live.log_dir
         #: knob -> the value the baseline ran with of its own (`Arm.own_settings`), once it ran
         self.own_settings: dict[str, Any] = {}
 

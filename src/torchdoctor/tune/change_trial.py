@@ -20,9 +20,7 @@ from torchdoctor.measure import PairedSpeedup
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import (
     Arm,
-    MeasurePlan,
     OnLook,
-    Timeout,
     interleave_until_clear,
     measure_alone,
 )
@@ -32,6 +30,7 @@ from torchdoctor.tune.live_arms import LiveArms, switched
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import TrialFigures
 from torchdoctor.tune.replicates import Replicates
+from torchdoctor.tune.settings import TuneSettings
 from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
 
 
@@ -56,19 +55,15 @@ class ChangeTrial:
         live: LiveArms,
         replicates: Replicates,
         judge: Judging,
-        *,
-        plan: MeasurePlan,
-        min_gain: float,
-        replicate_wins: bool,
-        timeout: Timeout,
+        settings: TuneSettings,
     ) -> None:
         self.live = live
         self.replicates = replicates
         self.judge = judge
-        self.plan = plan
-        self.min_gain = min_gain
-        self.replicate_wins = replicate_wins
-        self.timeout = timeout
+        self.plan = settings.plan
+        self.min_gain = settings.min_gain
+        self.replicate_wins = settings.replicate_wins
+        self.timeout = live.allowance.budget.request_timeout
 
     def measure(
         self,

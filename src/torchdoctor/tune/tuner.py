@@ -1,22 +1,25 @@
-"""The tuner's state and its one decision: keep a change or not.
+"""The tuner: the ladder's state, and the one door every trial goes through.
 
-`Tuner.try_change` measures a candidate (the current best plus one change) against the current
-best by the sequential interleaved A/B (`torchdoctor.measure.SequentialTest`) and keeps it
-only when `torchdoctor.tune.decision.judge` says so:
+A `Tuner` holds what the study has found so far (the best recipe, the baseline, the kept rungs
+and the rejections) and runs each trial the ladders ask for (`run_baseline`, `try_change`; the
+memory ladder's through `timed_trial`, the final A/B's and the joint search's directly)
+through `run_or_replay`, the one place a trial is either read back from the study (a resumed
+run, or another tuner sharing the study) or run, and then applied to that state the same way
+for both (`apply_result`). What became of a trial is its `Outcome` (`tune.outcome`), which the
+ladder decides by.
 
-1. its loss trajectory has no NaN/inf and stays within the baseline's own spread for the
-   change's safety class (`torchdoctor.tune.parity`), and
-2. the lower end of the confidence interval of the speedup (the median over interleaved
-   rounds of best_i / candidate_i, in seconds per sample, or per step for the latency
-   objective) is above ``1 + min_gain``.
+Each job of a trial has its own home:
 
-Each trial has a deterministic key (kind, best recipe, candidate recipe). A trial already in
-the study (a resumed run, or another worker sharing the study) is read back and replayed
-through the same decision bookkeeping instead of being run again (`Tuner.run_or_replay`, the
-one place that does either). What became of a trial is its `Outcome` (`torchdoctor.tune.outcome`),
-which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, a trial's
-estimate from its measured parts in `torchdoctor.tune.cost`, the final A/B against the
-baseline in `torchdoctor.tune.confirm`.
+- the budget, what a trial may cost and what is held back for the final A/B:
+  `tune.allowance` (`Allowance`), over `tune.budget`'s deadline and `tune.cost`'s prices;
+- applying a recipe, the arms opened and the best's kept live, how they share a GPU:
+  `tune.live_arms` (`LiveArms`), over `tune.sources`;
+- the baseline's trial and the quality check's yardstick: `tune.baseline`;
+- a change's A/B against the best, interleaved or in turns: `tune.change_trial`;
+- replicates, a win's second pair of fresh processes and the baseline's twin:
+  `tune.replicates`;
+- judging, the verdict and the quality check: `tune.decision` (`Judge`), `tune.parity`;
+- the final A/B against the baseline: `tune.confirm`.
 """
 
 from __future__ import annotations
@@ -136,15 +139,7 @@ class Tuner:
         #: Verdicts against the baseline's quality reference (tune/decision.py)
         self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
         #: A change's A/B against the best (tune/change_trial.py)
-        self.change_trial = ChangeTrial(
-            self.live,
-            self.replicates,
-            self.judging.verdict,
-            plan=settings.plan,
-            min_gain=settings.min_gain,
-            replicate_wins=settings.replicate_wins,
-            timeout=self.budget.request_timeout,
-        )
+        self.change_trial = ChangeTrial(self.live, self.replicates, self.judging.verdict, settings)
 
     @property
     def sharing(self) -> DeviceSharing | None:
@@ -261,13 +256,7 @@ class Tuner:
 
         def run() -> TrialResult:
             baseline = BaselineTrial(
-                self.live,
-                self.allowance,
-                self.replicates,
-                self.study,
-                plan=self.settings.plan,
-                reference_runs=self.settings.reference_runs,
-                log_dir=self.log_dir,
+                self.live, self.allowance, self.replicates, self.study, self.settings
             )
             try:
                 return baseline.measure(key, self.best_recipe)
