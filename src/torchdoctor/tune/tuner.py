@@ -272,27 +272,13 @@ class Tuner:
     # one change
 
     def try_change(self, change: dict[str, Any], *, kind: TrialKind, safety: Safety) -> TrialResult:
+        """`change` on top of the current best, measured against it (`ChangeTrial`) or read
+        back; the ladder's state updated from it (`apply_result`) and the arm it ended with
+        handed on (`LiveArms.hand_off`)."""
         if self.baseline is None:
             raise TuneError("internal: try_change before the baseline")
         candidate = {**self.best_recipe, **change}
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
-
-        def run() -> TrialResult:
-            return self._run_change(key, kind, change, candidate, safety)
-
-        return self.run_or_replay(
-            key, TrialResult, run, apply=lambda result, _: self.apply_result(result, change, safety)
-        )
-
-    def _run_change(
-        self,
-        key: str,
-        kind: TrialKind,
-        change: dict[str, Any],
-        candidate: dict[str, Any],
-        safety: Safety,
-    ) -> TrialResult:
-        """Measure `candidate` against the current best: its record, the best arm updated."""
         ended: list[Arm | None] = [None]  # the arm the candidate's trial ends with
 
         def measure() -> tuple[Verdict, TrialFigures]:
@@ -308,11 +294,16 @@ class Tuner:
                 figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
             return verdict, figures
 
-        result = self.timed_trial(
-            key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
+        def run() -> TrialResult:
+            result = self.timed_trial(
+                key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
+            )
+            self.live.hand_off(ended[0], kept=result.outcome is Outcome.KEPT)
+            return result
+
+        return self.run_or_replay(
+            key, TrialResult, run, apply=lambda result, _: self.apply_result(result, change, safety)
         )
-        self.live.hand_off(ended[0], kept=result.outcome is Outcome.KEPT)
-        return result
 
     def timed_trial(
         self,
