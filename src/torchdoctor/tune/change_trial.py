@@ -35,7 +35,7 @@ from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
 
 
 class Judging(Protocol):
-    """A verdict on a candidate's losses and speed (`Tuner.judge`)."""
+    """A verdict on a candidate's losses and speed (`Judge.verdict`)."""
 
     def __call__(
         self,

@@ -179,7 +179,7 @@ class Tuner:
         """Whether the study ends with the final A/B (`Allowance.plan_confirmation`)."""
         self.allowance.plan_confirmation(wanted)
 
-    # arms (tune/live_arms.py), judging (tune/decision.py)
+    # arms (tune/live_arms.py)
 
     def close(self, *, at_once: bool = False) -> None:
         """End the best recipe's live arm, if one is."""
