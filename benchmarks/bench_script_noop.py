@@ -6,7 +6,7 @@ same recipe (the current best, kept alive across trials as the ladder keeps it),
 up by the tuner's rule, and runs the ladder's own sequential A/B (`interleave_until_clear`:
 paired 0.3 s chunks, looks at 6..24 rounds with weighted Bonferroni, re-measured while the
 machine was disturbed) against the ladder's bar (`1 + DEFAULT_MIN_GAIN`). A repeat whose A/B says
-"faster" then goes, as in the ladder (`Tuner._replicate`), to a second pair of fresh
+"faster" then goes, as in the ladder (`Replicates.second_pair`), to a second pair of fresh
 processes (`interleave_fresh_pair`: the direction, `arms.REPLICATE_THRESHOLD` at
 `arms.REPLICATE_CONFIDENCE`), which must say "faster" too for a keep; as in the ladder, the
 live best is then that pair's candidate (a keep) or its best (a rejection).
@@ -52,8 +52,8 @@ from torchdoctor.tune.arms import (
     interleave_until_clear,
 )
 from torchdoctor.tune.decision import SpeedCheck
+from torchdoctor.tune.settings import DEFAULT_MIN_GAIN
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand, WorkloadArms
-from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Deadline of one worker request (the first prepares the script, which imports torch).
@@ -134,7 +134,7 @@ def main() -> None:
                 kept += first and held
                 if first:
                     # The ladder's live best from here: the new candidate on a keep, else the
-                    # new best (`Tuner._replicate`).
+                    # new best (`Replicates.second_pair`).
                     (best2 if held else cand2).close()
                     best = cand2 if held else best2
                     verdict = "KEPT" if held else "first pair only"

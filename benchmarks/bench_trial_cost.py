@@ -135,7 +135,7 @@ def run_setting(name: str, setting: Setting, spec: SessionSpec, change: dict[str
         again = None
         log_ratios: list[float] = []
         won = est.ci_low > THRESHOLD
-        # The tuner's rule (`Tuner._measure`): no spread measured yet means a second pair.
+        # The tuner's rule (`ChangeTrial.measure`): no spread measured yet means a second pair.
         if won and (setting.always_second_pair or second_pair_needed(
             est.ci_low, process_spread(log_ratios), confidence=SPREAD_CONFIDENCE
         )):  # fmt: skip

@@ -32,7 +32,7 @@ from pathlib import Path
 from torchdoctor.measure import Look, SequentialTest
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import TrialResult, read_trial
-from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN
+from torchdoctor.tune.settings import DEFAULT_MIN_GAIN
 
 
 def run_test(test: SequentialTest, best: list[float], cand: list[float]) -> tuple[int, Look | None]:

@@ -85,8 +85,14 @@ def __getattr__(name: str) -> Any:
         return watch
     if name in _API:
         import importlib
+        import importlib.util
 
         function = getattr(importlib.import_module("torchdoctor.api"), name)
+        if importlib.util.find_spec(f"torchdoctor.{name}") is not None:
+            # A stage of the same name: `import torchdoctor.tune.storage as storage` reads
+            # `tune` off the package (this function), then falls back on the module named
+            # `<its __name__>.storage` in sys.modules, so the function is named as the stage.
+            function.__name__ = f"{__name__}.{name}"
         globals()[name] = function
         return function
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -129,3 +129,22 @@ def test_settings_is_the_old_name_of_recipe(monkeypatch: pytest.MonkeyPatch) -> 
     assert seen[0].baseline_recipe == {"threads": 1}
     with pytest.raises(UsageError, match="both settings= and recipe="):
         torchdoctor.tune("mlp", settings={"threads": 1}, recipe={"threads": 2})
+
+
+def test_a_stage_module_imports_by_its_full_name_after_its_function_was_read() -> None:
+    # `torchdoctor.tune` is the function; `import torchdoctor.tune.storage as storage` still
+    # gives the stage's module, whether the function was read first or not.
+    import subprocess
+    import sys
+
+    code = (
+        "import torchdoctor\n"
+        "assert callable(torchdoctor.tune) and torchdoctor.tune.__doc__\n"
+        "import torchdoctor.tune.storage as storage\n"
+        "import torchdoctor.diagnose.examine as examine\n"
+        "print(storage.__name__, examine.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["torchdoctor.tune.storage", "torchdoctor.diagnose.examine"], (
+        done.stderr
+    )

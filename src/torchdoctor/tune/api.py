@@ -480,7 +480,7 @@ def _finish(
         notes.append(budget_note(outcome.cut, outcome.cut_after_s))
     notes += _dynamics_notes(config, best_recipe)
     notes += disturbed_notes(tuner.trials)
-    reference = tuner.quality_reference()
+    reference = tuner.judging.reference()
     notes += quality_notes(reference, tuner.settings.tolerances)
     if tuner.sharing is not None:  # a GPU study: how its arms shared the device, and why
         notes.append(tuner.sharing.note())
@@ -554,7 +554,7 @@ def _settings(recipe: dict[str, Any]) -> str:
 
 def chained_note(confirm: Any, dropped: str | None) -> str:
     """Why the headline is the ladder's chained step ratios: the final A/B's reason, or why
-    it was dropped after a keep (`Tuner.hold_reserve`)."""
+    it was dropped after a keep (`Allowance.hold_reserve`)."""
     why = f": {confirm.reason}" if confirm is not None and confirm.reason else ""
     if confirm is None and dropped is not None:
         why = f": {dropped}"

@@ -484,11 +484,11 @@ def interleave_until_clear(
         remeasured += 1
 
 
-#: Opens a live, warmed-up arm of a recipe under a tag (`Tuner.open_arm_for`).
+#: Opens a live, warmed-up arm of a recipe under a tag (`LiveArms.open`).
 OpenArm = Callable[[dict[str, Any], str], Arm]
 
 #: What the second pair of fresh processes must show of a win its first pair proved
-#: (`interleave_fresh_pair`, `Tuner._replicate`): that a new pair points the same way, its
+#: (`interleave_fresh_pair`, `Replicates.second_pair`): that a new pair points the same way, its
 #: interval above no change (`REPLICATE_THRESHOLD`) at `REPLICATE_CONFIDENCE`, two-sided
 #: (90% one-sided; after the weighted split of the looks, the last look is a 90% interval).
 #:
@@ -528,7 +528,7 @@ def interleave_fresh_pair(
 ) -> tuple[PairedSpeedup, Arm, Arm]:
     """`interleave_until_clear` on a new process of each recipe: (estimate, best, candidate).
 
-    The check a ladder win must pass a second time (`Tuner._replicate`): two live processes
+    The check a ladder win must pass a second time (`Replicates.second_pair`): two live processes
     of one recipe can differ by a few percent, steadily, and a fresh pair draws that
     difference afresh. The A/B is `replicate_plan(plan)`'s against `REPLICATE_THRESHOLD`:
     a win holds when `SpeedCheck(estimate, REPLICATE_THRESHOLD).faster`. On a failure the

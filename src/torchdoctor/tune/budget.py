@@ -2,7 +2,7 @@
 
 Every worker request of a trial shares one deadline (see `torchdoctor.tune.arms.Timeout`): the
 budget, less the reserve held for the final confirmation while the ladder runs. The reserve is
-held only once a change is kept, and only while it fits (`Tuner.hold_reserve`): while the best
+held only once a change is kept, and only while it fits (`Allowance.hold_reserve`): while the best
 is the baseline no final A/B will run, and a reserve larger than what is left would stop the
 ladder for a confirmation that cannot run either. Trials read back from a stored study count
 with the wall time they took when they ran.

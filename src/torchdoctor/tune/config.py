@@ -14,10 +14,11 @@ from torchdoctor.core.vocabulary import Objective, Safety
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.procs import ENGINE_FACTORY, canonical_factory
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.budget import DEFAULT_TRIAL_TIMEOUT_S
 from torchdoctor.tune.claims import HEARTBEAT_S
+from torchdoctor.tune.settings import DEFAULT_MIN_GAIN
 from torchdoctor.tune.space import KnobSpec
 from torchdoctor.tune.storage import public_url
-from torchdoctor.tune.tuner import DEFAULT_MIN_GAIN, DEFAULT_TRIAL_TIMEOUT_S
 from torchdoctor.tune.turns import SharingMode
 
 #: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".
@@ -59,7 +60,7 @@ class TuneConfig(Record):
     budget_s: float = Field(gt=0, default=DEFAULT_BUDGET_S)
     min_gain: float = Field(ge=0, default=DEFAULT_MIN_GAIN)
     #: A ladder win is kept only when a second pair of fresh processes points the same way
-    #: (`Tuner._replicate`); off, a win rests on its first pair and the final A/B alone.
+    #: (`Replicates.second_pair`); off, a win rests on its first pair and the final A/B alone.
     replicate_wins: bool = True
     #: Most fresh process pairs of the final confirmation (`tune --pairs`): fewer than
     #: the default take less time, and their interval, from the pairs run, is wider.

@@ -121,7 +121,7 @@ def _run_pairs(
     # The ladder's live workers would share the machine with the fresh ones.
     tuner.close()
     return measure_fresh_pairs(
-        tuner.open_arm_for,
+        tuner.live.open,
         baseline.recipe,
         best_recipe,
         key=key,

@@ -2,7 +2,7 @@
 already shows it hopeless, ends its trial before anything is scored.
 
 Both stop only towards "not kept", so neither adds to the ladder's false-accept rate; they save
-the budget an A/B would spend on a foregone answer (`Tuner._measure` checks them in this
+the budget an A/B would spend on a foregone answer (`ChangeTrial.measure` checks them in this
 order, right after the candidate's arm is open).
 """
 

@@ -52,7 +52,6 @@ from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.config import TuneConfig
-from torchdoctor.tune.decision import judge
 from torchdoctor.tune.fit_records import FitLadder, MemoryRung
 from torchdoctor.tune.ladder import Validator
 from torchdoctor.tune.memory import (
@@ -67,7 +66,7 @@ from torchdoctor.tune.memory import (
     over_cap_reason,
 )
 from torchdoctor.tune.outcome import Outcome, Verdict
-from torchdoctor.tune.parity import check_parity, first_non_finite, loosest
+from torchdoctor.tune.parity import first_non_finite
 from torchdoctor.tune.records import TrialFigures, TrialKind, TrialResult, recipe_key
 from torchdoctor.tune.tuner import Tuner
 
@@ -225,7 +224,7 @@ def _measure(
     measure_plan = tuner.settings.plan
     timeout = tuner.budget.request_timeout
     try:
-        arm = tuner.open_arm_for(candidate, "candidate", changed=tuple(change))
+        arm = tuner.live.open(candidate, "candidate", changed=tuple(change))
         try:
             measure_alone(arm, measure_plan, timeout=timeout)
             arm.fill_losses(measure_plan.parity_steps, timeout=timeout)
@@ -275,15 +274,8 @@ def judge_memory(
         return Verdict("ok", Outcome.NO_MEMORY_SAVING, no_saving_reason(before, peak))
     if kind == "batch" and not fits(peak, plan.cap):
         return Verdict("ok", Outcome.OVER_CAP, over_cap_reason(peak, plan.cap))
-    safety = loosest([*tuner.kept_safety, safety])
-    return judge(
-        losses,
-        speed=None,
-        parity=lambda got: check_parity(
-            tuner.quality_reference(), got, safety, tolerances=tuner.settings.tolerances
-        ),
-        accepted=Outcome.KEPT,
-    )
+    judging = tuner.judging
+    return judging.verdict(losses, judging.held_to(safety), speed=None, accepted=Outcome.KEPT)
 
 
 def _skip(outcome: FitOutcome, reason: str, knob: str) -> None:

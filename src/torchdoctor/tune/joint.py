@@ -119,12 +119,12 @@ def _measure_joint(tuner: Tuner, key: str, recipe: dict[str, Any], safety: Safet
     figures = TrialFigures()
     arm = None
     try:
-        arm = tuner.open_arm_for(recipe, "joint")
+        arm = tuner.live.open(recipe, "joint")
         measure_alone(arm, plan, timeout=budget.request_timeout)
         arm.fill_losses(plan.parity_steps, timeout=budget.request_timeout)
         losses = list(arm.losses[: plan.parity_steps])
         # Measured alone, so no speed verdict: the ladder's decision on the rest.
-        verdict = tuner.judge(losses, safety, speed=None, accepted=Outcome.MEASURED)
+        verdict = tuner.judging.verdict(losses, safety, speed=None, accepted=Outcome.MEASURED)
         figures = TrialFigures(
             samples_per_s=arm.rate(),
             peak_memory_bytes=arm.peak_memory_bytes,

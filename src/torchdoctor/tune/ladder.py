@@ -278,7 +278,7 @@ def climb(tuner: Tuner, plan: LadderPlan) -> ClimbOutcome:
     tuner.run_baseline()
     # Once a change is kept, ladder trials stop early enough to leave time for the final
     # confirmation, whose direct A/B is the headline (a chained product of step ratios is only
-    # an estimate); while the best is the baseline nothing is held back (`Tuner.hold_reserve`).
+    # an estimate); while the best is the baseline nothing is held back (`Allowance.hold_reserve`).
     tuner.plan_confirmation(plan.confirm)
     try:
         specs = plan.order()

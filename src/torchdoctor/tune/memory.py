@@ -35,7 +35,7 @@ from typing import Final
 from torchdoctor.tune.batch import EDGE_RESOLUTION
 
 #: A memory step is kept only when it lowers the peak by at least this fraction of the best's
-#: lowest chunk peak: the tuner's smallest worthwhile gain for speed (`tuner.DEFAULT_MIN_GAIN`)
+#: lowest chunk peak: the tuner's smallest worthwhile gain for speed (`settings.DEFAULT_MIN_GAIN`)
 #: held to memory too, so that a step saving a page or two (resident-set noise on a CPU, one
 #: allocator block on CUDA) is not kept, and with it its cost in speed.
 MIN_MEMORY_SAVING: Final = 0.02

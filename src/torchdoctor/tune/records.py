@@ -96,7 +96,7 @@ class TrialResult(Record):
     because the machine was disturbed (version 2). The baseline carries `reference_losses`,
     the trajectories its quality check is judged against (version 3). A ladder win carries
     the A/B of a second pair of fresh processes that had to bear it out,
-    `replicate_speedup_vs_best` and its interval (version 4; `Tuner._replicate`). `outcome`
+    `replicate_speedup_vs_best` and its interval (version 4; `Replicates.second_pair`). `outcome`
     is what became of it, which the tuner decides by (version 5; earlier versions read back
     with the outcome their status, decision and reason imply: `tune.outcome`).
     `chunk_peak_memory_bytes` is the peak memory of each steady chunk, whose spread the
@@ -405,6 +405,20 @@ class Rejection(Record):
     #: On the ladder's one scale: the best's `Rung.scaled_samples_per_s` times
     #: `speedup_vs_best`.
     scaled_samples_per_s: float | None = None
+
+    @classmethod
+    def of(cls, best: Rung, result: TrialResult, change: dict[str, Any]) -> Rejection:
+        """`change`'s trial (`result`), not kept, against the ladder's best rung then."""
+        return cls(
+            change=change,
+            status=result.status,
+            reason=result.reason,
+            speedup_vs_best=result.speedup_vs_best,
+            speedup_vs_best_ci=result.speedup_vs_best_ci,
+            samples_per_s=result.samples_per_s,
+            best_samples_per_s=result.best_samples_per_s,
+            scaled_samples_per_s=best.scaled(result.speedup_vs_best),
+        )
 
 
 class Ladder(Record):

@@ -1,6 +1,6 @@
 """Where a tuner's arms come from: the one seam between the tuner and what it tunes.
 
-`Tuner.open_arm_for` asks its `ArmSource` for a live, warmed-up `Arm` of a recipe; the ladder,
+`LiveArms.open` asks the study's `ArmSource` for a live, warmed-up `Arm` of a recipe; the ladder,
 the joint search and the final confirmation (tune/confirm.py) all open arms through it, so they
 work the same on both sources:
 

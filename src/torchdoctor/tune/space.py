@@ -126,7 +126,7 @@ def static_prior(device: str, *, native_bf16: bool = False) -> tuple[str, ...]:
 
 #: A prescribed knob whose Amdahl bound is at most this is tried after the prior's knobs: even
 #: removing all the time its finding names cannot clear the ladder's keep bar of 1 + min_gain
-#: (`tune.tuner.DEFAULT_MIN_GAIN`, 2%), while a knob of unknown gain still might.
+#: (`tune.settings.DEFAULT_MIN_GAIN`, 2%), while a knob of unknown gain still might.
 MIN_WORTHWHILE_BOUND: Final = 1.02
 
 

@@ -1,81 +1,51 @@
-"""The tuner's state and its one decision: keep a change or not.
+"""The tuner: the ladder's state, and the one door every trial goes through.
 
-`Tuner.try_change` measures a candidate (the current best plus one change) against the current
-best by the sequential interleaved A/B (`torchdoctor.measure.SequentialTest`) and keeps it
-only when `torchdoctor.tune.decision.judge` says so:
+A `Tuner` holds what the study has found so far (the best recipe, the baseline, the kept rungs
+and the rejections) and runs each trial the ladders ask for (`run_baseline`, `try_change`; the
+memory ladder's through `timed_trial`, the final A/B's and the joint search's directly)
+through `run_or_replay`, the one place a trial is either read back from the study (a resumed
+run, or another tuner sharing the study) or run, and then applied to that state the same way
+for both (`apply_result`). What became of a trial is its `Outcome` (`tune.outcome`), which the
+ladder decides by.
 
-1. its loss trajectory has no NaN/inf and stays within the baseline's own spread for the
-   change's safety class (`torchdoctor.tune.parity`), and
-2. the lower end of the confidence interval of the speedup (the median over interleaved
-   rounds of best_i / candidate_i, in seconds per sample, or per step for the latency
-   objective) is above ``1 + min_gain``.
+Each job of a trial has its own home:
 
-Each trial has a deterministic key (kind, best recipe, candidate recipe). A trial already in
-the study (a resumed run, or another worker sharing the study) is read back and replayed
-through the same decision bookkeeping instead of being run again (`Tuner.run_or_replay`, the
-one place that does either). What became of a trial is its `Outcome` (`torchdoctor.tune.outcome`),
-which the ladder decides by. The budget lives in `torchdoctor.tune.budget`, a trial's
-estimate from its measured parts in `torchdoctor.tune.cost`, the final A/B against the
-baseline in `torchdoctor.tune.confirm`.
+- the budget, what a trial may cost and what is held back for the final A/B:
+  `tune.allowance` (`Allowance`), over `tune.budget`'s deadline and `tune.cost`'s prices;
+- applying a recipe, the arms opened and the best's kept live, how they share a GPU:
+  `tune.live_arms` (`LiveArms`), over `tune.sources`;
+- the baseline's trial and the quality check's yardstick: `tune.baseline`;
+- a change's A/B against the best, interleaved or in turns: `tune.change_trial`;
+- replicates, a win's second pair of fresh processes and the baseline's twin:
+  `tune.replicates`;
+- judging, the verdict and the quality check: `tune.decision` (`Judge`), `tune.parity`;
+- the final A/B against the baseline: `tune.confirm`.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 # `tune --min-gain`'s default (core/defaults.py, with why).
 from torchdoctor.core.defaults import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
 from torchdoctor.core.errors import TuneError
-from torchdoctor.core.vocabulary import Clock, Objective, Safety
-from torchdoctor.measure import (
-    DEFAULT_REPLICATES,
-    MIN_REPLICATES,
-    PairedSpeedup,
-    ProcessSpread,
-    process_spread,
-    second_pair_needed,
-)
-from torchdoctor.procs import SessionSpec, WorkerFailure, WorkerPool, pool_size
-from torchdoctor.tune.arms import (
-    REPLICATE_THRESHOLD,
-    SPREAD_CONFIDENCE,
-    Arm,
-    MeasurePlan,
-    interleave_fresh_pair,
-    interleave_until_clear,
-    measure_alone,
-)
-from torchdoctor.tune.budget import (
-    BUDGET_GRACE_S,
-    DEFAULT_TRIAL_TIMEOUT_S,
-    Budget,
-    BudgetExhausted,
-)
+from torchdoctor.core.vocabulary import Clock, Safety
+from torchdoctor.measure import PairedSpeedup
+from torchdoctor.procs import SessionSpec
+from torchdoctor.tune.allowance import Allowance
+from torchdoctor.tune.arms import Arm
+from torchdoctor.tune.baseline import BaselineTrial, replayed_own_settings
+from torchdoctor.tune.budget import Budget, BudgetExhausted
+from torchdoctor.tune.change_trial import ChangeTrial
 from torchdoctor.tune.claims import WaitExpired
-from torchdoctor.tune.cost import TrialCosts, confirm_cost_s, measured_costs
-from torchdoctor.tune.decision import SpeedCheck, judge
-from torchdoctor.tune.early import does_not_apply, futile, futile_score
-from torchdoctor.tune.outcome import (
-    FIRST_PAIR_ONLY,
-    NOT_REPRODUCED,
-    Outcome,
-    Verdict,
-    failure_outcome,
-)
-from torchdoctor.tune.parity import (
-    REFERENCE_RUNS,
-    TOLERANCES,
-    QualityReference,
-    check_parity,
-    first_non_finite,
-    loosest,
-)
+from torchdoctor.tune.cost import TrialCosts, confirm_cost_s
+from torchdoctor.tune.decision import Judge
+from torchdoctor.tune.live_arms import LiveArms, workload_arms
+from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.records import (
     Confirmation,
     Rejection,
@@ -86,48 +56,15 @@ from torchdoctor.tune.records import (
     TrialResult,
     recipe_key,
 )
-from torchdoctor.tune.sources import ArmSource, WorkloadArms
+from torchdoctor.tune.replicates import Replicates
+from torchdoctor.tune.settings import TuneSettings
+from torchdoctor.tune.sources import ArmSource
 from torchdoctor.tune.study import Study
-from torchdoctor.tune.turns import DeviceSharing, SharingMode, decide_sharing, forced_sharing
-from torchdoctor.tune.whole_runs import TURN_PAIRS, run_in_turns
+from torchdoctor.tune.turns import DeviceSharing
 
-__all__ = [
-    "BudgetExhausted",
-    "TuneSettings",
-    "Tuner",
-    "recipe_key",
-]
+__all__ = ["BudgetExhausted", "TuneSettings", "Tuner", "recipe_key"]
 
 T = TypeVar("T", TrialResult, Confirmation)
-
-#: Study attribute holding the baseline's own settings (`Tuner.own_settings`).
-OWN_SETTINGS_ATTR: Final = "own_settings"
-#: Study attribute holding how the arms share the GPU (`Tuner.sharing`, JSON).
-SHARING_ATTR: Final = "device_sharing"
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    objective: Objective = "throughput"
-    min_gain: float = DEFAULT_MIN_GAIN
-    plan: MeasurePlan = field(default_factory=MeasurePlan)
-    tolerances: dict[Safety, float] = field(default_factory=lambda: dict(TOLERANCES))
-    isolate: bool = True
-    memory_cap_bytes: int | None = None
-    budget_s: float = 600.0
-    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
-    #: Baseline retrainings with a no-op perturbation that the quality check is judged by.
-    reference_runs: int = REFERENCE_RUNS
-    #: Keep a change only when a second pair of fresh processes points the same way
-    #: (`_replicate`).
-    replicate_wins: bool = True
-    #: Most fresh process pairs of the final confirmation (`tune.confirm`, `tune
-    #: --final-pairs`): `measure.DEFAULT_REPLICATES` says why 4; fewer, down to
-    #: `measure.MIN_REPLICATES`, take less time for a wider interval.
-    final_pairs: int = DEFAULT_REPLICATES
-    #: How arms share a GPU (`tune.turns`): None decides from the memory the baseline's
-    #: first park measured; "interleaved" or "turns" forces it. No effect on a CPU.
-    device_sharing: SharingMode | None = None
 
 
 class Tuner:
@@ -145,39 +82,36 @@ class Tuner:
         self.base_spec = base_spec
         self.settings = settings
         #: where arms come from (tune/sources.py): the spec's workload unless given
-        # On a GPU, workers are started ahead of need (`procs.WorkerPool`, `procs.pool_size`).
-        size = pool_size(base_spec.device, isolate=settings.isolate) if arms is None else 0
-        self.arms: ArmSource = arms or WorkloadArms(
+        self.arms: ArmSource = arms or workload_arms(
             base_spec,
             settings.plan,
             settings.objective,
             isolate=settings.isolate,
             memory_cap_bytes=settings.memory_cap_bytes,
-            pool=WorkerPool(base_spec.device, size, log_dir=log_dir) if size else None,
+            log_dir=log_dir,
         )
         self.study = study
         self.log_dir = log_dir
         self.on_trial = on_trial
-        self.budget = Budget(
-            settings.budget_s,
-            trial_timeout_s=settings.trial_timeout_s,
-            clock=clock,
-            confirm_cost_s=self.confirm_cost_s,
+        #: The study's budget as its trials spend it (tune/allowance.py).
+        self.allowance = Allowance(
+            Budget(
+                settings.budget_s,
+                trial_timeout_s=settings.trial_timeout_s,
+                clock=clock,
+                confirm_cost_s=self.confirm_cost_s,
+            ),
+            settings.plan,
         )
         self.stored = study.completed()
         self.trials: list[Trial] = []
         self.reused = 0
         self.best_recipe: dict[str, Any] = dict(base_spec.recipe)
-        self.best_arm: Arm | None = None
         self.baseline: TrialResult | None = None
         self.rungs: list[Rung] = []
         self.rejected: list[Rejection] = []
         #: The trial that made the current best (None while the best is the baseline).
         self.best_trial: TrialResult | None = None
-        #: Safety classes of the kept changes: a candidate's loss is compared with the fp32
-        #: eager baseline, so its tolerance is the loosest class of everything it differs by
-        #: (threads=1 on top of a kept compile is not held to "exact" against eager).
-        self.kept_safety: list[Safety] = []
         #: knob -> the value the baseline runs with of its own (a script's DataLoader
         #: settings, `Arm.own_settings`): the ladder's "current value" where the recipe is silent
         self.own_settings: dict[str, Any] = {}
@@ -188,102 +122,70 @@ class Tuner:
         self.on_look: Callable[[PairedSpeedup, int], None] | None = None
         #: The ladder's planned order of knobs (set by `tune.api` before `on_start`).
         self.planned_order: list[str] = []
-        #: Log rate ratios of two processes of one recipe (a win's first and second pair):
-        #: the spread between processes a later win's second pair is decided by
-        #: (`measure.second_pair_needed`)
-        self.process_log_ratios: list[float] = []
-        #: Seconds each arm this tuner opened took to start and warm up (`tune.cost`).
-        self.opens_s: list[float] = []
-        #: Whether the study ends with the final A/B (`plan_confirmation`), and why it was
-        #: dropped when its reserve no longer fit after a keep (`hold_reserve`).
-        self.confirm_wanted = False
-        self.confirm_dropped: str | None = None
-        #: How the arms share the GPU, decided on the baseline (tune/turns.py); None on a CPU
-        self.sharing: DeviceSharing | None = None
+        #: The arms opened, the best's kept live, how they share a GPU (tune/live_arms.py)
+        self.live = LiveArms(
+            self.arms,
+            self.allowance,
+            study,
+            log_dir=log_dir,
+            step=lambda: len(self.trials),
+            forced=settings.device_sharing,
+        )
+        #: How much processes of one recipe differ; a win's second pair (tune/replicates.py)
+        self.replicates = Replicates(
+            settings.plan,
+            open_arm=self.live.open,
+            timeout=self.budget.request_timeout,
+            past_deadline=self.budget.past_deadline,
+        )
+        #: Verdicts against the baseline's quality reference (tune/decision.py)
+        self.judging = Judge(settings.tolerances, settings.plan.parity_steps)
+        #: A change's A/B against the best (tune/change_trial.py)
+        self.change_trial = ChangeTrial(self.live, self.replicates, self.judging.verdict, settings)
+
+    @property
+    def sharing(self) -> DeviceSharing | None:
+        """How the arms share the GPU (`LiveArms.sharing`); None on a CPU."""
+        return self.live.sharing
 
     @property
     def in_turns(self) -> bool:
         """Whether arms run one process on the GPU at a time (tune/whole_runs.py)."""
-        return self.sharing is not None and self.sharing.in_turns
+        return self.live.in_turns
 
-    # budget
+    # budget (tune/allowance.py)
+
+    @property
+    def budget(self) -> Budget:
+        return self.allowance.budget
+
+    @property
+    def confirm_dropped(self) -> str | None:
+        """Why the final A/B was dropped after a keep (None while it is not)."""
+        return self.allowance.confirm_dropped
 
     def confirm_cost_s(self) -> float:
         return confirm_cost_s(self.baseline, self.best_trial, self.trial_costs())
 
     def trial_costs(self) -> TrialCosts | None:
         """What a trial's parts cost here as measured so far (None before the baseline)."""
-        if self.baseline is None:
-            return None
-        return measured_costs(self.baseline, self.best_trial, self.opens_s, self.settings.plan)
+        return self.allowance.trial_costs(self.baseline, self.best_trial)
 
     def estimated_trial_s(self) -> float:
-        """The next ladder trial by its parts (`tune.cost`): a fresh candidate's open and an
-        A/B to its first look, at the costs measured here. Not the trials so far: a win's
-        second pair of processes or a trial the deadline cut would make every later trial
-        look as long as they were."""
-        costs = self.trial_costs()
-        if costs is None:
-            return 0.0
-        if self.in_turns:  # that many pairs of whole runs, each a process measured alone
-            return 2 * TURN_PAIRS * costs.whole_run_s(self.settings.plan)
-        return costs.ladder_trial_s(self.settings.plan)
+        """The next ladder trial by its parts (`Allowance.estimated_trial_s`)."""
+        return self.allowance.estimated_trial_s(
+            self.baseline, self.best_trial, in_turns=self.in_turns
+        )
 
     def plan_confirmation(self, wanted: bool) -> None:
-        """Whether the study ends with the final A/B. Its reserve is held only once a change
-        is kept (`hold_reserve`): while the best is the baseline there is nothing to confirm."""
-        self.confirm_wanted = wanted
-        self.budget.confirm_planned = False
+        """Whether the study ends with the final A/B (`Allowance.plan_confirmation`)."""
+        self.allowance.plan_confirmation(wanted)
 
-    def hold_reserve(self, change: dict[str, Any]) -> None:
-        """After a keep: hold the final A/B's reserve while it fits in what is left; once it
-        no longer does, the confirmation is dropped (`confirm_dropped`, which the result's notes
-        say) and the ladder has the rest, rather than stopping with a reserve it can never
-        spend."""
-        if not self.confirm_wanted or self.confirm_dropped is not None:
-            return
-        cost = self.confirm_cost_s()
-        left = self.budget.remaining_s()
-        if left >= cost + BUDGET_GRACE_S:
-            self.budget.confirm_planned = True
-            return
-        self.budget.confirm_planned = False
-        shown = " ".join(f"{k}={v}" for k, v in change.items())
-        self.confirm_dropped = (
-            f"after the keep of {shown} the final A/B's {MIN_REPLICATES} fresh process pairs "
-            f"(about {cost:.0f} s) no longer fit in the {max(left, 0.0):.0f} s left, so the "
-            "ladder went on without it; re-run with a larger --budget for the end-to-end figure"
-        )
-
-    # arms
-
-    def open_arm_for(
-        self,
-        recipe: dict[str, Any],
-        tag: str,
-        *,
-        give_up_above: float | None = None,
-        changed: tuple[str, ...] = (),
-    ) -> Arm:
-        """A live, warmed-up arm of `recipe` from this tuner's `ArmSource` (see `changed`
-        there: a script arm whose changed knob did not act is not warmed up)."""
-        log = self.log_dir / f"worker-{len(self.trials):03d}-{tag}.log" if self.log_dir else None
-        began = self.budget.clock()
-        arm = self.arms.open(
-            recipe,
-            timeout=self.budget.request_timeout,
-            log_path=log,
-            give_up_above=give_up_above,
-            changed=changed,
-        )
-        # A part of every trial's estimate (`tune.cost`); an open the deadline cut raised.
-        self.opens_s.append(self.budget.clock() - began)
-        return arm
+    # arms (tune/live_arms.py)
 
     def close(self, *, at_once: bool = False) -> None:
-        if self.best_arm is not None:
-            self.best_arm.close(at_once=at_once)
-            self.best_arm = None
+        """End the best recipe's live arm, if one is."""
+        self.live.close(at_once=at_once)
 
     # recording
 
@@ -349,244 +251,61 @@ class Tuner:
     def run_baseline(self) -> TrialResult:
         def apply(result: TrialResult, reused: bool) -> None:
             if reused:  # a resumed study reuses the baseline without its arm
-                self.own_settings = dict(self.study.attr(OWN_SETTINGS_ATTR) or {})
-                stored = self.study.attr(SHARING_ATTR)
-                if stored:
-                    self.sharing = DeviceSharing.from_json_dict(stored, source="the study")
-            self.baseline = result
+                self.own_settings = replayed_own_settings(self.study)
+                self.live.restore_sharing()
+            self.baseline = self.judging.baseline = result
             self.rungs.append(Rung.baseline(result))
+
+        def run() -> TrialResult:
+            baseline = BaselineTrial(
+                self.live, self.allowance, self.replicates, self.study, self.settings
+            )
+            try:
+                return baseline.measure(key, self.best_recipe)
+            finally:
+                self.own_settings = baseline.own_settings
 
         key = "baseline:" + recipe_key(self.best_recipe)
         try:
-            return self.run_or_replay(
-                key, TrialResult, lambda: self._measure_baseline(key), apply=apply
-            )
+            return self.run_or_replay(key, TrialResult, run, apply=apply)
         except BudgetExhausted:  # spent waiting for another tuner of a shared study
-            raise self._budget_too_small() from None
-
-    def _measure_baseline(self, key: str) -> TrialResult:
-        start = self.budget.clock()
-        plan = self.settings.plan
-        try:
-            arm = self.open_arm_for(self.best_recipe, "baseline")
-            self.own_settings = dict(arm.own_settings)
-            if self.own_settings:  # a resumed study reuses the baseline without its arm
-                self.study.set_attr(OWN_SETTINGS_ATTR, self.own_settings)
-            measure_alone(arm, plan, timeout=self.budget.request_timeout)
-            arm.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
-            measured_s = self.budget.clock() - start
-            self._share_device(arm)
-            if arm.timer == "cuda_event" and not self.in_turns:
-                # In turns every pair is fresh processes already: no twin to measure.
-                self._measure_twin(arm)
-        except WorkerFailure as exc:
-            if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-                raise self._budget_too_small() from None
-            hint = "check that it runs on its own (`torchdoctor run`; a script: plain python)"
-            if exc.kind == "oom":
-                # Every trial is judged against the baseline's losses, so it must run: start
-                # from the same effective batch in micro-batches (`--objective fit` lowers
-                # memory from there).
-                hint = (
-                    "start from a recipe that runs: the same effective batch in smaller "
-                    "micro-batches (--set batch_size=B/k --set grad_accum=k)"
-                )
-            raise TuneError(
-                f"the baseline recipe failed ({exc.kind}): {exc.reason}", hint=hint
-            ) from None
-        # The quality check's yardstick, paid once per study (see tune.parity).
-        references = self._references(arm)
-        bad = first_non_finite(arm.losses)
-        if bad is not None or self.budget.remaining_s() <= 0:
-            arm.close()
-            if bad is None:
-                raise self._budget_too_small()
-            raise TuneError(f"the baseline's loss is not finite at step {bad}")
-        result = TrialResult(
-            key=key,
-            kind="baseline",
-            step=0,
-            recipe=dict(self.best_recipe),
-            status="ok",
-            decision="baseline",
-            outcome=Outcome.BASELINE,
-            samples_per_s=arm.rate(),
-            step_time_s=statistics.median(arm.chunk_scores) * arm.per_step(),
-            peak_memory_bytes=arm.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(arm.chunk_peaks),
-            losses=list(arm.losses[: plan.parity_steps]),
-            compile_s=arm.compile_s,
-            warmup_s=arm.warmup_s,
-            # The measurement alone: later trials and the final A/B are sized from it.
-            wall_s=measured_s,
-            chunk_times_s=list(arm.chunk_scores),
-            reference_losses=references,
-            device_switch_s=_switched(arm.switch_s),
-            sharing_mode=self.sharing.mode if self.sharing is not None else None,
-        )
-        # In turns no arm stays on the device between trials (the references ended it).
-        self.best_arm = None if self.in_turns else arm
-        return result
-
-    def _share_device(self, arm: Arm) -> None:
-        """Decide how the study's arms share the GPU (tune/turns.py) from the measured
-        baseline arm: park it, and read what moved, what stayed and the device's capacity
-        against its peak. A CPU arm shares nothing: no decision, nothing parked."""
-        if arm.turns is None:
-            return
-        forced = self.settings.device_sharing
-        if forced is not None:
-            self.sharing = forced_sharing(forced)
-        else:
-            parked = self.arms.turns.clear(timeout=self.budget.request_timeout)
-            if parked is None:  # not resident: nothing measured, the arms interleave
-                return
-            self.sharing = decide_sharing(parked, arm.peak_memory_bytes or 0)
-        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
-
-    def _references(self, arm: Arm) -> list[list[float | None]]:
-        """The baseline's quality reference runs: beside its parked arm when two processes
-        fit, else each in a process of its own with the arm ended first. A reference that
-        runs out of memory beside the parked arm is no failure of the baseline recipe: the
-        arms go into turns and the references run alone."""
-        plan, timeout = self.settings.plan, self.budget.request_timeout
-        runs = range(1, self.settings.reference_runs + 1)
-        if not self.in_turns:
-            try:
-                return [arm.reference_losses(i, plan.parity_steps, timeout=timeout) for i in runs]
-            except WorkerFailure as exc:
-                forced = self.settings.device_sharing is not None
-                if exc.kind != "oom" or self.sharing is None or forced:
-                    arm.close()
-                    raise self._reference_failed(exc) from None
-                self._into_turns(f"a quality reference ran out of memory beside it ({exc.reason})")
-        arm.close()  # one process on the device: the references run alone
-        log = self.log_dir / "worker-reference.log" if self.log_dir else None
-        try:
-            return [
-                self.arms.reference_alone(
-                    self.best_recipe, i, plan.parity_steps, timeout=timeout, log_path=log
-                )
-                for i in runs
-            ]
-        except WorkerFailure as exc:
-            raise self._reference_failed(exc) from None
-
-    def _into_turns(self, why: str) -> None:
-        """Two processes did not fit after all: the study's arms run in turns from here."""
-        sharing = self.sharing or forced_sharing("turns")
-        self.sharing = sharing.model_copy(
-            update={"mode": "turns", "reason": f"{sharing.out_of_memory()}: {why}"}
-        )
-        self.study.set_attr(SHARING_ATTR, self.sharing.to_json_dict())
-
-    def _reference_failed(self, exc: WorkerFailure) -> TuneError:
-        """A quality reference run failed: a second run of the baseline recipe, not the
-        baseline, which ran (on a GPU: alone in turns, or beside the parked baseline)."""
-        if exc.kind == "timeout" and self.budget.remaining_s() <= 0:
-            return self._budget_too_small()
-        where, hint = "", "check that it runs twice in a row (`torchdoctor run`; a script: python)"
-        if self.in_turns:
-            where = ", alone on the GPU"
-            if exc.kind == "oom":  # it ran out of memory alone, as the baseline did not
-                hint = (
-                    "start from a recipe with room to spare: the same effective batch in "
-                    "smaller micro-batches (--set batch_size=B/k --set grad_accum=k)"
-                )
-        elif self.sharing is not None:
-            where = ", beside the baseline's parked process"
-            if exc.kind == "oom":
-                hint = "let the arms take turns on the GPU (the study forced them to interleave)"
-        return TuneError(
-            f"the baseline ran, but a quality reference run of it (a second run of the same "
-            f"recipe{where}) failed ({exc.kind}): {exc.reason}",
-            hint=hint,
-        )
-
-    def _measure_twin(self, arm: Arm) -> None:
-        """On a GPU: a second process of the baseline recipe, scored alone as the first was,
-        their log rate ratio the study's first measure of how much processes of one recipe
-        differ (`process_log_ratios`), so that a first win far beyond it needs no second pair.
-
-        Where a process start costs 10 s and a step milliseconds (H200 records, 2026-11-28),
-        one more process of the baseline (started ahead, `procs.WorkerPool`) costs its build
-        and a few seconds of steps; the second pair it can spare costs two starts and an A/B.
-        A twin that fails is no failure of the baseline: the second pair runs as before.
-        """
-        try:
-            twin = self.open_arm_for(self.best_recipe, "baseline-twin")
-        except WorkerFailure:
-            return
-        try:
-            measure_alone(twin, self.settings.plan, timeout=self.budget.request_timeout)
-            if arm.chunk_scores and twin.chunk_scores:
-                self.process_log_ratios.append(math.log(arm.rate() / twin.rate()))
-        except WorkerFailure:
-            pass
-        finally:
-            twin.close(at_once=True)
-
-    def quality_reference(self) -> QualityReference:
-        """The baseline's late-window losses and their spread under no-op perturbations."""
-        if self.baseline is None:
-            raise TuneError("internal: a quality check before the baseline")
-        return QualityReference.from_trajectories(
-            self.baseline.losses,
-            self.baseline.reference_losses,
-            steps=self.settings.plan.parity_steps,
-        )
-
-    def _budget_too_small(self) -> TuneError:
-        return TuneError(
-            f"the budget of {self.settings.budget_s:g} s is too small to measure even the "
-            f"baseline (it took more than {self.budget.elapsed_s():.1f} s)",
-            hint="give a larger --budget (e.g. 10m)",
-        )
+            raise self.allowance.too_small() from None
 
     # one change
 
     def try_change(self, change: dict[str, Any], *, kind: TrialKind, safety: Safety) -> TrialResult:
+        """`change` on top of the current best, measured against it (`ChangeTrial`) or read
+        back; the ladder's state updated from it (`apply_result`) and the arm it ended with
+        handed on (`LiveArms.hand_off`)."""
         if self.baseline is None:
             raise TuneError("internal: try_change before the baseline")
         candidate = {**self.best_recipe, **change}
         key = f"{kind}:{recipe_key(self.best_recipe)}->{recipe_key(candidate)}"
-
-        def run() -> TrialResult:
-            return self._run_change(key, kind, change, candidate, safety)
-
-        return self.run_or_replay(
-            key, TrialResult, run, apply=lambda result, _: self.apply_result(result, change, safety)
-        )
-
-    def _run_change(
-        self,
-        key: str,
-        kind: TrialKind,
-        change: dict[str, Any],
-        candidate: dict[str, Any],
-        safety: Safety,
-    ) -> TrialResult:
-        """Measure `candidate` against the current best: its record, the best arm updated."""
         ended: list[Arm | None] = [None]  # the arm the candidate's trial ends with
 
         def measure() -> tuple[Verdict, TrialFigures]:
-            verdict, figures, ended[0] = self._measure(
-                candidate, loosest([*self.kept_safety, safety]), changed=tuple(change)
+            verdict, figures, ended[0] = self.change_trial.measure(
+                self.best_recipe,
+                candidate,
+                self.judging.held_to(safety),
+                best_rate=self.rungs[-1].samples_per_s,
+                changed=tuple(change),
+                on_look=self.on_look,
             )
             if figures.best_samples_per_s is None:
                 figures = replace(figures, best_samples_per_s=self.rungs[-1].samples_per_s)
             return verdict, figures
 
-        result = self.timed_trial(
-            key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
+        def run() -> TrialResult:
+            result = self.timed_trial(
+                key, kind, change, candidate, measure, reserve_s=self.budget.reserve_s()
+            )
+            self.live.hand_off(ended[0], kept=result.outcome is Outcome.KEPT)
+            return result
+
+        return self.run_or_replay(
+            key, TrialResult, run, apply=lambda result, _: self.apply_result(result, change, safety)
         )
-        cand_arm = ended[0]
-        if result.outcome is Outcome.KEPT and cand_arm is not None:
-            self.close()
-            self.best_arm = cand_arm
-        elif cand_arm is not None:
-            cand_arm.close()
-        return result
 
     def timed_trial(
         self,
@@ -598,21 +317,15 @@ class Tuner:
         *,
         reserve_s: float = 0.0,
     ) -> TrialResult:
-        """One trial of `change` measured inside the budget, as its record (the speed ladder's
-        and the memory ladder's alike). Refused (`BudgetExhausted`) when the budget left is
-        under the trial's estimate and `reserve_s`; announced (`on_begin`) only once it runs.
-        A trial the deadline cut is a property of the budget, not of the recipe: it is not
-        stored either (`BudgetExhausted` naming it), so a resumed study with more budget runs
-        it again."""
-        budget = self.budget
-        if budget.remaining_s() < self.estimated_trial_s() + reserve_s:
-            raise BudgetExhausted
-        if self.on_begin is not None:
-            self.on_begin(change)
-        start = budget.clock()
-        verdict, figures = measure()
-        if verdict.outcome is Outcome.TIMEOUT and budget.past_deadline():
-            raise BudgetExhausted(cut=change, cut_after_s=budget.clock() - start)
+        """One trial of `change` measured inside the budget (`Allowance.timed`), as its record
+        (the speed ladder's and the memory ladder's alike)."""
+        verdict, figures, wall_s = self.allowance.timed(
+            change,
+            measure,
+            estimate_s=self.estimated_trial_s(),
+            reserve_s=reserve_s,
+            on_begin=self.on_begin,
+        )
         return TrialResult.of(
             key=key,
             kind=kind,
@@ -621,268 +334,19 @@ class Tuner:
             recipe=candidate,
             verdict=verdict,
             figures=figures,
-            wall_s=budget.clock() - start,
-        )
-
-    def _measure(
-        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
-    ) -> tuple[Verdict, TrialFigures, Arm | None]:
-        """A trial's verdict, its figures and the arm it ends with."""
-        if self.in_turns:
-            return self._measure_in_turns(recipe, safety, changed=changed)
-        plan = self.settings.plan
-        speed: SpeedCheck | None = None
-        cand: Arm | None = None
-        # the best arm's switching cost so far (it lives across trials): this trial's is after
-        switched_before = self.best_arm.switch_s if self.best_arm is not None else 0.0
-        try:
-            if self.best_arm is None:
-                self.best_arm = self.open_arm_for(self.best_recipe, "best")
-            best_rate = self.rungs[-1].samples_per_s
-            limit = futile_score(self.best_arm, best_rate)
-            cand = self.open_arm_for(recipe, "candidate", give_up_above=limit, changed=changed)
-            inapplicable = does_not_apply(cand, recipe, changed)
-            if inapplicable is not None:
-                return inapplicable, TrialFigures(), cand
-            hopeless = futile(cand, limit, best_rate)
-            if hopeless is not None:
-                return (*hopeless, cand)
-            est = interleave_until_clear(
-                self.best_arm,
-                cand,
-                plan,
-                threshold=1.0 + self.settings.min_gain,
-                timeout=self.budget.request_timeout,
-                on_look=self.on_look,
-            )
-            speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
-            if speed.faster:
-                # Only a proven speed win needs the full parity trajectory: a change already
-                # rejected for speed is not run further (fp16 on a CPU is ~100x slower, and
-                # 32 parity steps of it cost minutes of budget).
-                cand.fill_losses(plan.parity_steps, timeout=self.budget.request_timeout)
-        except WorkerFailure as exc:
-            reason = exc.reason
-            beside = self.arms.turns.beside_pinned(cand)
-            if exc.kind == "oom" and beside is not None:
-                reason = f"{reason} (another arm stayed on the GPU beside it: {beside})"
-            if cand is not None:
-                # The failure came while both arms ran and either may have died: start the
-                # best afresh for the next trial rather than guess.
-                cand.close()
-            self.close()
-            if exc.kind == "oom" and beside is None and self._may_take_turns():
-                # Out of memory beside the parked best: the recipe may fit alone. The study
-                # goes into turns and the trial is measured so.
-                self._into_turns(f"a candidate ran out of memory beside the parked best ({reason})")
-                return self._measure_in_turns(recipe, safety, changed=changed)
-            return Verdict.failure(exc.kind, reason), TrialFigures(), None
-        best = self.best_arm
-        losses = list(cand.losses[: plan.parity_steps])
-        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
-        again: PairedSpeedup | None = None
-        ends_with: Arm | None = cand
-        if verdict.outcome is Outcome.KEPT and self.settings.replicate_wins:
-            spread = process_spread(self.process_log_ratios)
-            if spread is not None and not second_pair_needed(
-                est.ci_low, spread, confidence=SPREAD_CONFIDENCE
-            ):
-                verdict = replace(verdict, reason=_spread_reason(spread, est.ci_low))
-            else:
-                verdict, again, ends_with = self._replicate(recipe, cand, first=est, kept=verdict)
-        figures = TrialFigures(
-            samples_per_s=cand.rate(),
-            best_samples_per_s=best.rate(),
-            step_time_s=statistics.median(cand.chunk_scores) * cand.per_step(),
-            speedup_vs_best=est.speedup,
-            speedup_vs_best_ci=(est.ci_low, est.ci_high),
-            replicate_speedup_vs_best=again.speedup if again is not None else None,
-            replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high)
-            if again is not None
-            else None,
-            peak_memory_bytes=cand.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(cand.chunk_peaks),
-            losses=losses,
-            compile_s=cand.compile_s,
-            warmup_s=cand.warmup_s,
-            chunk_times_s=list(cand.chunk_scores),
-            best_chunk_times_s=list(best.chunk_scores),
-            machine_load=est.load,
-            remeasured=est.remeasured,
-            device_switch_s=_switched(best.switch_s - switched_before + cand.switch_s),
-            sharing_mode=self.sharing.mode if self.sharing is not None else None,
-        )
-        return verdict, figures, ends_with
-
-    def _may_take_turns(self) -> bool:
-        """Whether an out-of-memory trial beside a parked arm may be measured again in turns:
-        on a GPU whose sharing was measured (not forced), not in turns already."""
-        sharing = self.sharing
-        return sharing is not None and not sharing.forced and not sharing.in_turns
-
-    def _measure_in_turns(
-        self, recipe: dict[str, Any], safety: Safety, *, changed: tuple[str, ...] = ()
-    ) -> tuple[Verdict, TrialFigures, Arm | None]:
-        """A trial's verdict and figures from whole runs in turns (tune/whole_runs.py): one
-        process on the GPU at a time, the interval from pairs of adjacent runs. The trial
-        ends with no arm live (the next trial starts its own)."""
-        plan, timeout = self.settings.plan, self.budget.request_timeout
-        self.close()
-        recipes = {"best": self.best_recipe, "candidate": recipe}
-
-        def open_side(side: str) -> Arm:
-            mine = changed if side == "candidate" else ()
-            return self.open_arm_for(recipes[side], f"{side}-alone", changed=mine)
-
-        def time_run(arm: Arm) -> float:
-            measure_alone(arm, plan, timeout=timeout)
-            return statistics.median(arm.chunk_scores)
-
-        try:
-            runs = run_in_turns(
-                open_side,
-                time_run,
-                pairs=TURN_PAIRS,
-                stop=lambda arm: does_not_apply(arm, recipe, changed),
-                losses=lambda arm: arm.fill_losses(plan.parity_steps, timeout=timeout),
-            )
-        except WorkerFailure as exc:
-            return Verdict.failure(exc.kind, exc.reason), TrialFigures(), None
-        if runs.stopped is not None:
-            return runs.stopped, TrialFigures(), None
-        est = runs.estimate(confidence=plan.confidence)
-        speed = SpeedCheck(est, 1.0 + self.settings.min_gain)
-        losses = runs.losses[: plan.parity_steps]
-        verdict = self.judge(losses, safety, speed=speed, accepted=Outcome.KEPT)
-        figures = TrialFigures(
-            samples_per_s=runs.rate("candidate"),
-            best_samples_per_s=runs.rate("best"),
-            step_time_s=statistics.median(runs.step_s["candidate"]),
-            speedup_vs_best=est.speedup,
-            speedup_vs_best_ci=(est.ci_low, est.ci_high),
-            peak_memory_bytes=runs.peaks["candidate"],
-            losses=losses,
-            compile_s=runs.compile_s,
-            warmup_s=runs.warmup_s,
-            chunk_times_s=list(runs.scores["candidate"]),
-            best_chunk_times_s=list(runs.scores["best"]),
-            sharing_mode="turns",
-        )
-        return verdict, figures, None
-
-    def _replicate(
-        self, recipe: dict[str, Any], cand: Arm, *, first: PairedSpeedup, kept: Verdict
-    ) -> tuple[Verdict, PairedSpeedup | None, Arm | None]:
-        """The same A/B again on a second pair of fresh processes: a win is kept only when
-        this pair points the same way (`arms.REPLICATE_CONFIDENCE` says how sure, and why
-        the direction rather than the first pair's bar).
-
-        Two live processes of one recipe can differ by a few percent, steadily enough that
-        paired chunks prove the difference (`benchmarks/bench_script_noop.py` measures how
-        often a do-nothing change clears the ladder's bar; benchmarks/RESULTS.md, "A win is
-        proven twice"): the first A/B compares two processes as much as two recipes. A new
-        process of each recipe draws that difference afresh, so a do-nothing change must be
-        lucky twice.
-
-        Returns the trial's verdict (`kept` when the win holds or the budget cut the second
-        pair), the second pair's estimate (None when it did not finish) and the arm the trial
-        ends with: the fresh candidate when the win holds (the next best), else None, with the
-        fresh best as the live best. The first pair's arms are closed first, so at most two
-        processes run.
-        """
-        first_rates = (self.best_arm.rate() if self.best_arm is not None else None, cand.rate())
-        # Ended at once: the fresh pair starts next, and nothing of the first is needed.
-        cand.close(at_once=True)
-        self.close(at_once=True)
-        try:
-            est, best2, cand2 = interleave_fresh_pair(
-                self.open_arm_for, self.best_recipe, recipe, self.settings.plan,
-                timeout=self.budget.request_timeout,
-            )  # fmt: skip
-        except WorkerFailure as exc:
-            if failure_outcome(exc.kind) is Outcome.TIMEOUT and self.budget.past_deadline():
-                # The budget ran out, not the recipe: the win stands on its first pair, and
-                # the final A/B against the baseline (in its reserve) still checks it.
-                why = f"{FIRST_PAIR_ONLY}: the budget ran out during the second"
-                return replace(kept, reason=why), None, None
-            failed = Verdict.failure(
-                exc.kind, f"a second pair of fresh processes failed: {exc.reason}"
-            )
-            return replace(failed, loss_deviation=kept.loss_deviation), None, None
-        # Two processes of each recipe measured: the spread between processes (the first and
-        # second pair's rates of one recipe), by which later wins may need no second pair.
-        for rate, again_rate in zip(first_rates, (best2.rate(), cand2.rate()), strict=True):
-            if rate and again_rate:
-                self.process_log_ratios.append(math.log(rate / again_rate))
-        check = SpeedCheck(est, REPLICATE_THRESHOLD)
-        if check.faster:
-            best2.close(at_once=True)
-            return kept, est, cand2
-        cand2.close(at_once=True)
-        self.best_arm = best2
-        reason = check.reason().removeprefix("not a proven win: ")
-        rejected = replace(
-            kept,
-            outcome=Outcome.NOT_REPRODUCED,
-            reason=f"{NOT_REPRODUCED}: {reason} (the first pair: {first.speedup:.3f}x "
-            f"[{first.ci_low:.3f}, {first.ci_high:.3f}])",
-        )
-        return rejected, est, None
-
-    def judge(
-        self,
-        losses: list[float | None],
-        safety: Safety,
-        *,
-        speed: SpeedCheck | None,
-        accepted: Outcome,
-    ) -> Verdict:
-        """`tune.decision.judge` against this study's quality reference."""
-        return judge(
-            losses,
-            speed=speed,
-            parity=lambda losses: check_parity(
-                self.quality_reference(), losses, safety, tolerances=self.settings.tolerances
-            ),
-            accepted=accepted,
+            wall_s=wall_s,
         )
 
     def apply_result(self, result: TrialResult, change: dict[str, Any], safety: Safety) -> None:
         """Update the ladder from a (new or replayed) trial result (the speed ladder's trials
         and the memory ladder's, `tune.fit`)."""
         if result.outcome is not Outcome.KEPT:
-            self.rejected.append(
-                Rejection(
-                    change=change,
-                    status=result.status,
-                    reason=result.reason,
-                    speedup_vs_best=result.speedup_vs_best,
-                    speedup_vs_best_ci=result.speedup_vs_best_ci,
-                    samples_per_s=result.samples_per_s,
-                    best_samples_per_s=result.best_samples_per_s,
-                    scaled_samples_per_s=self.rungs[-1].scaled(result.speedup_vs_best),
-                )
-            )
+            self.rejected.append(Rejection.of(self.rungs[-1], result, change))
             return
-        if self.best_arm is not None and self.best_arm.recipe != result.recipe:
+        if self.live.best is not None and self.live.best.recipe != result.recipe:
             self.close()  # a replayed keep: the live best arm is stale
         self.best_recipe = dict(result.recipe)
         self.best_trial = result
-        self.kept_safety.append(safety)
+        self.judging.kept_safety.append(safety)
         self.rungs.append(Rung.kept(self.rungs[-1], result, change))
-        self.hold_reserve(change)
-
-
-def _spread_reason(spread: ProcessSpread, ci_low: float) -> str:
-    """Why a win was kept without a second pair: the processes' measured spread."""
-    upper = spread.upper(SPREAD_CONFIDENCE)
-    return (
-        f"{FIRST_PAIR_ONLY}: processes of one recipe differ by {spread.sd:.1%} "
-        f"(at most {upper:.1%}, {spread.pairs} pairs), far less than its least gain "
-        f"{ci_low - 1:.1%}"
-    )
-
-
-def _switched(seconds: float) -> float | None:
-    """A trial's parking cost as recorded: None when no arm was parked (a CPU job)."""
-    return seconds if seconds > 0 else None
+        self.allowance.hold_reserve(change, self.confirm_cost_s())
