@@ -82,7 +82,7 @@ def _root_only(recipe: dict[str, Any] | None) -> tuple[nn.Module, list[float], A
     return model, losses, injection.record().to_json_dict() if injection else None
 
 
-def _wrap_rank(rank: int, out: str) -> None:
+def _wrap_run() -> dict[str, Any]:
     own, own_losses, _ = _root_only(None)
     recipe = {FSDP_WRAP.name: "block", FSDP_PREFETCH.name: 1, RESHARD_AFTER_FORWARD.name: False}
     wrapped, losses, record = _root_only(recipe)
@@ -104,25 +104,33 @@ def _wrap_rank(rank: int, out: str) -> None:
         fully_shard(nn.Linear(8, 4))
     finally:
         lone.uninstall()
+    return {
+        "units": (_units(own), _units(wrapped)),
+        "losses": (own_losses, losses),
+        "record": record,
+        "prefetch": prefetch,
+        "states": states,
+        "per_block": per_block.record().to_json_dict(),
+        "lone": lone.record().to_json_dict(),
+    }
+
+
+def _rank(rank: int, out: str) -> None:
+    """Both runs in one job: starting the two ranks is most of the test's time."""
+    seen = {"wrap": _wrap_run(), "checkpoint": _checkpoint_run(rank)}
     if rank == 0:
-        torch.save(
-            {
-                "units": (_units(own), _units(wrapped)),
-                "losses": (own_losses, losses),
-                "record": record,
-                "prefetch": prefetch,
-                "states": states,
-                "per_block": per_block.record().to_json_dict(),
-                "lone": lone.record().to_json_dict(),
-            },
-            out,
-        )
+        torch.save(seen, out)
 
 
-def test_fsdp_wrap_shards_each_block_before_a_root_only_call(tmp_path) -> None:
-    out = str(tmp_path / "rank0.pt")
-    spawn_ranks(_wrap_rank, out)
-    seen = torch.load(out)
+@pytest.fixture(scope="module")
+def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = str(tmp_path_factory.mktemp("fsdp_wrap") / "rank0.pt")
+    spawn_ranks(_rank, out)
+    return dict(torch.load(out))
+
+
+def test_fsdp_wrap_shards_each_block_before_a_root_only_call(seen: dict[str, Any]) -> None:
+    seen = seen["wrap"]
     assert seen["units"] == (1, DEPTH + 1)  # the root alone; each block, then the root
     # the same parameters sharded in smaller groups: each gradient element is the same sum
     # of the two ranks' in fp32, so the training is the script's own
@@ -135,7 +143,8 @@ def test_fsdp_wrap_shards_each_block_before_a_root_only_call(tmp_path) -> None:
         RESHARD_AFTER_FORWARD.name: "applied",
     }
     [at] = outcomes[FSDP_WRAP.name]["applied_at"]
-    assert at.startswith(f"fully_shard({DEPTH} Block blocks sharded before the root) at ")
+    what = f"fully_shard(model.layers[i]) for {DEPTH} Block blocks, before the root's"
+    assert at.startswith(f"{what} at ")
     assert "test_inject_fsdp_wrap.py" in at
     # the blocks the wrap made are blocks to the other knobs: resharding set on each, the
     # root's left as FSDP's; each prefetches the next
@@ -148,7 +157,7 @@ def test_fsdp_wrap_shards_each_block_before_a_root_only_call(tmp_path) -> None:
     assert (lone["status"], lone["reason"]) == ("not_applied", NO_BLOCKS.format("Linear"))
 
 
-def _checkpoint_rank(rank: int, out: str) -> None:
+def _checkpoint_run(rank: int) -> dict[bool, Any]:
     runs = {}
     for checkpointed in (False, True):
         injection = Injection({CHECKPOINTING.name: checkpointed}, device="cpu").install()
@@ -164,14 +173,11 @@ def _checkpoint_rank(rank: int, out: str) -> None:
             injection.uninstall()
         calls = [layer.calls for layer in model.layers]
         runs[checkpointed] = (losses, calls, injection.record().to_json_dict())
-    if rank == 0:
-        torch.save(runs, out)
+    return runs
 
 
-def test_checkpointing_recomputes_each_block_of_an_fsdp2_model(tmp_path) -> None:
-    out = str(tmp_path / "rank0.pt")
-    spawn_ranks(_checkpoint_rank, out)
-    runs = torch.load(out)
+def test_checkpointing_recomputes_each_block_of_an_fsdp2_model(seen: dict[str, Any]) -> None:
+    runs = seen["checkpoint"]
     own_losses, own_calls, _ = runs[False]
     losses, calls, record = runs[True]
     assert own_calls == [STEPS] * DEPTH  # one forward per step

@@ -148,8 +148,9 @@ class FSDPInjector:
             if not units:
                 self.ledger.unreached(knob, NO_BLOCKS.format(type(module).__name__))
                 continue
-            what = f"{len(units)} {type(units[0]).__name__} blocks sharded before the root"
-            self.ledger.applied(knob, where(at, f"fully_shard({what})"))
+            what = f"{_held_as(module, units[0])}[i]) for {len(units)} "
+            what += f"{type(units[0]).__name__} blocks, before the root's"
+            self.ledger.applied(knob, where(at, f"fully_shard({what}"))
             return list(units)
         return []
 
@@ -191,6 +192,14 @@ class FSDPInjector:
                 block.set_modules_to_forward_prefetch(blocks[i + 1 : i + 1 + depth])
                 block.set_modules_to_backward_prefetch(blocks[max(0, i - depth) : i][::-1])
             self.ledger.applied(knob, where(at, f"prefetch {depth} blocks ahead of this block"))
+
+
+def _held_as(root: Any, block: Any) -> str:
+    """The name of the container that holds `block` inside `root` ("model.layers")."""
+    for name, container in root.named_modules():
+        if any(child is block for child in container.children()):
+            return f"model.{name}" if name else "model"
+    return "model"
 
 
 def _shard_ranks(mesh: Any) -> int:
