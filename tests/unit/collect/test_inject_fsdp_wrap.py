@@ -2,8 +2,12 @@
 (tests/sharded_job.py). A script that shards its root only gets each of its repeated blocks
 sharded first (fsdp_wrap=block): one FSDP unit becomes one per block plus the root, trained to
 the same losses, and the record says where; a script that shards its blocks itself, or a
-module with nothing repeated, records why it did not act. The checkpointing knob on a model
-sharded per block recomputes each block in backward, to the same losses."""
+module with nothing repeated, or a call that shards a list of modules, records why it did
+not act. The checkpointing knob on a model
+sharded per block recomputes each block in backward, to the same losses (no change was needed
+for it: FSDP's hooks run around the block's call, the checkpointed forward inside it, and
+backward's recomputation runs on the parameters FSDP gathers again before the block's
+backward)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from torch import nn
 
 from sharded_job import batch, blocks_model, shard, spawn_ranks, train_step
 from torchdoctor.collect.inject import Injection
-from torchdoctor.collect.inject.fsdp import NO_BLOCKS, PER_BLOCK
+from torchdoctor.collect.inject.fsdp import GROUPED, NO_BLOCKS, PER_BLOCK
 from torchdoctor.knobs import CHECKPOINTING, FSDP_PREFETCH, FSDP_WRAP, RESHARD_AFTER_FORWARD
 
 pytestmark = pytest.mark.skipif(
@@ -104,6 +108,13 @@ def _wrap_run() -> dict[str, Any]:
         fully_shard(nn.Linear(8, 4))
     finally:
         lone.uninstall()
+    grouped = Injection({FSDP_WRAP.name: "block"}, device="cpu").install()
+    try:
+        from torch.distributed.fsdp import fully_shard
+
+        fully_shard([Stack().layers[0], Stack().layers[1]])  # one unit of two modules
+    finally:
+        grouped.uninstall()
     return {
         "units": (_units(own), _units(wrapped)),
         "losses": (own_losses, losses),
@@ -112,6 +123,7 @@ def _wrap_run() -> dict[str, Any]:
         "states": states,
         "per_block": per_block.record().to_json_dict(),
         "lone": lone.record().to_json_dict(),
+        "grouped": grouped.record().to_json_dict(),
     }
 
 
@@ -155,6 +167,8 @@ def test_fsdp_wrap_shards_each_block_before_a_root_only_call(seen: dict[str, Any
     assert (per_block["status"], per_block["reason"]) == ("not_applied", PER_BLOCK)
     [lone] = seen["lone"]["knobs"]
     assert (lone["status"], lone["reason"]) == ("not_applied", NO_BLOCKS.format("Linear"))
+    [grouped] = seen["grouped"]["knobs"]
+    assert (grouped["status"], grouped["reason"]) == ("not_applied", GROUPED)
 
 
 def _checkpoint_run(rank: int) -> dict[bool, Any]:

@@ -46,6 +46,8 @@ PER_BLOCK = (
     "the script already shards modules inside the root before it: its unit of wrapping is "
     "its own, per block"
 )
+#: Why the unit of wrapping did not act at a call that shards several modules as one unit.
+GROUPED = "the script shards a list of modules in one fully_shard call: its own unit of wrapping"
 #: Why the unit of wrapping did not act on a module with nothing repeated to shard apart.
 NO_BLOCKS = (
     "{} sharded by fully_shard has no repeated blocks (a ModuleList or Sequential of two or "
@@ -136,7 +138,11 @@ class FSDPInjector:
     def _units(self, module: Any, at: str | None) -> list[Any]:
         """The blocks the unit-of-wrapping knob shards before `module` (the module's
         `fully_shard` call follows, now over them); [] where it does not act."""
-        if not self.units or isinstance(module, list | tuple):
+        if not self.units:
+            return []
+        if isinstance(module, list | tuple):
+            for knob in self.units:
+                self.ledger.unreached(knob, GROUPED)
             return []
         if self._holds_sharded([module]):
             for knob in self.units:
