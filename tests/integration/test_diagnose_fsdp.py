@@ -27,7 +27,7 @@ PLANTED = {
     "exposed-all-gather": ("fsdp_exposed_all_gather", "fsdp_prefetch"),
     "reshard": ("fsdp_reshard_after_forward", "reshard_after_forward"),
     "fp32-reduce": ("fsdp_fp32_communication", "fsdp_mixed_precision"),
-    "root-only": ("fsdp_root_only_wrap", None),  # a code change: no knob wraps
+    "root-only": ("fsdp_root_only_wrap", "fsdp_wrap"),
 }
 
 
@@ -52,10 +52,7 @@ def test_each_planted_fsdp_problem_is_named(
     # the finding is looked for on every rank, and the job's is one of them.
     found = [f for d in job["ranks"] for f in d["findings"] if f["rule_id"] == rule]
     assert found, [[f["rule_id"] for f in d["findings"]] for d in job["ranks"]]
-    assert all(
-        knob in f["prescription"]["knobs"] if knob else f["prescription"]["code_change"]
-        for f in found
-    )
+    assert all(knob in f["prescription"]["knobs"] for f in found)
     assert all(f["amdahl_bound"] > 1 for f in found)
     for d in job["ranks"]:  # an FSDP job's communication is not DDP's
         assert "ddp_communication" not in {f["rule_id"] for f in d["findings"]}

@@ -67,6 +67,7 @@ from torchdoctor.knobs.fsdp import (
     FSDP_CPU_OFFLOAD,
     FSDP_MIXED_PRECISION,
     FSDP_PREFETCH,
+    FSDP_WRAP,
     RESHARD_AFTER_FORWARD,
 )
 from torchdoctor.knobs.loader import loader_arguments, loader_kwargs
@@ -151,6 +152,7 @@ __all__ = [
     "FSDP_CPU_OFFLOAD",
     "FSDP_MIXED_PRECISION",
     "FSDP_PREFETCH",
+    "FSDP_WRAP",
     "GRADIENT_AS_BUCKET_VIEW",
     "GRAD_ACCUM",
     "NON_BLOCKING",

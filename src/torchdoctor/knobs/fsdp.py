@@ -28,6 +28,13 @@ torch/distributed/fsdp/_fully_shard/_fully_shard.py) and torchtitan's choices
 - `fsdp_cpu_offload`: a `CPUOffloadPolicy`: the sharded parameters, gradients and optimizer
   state live in host memory and the optimizer steps there; the device holds only the gathered
   parameters of the blocks in use. Exact; for a model whose state does not fit the device.
+- `fsdp_wrap`: the unit of wrapping, where a script shards its root only. "block": at the
+  root's `fully_shard(model)` each of the model's repeated blocks (`repeated_blocks`, the
+  largest ModuleList/Sequential of two or more modules of one class, as torchtitan shards
+  each of `model.layers`) is sharded first, with the call's own keywords, then the root; one
+  block gathered at a time, each block's all-gather overlapping the previous block's compute,
+  where one root unit gathers the whole model before the first layer runs. "root": the
+  script's own wrapping. Exact (the same parameters, sharded in smaller groups).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from torchdoctor.knobs.base import (
     KnobValue,
     cuda_only,
 )
+from torchdoctor.knobs.checkpointing import repeated_blocks
 from torchdoctor.knobs.parts import (
     CallEdit,
     EditedCall,
@@ -244,4 +252,55 @@ FSDP_CPU_OFFLOAD = Knob(
     no_rule="it trades speed for device memory, which the memory objective weighs",
 )
 
-KNOBS = (RESHARD_AFTER_FORWARD, FSDP_MIXED_PRECISION, FSDP_PREFETCH, FSDP_CPU_OFFLOAD)
+# ---- fsdp_wrap ---------------------------------------------------------------------------------
+
+#: The values of the unit of wrapping: the script's own ("root": one unit where the script
+#: shards its root only) and each repeated block its own unit before the root.
+WRAP_ROOT = "root"
+WRAP_BLOCK = "block"
+
+
+def wrap_units(value: KnobValue, module: Any) -> list[Any]:
+    """The modules sharded before a root-only call's `module` for the value: its repeated
+    blocks for "block" ([] where it has none), none for "root"."""
+    return repeated_blocks(module) if value == WRAP_BLOCK else []
+
+
+def wrap_lines(value: KnobValue) -> str | None:
+    """The loop that shards the blocks before the root, as the script would write it."""
+    if value != WRAP_BLOCK:
+        return None
+    return (
+        "# model.layers: the model's repeated blocks (a ModuleList of one class), each its\n"
+        "# own unit, sharded before the root with the root's keywords\n"
+        "for block in model.layers:\n"
+        "    fully_shard(block)\n"
+        "fully_shard(model)"
+    )
+
+
+FSDP_WRAP = Knob(
+    name="fsdp_wrap",
+    family="fsdp",
+    description="FSDP's unit of wrapping where a script shards its root only: each repeated "
+    "block sharded before the root (block), or the script's own (root).",
+    code_change="for block in model.layers: fully_shard(block); then fully_shard(model)",
+    safety="exact",
+    domain=Choice((WRAP_ROOT, WRAP_BLOCK)),
+    default=WRAP_ROOT,
+    not_applicable=_only_fsdp,
+    applies_to=FSDPArgument(units=wrap_units),
+    write_back=Snippet(
+        "in place of the root's fully_shard(model) call", lambda value, _device: wrap_lines(value)
+    ),
+    ladder=Ladder(gpu=144, cpu=235),
+    script=Script(site=ScriptSite.FSDP, unchanged=(WRAP_ROOT,)),
+)
+
+KNOBS = (
+    FSDP_WRAP,
+    RESHARD_AFTER_FORWARD,
+    FSDP_MIXED_PRECISION,
+    FSDP_PREFETCH,
+    FSDP_CPU_OFFLOAD,
+)

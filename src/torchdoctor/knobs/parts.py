@@ -110,7 +110,10 @@ class FSDPArgument:
     backward prefetching set on the sharded blocks (`FSDPModule.set_modules_to_*_prefetch`).
     `for_world(value, ranks)`: why the value cannot act on a job of that many ranks (None: it
     can). `source(value)`: the keywords as the script writes them (the patch writer's), and
-    `imports`: the import line that text needs (None: torch's own names only)."""
+    `imports`: the import line that text needs (None: torch's own names only).
+    `units(value, module)`: at a call that shards a module holding no module sharded before
+    it, the submodules sharded first, each its own unit with the call's keywords ([]: none,
+    the call as written)."""
 
     keywords: Callable[[KnobValue], Mapping[str, Any]] | None = None
     #: what FSDP runs a block with when the call leaves the keyword unset (None): a block
@@ -121,6 +124,7 @@ class FSDPArgument:
     blocks_only: bool = False
     prefetch: Callable[[KnobValue], int] | None = None
     for_world: Callable[[KnobValue, int], str | None] | None = None
+    units: Callable[[KnobValue, Any], list[Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from torchdoctor.diagnose.rules import (
     fsdp_reshard_after_forward,
     fsdp_root_only_wrap,
 )
+from torchdoctor.knobs import FSDP_WRAP
 
 STEP_MS = 100.0
 MIB = 2**20
@@ -150,7 +151,7 @@ def test_root_only_wrap_is_one_root_unit() -> None:
     root = unit("root", forward_prefetched=0.0, unsharded_bytes=64 * MIB)
     f = analysis([root], exposed_comm_ms=30.0, unsharded_peak_bytes=64 * MIB)
     found = fsdp_root_only_wrap.check(evidence(fsdp=f))
-    assert found is not None and not found.prescription.knobs
+    assert found is not None and found.prescription.knobs == {FSDP_WRAP.name: "block"}
     assert found.share == 0.3 and "64.0 MiB" in found.summary
     per_block = analysis(blocks(), exposed_comm_ms=30.0)
     assert fsdp_root_only_wrap.check(evidence(fsdp=per_block)) is None

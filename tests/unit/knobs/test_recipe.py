@@ -106,6 +106,7 @@ def test_catalogue_declares_every_knob_fully() -> None:
         "attention", "cudnn_benchmark", "tf32", "cuda_graphs", "find_unused_parameters",
         "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "ddp_comm_hook",
         "reshard_after_forward", "fsdp_mixed_precision", "fsdp_prefetch", "fsdp_cpu_offload",
+        "fsdp_wrap",
     }  # fmt: skip
     assert set(names) == expected and len(names) == len(expected)
     for knob in catalogue():

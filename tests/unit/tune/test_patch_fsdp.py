@@ -1,6 +1,7 @@
 """tune/patch.py on a sharded job: the FSDP knobs written into the `fully_shard(...)` calls the
 injection acted at (the blocks' only, for reshard_after_forward; every call, for the mixed
-precision policy), with the import the policy needs, and prefetching as a snippet."""
+precision policy), with the import the policy needs, and prefetching as a snippet; the unit
+of wrapping of a root-only script as a snippet of the loop over the blocks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from pathlib import Path
 
 from test_patch import _apply, _record
 
-from torchdoctor.knobs import FSDP_MIXED_PRECISION, FSDP_PREFETCH, RESHARD_AFTER_FORWARD
+from torchdoctor.knobs import (
+    FSDP_MIXED_PRECISION,
+    FSDP_PREFETCH,
+    FSDP_WRAP,
+    RESHARD_AFTER_FORWARD,
+)
 from torchdoctor.tune.patch import build_patch
 
 SCRIPT = """
@@ -72,3 +78,25 @@ def test_fsdp_knobs_are_written_into_the_fully_shard_calls(tmp_path: Path) -> No
     assert prefetch.knob == FSDP_PREFETCH.name
     assert "set_modules_to_forward_prefetch(blocks[i + 1 : i + 1 + 2])" in prefetch.code
     assert {e.knob for e in patch.edits} == {RESHARD_AFTER_FORWARD.name, FSDP_MIXED_PRECISION.name}
+
+
+ROOT_ONLY = """
+from torch.distributed.fsdp import fully_shard
+
+model = Net()
+fully_shard(model)
+"""
+
+
+def test_the_unit_of_wrapping_is_a_snippet_of_the_loop_over_the_blocks(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(ROOT_ONLY).lstrip("\n"), encoding="utf-8")
+    recipe = {FSDP_WRAP.name: "block"}
+    at = f"fully_shard(model.layers[i]) for 3 Block blocks, before the root's at {script}:4"
+    patch = build_patch(recipe, _record(recipe, {FSDP_WRAP.name: [at]}), tmp_path, script=script)
+    assert not patch.edits  # no line of the script is the loop: it is pasted
+    (wrap,) = patch.snippets
+    assert wrap.knob == FSDP_WRAP.name and "fully_shard(model)" in wrap.where
+    loop = "for block in model.layers:\n    fully_shard(block)\nfully_shard(model)"
+    assert wrap.code.endswith(loop)
+    compile(wrap.code, "snippet", "exec")

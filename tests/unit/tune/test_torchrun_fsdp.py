@@ -17,6 +17,7 @@ from torchdoctor.knobs import (
     FSDP_CPU_OFFLOAD,
     FSDP_MIXED_PRECISION,
     FSDP_PREFETCH,
+    FSDP_WRAP,
     RESHARD_AFTER_FORWARD,
 )
 from torchdoctor.tune.api import _space
@@ -43,7 +44,7 @@ def _config(tmp_path: Path, words: list[str], **kwargs: object) -> TuneConfig:
 
 
 def test_fsdp_knobs_are_offered_where_a_torchrun_job_calls_fully_shard(tmp_path: Path) -> None:
-    assert fsdp_knob_names() == {*FSDP_KNOBS, FSDP_CPU_OFFLOAD.name}
+    assert fsdp_knob_names() == {*FSDP_KNOBS, FSDP_CPU_OFFLOAD.name, FSDP_WRAP.name}
     (tmp_path / "train.py").write_text(SHARDS)
     (tmp_path / "plain.py").write_text(PLAIN)
     job = _config(tmp_path, ["torchrun", "--nproc-per-node", "2", "train.py"])

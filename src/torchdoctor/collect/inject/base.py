@@ -60,6 +60,10 @@ class Ledger:
         if len(entry.applied_at) < MAX_APPLIED_AT:
             entry.applied_at.append(where)
 
+    def unreached(self, knob: str, reason: str) -> None:
+        """Why the knob did not act if it never does, as far as the script has run."""
+        self._entries[knob].unreached = reason
+
     def skipped(self, knob: str, reason: str) -> None:
         """The knob could not act at one place; only the first reason is kept."""
         entry = self._entries[knob]

@@ -12,6 +12,13 @@ FSDP keeps the root's parameters after forward since backward needs them first. 
 follows the blocks in the order they were sharded, which is the order forward runs them in
 the scripts fully_shard's docstring describes (`for layer in model.layers: fully_shard(layer)`).
 
+The unit of wrapping (`FSDPArgument.units`: fsdp_wrap) acts at a call that shards a module
+holding no module sharded before it, where the script shards its root only: the module's
+repeated blocks are sharded first, each by its own call with the script's arguments (and the
+other knobs' keywords, as blocks), then the module itself, now a root over them. A script that
+shards its blocks itself, or a module with no repeated blocks, is recorded as not applied
+with why.
+
 A keyword the script already passes with the recipe's value is recorded as not applied with
 why: the trial would compare the job with itself. An int `reshard_after_forward` that does not
 divide the shard group (`FSDPArgument.for_world`) is recorded the same way, and the call runs
@@ -34,6 +41,18 @@ from torchdoctor.knobs import FSDPArgument, get_knob
 NO_FULLY_SHARD = "the script sharded no module with torch.distributed.fsdp.fully_shard"
 #: Why prefetching did not act when the script sharded fewer than two blocks.
 ONE_BLOCK = "the script sharded fewer than two blocks with fully_shard: none to prefetch"
+#: Why the unit of wrapping did not act where the script shards its blocks itself.
+PER_BLOCK = (
+    "the script already shards modules inside the root before it: its unit of wrapping is "
+    "its own, per block"
+)
+#: Why the unit of wrapping did not act at a call that shards several modules as one unit.
+GROUPED = "the script shards a list of modules in one fully_shard call: its own unit of wrapping"
+#: Why the unit of wrapping did not act on a module with nothing repeated to shard apart.
+NO_BLOCKS = (
+    "{} sharded by fully_shard has no repeated blocks (a ModuleList or Sequential of two or "
+    "more modules of one class) to shard apart"
+)
 
 
 def fully_shard_homes() -> list[ModuleType]:
@@ -51,10 +70,15 @@ class FSDPInjector:
         self.keywords: dict[str, tuple[FSDPArgument, KnobValue]] = {}
         #: knob -> prefetch depth
         self.prefetch: dict[str, int] = {}
+        #: knob -> (its part, the value), for the unit of wrapping
+        self.units: dict[str, tuple[FSDPArgument, KnobValue]] = {}
         for knob, value in values.items():
             part = get_knob(knob).applies_to
             assert isinstance(part, FSDPArgument)  # the catalogue test holds it to that
-            if part.prefetch is not None:
+            if part.units is not None:
+                ledger.expect(knob, value, NO_FULLY_SHARD)
+                self.units[knob] = (part, value)
+            elif part.prefetch is not None:
                 ledger.expect(knob, value, ONE_BLOCK)
                 self.prefetch[knob] = part.prefetch(value)
             else:
@@ -77,21 +101,64 @@ class FSDPInjector:
         @functools.wraps(original)
         def fully_shard(module: Any, *args: Any, **kwargs: Any) -> Any:
             at = user_site(2)
-            modules = list(module) if isinstance(module, list | tuple) else [module]
-            inside = {id(m) for top in modules for m in top.modules()}
-            block = not any(id(m) in inside for m in self.sharded)
-            bound = signature.bind(module, *args, **kwargs)
-            acted = self._keywords(bound, signature, block)
-            result = original(*bound.args, **bound.kwargs)
-            self.sharded.extend(modules)
-            for knob, what in acted:
-                self.ledger.applied(knob, where(at, f"fully_shard({what})"))
-            if block:
-                self.blocks.append(modules[0])
-                self._prefetch(at)
-            return result
+            for unit in self._units(module, at):
+                bound = signature.bind(module, *args, **kwargs)
+                bound.arguments[first] = unit
+                self._shard(original, signature, bound, at)
+            return self._shard(original, signature, signature.bind(module, *args, **kwargs), at)
 
+        first = next(iter(signature.parameters))
         return fully_shard
+
+    def _shard(
+        self,
+        original: Callable[..., Any],
+        signature: inspect.Signature,
+        bound: inspect.BoundArguments,
+        at: str | None,
+    ) -> Any:
+        """One `fully_shard` call with the recipe's keywords put in."""
+        module = next(iter(bound.arguments.values()))
+        modules = list(module) if isinstance(module, list | tuple) else [module]
+        block = not self._holds_sharded(modules)
+        acted = self._keywords(bound, signature, block)
+        result = original(*bound.args, **bound.kwargs)
+        self.sharded.extend(modules)
+        for knob, what in acted:
+            self.ledger.applied(knob, where(at, f"fully_shard({what})"))
+        if block:
+            self.blocks.append(modules[0])
+            self._prefetch(at)
+        return result
+
+    def _holds_sharded(self, modules: list[Any]) -> bool:
+        inside = {id(m) for top in modules for m in top.modules()}
+        return any(id(m) in inside for m in self.sharded)
+
+    def _units(self, module: Any, at: str | None) -> list[Any]:
+        """The blocks the unit-of-wrapping knob shards before `module` (the module's
+        `fully_shard` call follows, now over them); [] where it does not act."""
+        if not self.units:
+            return []
+        if isinstance(module, list | tuple):
+            for knob in self.units:
+                self.ledger.unreached(knob, GROUPED)
+            return []
+        if self._holds_sharded([module]):
+            for knob in self.units:
+                self.ledger.skipped(knob, PER_BLOCK)
+            return []
+        for knob, (part, value) in self.units.items():
+            assert part.units is not None
+            units = part.units(value, module)
+            if not units:
+                self.ledger.unreached(knob, NO_BLOCKS.format(type(module).__name__))
+                continue
+            what = f"{_held_as(module, units[0])}[i]) for {len(units)} "
+            what += f"{type(units[0]).__name__} blocks, before the root's"
+            self.ledger.applied(knob, where(at, f"fully_shard({what}"))
+            return list(units)
+        return []
 
     def _keywords(
         self, bound: inspect.BoundArguments, signature: inspect.Signature, block: bool
@@ -131,6 +198,14 @@ class FSDPInjector:
                 block.set_modules_to_forward_prefetch(blocks[i + 1 : i + 1 + depth])
                 block.set_modules_to_backward_prefetch(blocks[max(0, i - depth) : i][::-1])
             self.ledger.applied(knob, where(at, f"prefetch {depth} blocks ahead of this block"))
+
+
+def _held_as(root: Any, block: Any) -> str:
+    """The name of the container that holds `block` inside `root` ("model.layers")."""
+    for name, container in root.named_modules():
+        if any(child is block for child in container.children()):
+            return f"model.{name}" if name else "model"
+    return "model"
 
 
 def _shard_ranks(mesh: Any) -> int:

@@ -7,6 +7,7 @@ from typing import Final
 from torchdoctor.analyze import FSDP_ROOT
 from torchdoctor.diagnose.evidence import Evidence
 from torchdoctor.diagnose.findings import LOW_SHARE, Finding, Prescription, make_finding
+from torchdoctor.knobs import FSDP_WRAP
 
 RULE_ID: Final = "fsdp_root_only_wrap"
 TITLE: Final = "One FSDP unit (root-only wrap)"
@@ -44,8 +45,10 @@ def check(ev: Evidence) -> Finding | None:
         },
         # Per-block units with prefetch can hide all but the first all-gather and the last
         # reduce: the limit 1/(1-f) bounds that.
-        # No knob sets the unit of wrapping yet: the cure is a change to the script's code.
+        # fsdp_wrap=block makes the change at the root's call (knobs/fsdp.py), where the
+        # model's repeated blocks are found; the code change is the same, written by hand.
         prescription=Prescription(
+            knobs={FSDP_WRAP.name: "block"},
             code_change="fully_shard each repeated block (transformer layer) before the root: "
             "for block in model.blocks: fully_shard(block); then fully_shard(model), so each "
             "block's all-gather overlaps the previous block's compute and only one block is "
