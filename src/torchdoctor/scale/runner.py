@@ -283,9 +283,12 @@ def fsdp_at(
         cpu_share = min(1.0, sum(map(cpu.predict, gathers)) / sum(map(all_gather.predict, gathers)))
     probe = bench.colocation
     colocation = (probe.slowdown, *probe.slowdown_ci) if probe is not None else (1.0, 1.0, 1.0)
+    total = sum(base.phases.values())
     return project_fsdp(
         step_s=base.step_s,
-        optimizer_s=min(base.phases.get("optimizer", 0.0), base.step_s),
+        # the phases are means, the step a median: the optimizer's share of the step, as
+        # scale/model.py calibrates N = 1's phases to its step
+        optimizer_s=base.step_s * base.phases.get("optimizer", 0.0) / total if total > 0 else 0.0,
         shape=job.shape,
         world_size=world_size,
         all_gather=all_gather,
