@@ -185,3 +185,26 @@ def test_the_units_are_read_from_the_wrapped_modules() -> None:
     assert [u.numel for u in job.shape.units] == [20, 20, 20]
     assert (job.param_dtype_bytes, job.reduce_dtype_bytes) == (2, 2)
     assert job.reshard_after_forward is False and job.forward_prefetch is False
+
+
+def test_the_report_shows_the_fsdp_projections() -> None:
+    from torchdoctor.report.adapters.scale import scaling_blocks
+    from torchdoctor.scale.study import ScalingStudy
+
+    study = ScalingStudy(
+        target="train.py",
+        kind="script",
+        mode="weak",
+        backend="gloo",
+        threads_per_rank=1,
+        worlds=[],
+        benches=[],
+        projections=[],
+        fsdp=[_project(), _project(prefetch=True)],
+        warnings=[],
+    )
+    view = scaling_blocks(study.model_dump(mode="json"))
+    table = next(t for t in view.tables if t.title.startswith("FSDP projections"))
+    assert [row[0] for row in table.rows] == ["2", "2"]
+    assert [row[-1] for row in table.rows] == ["none", "prefetch"]
+    assert "6, " in table.rows[0][5]  # six collectives without a reshard
