@@ -177,7 +177,8 @@ def main() -> None:
         verdict = "within" if abs(median - 1) <= TARGET else "NOT within"
         print(
             f"\nmedian projected/measured {median:.3f} over {len(ratios)} round(s) (min "
-            f"{min(ratios):.3f}, max {max(ratios):.3f}): {verdict} {TARGET:.0%}"
+            f"{min(ratios):.3f}, max {max(ratios):.3f}): {verdict} {TARGET:.0%}; N=1's step "
+            f"over the rounds {min(ones) * 1e3:.1f} to {max(ones) * 1e3:.1f} ms"
         )
         strategies(last)
 
