@@ -35,9 +35,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchdoctor.analyze.shard_memory import step_moments
-from torchdoctor.collect import read_profiles
-from torchdoctor.collect.shard_memory import fake_activations
+from torchdoctor.analyze import step_moments
+from torchdoctor.collect import fake_activations, read_profiles
 from torchdoctor.scale import (
     StudyPlan,
     build_study,

@@ -49,7 +49,7 @@ def _itemsize(dtype: Any, default: int) -> int:
 
 
 def _job(wrapped: list[tuple[Any, dict[str, Any]]], optimizer: Any) -> FsdpJob | None:
-    from torchdoctor.collect.shard_memory import model_shape
+    from torchdoctor.collect import model_shape
 
     modules = [m for m, _ in wrapped]
     roots = [
