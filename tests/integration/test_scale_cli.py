@@ -89,7 +89,7 @@ def test_two_rank_gloo_study(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     # the waterfall's parts add up to the gap of the mean step to the ideal
     assert study.model is not None and study.model.gradient_bytes > 0
     fits = study.benches[0].fits
-    assert set(fits) == {"all_reduce", "all_gather", "reduce_broadcast"}
+    assert set(fits) == {"all_reduce", "all_gather", "reduce_scatter", "reduce_broadcast"}
     assert all(f.beta_s_per_byte > 0 for f in fits.values())
     probe = study.benches[0].colocation  # the workload's whole step, alone and both at once
     assert probe is not None and probe.slowdown > 0

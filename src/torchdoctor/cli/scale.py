@@ -35,10 +35,12 @@ if TYPE_CHECKING:
     from torchdoctor.scale import StudyPlan
 
 _HELP = """Measure how a job scales over N processes (torchrun at each N) and why it is not N
-times faster: a collective microbenchmark at each N (all-reduce, all-gather, reduce+broadcast;
-alpha-beta fit, bus bandwidth), the step measured per N against linear scaling (a gap-to-linear
-waterfall) and against a model, T(N) = compute + (communication - overlap) + optimizer + data +
-skew, projected to larger N, other bandwidths and a parameter server vs a ring.
+times faster: a collective microbenchmark at each N (all-reduce, all-gather, reduce-scatter,
+reduce+broadcast; alpha-beta fit, bus bandwidth), the step measured per N against linear scaling
+(a gap-to-linear waterfall) and against a model, T(N) = compute + (communication - overlap) +
+optimizer + data + skew, projected to larger N, other bandwidths and a parameter server vs a
+ring. A script that shards with FSDP2 (`fully_shard`) is projected from its own units' per-step
+all-gathers and reduce-scatters.
 
 Examples:
   torchdoctor scale mlp --nproc 1,2

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         fake_activations,
         measure_sharded_step,
         meta_shape,
+        model_shape,
         param_dtype_of,
     )
     from torchdoctor.collect.window import export_gz
@@ -93,6 +94,7 @@ _EXPORTS = {
     "fake_activations": "torchdoctor.collect.shard_memory",
     "measure_sharded_step": "torchdoctor.collect.shard_memory",
     "meta_shape": "torchdoctor.collect.shard_memory",
+    "model_shape": "torchdoctor.collect.shard_memory",
     "param_dtype_of": "torchdoctor.collect.shard_memory",
     "ScriptRun": "torchdoctor.collect.inject.record",
     "install_recipe": "torchdoctor.collect.inject",
@@ -144,6 +146,7 @@ __all__ = [
     "measure_sharded_step",
     "measure_step_memory",
     "meta_shape",
+    "model_shape",
     "param_dtype_of",
     "prepare_launch",
     "profile_workload",

@@ -106,6 +106,11 @@ def _operation(
         out = torch.empty(elements // world * world, device=device)
         mine = torch.ones(elements // world, device=device)
         return lambda: dist.all_gather_into_tensor(out, mine)
+    if collective == "reduce_scatter":
+        # as NCCL-tests counts it too: the size is the whole each rank reduces, 1/N its output
+        whole = torch.ones(elements // world * world, device=device)
+        part = torch.empty(elements // world, device=device)
+        return lambda: dist.reduce_scatter_tensor(part, whole)
     t = torch.ones(elements, device=device)
 
     def reduce_broadcast() -> None:

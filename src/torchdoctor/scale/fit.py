@@ -43,8 +43,13 @@ from scipy.optimize import nnls
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.core.records import SubRecord
 
-Collective = Literal["all_reduce", "all_gather", "reduce_broadcast"]
-COLLECTIVES: Final[tuple[Collective, ...]] = ("all_reduce", "all_gather", "reduce_broadcast")
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "reduce_broadcast"]
+COLLECTIVES: Final[tuple[Collective, ...]] = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "reduce_broadcast",
+)
 
 #: Fewer points than this leave a two-parameter fit no degrees of freedom for its error.
 MIN_FIT_POINTS: Final = 3
@@ -57,7 +62,7 @@ def bus_factor(collective: Collective, world_size: int) -> float:
     n = world_size
     if collective == "all_reduce":
         return 2.0 * (n - 1) / n
-    if collective == "all_gather":
+    if collective in ("all_gather", "reduce_scatter"):
         return (n - 1) / n
     return 2.0  # reduce (factor 1) then broadcast (factor 1), in sequence over the root's link
 

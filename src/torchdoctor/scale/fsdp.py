@@ -56,8 +56,11 @@ def fsdp_collectives(
     *,
     param_dtype_bytes: int,
     reduce_dtype_bytes: int = 4,
+    reshard_after_forward: bool = True,
 ) -> list[FsdpCollective]:
-    """The collectives of one step, in order (none at N = 1: nothing is gathered)."""
+    """The collectives of one step, in order (none at N = 1: nothing is gathered). Without
+    `reshard_after_forward` every unit stays unsharded from its forward to its backward: no
+    all-gather in the backward."""
     if world_size < 1:
         raise ScaleError(f"world size must be at least 1, got {world_size}")
     if world_size == 1:
@@ -79,14 +82,15 @@ def fsdp_collectives(
     ]
     for u in reversed(others):
         padded = u.padded_numel(world_size)
-        out.append(
-            FsdpCollective(
-                unit=u.name,
-                kind="all_gather",
-                phase="backward",
-                size_bytes=size(padded, param_dtype_bytes),
+        if reshard_after_forward:
+            out.append(
+                FsdpCollective(
+                    unit=u.name,
+                    kind="all_gather",
+                    phase="backward",
+                    size_bytes=size(padded, param_dtype_bytes),
+                )
             )
-        )
         out.append(
             FsdpCollective(
                 unit=u.name,
@@ -119,29 +123,56 @@ class FsdpCommunication(SubRecord):
     high_s: float
 
 
+def _timed(
+    c: FsdpCollective,
+    fits: dict[FsdpKind, AlphaBetaFit],
+    world_size: int,
+    busbw: float | None,
+) -> tuple[float, float]:
+    """(seconds, standard error) of one collective at `world_size`: its kind's fit carried
+    as a ring (see the module), its relative error at the same size carried with it."""
+    fit = fits[c.kind]
+    link = busbw if busbw is not None else fit.busbw
+    steps = (world_size - 1) / (fit.world_size - 1)
+    t = fit.alpha_s * steps + bus_factor(c.kind, world_size) / link * c.size_bytes
+    return t, fit.predict_se(c.size_bytes) / max(fit.predict(c.size_bytes), 1e-30) * t
+
+
+def _fits(fit: AlphaBetaFit, reduce_scatter: AlphaBetaFit | None) -> dict[FsdpKind, AlphaBetaFit]:
+    if fit.collective != "all_gather" or fit.world_size < 2:
+        raise ScaleError(
+            "FSDP's collectives are timed from an all-gather fit at 2 or more ranks, "
+            f"got {fit.collective} at {fit.world_size}"
+        )
+    if reduce_scatter is not None and (
+        reduce_scatter.collective != "reduce_scatter" or reduce_scatter.world_size < 2
+    ):
+        raise ScaleError(
+            "FSDP's reduce-scatters are timed from a reduce-scatter fit at 2 or more ranks, "
+            f"got {reduce_scatter.collective} at {reduce_scatter.world_size}"
+        )
+    return {"all_gather": fit, "reduce_scatter": reduce_scatter or fit}
+
+
 def fsdp_communication(
     collectives: list[FsdpCollective],
     fit: AlphaBetaFit,
     world_size: int,
     *,
     busbw: float | None = None,
+    reduce_scatter: AlphaBetaFit | None = None,
 ) -> FsdpCommunication:
     """The collectives' time at `world_size` from an all-gather fit measured at its own world
-    size (`busbw` replaces the fit's link bandwidth: another network)."""
-    if fit.collective != "all_gather" or fit.world_size < 2:
-        raise ScaleError(
-            "FSDP's collectives are timed from an all-gather fit at 2 or more ranks, "
-            f"got {fit.collective} at {fit.world_size}"
-        )
+    size, and the reduce-scatters' from `reduce_scatter`'s where one was measured (else the
+    all-gather's: the same ring, the same bytes per link); `busbw` replaces the fits' link
+    bandwidth: another network."""
+    fits = _fits(fit, reduce_scatter)
     link = busbw if busbw is not None else fit.busbw
-    steps = (world_size - 1) / (fit.world_size - 1)
-    per_byte = bus_factor("all_gather", world_size) / link
     total = error = 0.0
     for c in collectives:
-        t = fit.alpha_s * steps + per_byte * c.size_bytes
+        t, se = _timed(c, fits, world_size, busbw)
         total += t
-        # the fit's relative error at the same size, carried with it
-        error += fit.predict_se(c.size_bytes) / max(fit.predict(c.size_bytes), 1e-30) * t
+        error += se
     return FsdpCommunication(
         world_size=world_size,
         busbw_bytes_per_s=link,
@@ -220,3 +251,110 @@ def compare_strategies(
         host_link_bytes=float(fsdp.parameters_bytes + fsdp.gradients_bytes),
     )
     return [ddp, on_device, offload]
+
+
+class FsdpProjection(SubRecord):
+    """An FSDP2 job's step at `world_size` projected from its N = 1 step and a collective
+    microbenchmark (`project_fsdp`), seconds, with a 95% band."""
+
+    world_size: int
+    #: N = 1's step less its optimizer, times the co-location slowdown.
+    compute_s: float
+    #: N = 1's optimizer times the share of the elements a rank holds (it steps its shard).
+    optimizer_s: float
+    colocation_slowdown: float
+    communication: FsdpCommunication
+    #: Communication under the compute (prefetched all-gathers, reduce-scatters behind the
+    #: next unit's backward), and what stays on the step: the root's forward all-gather and
+    #: its reduce-scatter (nothing runs beside them), the rest beyond the compute, and where
+    #: the ranks fill the cores the hidden collectives' CPU time.
+    hidden_s: float
+    exposed_s: float
+    #: Whether the job prefetched its all-gathers; the assumption the hidden part rests on.
+    overlap: Literal["prefetch", "none"]
+    step_s: float
+    low_s: float
+    high_s: float
+
+
+def project_fsdp(
+    *,
+    step_s: float,
+    optimizer_s: float,
+    shape: ModelShape,
+    world_size: int,
+    all_gather: AlphaBetaFit,
+    reduce_scatter: AlphaBetaFit | None = None,
+    param_dtype_bytes: int,
+    reduce_dtype_bytes: int,
+    reshard_after_forward: bool,
+    prefetch: bool,
+    colocation: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    cpu_share: float | None = None,
+    busbw: float | None = None,
+) -> FsdpProjection:
+    """The step at `world_size` from N = 1's (`step_s`, of which `optimizer_s` is the
+    optimizer's), the collectives from the fits, the co-location slowdown (median, low,
+    high) and the overlap.
+
+    T(N) = s * (T1 - opt) + opt * shard + exposed, where s is the co-location slowdown and
+    shard the share of the elements one rank holds. Exposed: the root's forward all-gather
+    and its reduce-scatter always (the first and last collectives, with no compute beside
+    them); the others too without `prefetch` (each unit waits for its own all-gather, and
+    FSDP2 waits for a unit's reduce-scatter before the next unit's), and with it only what
+    exceeds the compute, plus, where the ranks fill the cores, `cpu_share` of the hidden
+    time (the CPU the collectives' own work takes from the compute: the all-gather's CPU
+    seconds over its wall seconds, from the microbenchmark). The band: the fits' 95% band on
+    the communication and the slowdown's interval on the compute, at their ends together.
+    """
+    if step_s <= 0 or optimizer_s < 0 or optimizer_s > step_s:
+        raise ScaleError(
+            f"N = 1's step ({step_s:g} s) must be positive and hold its optimizer "
+            f"({optimizer_s:g} s)"
+        )
+    collectives = fsdp_collectives(
+        shape,
+        world_size,
+        param_dtype_bytes=param_dtype_bytes,
+        reduce_dtype_bytes=reduce_dtype_bytes,
+        reshard_after_forward=reshard_after_forward,
+    )
+    fits = _fits(all_gather, reduce_scatter)
+    comm = fsdp_communication(
+        collectives, all_gather, world_size, busbw=busbw, reduce_scatter=reduce_scatter
+    )
+    slow, slow_low, slow_high = colocation
+    shard = sum(u.shard_numel(world_size) for u in shape.units) / max(1, shape.numel)
+    base = step_s - optimizer_s
+    compute = slow * base
+    timed = [_timed(c, fits, world_size, busbw) for c in collectives]
+    # the root's forward all-gather is first, its reduce-scatter last (fsdp_collectives)
+    edges = [timed[0], timed[-1]] if timed else []
+    rest = timed[1:-1]
+    edge_s, edge_se = sum(t for t, _ in edges), sum(e for _, e in edges)
+    rest_s, rest_se = sum(t for t, _ in rest), sum(e for _, e in rest)
+
+    def exposed(rest_time: float, compute_time: float) -> tuple[float, float]:
+        if not prefetch:
+            return rest_time, 0.0
+        hidden = min(rest_time, compute_time)
+        return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
+
+    out, hidden = exposed(rest_s, compute)
+    low_out, _ = exposed(max(0.0, rest_s - Z_95 * rest_se), slow_high * base)
+    high_out, _ = exposed(rest_s + Z_95 * rest_se, slow_low * base)
+    optimizer = optimizer_s * shard
+    exposed_s = edge_s + out
+    return FsdpProjection(
+        world_size=world_size,
+        compute_s=compute,
+        optimizer_s=optimizer * slow,
+        colocation_slowdown=slow,
+        communication=comm,
+        hidden_s=hidden,
+        exposed_s=exposed_s,
+        overlap="prefetch" if prefetch else "none",
+        step_s=compute + optimizer * slow + exposed_s,
+        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out,
+        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out,
+    )

@@ -22,8 +22,10 @@ from torchdoctor.collect import ScriptProfile, read_profiles
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.procs import run_script
 from torchdoctor.scale._ddp_params import read_ddp_parameters
+from torchdoctor.scale._fsdp_units import FsdpJob, read_fsdp_job
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
 from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench
+from torchdoctor.scale.fsdp import FsdpProjection, fsdp_collectives, project_fsdp
 from torchdoctor.scale.launch import (
     JOB_TIMEOUT_S,
     Topology,
@@ -189,11 +191,14 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         ),
         None,
     )
+    job = next((j for n in worlds if (j := read_fsdp_job(world_dir(run_dir, n))) is not None), None)
     warnings = list(plan.warnings)
     if 1 not in measured:
         warnings.append("no N=1 run: speedups and projections need one (add 1 to --nproc)")
-    if params is None:
-        warnings.append("the job wrapped no model in DistributedDataParallel: no projection")
+    if params is None and job is None:
+        warnings.append(
+            "the job wrapped no model in DistributedDataParallel or fully_shard: no projection"
+        )
 
     def model_at(n: int) -> ScalingModel | None:
         if 1 not in measured or params is None or n not in benches:
@@ -224,6 +229,14 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
     if model is not None:
         sizes = sorted({*worlds, *plan.project_to} - {1})
         projected = projections(model, sizes, bandwidths=[None, *plan.bandwidths])
+    fsdp: list[FsdpProjection] = []
+    if job is not None and 1 in measured and benches:
+        sizes = sorted({*(n for n in worlds if n in benches), *plan.project_to} - {1})
+        fsdp = [
+            fsdp_at(measured[1], job, benches[n if n in benches else max(benches)], n, busbw)
+            for n in sizes
+            for busbw in [None, *plan.bandwidths]
+        ]
     return ScalingStudy(
         target=plan.target,
         kind="workload" if plan.workload else "script",
@@ -235,5 +248,56 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         benches=[benches[n] for n in sorted(benches)],
         model=model,
         projections=projected,
+        fsdp=fsdp,
         warnings=warnings,
+    )
+
+
+def fsdp_at(
+    base: MeasuredWorld,
+    job: FsdpJob,
+    bench: CollectiveBench,
+    world_size: int,
+    busbw: float | None = None,
+) -> FsdpProjection:
+    """An FSDP2 job's step at `world_size` from its N = 1 steps and the microbenchmark of
+    `bench`: the all-gather and reduce-scatter fitted around the step's own sizes (at the
+    bench's N), the co-location slowdown, and, where the ranks fill the cores, the share of an
+    all-gather's time its CPU work takes (what a hidden collective takes from the compute)."""
+    collectives = fsdp_collectives(
+        job.shape,
+        bench.world_size,
+        param_dtype_bytes=job.param_dtype_bytes,
+        reduce_dtype_bytes=job.reduce_dtype_bytes,
+        reshard_after_forward=job.reshard_after_forward,
+    )
+    gathers = [c.size_bytes for c in collectives if c.kind == "all_gather"]
+    reduces = [c.size_bytes for c in collectives if c.kind == "reduce_scatter"]
+    all_gather = bench.fit_near("all_gather", gathers)
+    reduce_scatter = (
+        bench.fit_near("reduce_scatter", reduces) if "reduce_scatter" in bench.fits else None
+    )
+    cpu_share = None
+    cpu = bench.cpu_fit_near("all_gather", gathers)
+    if cpu is not None and (bench.threads_per_core or 0.0) >= 1.0:
+        cpu_share = min(1.0, sum(map(cpu.predict, gathers)) / sum(map(all_gather.predict, gathers)))
+    probe = bench.colocation
+    colocation = (probe.slowdown, *probe.slowdown_ci) if probe is not None else (1.0, 1.0, 1.0)
+    total = sum(base.phases.values())
+    return project_fsdp(
+        step_s=base.step_s,
+        # the phases are means, the step a median: the optimizer's share of the step, as
+        # scale/model.py calibrates N = 1's phases to its step
+        optimizer_s=base.step_s * base.phases.get("optimizer", 0.0) / total if total > 0 else 0.0,
+        shape=job.shape,
+        world_size=world_size,
+        all_gather=all_gather,
+        reduce_scatter=reduce_scatter,
+        param_dtype_bytes=job.param_dtype_bytes,
+        reduce_dtype_bytes=job.reduce_dtype_bytes,
+        reshard_after_forward=job.reshard_after_forward,
+        prefetch=job.forward_prefetch or bench.backend == "nccl",
+        colocation=colocation,
+        cpu_share=cpu_share,
+        busbw=busbw,
     )

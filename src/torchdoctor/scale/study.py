@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from pydantic import Field
+
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
+from torchdoctor.scale.fsdp import FsdpProjection
 from torchdoctor.scale.model import Projection, ScalingModel, project
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
 
@@ -74,6 +77,9 @@ class ScalingStudy(Record):
     benches: list[CollectiveBench]
     model: ScalingModel | None = None
     projections: list[Projection]
+    #: An FSDP2 job's steps projected from N = 1 and the all-gather/reduce-scatter fits: at
+    #: each measured N with a microbenchmark, then at the sizes and bandwidths asked.
+    fsdp: list[FsdpProjection] = Field(default_factory=list)
     warnings: list[str]
     machine_load: MachineLoad | None = None
 

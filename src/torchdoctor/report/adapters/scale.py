@@ -1,5 +1,6 @@
 """The scaling study (scaling.json) as a `Blocks` view: per N, measured against linear and
-against the model; the gap-to-linear waterfall per N; the collectives' fits; the projections."""
+against the model; the gap-to-linear waterfall per N; the collectives' fits; the projections
+(DDP's, and an FSDP2 job's)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,27 @@ def _projections(study: JsonDict) -> Table:
     return Table(header=header, rows=rows, title="Projections")
 
 
+def _fsdp(study: JsonDict) -> Table:
+    rows = []
+    for p in items(study, "fsdp"):
+        comm = mapping(p, "communication")
+        rows.append(
+            [
+                fmt.number(integer(p, "world_size")),
+                fmt.bandwidth(num(comm, "busbw_bytes_per_s")),
+                fmt.seconds(num(p, "step_s")),
+                _band(num(p, "low_s"), num(p, "high_s")),
+                fmt.seconds(num(p, "compute_s")),
+                f"{fmt.number(integer(comm, 'collectives'))}, {fmt.seconds(num(comm, 'seconds'))}",
+                fmt.seconds(num(p, "exposed_s")),
+                text(p, "overlap") or "-",
+            ]
+        )
+    header = ["N", "bus bandwidth", "step", "95% band", "compute", "collectives"]
+    header += ["exposed comm.", "overlap"]
+    return Table(header=header, rows=rows, title="FSDP projections (all-gathers, reduce-scatters)")
+
+
 def _waterfall_numbers(study: JsonDict) -> list[tuple[int, float, list[tuple[str, float]]]]:
     out = []
     for w in items(study, "worlds"):
@@ -159,6 +181,8 @@ def scaling_blocks(study: JsonDict) -> ScalingView:
     tables = [_worlds(study), _waterfall(study), _fits(study)]
     if items(study, "projections"):
         tables.append(_projections(study))
+    if items(study, "fsdp"):
+        tables.append(_fsdp(study))
     return ScalingView(
         title="Scaling",
         facts=facts,
