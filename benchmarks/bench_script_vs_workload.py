@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path("benchmarks/scripts/cnn_train.py")
 #: precision and memory format: cnn's two wins on a CPU (bench_tune_vs_grid's grid for cnn;
 #: RESULTS.md), and both act on a script through injection (autocast and channels_last on its
-#: trained model, collect/inject/model.py). The batch size is not among them: a script's batch
-#: is its own, so `tune --` runs no batch search, and the workload's is turned off to match.
+#: trained model, collect/inject/trained_model.py). The batch size is not among them: a script's
+#: batch is its own, so `tune --` runs no batch search, and the workload's is turned off to match.
 KNOBS = ("precision", "channels_last")
 #: Seconds of budget each tune gets. The tune of cnn over these two knobs (ladder, quality
 #: yardstick and the confirmation's fresh process pairs) took 100 s of tuning

@@ -52,7 +52,7 @@ def test_rank_1_of_a_torchrun_job_names_the_planted_line(tmp_path: Path) -> None
     rank1 = next(p for p in read_profiles(tmp_path) if p.rank == 1)
     assert rank1.world_size == 2 and rank1.step_count == int(STEPS)
     assert_names_the_planted_line(rank1)
-    # Every rank splits one warm-up step's memory into its owners too (probes/memory.py),
+    # Every rank splits one warm-up step's memory into its owners too (probes/step_memory.py),
     # and that slowed step is none of the lines' steady steps.
     assert rank1.memory is not None, rank1.memory_skipped
     assert rank1.memory.parameters_bytes > 0 and rank1.memory.gradients_bytes > 0

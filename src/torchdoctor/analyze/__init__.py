@@ -29,7 +29,7 @@ from torchdoctor.analyze.timeline import Kind, Timeline
 from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from torchdoctor.analyze.memory import (
+    from torchdoctor.analyze.memory_fit import (
         owners_plan,
         plan_memory,
         predict_max_batch,
@@ -51,10 +51,10 @@ if TYPE_CHECKING:
     from torchdoctor.analyze.shard_memory_study import estimate_shards
 
 _LAZY_EXPORTS = {
-    "owners_plan": "torchdoctor.analyze.memory",
-    "plan_memory": "torchdoctor.analyze.memory",
-    "predict_max_batch": "torchdoctor.analyze.memory",
-    "split_owners": "torchdoctor.analyze.memory",
+    "owners_plan": "torchdoctor.analyze.memory_fit",
+    "plan_memory": "torchdoctor.analyze.memory_fit",
+    "predict_max_batch": "torchdoctor.analyze.memory_fit",
+    "split_owners": "torchdoctor.analyze.memory_fit",
     "measured_edge": "torchdoctor.analyze.memory_study",
     "oom_edge": "torchdoctor.analyze.memory_study",
     "study_memory": "torchdoctor.analyze.memory_study",

@@ -1,7 +1,7 @@
 """Measure a workload's memory at a few batch sizes and plan from it; find the measured edge.
 
 `study_memory` is what `torchdoctor memory` runs: one steady step at each batch size
-(collect/memory_owners.py), then the owners and the fit (analyze/memory.py). `measured_edge`
+(collect/memory_owners.py), then the owners and the fit (analyze/memory_fit.py). `measured_edge`
 checks a prediction: it bisects over real batch sizes for the largest whose measured
 footprint stays under a cap. On a GPU that footprint is the caching allocator's reserved
 peak, the memory an out-of-memory error is raised against; on the CPU, where no allocator
@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torchdoctor.analyze.memory import phase_footprints, plan_memory
+from torchdoctor.analyze.memory_fit import phase_footprints, plan_memory
 from torchdoctor.collect import measure_step_memory
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.core.memory_owners import CappedStep, MemoryPlan, OomEdge, StepMemory

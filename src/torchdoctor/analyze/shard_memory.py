@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from torchdoctor.analyze.memory import fit_line
+from torchdoctor.analyze.memory_fit import fit_line
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.memory_owners import LinearFit
 from torchdoctor.core.shard_memory import BackwardMoment, ModelShape, RankMemory, ShardPlan

@@ -7,7 +7,7 @@ given `--max-memory`, predicts the largest batch under it and whether activation
 checkpointing pays. Writes a run folder with memory.json (`MemoryPlan`) and the reports.
 
 `torchdoctor memory -- python train.py ...`: the script unmodified, under the injected hooks
-(collect/probes/memory.py), for two steps, its second split into the same owners at the
+(collect/probes/step_memory.py), for two steps, its second split into the same owners at the
 script's own batch (no fit, no prediction: a script's batch is its own).
 
 `torchdoctor memory WORKLOAD --nproc 8 --max-memory 80GiB`: the model sharded with FSDP2 over
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 #: wrong one is refused before torch is imported.
 
 #: A script runs this many steps: the first makes its optimizer's state, the second is split
-#: (`collect.probes.memory.MIN_WARMUP`: the step after the warm-up's first).
+#: (`collect.probes.step_memory.MIN_WARMUP`: the step after the warm-up's first).
 SCRIPT_STEPS = 2
 
 

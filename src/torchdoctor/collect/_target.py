@@ -54,7 +54,7 @@ class LaunchConfig:
     #: the seed a driven script's process is seeded with: a torchrun rank other than 0, which
     #: does not talk to the tuner, reads it here (rank 0 gets it from the tuner's welcome)
     seed: int | None = None
-    #: split the last warm-up step's memory into its owners (collect/probes/memory.py): what
+    #: split the last warm-up step's memory into its owners (collect/probes/step_memory.py): what
     #: `diagnose` and `memory` ask for; a timed run (`run`, a tuner's arm, `scale`) does not
     memory_owners: bool = False
 

@@ -15,7 +15,7 @@ Installed once in a process (by the launcher's bootstrap, a torchrun rank's site
 - a sampler thread that attributes the steps' host time to Python lines (`line_sampler.py`),
   unless `CollectConfig.sample_lines` is off;
 - with `CollectConfig.memory_owners` (`diagnose` and `memory` ask for it), memory to its
-  owners in the last warm-up step (`probes/memory.py`: that one step runs every op through a
+  owners in the last warm-up step (`probes/step_memory.py`: that one step runs every op through a
   dispatch mode).
 Each hook is a Python call and a few counter updates; nothing per op runs outside the
 profiled window (`window.py`), and no device sync is added on CPU.
@@ -40,9 +40,9 @@ from torchdoctor.collect.probes.data import CopyProbe, DataLoaderProbe
 from torchdoctor.collect.probes.ddp import DDPProbe
 from torchdoctor.collect.probes.forward import FORWARD_SETTLE_STEPS, ForwardProbe
 from torchdoctor.collect.probes.lines import LineProbe
-from torchdoctor.collect.probes.memory import MemoryProbe
 from torchdoctor.collect.probes.optimizer import OptimizerProbe, optimizer_impl
 from torchdoctor.collect.probes.settings import AutocastProbe, ZeroGradProbe
+from torchdoctor.collect.probes.step_memory import MemoryProbe
 from torchdoctor.collect.probes.syncs import SyncProbe
 from torchdoctor.collect.script_profile import (
     EndedBy,
@@ -84,7 +84,7 @@ class CollectConfig:
     cuda_sync_debug: bool = False
     #: sample the main thread's Python stack inside steps (collect/line_sampler.py)
     sample_lines: bool = True
-    #: measure memory to its owners in the last warm-up step (collect/probes/memory.py)
+    #: measure memory to its owners in the last warm-up step (collect/probes/step_memory.py)
     memory_owners: bool = False
 
 

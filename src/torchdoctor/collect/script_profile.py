@@ -131,7 +131,7 @@ class ScriptProfile(Record):
     host_lines: HostLineProfile | None = Field(
         default=None, description="host time by Python line over the steady steps (sampled)"
     )
-    #: memory to its owners in one steady step (collect/probes/memory.py), and why none was
+    #: memory to its owners in one steady step (collect/probes/step_memory.py), and why none was
     #: measured when it was asked for and could not be
     memory: StepMemory | None = None
     memory_skipped: str | None = None

@@ -2,7 +2,7 @@
 
 The measuring half of `collect/memory_owners.py` (its docstring says how each owner and the
 peak are read), apart so that it imports torch alone: a workload's step
-(`measure_step_memory`, through the engine) and a script's (`probes/memory.py`, in a process
+(`measure_step_memory`, through the engine) and a script's (`probes/step_memory.py`, in a process
 whose start-up must not load the engine) are measured by the same `StepMeter`.
 """
 

@@ -2,7 +2,7 @@
 
 `StepMemory` is what collect/memory_owners.py measures in one steady training step (raw bytes:
 each owner from the tensors themselves, the step's peak from the live tensors or, on a GPU,
-the CUDA caching allocator). `MemoryOwners` is analyze/memory.py's split of it into owners
+the CUDA caching allocator). `MemoryOwners` is analyze/memory_fit.py's split of it into owners
 (parameters, gradients, optimizer state, activations saved for backward, temporaries,
 allocator slack) at the step's peak. `MemoryPlan` holds the owners at two or more batch
 sizes, the lines memory(batch) = fixed + per_sample * batch whose maximum is the footprint,
@@ -171,7 +171,7 @@ class MemoryPlan(Record):
     #: The step's footprint (its peak, plus slack on a GPU) against the batch size: the
     #: fixed and per-sample memory, fitted through the measured steps.
     peak_fit: LinearFit | None = None
-    #: The lines whose maximum predicts the footprint at any batch (analyze/memory.py,
+    #: The lines whose maximum predicts the footprint at any batch (analyze/memory_fit.py,
     #: `envelope_lines`); the binding one differs between small and large batches.
     envelope: list[LinearFit] = Field(default_factory=list)
     #: The envelope's line that binds where the prediction is made (at the largest batch under
@@ -181,7 +181,7 @@ class MemoryPlan(Record):
     activations_fit: LinearFit | None = None
     #: The activations' part of the binding line's per-sample slope (0..1).
     activation_share: float | None = None
-    #: Whether activation checkpointing pays here (analyze/memory.py, `CHECKPOINT_PAYS_SHARE`).
+    #: Whether activation checkpointing pays here (analyze/memory_fit.py, `CHECKPOINT_PAYS_SHARE`).
     checkpointing_pays: bool | None = None
     #: What the process holds besides the step's tensors on the CPU (mean over the steps of
     #: the resident set at the step's start less the tensors resident then; None on a GPU).

@@ -128,7 +128,7 @@ def examine_script(
 
 
 def _write_memory(exam: Examination, profiles: list[Any], *, target: str) -> None:
-    """Each process's step memory (collect/probes/memory.py) as a one-step `MemoryPlan`: the
+    """Each process's step memory (collect/probes/step_memory.py) as a one-step `MemoryPlan`: the
     first one's as the run folder's memory.json (the report's memory section), the other
     ranks' as memory.rankN.json."""
     from torchdoctor.analyze import owners_plan

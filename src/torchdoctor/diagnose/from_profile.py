@@ -151,7 +151,7 @@ def evidence_from_profile(
 
 
 def _memory(profile: ScriptProfile, limit_bytes: int | None) -> MemoryEvidence | None:
-    """The measured step's peak (its highest phase peak, collect/probes/memory.py)."""
+    """The measured step's peak (its highest phase peak, collect/probes/step_memory.py)."""
     m = profile.memory
     if m is None or not m.phase_peaks:
         return None

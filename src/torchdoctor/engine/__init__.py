@@ -4,8 +4,8 @@
 `run_workload()` does warm-up + steady state and returns a `RunResult`.
 """
 
-from torchdoctor.engine.memory import MemoryStats
 from torchdoctor.engine.park import CudaMover, DeviceMover, Moved, Parking, trained_state
+from torchdoctor.engine.peak_memory import MemoryStats
 from torchdoctor.engine.perturb import PERTURBATION_SCALE, perturb_weights
 from torchdoctor.engine.result import RunResult
 from torchdoctor.engine.run import mean_phase_fractions, run_workload

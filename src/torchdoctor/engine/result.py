@@ -10,7 +10,7 @@ from torchdoctor.core.hostlines import HostLineProfile
 from torchdoctor.core.load import MachineLoad
 from torchdoctor.core.records import Record
 from torchdoctor.core.steps import Phase, StepTiming
-from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.engine.peak_memory import MemoryStats
 from torchdoctor.measure import Measurement
 
 RecipeValue = bool | int | str | None

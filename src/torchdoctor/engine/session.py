@@ -20,7 +20,7 @@ from torchdoctor.core.steps import PHASES, Phase, StepTiming
 from torchdoctor.core.tool_syncs import tool_sync_range
 from torchdoctor.core.vocabulary import Clock
 from torchdoctor.engine.loader import EndlessBatches, build_loader
-from torchdoctor.engine.memory import MemoryStats, MemoryTracker
+from torchdoctor.engine.peak_memory import MemoryStats, MemoryTracker
 from torchdoctor.engine.perturb import perturb_weights
 from torchdoctor.engine.step_marks import StepMarks, make_step_marks
 from torchdoctor.knobs import (

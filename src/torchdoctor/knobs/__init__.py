@@ -115,7 +115,7 @@ from torchdoctor.knobs.workload import parameter_changes, workload_under
 if TYPE_CHECKING:
     from torchdoctor.knobs.context import CALLED, RAW, FoundModel, ModelContext
     from torchdoctor.knobs.forward import CheckpointedForward, KnobForward
-    from torchdoctor.knobs.model import apply_to_model, model_transforms
+    from torchdoctor.knobs.model_recipe import apply_to_model, model_transforms
     from torchdoctor.knobs.script_model import model_parts, scales_loss
 
 __getattr__ = lazy_getattr(
@@ -129,8 +129,8 @@ __getattr__ = lazy_getattr(
         "FoundModel": "torchdoctor.knobs.context",
         "model_parts": "torchdoctor.knobs.script_model",
         "scales_loss": "torchdoctor.knobs.script_model",
-        "apply_to_model": "torchdoctor.knobs.model",
-        "model_transforms": "torchdoctor.knobs.model",
+        "apply_to_model": "torchdoctor.knobs.model_recipe",
+        "model_transforms": "torchdoctor.knobs.model_recipe",
     },
 )
 from torchdoctor.knobs.threads import apply_threads

@@ -2,8 +2,8 @@
 stages a transform runs at, and a script's trained module as its model knobs see it
 (`FoundModel`).
 
-Apart from `knobs/model.py`, which walks the catalogue, so that the family modules that declare
-the transforms can name it without importing the catalogue that imports them.
+Apart from `knobs/model_recipe.py`, which walks the catalogue, so that the family modules that
+declare the transforms can name it without importing the catalogue that imports them.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ class ModelTransform:
     compile's). `stage`: "raw" transforms change the module the optimizer trains (memory
     format, checkpointing) and must act in place for a script to take them; "called" ones give
     the module the steps call (compile, CUDA graphs). `order` within the stage.
-    `knobs.model.apply_to_model` applies them, for the engine and an inference session."""
+    `knobs.model_recipe.apply_to_model` applies them, for the engine and an inference session."""
 
     stage: str
     order: int

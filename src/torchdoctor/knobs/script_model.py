@@ -1,6 +1,6 @@
 """The model knobs applied to the module an unmodified script trains, through each knob's parts.
 
-The script injection (`collect/inject/model.py`) finds the trained top-level module at its
+The script injection (`collect/inject/trained_model.py`) finds the trained top-level module at its
 first call and hands it here as a `FoundModel` (`knobs/context.py`): the module, its first
 call's inputs, a reversible way to replace an attribute, and the ledger's two verbs. Each
 model knob acts on it through its own `Script.on_model` part (declared in the knob's module,

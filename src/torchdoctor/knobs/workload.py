@@ -1,6 +1,6 @@
 """A recipe's workload parameters (`parts.WorkloadParameter`): the workload rebuilt with them.
 
-Apart from `knobs/model.py`'s model transforms because it acts one step earlier: on the
+Apart from `knobs/model_recipe.py`'s model transforms because it acts one step earlier: on the
 workload, before the engine builds the model from it (a hand-written attention switched to
 SDPA is another model class's forward, not a transform of the built one).
 """

@@ -48,7 +48,7 @@ def run_script(
     ask to watch, whose prints must not mix with `--json` output); with `stdout_to_stderr`,
     the script's stdout goes to this process's stderr (`--json`: stdout holds the record
     only). With `memory_owners`, each process splits its last warm-up step's memory into its
-    owners (`ScriptProfile.memory`, collect/probes/memory.py).
+    owners (`ScriptProfile.memory`, collect/probes/step_memory.py).
 
     At `timeout_s` the script is sent SIGTERM (the bootstrap unwinds and writes what it has),
     and whatever of its tree is left after the grace period is killed; with `kill_tree`, every

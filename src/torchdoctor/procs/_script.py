@@ -24,9 +24,9 @@ an `Arm` drives it as it drives a built-in workload. It answers the requests of
 - `Park` / `Unpark` -> `Parked`: the script's trained state leaves the GPU or comes back
   (collect/control.py, `torchdoctor.engine.park`); nothing when it is not launched.
 - `Reference` -> `Losses`: the first n losses of a fresh launch of the same script, recipe and
-  seed whose trained model (the injection's trained top-level module, collect/inject/model.py)
-  gets the engine's no-op weight perturbation i before its first step
-  (`LaunchConfig.perturbation`), as a workload's reference session does (procs/_worker.py);
+  seed whose trained model (the injection's trained top-level module,
+  collect/inject/trained_model.py) gets the engine's no-op weight perturbation i before its first
+  step (`LaunchConfig.perturbation`), as a workload's reference session does (procs/_worker.py);
   this worker's own launch is untouched.
 - `Exit` / `close()`: the script is told to stop, then its whole tree (DataLoader workers,
   torchrun's ranks) is ended as every tree is (`procs/_tree.py`: SIGCONT, SIGTERM, SIGKILL

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from torchdoctor.core.text import printable
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 FENCE = "```"
 ALT_FENCE = "'''"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchdoctor.report._mdtext import kv_lines, md, table_lines
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 if TYPE_CHECKING:
     from rich.console import Console

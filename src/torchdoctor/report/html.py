@@ -20,8 +20,8 @@ from markupsafe import Markup
 from torchdoctor.core.text import printable
 from torchdoctor.report import format as fmt
 from torchdoctor.report.charts import Charts
-from torchdoctor.report.model import KeyValue, ReportView
 from torchdoctor.report.registry import sections
+from torchdoctor.report.views import KeyValue, ReportView
 
 
 @cache

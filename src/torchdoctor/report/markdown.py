@@ -12,8 +12,8 @@ backticks, HTML angle brackets and the other Markdown control characters.
 from __future__ import annotations
 
 from torchdoctor.report._mdtext import ALT_FENCE, FENCE, kv_lines, md, table_lines
-from torchdoctor.report.model import ReportView
 from torchdoctor.report.registry import markdown_sections
+from torchdoctor.report.views import ReportView
 
 __all__ = ["ALT_FENCE", "FENCE", "kv_lines", "md", "render_markdown", "table_lines"]
 

@@ -41,7 +41,8 @@ from torchdoctor.scale.launch import (
     torchrun_args,
     warn_oversubscribed,
 )
-from torchdoctor.scale.model import (
+from torchdoctor.scale.plan import check_request, plan_study, usable_cores
+from torchdoctor.scale.projection import (
     ARCHITECTURES,
     Architecture,
     Projection,
@@ -49,7 +50,6 @@ from torchdoctor.scale.model import (
     project,
     projections,
 )
-from torchdoctor.scale.plan import check_request, plan_study, usable_cores
 from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
 from torchdoctor.scale.study import (
     COLOCATION_BAR,

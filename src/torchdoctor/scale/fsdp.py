@@ -13,7 +13,7 @@ Each is timed with the all-gather's alpha-beta fit (scale/fit.py) carried to N a
 ring all-gather of S bytes takes N-1 steps and carries (N-1)/N * S over each link, and a
 ring reduce-scatter the same (NCCL-tests, doc/PERFORMANCE.md: both have the bus factor
 (N-1)/N), so alpha grows as N-1 and the bytes by the bus factor, as DDP's all-reduce is
-carried in scale/model.py. The band is 95%: the fit's standard error at each size, summed
+carried in scale/projection.py. The band is 95%: the fit's standard error at each size, summed
 (the collectives share the fit, so their errors move together).
 
 `compare_strategies` sets the three side by side at one N and batch: each rank's device
@@ -35,7 +35,7 @@ from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.records import SubRecord
 from torchdoctor.core.shard_memory import ModelShape, StrategyCost
 from torchdoctor.scale.fit import AlphaBetaFit, bus_factor
-from torchdoctor.scale.model import Z_95
+from torchdoctor.scale.projection import Z_95
 
 FsdpKind = Literal["all_gather", "reduce_scatter"]
 

@@ -32,7 +32,7 @@ from torchdoctor.scale.launch import (
     rank_env,
     torchrun_args,
 )
-from torchdoctor.scale.model import ScalingModel, projections
+from torchdoctor.scale.projection import ScalingModel, projections
 from torchdoctor.scale.study import ScalingStudy, world_result
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, measured_world
 
@@ -287,7 +287,7 @@ def fsdp_at(
     return project_fsdp(
         step_s=base.step_s,
         # the phases are means, the step a median: the optimizer's share of the step, as
-        # scale/model.py calibrates N = 1's phases to its step
+        # scale/projection.py calibrates N = 1's phases to its step
         optimizer_s=base.step_s * base.phases.get("optimizer", 0.0) / total if total > 0 else 0.0,
         shape=job.shape,
         world_size=world_size,

@@ -28,7 +28,7 @@ from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
 from torchdoctor.scale.fsdp import FsdpProjection
-from torchdoctor.scale.model import Projection, ScalingModel, project
+from torchdoctor.scale.projection import Projection, ScalingModel, project
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
 
 #: The waterfall's bars that others read (benchmarks, the report): compute, co-location,

@@ -9,7 +9,7 @@ from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.cost import study_budget_s
-from torchdoctor.tune.memory import PeakMemory
+from torchdoctor.tune.fit_decisions import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
 from torchdoctor.tune.prescriptions import diagnose_before_tuning, diagnosed_step_s

@@ -180,7 +180,7 @@ class Arm:
     samples_per_step: float = 0.0
     peak_memory_bytes: int | None = None
     #: The peak memory of each steady request (chunk) in order, warm-up's left out: a per-step
-    #: peak once the steps are steady, and its spread over chunks (`tune.memory`).
+    #: peak once the steps are steady, and its spread over chunks (`tune.fit_decisions`).
     chunk_peaks: list[int] = field(default_factory=list)
     chunk_steps: int = DEFAULT_CHUNK_STEPS
     #: Score (s/sample or s/step) of the first warm-up step after the compiling one, or the

@@ -2,7 +2,7 @@
 
 From the baseline, one change at a time, each kept only when it is proven like a speed step
 is: measured in a worker of its own, its peak memory per steady chunk (`Arm.chunk_peaks`)
-clearly below the best's (`tune.memory.lowers_memory`), and its loss trajectory within the
+clearly below the best's (`tune.fit_decisions.lowers_memory`), and its loss trajectory within the
 baseline's own spread (`tune.parity`, the same quality check as every trial). The steps,
 in the order of the memory case study the objective follows (lower precision,
 checkpointing, accumulation, flash attention), cheapest in speed first:
@@ -28,7 +28,7 @@ Two questions, by whether the study has a batch target:
   further step would cost speed for memory no longer needed.
 - **no target**: the largest batch that fits. The steps that lower memory are kept (each lets
   a larger batch fit), accumulation aside (it grows the effective batch without bound, not
-  what fits in one forward), then the batch is searched (`tune.memory.next_batch`): doubled
+  what fits in one forward), then the batch is searched (`tune.fit_decisions.next_batch`): doubled
   while it fits, halved while it does not, then bisected to the edge; a batch is kept when it
   fits and trains with parity (a `semantic` change, held one-sided like the speed search's).
 
@@ -52,9 +52,7 @@ from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
 from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.config import TuneConfig
-from torchdoctor.tune.fit_records import FitLadder, MemoryRung
-from torchdoctor.tune.ladder import Validator
-from torchdoctor.tune.memory import (
+from torchdoctor.tune.fit_decisions import (
     BatchProbe,
     ChooseBatch,
     PeakMemory,
@@ -65,6 +63,8 @@ from torchdoctor.tune.memory import (
     no_saving_reason,
     over_cap_reason,
 )
+from torchdoctor.tune.fit_records import FitLadder, MemoryRung
+from torchdoctor.tune.ladder import Validator
 from torchdoctor.tune.outcome import Outcome, Verdict
 from torchdoctor.tune.parity import first_non_finite
 from torchdoctor.tune.records import TrialFigures, TrialKind, TrialResult, recipe_key
@@ -88,7 +88,7 @@ class FitPlan:
     default_batch: int
     max_batch: int = 4096
     validate: Validator | None = None
-    #: Which batch to try next (`tune.memory.next_batch`): the seam a memory model fills.
+    #: Which batch to try next (`tune.fit_decisions.next_batch`): the seam a memory model fills.
     choose_batch: ChooseBatch = next_batch
     #: The one-knob steps, in order: (knob, value, safety class), the knobs' own
     #: (`Ladder.memory`). Accumulation follows them (`_accumulation_steps`), since its change

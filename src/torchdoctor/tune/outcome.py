@@ -56,7 +56,7 @@ class Outcome(StrEnum):
     #: The final A/B: the budget left time for fewer fresh pairs than an interval needs.
     BUDGET_CUT = "budget_cut"
     #: A step of the memory ladder (`tune --objective fit`) whose measured peak memory is not
-    #: clearly below the best's (`tune.memory.lowers_memory`).
+    #: clearly below the best's (`tune.fit_decisions.lowers_memory`).
     NO_MEMORY_SAVING = "no_memory_saving"
     #: Measured, and its peak memory is above the cap (`tune --objective fit`): it does not fit.
     OVER_CAP = "over_cap"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from torchdoctor.analyze.memory import (
+from torchdoctor.analyze.memory_fit import (
     CHECKPOINT_PAYS_SHARE,
     envelope_lines,
     fit_line,

@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
 from torchdoctor.collect.inject import Injection, InjectionRecord
-from torchdoctor.collect.inject.model import UNREACHED
 from torchdoctor.collect.inject.optimizer import impl_classes
+from torchdoctor.collect.inject.trained_model import UNREACHED
 from torchdoctor.core.errors import KnobError
 
 

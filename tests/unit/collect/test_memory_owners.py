@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from torchdoctor.analyze.memory import split_owners
+from torchdoctor.analyze.memory_fit import split_owners
 from torchdoctor.collect.memory_owners import LiveTensorBytes, SavedActivations, measure_step_memory
 from torchdoctor.core.errors import UsageError
 from torchdoctor.knobs import Recipe

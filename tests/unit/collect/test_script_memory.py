@@ -1,4 +1,4 @@
-"""Memory to its owners in a script's step (collect/probes/memory.py): the instrumentation in
+"""Memory to its owners in a script's step (collect/probes/step_memory.py): the instrumentation in
 this process around a plain training loop, as the launcher installs it in a script's."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from torch import nn
 
 from torchdoctor.analyze import owners_plan, split_owners
 from torchdoctor.collect.hooks import CollectConfig, Instrumentation
-from torchdoctor.collect.probes.memory import NO_OPTIMIZER, MemoryProbe
+from torchdoctor.collect.probes.step_memory import NO_OPTIMIZER, MemoryProbe
 from torchdoctor.collect.step_recorder import StepRecorder
 from torchdoctor.report.adapters.memory import memory_blocks
 

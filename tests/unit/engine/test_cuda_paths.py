@@ -16,7 +16,7 @@ from torch import nn
 import torchdoctor.knobs.cuda as cuda_knobs
 from torchdoctor.core.errors import EngineError, KnobError
 from torchdoctor.engine import prepare
-from torchdoctor.engine.memory import MemoryTracker
+from torchdoctor.engine.peak_memory import MemoryTracker
 from torchdoctor.engine.session import marks_cudagraph_steps, resolve_device
 from torchdoctor.knobs import Recipe
 from torchdoctor.knobs.cuda import apply_cuda_flags, read_cuda_flags, restore_cuda_flags

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from torchdoctor.engine.memory import MemoryStats, MemoryTracker
+from torchdoctor.engine.peak_memory import MemoryStats, MemoryTracker
 from torchdoctor.procs._spec import peak_memory_of
-from torchdoctor.tune.memory import PeakMemory, fits, lowers_memory
+from torchdoctor.tune.fit_decisions import PeakMemory, fits, lowers_memory
 
 MB = 10**6
 EAGER_PEAK = 71 * MB  # the eager mlp's activations and optimizer state

@@ -18,7 +18,7 @@ from torchdoctor.core.steps import StepTiming
 from torchdoctor.diagnose import Diagnosis, Prescription
 from torchdoctor.diagnose.findings import make_finding
 from torchdoctor.engine import RunResult
-from torchdoctor.engine.memory import MemoryStats
+from torchdoctor.engine.peak_memory import MemoryStats
 from torchdoctor.measure import summarize
 from torchdoctor.tune.config import CONFIG_FILE as TUNE_CONFIG_FILE
 from torchdoctor.tune.config import TuneConfig

@@ -10,7 +10,7 @@ import pytest
 
 from torchdoctor.cli.main import main
 from torchdoctor.core.text import printable, printable_console
-from torchdoctor.report.model import RooflineOp, RooflineSection
+from torchdoctor.report.views import RooflineOp, RooflineSection
 
 #: Clear the screen, set the window's title, a carriage return, a C1 CSI, a bidi override.
 HOSTILE = "aten::mm\x1b[2J\x1b]0;owned\x07\r\x9b31m\u202eevil"

@@ -35,9 +35,9 @@ from torchdoctor.report import registry
 from torchdoctor.report.adapters._access import integer, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords, read_input
-from torchdoctor.report.model import KeyValue
 from torchdoctor.report.registry import RecordType, Section, register_record, register_section
 from torchdoctor.report.terminal.sections import render_records, render_sections
+from torchdoctor.report.views import KeyValue
 
 SCALE_FILE = "scale.json"
 

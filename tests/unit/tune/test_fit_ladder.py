@@ -17,7 +17,7 @@ from torchdoctor.procs import SessionSpec
 from torchdoctor.report import render_report, render_result
 from torchdoctor.tune import Study, TuneConfig, Tuner, tune
 from torchdoctor.tune.fit import climb_fit, fit_plan
-from torchdoctor.tune.memory import (
+from torchdoctor.tune.fit_decisions import (
     MIN_MEMORY_SAVING,
     BatchProbe,
     PeakMemory,

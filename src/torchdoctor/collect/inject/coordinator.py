@@ -20,11 +20,15 @@ from torchdoctor.collect.inject.base import Injector, InjectSite, KnobValue, Led
 from torchdoctor.collect.inject.dataloading import DataLoaderInjector
 from torchdoctor.collect.inject.ddp import DDPInjector
 from torchdoctor.collect.inject.fsdp import FSDPInjector
-from torchdoctor.collect.inject.model import GradScalerFactory, ModelInjector, _default_scaler
 from torchdoctor.collect.inject.optimizer import OptimizerInjector
 from torchdoctor.collect.inject.process import ProcessInjector
 from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord
 from torchdoctor.collect.inject.threads import ThreadsInjector
+from torchdoctor.collect.inject.trained_model import (
+    GradScalerFactory,
+    ModelInjector,
+    _default_scaler,
+)
 from torchdoctor.core.errors import KnobNotApplicable
 from torchdoctor.core.rank import RankIdentity
 from torchdoctor.knobs import (

@@ -11,9 +11,9 @@ from torchdoctor.report.adapters.disturbance import disturbance_warnings
 from torchdoctor.report.adapters.missing import missing_records
 from torchdoctor.report.adapters.reproduce import shown_path
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import Header, ReportView
 from torchdoctor.report.records import TUNE_CONFIG
 from torchdoctor.report.registry import sections
+from torchdoctor.report.views import Header, ReportView
 
 __all__ = ["build_view"]
 

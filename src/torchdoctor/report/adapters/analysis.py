@@ -16,7 +16,7 @@ from torchdoctor.report.adapters._access import (
     scalars,
     text,
 )
-from torchdoctor.report.model import KeyValue, RooflineOp, RooflineSection, TimelineSection
+from torchdoctor.report.views import KeyValue, RooflineOp, RooflineSection, TimelineSection
 
 #: The device timeline's fields, in the order the analyze issue defines them (percent).
 DEVICE_TIMELINE_FIELDS: Final = (

@@ -14,7 +14,7 @@ from torchdoctor.report.adapters._access import (
     num,
     text,
 )
-from torchdoctor.report.model import FindingView, KeyValue, VerdictSection
+from torchdoctor.report.views import FindingView, KeyValue, VerdictSection
 
 
 def _evidence(value: Any) -> list[KeyValue]:

@@ -8,7 +8,7 @@ from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import items, mapping, num, pair, text
 from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 CHANGE_HEADER = ["", "A", "B", "change", "95% interval", "of step", "significant"]
 STATUS_WORDS = {"appeared": "appeared", "went_away": "went away", "stayed": "stayed"}

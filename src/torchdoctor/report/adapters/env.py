@@ -13,7 +13,7 @@ from torchdoctor.report.adapters._access import (
     text,
 )
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import EnvSection, KeyValue
+from torchdoctor.report.views import EnvSection, KeyValue
 
 #: Fingerprint fields not worth a row (long lists or internal keys).
 _SKIP_FACTS = ("fingerprint_key",)

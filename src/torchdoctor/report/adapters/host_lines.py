@@ -9,7 +9,7 @@ from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import get, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 #: Lines shown in the table (the record keeps more).
 SHOWN_LINES = 10

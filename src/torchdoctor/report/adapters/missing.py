@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from torchdoctor.report.adapters._access import JsonDict, text
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import MissingRecord
 from torchdoctor.report.records import ENV, TRIALS
 from torchdoctor.report.registry import RecordType, record_types
+from torchdoctor.report.views import MissingRecord
 
 
 def _why(manifest: JsonDict) -> str:

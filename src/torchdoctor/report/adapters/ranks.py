@@ -6,7 +6,7 @@ from __future__ import annotations
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import JsonDict, integer, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 #: The table's columns: (header, field of RankPhases).
 RANK_COLUMNS: tuple[tuple[str, str], ...] = (

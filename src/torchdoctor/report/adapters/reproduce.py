@@ -10,7 +10,7 @@ from torchdoctor.core.rundir import display_path
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import JsonDict, items, mapping, num, text
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import ReproduceSection
+from torchdoctor.report.views import ReproduceSection
 
 
 def shown_path(path: Path) -> str:

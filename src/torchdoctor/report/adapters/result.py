@@ -16,7 +16,7 @@ from torchdoctor.report.adapters._access import (
     pair,
     text,
 )
-from torchdoctor.report.model import KeyValue, ResultView
+from torchdoctor.report.views import KeyValue, ResultView
 
 #: Why the headline and the ladder's last row are two numbers, said where both stand.
 SPEEDUPS = (

@@ -11,7 +11,7 @@ from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import integer, items, mapping, num, pair, text
 from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 JsonDict = dict[str, Any]
 

@@ -10,7 +10,7 @@ from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import get, integer, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
 from torchdoctor.report.load import RunRecords
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 
 @dataclass(frozen=True)

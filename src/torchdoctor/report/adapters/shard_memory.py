@@ -8,7 +8,7 @@ from typing import Any
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import integer, items, mapping, num, text
 from torchdoctor.report.blocks import Blocks, Table
-from torchdoctor.report.model import KeyValue
+from torchdoctor.report.views import KeyValue
 
 #: The owners' columns: (field of `RankMemory`, header).
 OWNERS: tuple[tuple[str, str], ...] = (

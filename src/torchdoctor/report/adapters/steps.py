@@ -10,7 +10,7 @@ from __future__ import annotations
 from torchdoctor.core.steps import PHASES
 from torchdoctor.report import format as fmt
 from torchdoctor.report.adapters._access import JsonDict, floats, integer, items, mapping, num, text
-from torchdoctor.report.model import KeyValue, PhaseBar, StepSection
+from torchdoctor.report.views import KeyValue, PhaseBar, StepSection
 
 
 def _median_step(steps: list[JsonDict]) -> JsonDict | None:

@@ -16,7 +16,7 @@ from torchdoctor.report.adapters._access import (
     pair,
     text,
 )
-from torchdoctor.report.model import (
+from torchdoctor.report.views import (
     KeyValue,
     LadderSection,
     LossCurve,

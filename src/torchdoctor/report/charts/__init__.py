@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchdoctor.report.charts._svg import MISSING_MATPLOTLIB, pyplot
-from torchdoctor.report.model import ReportView
 from torchdoctor.report.registry import sections
+from torchdoctor.report.views import ReportView
 
 __all__ = ["Charts", "render_charts"]
 

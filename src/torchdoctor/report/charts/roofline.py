@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
-from torchdoctor.report.model import RooflineSection
+from torchdoctor.report.views import RooflineSection
 
 #: Ops labelled on the chart by name (the most expensive ones); the table lists all.
 LABELLED_OPS: Final = 5

@@ -6,7 +6,7 @@ from typing import Any
 
 from torchdoctor.core.steps import PHASES
 from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
-from torchdoctor.report.model import StepSection, TimelineSection
+from torchdoctor.report.views import StepSection, TimelineSection
 
 
 def _stacked(

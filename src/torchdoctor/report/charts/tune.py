@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from torchdoctor.report.charts._svg import PALETTE, WIDTH_IN, chart_text, to_svg
-from torchdoctor.report.model import LadderSection, LossCurve, ParetoPointView
+from torchdoctor.report.views import LadderSection, LossCurve, ParetoPointView
 
 
 def ladder_chart(plt: Any, ladder: LadderSection) -> str | None:

@@ -11,8 +11,8 @@ from torchdoctor.report.adapters.env import environment
 from torchdoctor.report.adapters.steps import step_section
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import kv_lines, table_lines
-from torchdoctor.report.model import BreakdownView, KeyValue, RooflineSection
 from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.views import BreakdownView, KeyValue, RooflineSection
 
 if TYPE_CHECKING:
     from rich.console import Console

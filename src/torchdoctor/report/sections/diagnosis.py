@@ -9,8 +9,8 @@ from torchdoctor.report.adapters.diagnosis import findings, verdict_section
 from torchdoctor.report.adapters.tune import ladder_section
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import kv_lines, md
-from torchdoctor.report.model import FindingView, KeyValue, VerdictView
 from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.views import FindingView, KeyValue, VerdictView
 
 if TYPE_CHECKING:
     from rich.console import Console

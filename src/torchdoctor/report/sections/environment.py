@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from torchdoctor.report.adapters.env import environment
 from torchdoctor.report.markdown import kv_lines
-from torchdoctor.report.model import EnvSection
 from torchdoctor.report.registry import RunRecords, Section, register_section
+from torchdoctor.report.views import EnvSection
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from torchdoctor.report.adapters.reproduce import reproduce
 from torchdoctor.report.markdown import ALT_FENCE, FENCE
-from torchdoctor.report.model import ReproduceSection
 from torchdoctor.report.registry import RunRecords, Section, register_section
+from torchdoctor.report.views import ReproduceSection
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -9,8 +9,8 @@ from torchdoctor.report.adapters.reproduce import shown_path
 from torchdoctor.report.adapters.result import result_section
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import ALT_FENCE, FENCE, kv_lines, md
-from torchdoctor.report.model import ResultView
 from torchdoctor.report.registry import Section, register_section
+from torchdoctor.report.views import ResultView
 
 if TYPE_CHECKING:
     from rich.console import Console

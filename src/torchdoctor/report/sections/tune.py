@@ -14,9 +14,9 @@ from torchdoctor.report.adapters.tune import (
 )
 from torchdoctor.report.load import RunRecords
 from torchdoctor.report.markdown import table_lines
-from torchdoctor.report.model import LossCurve, ParetoPointView, TuneView
 from torchdoctor.report.registry import Section, register_section
 from torchdoctor.report.sections.result import tune_terminal_view
+from torchdoctor.report.views import LossCurve, ParetoPointView, TuneView
 
 if TYPE_CHECKING:
     from rich.console import Console

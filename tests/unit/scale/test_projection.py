@@ -7,7 +7,7 @@ import pytest
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES, ddp_buckets, exposed_communication
 from torchdoctor.scale.fit import fit_alpha_beta
-from torchdoctor.scale.model import ScalingModel, project, projections
+from torchdoctor.scale.projection import ScalingModel, project, projections
 from torchdoctor.scale.study import (
     COLOCATION_BAR,
     COMMUNICATION_BAR,
