@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from torchdoctor.analyze import TraceAnalysis
 from torchdoctor.cli.main import main
 
 SHARED_TRACES = Path(__file__).parents[1] / "data" / "traces"
@@ -34,7 +35,10 @@ def test_rich_output_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None
 def test_json_output_is_the_versioned_record(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json", "analyze", str(BERT), "--top", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["schema"] == "torchdoctor/trace_analysis" and data["version"] == 6
+    assert (
+        data["schema"] == "torchdoctor/trace_analysis"
+        and data["version"] == TraceAnalysis.schema_version
+    )
     assert data["cuda_capability"] == [9, 0]  # an H100 (deviceProperties computeMajor/Minor)
     assert data["device_timeline"]["idle_pct"] == pytest.approx(92.082, abs=0.5)
     assert len(data["ops"]) == 2

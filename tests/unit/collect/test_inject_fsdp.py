@@ -14,9 +14,15 @@ from torchdoctor.collect.inject import Injection
 from torchdoctor.collect.inject.fsdp import NO_FULLY_SHARD, ONE_BLOCK
 from torchdoctor.knobs import FSDP_MIXED_PRECISION, FSDP_PREFETCH, RESHARD_AFTER_FORWARD
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
-)
+# Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
+# (it asserts behaviour, no timing) so that the fast tier stays fast.
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
+    ),
+    pytest.mark.study,
+    pytest.mark.untimed,
+]
 
 RECIPE = {
     RESHARD_AFTER_FORWARD.name: False,

@@ -22,9 +22,15 @@ from torchdoctor.collect.inject import Injection
 from torchdoctor.collect.inject.fsdp import GROUPED, NO_BLOCKS, PER_BLOCK
 from torchdoctor.knobs import CHECKPOINTING, FSDP_PREFETCH, FSDP_WRAP, RESHARD_AFTER_FORWARD
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
-)
+# Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
+# (it asserts behaviour, no timing) so that the fast tier stays fast.
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
+    ),
+    pytest.mark.study,
+    pytest.mark.untimed,
+]
 
 #: Blocks of the stack: more than one, so prefetching has a next block.
 DEPTH = 3

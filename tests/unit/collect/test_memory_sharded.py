@@ -14,9 +14,15 @@ from torchdoctor.collect.tensor_memory import StepMeter
 from torchdoctor.core.memory_owners import StepMemory
 from torchdoctor.core.sharded import gathered_parameters
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
-)
+# Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
+# (it asserts behaviour, no timing) so that the fast tier stays fast.
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
+    ),
+    pytest.mark.study,
+    pytest.mark.untimed,
+]
 
 
 def _measure(model: torch.nn.Module, *, rank: int, gathered: bool) -> StepMemory:

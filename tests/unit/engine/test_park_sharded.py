@@ -14,9 +14,15 @@ import torch
 from sharded_job import batch, blocks_model, shard, spawn_ranks
 from torchdoctor.engine import Parking
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
-)
+# Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
+# (it asserts behaviour, no timing) so that the fast tier stays fast.
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
+    ),
+    pytest.mark.study,
+    pytest.mark.untimed,
+]
 
 
 class HostCopies:

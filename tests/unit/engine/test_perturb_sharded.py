@@ -17,9 +17,15 @@ from torch import nn
 
 from torchdoctor.engine.perturb import perturb_weights
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
-)
+# Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
+# (it asserts behaviour, no timing) so that the fast tier stays fast.
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
+    ),
+    pytest.mark.study,
+    pytest.mark.untimed,
+]
 
 
 def _model() -> nn.Module:

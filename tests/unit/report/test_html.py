@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -59,7 +60,10 @@ def test_without_matplotlib_the_page_has_tables_and_says_how_to_get_charts(
     run_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_svg, "pyplot", lambda: None)
-    monkeypatch.setattr("torchdoctor.report.charts.pyplot", lambda: None)
+    # `torchdoctor.report` is the API's function; the stage's module is reached by its name.
+    monkeypatch.setattr(
+        importlib.import_module("torchdoctor.report.charts"), "pyplot", lambda: None
+    )
     html = render_report(run_dir, "html").read_text()
     assert 'class="chart"' not in html
     assert "pip install &#39;torchdoctor[plot]&#39;" in html

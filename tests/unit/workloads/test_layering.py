@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import torchdoctor.workloads.registry
+from torchdoctor.workloads import registry
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -19,7 +19,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_workloads_do_not_import_knobs() -> None:
-    folder = Path(torchdoctor.workloads.registry.__file__).parent
+    folder = Path(registry.__file__).parent
     offenders = {
         f"{path.name}: {name}"
         for path in folder.glob("*.py")
