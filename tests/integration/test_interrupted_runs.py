@@ -30,7 +30,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.slow
+# Each test starts a tuner or a diagnosis and kills it: process-launching checks of behaviour,
+# no timing, in the untimed studies so that the fast tier stays fast.
+pytestmark = [pytest.mark.slow, pytest.mark.study, pytest.mark.untimed]
 
 #: Seconds a tuner may take to reach the state a test interrupts it in (a loaded 2-core host
 #: took 48 s to pause a script arm's first chunk).

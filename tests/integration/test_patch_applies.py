@@ -35,6 +35,8 @@ def _run(root: Path, recipe: dict[str, object], out: Path) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="the patch binary is not installed")
+@pytest.mark.study
+@pytest.mark.untimed  # a recorded run's patch applied and run: behaviour, no timing
 def test_patch_from_a_recorded_run_applies_and_sets_num_workers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,6 +91,8 @@ def _open_at(url: str, start: Any, errors: Any) -> None:
         errors.put(str(exc))
 
 
+@pytest.mark.study
+@pytest.mark.untimed  # processes racing to open one storage: all open it, no timing
 def test_processes_opening_one_fresh_storage_together_all_open_it(tmp_path: Path) -> None:
     # Forked by a fresh single-threaded server: a fork of the test process itself can hang
     # in the child on a lock another of its threads held at the fork (pytest-xdist's I/O
