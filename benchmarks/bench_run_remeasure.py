@@ -16,37 +16,17 @@ benchmarks/bench_ddp_remeasure.py does for a torchrun job.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+# The same `torchdoctor --json` call and pair ratios as the torchrun job's re-measure.
+from bench_ddp_remeasure import _cli, _ratios
 from torchdoctor.measure import replicates_agree
 from torchdoctor.tune import Confirmation
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import read_trial
-
-
-def _cli(*args: str) -> dict[str, Any]:
-    """One `torchdoctor --json ...` command; its JSON document (exit 0 asked)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "torchdoctor", "--json", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
-        sys.exit(f"torchdoctor {args[0]} exited {done.returncode}: {tail[0]}")
-    return dict(json.loads(done.stdout))
-
-
-def _ratios(rates: object, baseline: object) -> list[float]:
-    assert isinstance(rates, list) and isinstance(baseline, list)
-    return [float(r) / float(b) for r, b in zip(rates, baseline, strict=True)]
 
 
 def main() -> None:
