@@ -51,6 +51,35 @@ class CeilingsLike(Protocol):
     def source(self) -> str: ...
 
 
+# The peaks of one chip at one clock and power, shared by the parts that differ only in their
+# memory: GH200 and H200 SXM (FP64 tensor 67 TF, FP32 67 TF, TF32 989* TF, BF16/FP16
+# 1,979* TF, FP8 3,958* TF), H200 NVL and H100 NVL (FP64 tensor 60 TF, FP32 60 TF, TF32 835*
+# TF, BF16/FP16 1,671* TF, FP8 3,341* TF), and the A100s (FP64 tensor 19.5 TF, FP32 19.5 TF,
+# TF32 156 TF, BF16/FP16 312 TF). Dense figures, as below.
+_HOPPER_SXM: dict[str, float] = {
+    "float64": 67 * TERA,
+    "float32": 67 * TERA,
+    "tf32": 494.5 * TERA,
+    "bfloat16": 989.5 * TERA,
+    "float16": 989.5 * TERA,
+    "float8": 1979 * TERA,
+}
+_HOPPER_NVL: dict[str, float] = {
+    "float64": 60 * TERA,
+    "float32": 60 * TERA,
+    "tf32": 417.5 * TERA,
+    "bfloat16": 835.5 * TERA,
+    "float16": 835.5 * TERA,
+    "float8": 1670.5 * TERA,
+}
+_A100_PEAKS: dict[str, float] = {
+    "float64": 19.5 * TERA,
+    "float32": 19.5 * TERA,
+    "tf32": 156 * TERA,
+    "bfloat16": 312 * TERA,
+    "float16": 312 * TERA,
+}
+
 # (words that must all appear in the upper-cased device name, model, FLOP/s per dtype,
 # bytes/s, reference), most specific first. A word is a run of letters and digits, so "L4"
 # is not read in "L40S" nor "H200" in "GH200". dtype keys are those of measured ceilings
@@ -60,32 +89,17 @@ class CeilingsLike(Protocol):
 _TABLE: tuple[tuple[tuple[str, ...], str, dict[str, float], float, str], ...] = (
     # GH200 (Hopper GPU of the superchip): FP64 tensor 67 TF, FP32 67 TF, TF32 989* TF,
     # BF16/FP16 1,979* TF, FP8 3,958* TF; HBM3 96 GB at 4 TB/s, or HBM3e 144 GB at 4.9 TB/s.
-    (("GH200", "144G"), "GH200 144GB HBM3e",
-     {"float64": 67 * TERA, "float32": 67 * TERA, "tf32": 494.5 * TERA,
-      "bfloat16": 989.5 * TERA, "float16": 989.5 * TERA, "float8": 1979 * TERA}, 4.9e12,
-     _GH200),
-    (("GH200",), "GH200 96GB HBM3",
-     {"float64": 67 * TERA, "float32": 67 * TERA, "tf32": 494.5 * TERA,
-      "bfloat16": 989.5 * TERA, "float16": 989.5 * TERA, "float8": 1979 * TERA}, 4.0e12,
-     _GH200),
+    (("GH200", "144G"), "GH200 144GB HBM3e", _HOPPER_SXM, 4.9e12, _GH200),
+    (("GH200",), "GH200 96GB HBM3", _HOPPER_SXM, 4.0e12, _GH200),
     # H200 NVL: FP64 tensor 60 TF, FP32 60 TF, TF32 835* TF, BF16/FP16 1,671* TF,
     # FP8 3,341* TF; HBM3e 141 GB at 4.8 TB/s.
-    (("H200", "NVL"), "H200 NVL",
-     {"float64": 60 * TERA, "float32": 60 * TERA, "tf32": 417.5 * TERA,
-      "bfloat16": 835.5 * TERA, "float16": 835.5 * TERA, "float8": 1670.5 * TERA}, 4.8e12,
-     _H200),
+    (("H200", "NVL"), "H200 NVL", _HOPPER_NVL, 4.8e12, _H200),
     # H200 SXM: FP64 tensor 67 TF, FP32 67 TF, TF32 989* TF, BF16/FP16 1,979* TF,
     # FP8 3,958* TF; HBM3e 141 GB at 4.8 TB/s.
-    (("H200",), "H200 SXM",
-     {"float64": 67 * TERA, "float32": 67 * TERA, "tf32": 494.5 * TERA,
-      "bfloat16": 989.5 * TERA, "float16": 989.5 * TERA, "float8": 1979 * TERA}, 4.8e12,
-     _H200),
+    (("H200",), "H200 SXM", _HOPPER_SXM, 4.8e12, _H200),
     # H100 NVL (one GPU of the pair): FP64 tensor 60 TF, FP32 60 TF, TF32 835* TF,
     # BF16/FP16 1,671* TF, FP8 3,341* TF; HBM3 94 GB at 3.9 TB/s.
-    (("H100", "NVL"), "H100 NVL",
-     {"float64": 60 * TERA, "float32": 60 * TERA, "tf32": 417.5 * TERA,
-      "bfloat16": 835.5 * TERA, "float16": 835.5 * TERA, "float8": 1670.5 * TERA}, 3.9e12,
-     _H100_NVL),
+    (("H100", "NVL"), "H100 NVL", _HOPPER_NVL, 3.9e12, _H100_NVL),
     # H100 PCIe: FP64 tensor 51 TF, FP32 51 TF, TF32 378 TF, BF16/FP16 756.5 TF, FP8 1,513 TF,
     # HBM2e 2.0 TB/s.
     (("H100", "PCIE"), "H100 PCIe",
@@ -100,15 +114,9 @@ _TABLE: tuple[tuple[tuple[str, ...], str, dict[str, float], float, str], ...] = 
     # A100: FP64 tensor 19.5 TF, FP32 19.5 TF, TF32 156 TF, BF16/FP16 312 TF; HBM2 1,555 GB/s
     # (40GB), HBM2e 1,935 GB/s (80GB PCIe), HBM2e 2,039 GB/s (80GB SXM): the datasheet's
     # memory bandwidth row, one column per form factor.
-    (("A100", "40GB"), "A100 40GB",
-     {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
-      "bfloat16": 312 * TERA, "float16": 312 * TERA}, 1.555e12, _A100),
-    (("A100", "PCIE"), "A100 80GB PCIe",
-     {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
-      "bfloat16": 312 * TERA, "float16": 312 * TERA}, 1.935e12, _A100),
-    (("A100",), "A100 80GB",
-     {"float64": 19.5 * TERA, "float32": 19.5 * TERA, "tf32": 156 * TERA,
-      "bfloat16": 312 * TERA, "float16": 312 * TERA}, 2.039e12, _A100),
+    (("A100", "40GB"), "A100 40GB", _A100_PEAKS, 1.555e12, _A100),
+    (("A100", "PCIE"), "A100 80GB PCIe", _A100_PEAKS, 1.935e12, _A100),
+    (("A100",), "A100 80GB", _A100_PEAKS, 2.039e12, _A100),
     # V100 SXM2: FP64 7.8 TF (no FP64 tensor cores), FP32 15.7 TF, FP16 tensor 125 TF,
     # HBM2 900 GB/s.
     (("V100",), "V100",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 _SI: Final = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -15,6 +15,12 @@ NA: Final = "n/a"
 
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
+
+
+def _shown(value: float | None, render: Callable[[float], str]) -> str:
+    """`render(value)`, or n/a where the value is missing or not finite: the one rule every
+    number's format follows."""
+    return render(value) if value is not None and math.isfinite(value) else NA
 
 
 def si(value: float | None, unit: str = "", digits: int = 3) -> str:
@@ -45,9 +51,7 @@ def nbytes(value: float | None) -> str:
 
 
 def rate(value: float | None, unit: str = "samples/s") -> str:
-    if value is None or not _finite(value):
-        return NA
-    return f"{value:,.1f} {unit}" if value < 1e4 else f"{value:,.0f} {unit}"
+    return _shown(value, lambda v: f"{v:,.1f} {unit}" if v < 1e4 else f"{v:,.0f} {unit}")
 
 
 def ab_rates(best: float | None, candidate: float | None) -> str:
@@ -74,37 +78,26 @@ def micros(value: float | None) -> str:
 
 def percent(fraction: float | None, digits: int = 1) -> str:
     """A fraction (0..1) as a percentage."""
-    if fraction is None or not _finite(fraction):
-        return NA
-    return f"{fraction * 100:.{digits}f}%"
+    return _shown(fraction, lambda f: f"{f * 100:.{digits}f}%")
 
 
 def pct_value(value: float | None, digits: int = 1) -> str:
     """A value already in percent."""
-    if value is None or not _finite(value):
-        return NA
-    return f"{value:.{digits}f}%"
+    return _shown(value, lambda v: f"{v:.{digits}f}%")
 
 
 def speedup(value: float | None) -> str:
-    if value is None or not _finite(value):
-        return NA
-    return f"{value:.2f}x"
+    return _shown(value, lambda v: f"{v:.2f}x")
 
 
 def signed_percent(fraction: float | None, digits: int = 1) -> str:
     """A deviation (a fraction, +0.004) as a signed percentage: '+0.4%'."""
-    if fraction is None or not _finite(fraction):
-        return NA
-    return f"{fraction * 100:+.{digits}f}%"
+    return _shown(fraction, lambda f: f"{f * 100:+.{digits}f}%")
 
 
 def level(confidence: float | None) -> str:
     """A confidence level (0.95) as '95%', to one decimal where it has one ('97.5%')."""
-    if confidence is None or not _finite(confidence):
-        return NA
-    text = f"{confidence * 100:.1f}".removesuffix(".0")
-    return f"{text}%"
+    return _shown(confidence, lambda c: f"{c * 100:.1f}".removesuffix(".0") + "%")
 
 
 def interval(low: float | None, high: float | None, confidence: float | None = None) -> str:

@@ -56,6 +56,7 @@ from torchdoctor.procs import (
     WorkerLike,
     end_now,
 )
+from torchdoctor.tune.records import TrialFigures
 from torchdoctor.tune.turns import DeviceTurns
 
 #: Seconds the next worker request may take. Called before every request, so that all the
@@ -410,6 +411,19 @@ class Arm:
     def per_step(self) -> float:
         """Units of a chunk score per step: 1 (latency, s/step) or samples per step."""
         return 1.0 if self.objective == "latency" else self.samples_per_step
+
+    def figures(self, losses: list[float | None]) -> TrialFigures:
+        """What this arm measured of its recipe as a trial's figures: its memory, `losses`
+        (its trajectory cut to the parity steps), its start-up and its chunks; the caller
+        adds what the comparison measured (`dataclasses.replace`)."""
+        return TrialFigures(
+            peak_memory_bytes=self.peak_memory_bytes,
+            chunk_peak_memory_bytes=list(self.chunk_peaks),
+            losses=losses,
+            compile_s=self.compile_s,
+            warmup_s=self.warmup_s,
+            chunk_times_s=list(self.chunk_scores),
+        )
 
     def close(self, *, at_once: bool = False) -> None:
         """End this arm's worker; `at_once` ends its process tree now rather than letting its

@@ -141,7 +141,8 @@ class ChangeTrial:
                 verdict, again, ends_with = self._replicate(
                     best_recipe, recipe, cand, first=est, kept=verdict
                 )
-        figures = TrialFigures(
+        figures = replace(
+            cand.figures(losses),
             samples_per_s=cand.rate(),
             best_samples_per_s=best.rate(),
             step_time_s=statistics.median(cand.chunk_scores) * cand.per_step(),
@@ -151,12 +152,6 @@ class ChangeTrial:
             replicate_speedup_vs_best_ci=(again.ci_low, again.ci_high)
             if again is not None
             else None,
-            peak_memory_bytes=cand.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(cand.chunk_peaks),
-            losses=losses,
-            compile_s=cand.compile_s,
-            warmup_s=cand.warmup_s,
-            chunk_times_s=list(cand.chunk_scores),
             best_chunk_times_s=list(best.chunk_scores),
             machine_load=est.load,
             remeasured=est.remeasured,

@@ -237,18 +237,13 @@ def _measure(
     before = best_peak(tuner)
     best_rate = tuner.rungs[-1].samples_per_s
     rate = arm.rate()
-    figures = TrialFigures(
+    figures = replace(
+        arm.figures(losses),
         samples_per_s=rate,
         best_samples_per_s=best_rate,
         step_time_s=arm.samples_per_step / rate if rate else None,
         # Measured alone, minutes apart: a ratio of two processes, not a paired A/B.
         speedup_vs_best=rate / best_rate if best_rate else None,
-        peak_memory_bytes=arm.peak_memory_bytes,
-        chunk_peak_memory_bytes=list(arm.chunk_peaks),
-        losses=losses,
-        compile_s=arm.compile_s,
-        warmup_s=arm.warmup_s,
-        chunk_times_s=list(arm.chunk_scores),
     )
     return judge_memory(tuner, losses, peak, before, kind=kind, safety=safety, plan=plan), figures
 

@@ -332,6 +332,17 @@ class _Builder:
                 found.append(site)
         return found
 
+    def call_at(
+        self, path: Path, line: int, callee: str, shown: str = ""
+    ) -> tuple[_Source, ast.Call]:
+        """The file's source and the innermost call of `callee` holding `line`, or
+        `_Unmappable` naming the call (as `shown`, else its name) and the place."""
+        src = self.source(path)
+        call = next((c for c in src.calls_at(line) if _callee(c) == callee), None)
+        if call is None:
+            raise _Unmappable(f"no {shown or callee} call at {self.rel(path)}:{line}")
+        return src, call
+
     def applied(self, knob: str) -> bool:
         outcome = self.record.outcome(knob)
         return outcome is not None and outcome.status == "applied"
@@ -401,10 +412,7 @@ class _Builder:
                 if site is None:
                     raise _Unmappable("the optimizer's location was not recorded")
                 path, line = site
-                src = self.source(path)
-                call = next((c for c in src.calls_at(line) if _callee(c) == cls), None)
-                if call is None:
-                    raise _Unmappable(f"no {cls}(...) call at {self.rel(path)}:{line}")
+                src, call = self.call_at(path, line, cls, f"{cls}(...)")
                 present = {k.arg for k in call.keywords}
                 wanted = {
                     k: _literal(v)
@@ -421,10 +429,7 @@ class _Builder:
         value = bool(self.recipe[name])
         for path, line in self.sites(name):
             try:
-                src = self.source(path)
-                call = next((c for c in src.calls_at(line) if _callee(c) == "zero_grad"), None)
-                if call is None:
-                    raise _Unmappable(f"no zero_grad call at {self.rel(path)}:{line}")
+                src, call = self.call_at(path, line, "zero_grad")
                 keywords = {k.arg for k in call.keywords}
                 if value and not call.args and "set_to_none" not in keywords:
                     continue  # torch's default is set_to_none=True already
@@ -445,10 +450,7 @@ class _Builder:
         shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
         for path, line in self.sites(name):
             try:
-                src = self.source(path)
-                call = next((c for c in src.calls_at(line) if _callee(c) == "fully_shard"), None)
-                if call is None:
-                    raise _Unmappable(f"no fully_shard call at {self.rel(path)}:{line}")
+                src, call = self.call_at(path, line, "fully_shard")
                 if _set_arguments(src, call, wanted, {}):
                     self.edited(name, path, call.lineno, f"fully_shard(..., {shown})")
                     src.needs_torch = src.needs_torch or "torch." in shown
