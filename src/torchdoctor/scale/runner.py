@@ -25,7 +25,7 @@ from torchdoctor.scale._ddp_params import read_ddp_parameters
 from torchdoctor.scale._fsdp_units import FsdpJob, read_fsdp_job
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
 from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench
-from torchdoctor.scale.fsdp import FsdpProjection, fsdp_collectives, project_fsdp
+from torchdoctor.scale.fsdp import FsdpProjection, Overlap, fsdp_collectives, project_fsdp
 from torchdoctor.scale.launch import (
     JOB_TIMEOUT_S,
     Topology,
@@ -253,6 +253,15 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
     )
 
 
+def fsdp_overlap(job: FsdpJob, backend: str) -> Overlap:
+    """What of the job's communication can run under its compute (`fsdp.Overlap`): on GPUs
+    (NCCL) FSDP2's collectives run on their own streams; on the CPU (gloo) only all-gathers
+    the job prefetches and issues asynchronously."""
+    if backend == "nccl":
+        return "prefetch"
+    return "all_gather" if job.forward_prefetch and job.unshard_async else "none"
+
+
 def fsdp_at(
     base: MeasuredWorld,
     job: FsdpJob,
@@ -296,7 +305,7 @@ def fsdp_at(
         param_dtype_bytes=job.param_dtype_bytes,
         reduce_dtype_bytes=job.reduce_dtype_bytes,
         reshard_after_forward=job.reshard_after_forward,
-        prefetch=job.forward_prefetch or bench.backend == "nccl",
+        overlap=fsdp_overlap(job, bench.backend),
         colocation=colocation,
         cpu_share=cpu_share,
         busbw=busbw,
