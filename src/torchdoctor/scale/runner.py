@@ -33,6 +33,12 @@ from torchdoctor.scale.launch import (
     torchrun_args,
 )
 from torchdoctor.scale.projection import ScalingModel, projections
+from torchdoctor.scale.strategy_steps import (
+    StrategyComparison,
+    compare_steps,
+    ddp_model,
+    fsdp_pays_from,
+)
 from torchdoctor.scale.study import ScalingStudy, world_result
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, measured_world
 
@@ -230,13 +236,16 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         sizes = sorted({*worlds, *plan.project_to} - {1})
         projected = projections(model, sizes, bandwidths=[None, *plan.bandwidths])
     fsdp: list[FsdpProjection] = []
+    strategies: list[StrategyComparison] = []
     if job is not None and 1 in measured and benches:
         sizes = sorted({*(n for n in worlds if n in benches), *plan.project_to} - {1})
-        fsdp = [
-            fsdp_at(measured[1], job, benches[n if n in benches else max(benches)], n, busbw)
-            for n in sizes
-            for busbw in [None, *plan.bandwidths]
-        ]
+        for n in sizes:
+            bench = benches[n if n in benches else max(benches)]
+            replicated = ddp_model(measured[1], job, bench) if "all_reduce" in bench.fits else None
+            for busbw in [None, *plan.bandwidths]:
+                fsdp.append(fsdp_at(measured[1], job, bench, n, busbw))
+                if replicated is not None:
+                    strategies.append(compare_steps(fsdp[-1], replicated, plan.backend, busbw))
     return ScalingStudy(
         target=plan.target,
         kind="workload" if plan.workload else "script",
@@ -249,6 +258,8 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         model=model,
         projections=projected,
         fsdp=fsdp,
+        strategies=strategies,
+        fsdp_pays_from=fsdp_pays_from(strategies),
         warnings=warnings,
     )
 
