@@ -131,7 +131,8 @@ def strategies(run_dir: Path) -> None:
         f"\nunits learned from the job: {len(job.shape.units)} ({job.shape.numel / 1e6:.2f} M "
         f"parameters, gathered in {job.param_dtype_bytes} B, reduced in "
         f"{job.reduce_dtype_bytes} B, reshard after forward {job.reshard_after_forward}, "
-        f"prefetch {job.forward_prefetch}); per step at N=2:"
+        f"prefetch {job.forward_prefetch}, asynchronous unshards {job.unshard_async}); per "
+        "step at N=2:"
     )
     for kind in ("all_gather", "reduce_scatter"):
         sizes = [c.size_bytes for c in steps if c.kind == kind]
