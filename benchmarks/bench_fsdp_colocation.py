@@ -13,7 +13,9 @@ every arm:
   (a mesh of its own rank: FSDP2 then gathers nothing, as at N=1), timed by the same
   `colocation` (rank 0 alone, then both at once): the slowdown the projection should use;
 - the N=2 step (the model sharded over both ranks) against the co-located N=1 steps: what
-  sharding adds beyond sharing the machine (the collectives, their waits, FSDP's copies).
+  sharding adds beyond sharing the machine (the collectives, their waits, FSDP's copies),
+  each phase in wall time and in the main thread's CPU time: their difference is the time
+  the rank's step did not run (waiting for a collective, or preempted by gloo's threads).
 
 Printed: each arm's slowdown with its 95% interval per round, then the medians, and the
 N=2 step over the co-located N=1 step with its phases (forward, backward, optimizer).
@@ -80,29 +82,33 @@ def rank_side(rounds: int, steps: int) -> None:
     g = torch.Generator().manual_seed(1 + rank)
 
     def step(arm: tuple[Any, Any], phases: list[float]) -> None:
+        """One step; `phases` gains its forward, backward and optimizer wall seconds, then the
+        same three in the main thread's CPU seconds (`time.thread_time`: only while it runs,
+        so neither a wait for a collective nor a preemption counts)."""
         model, optimizer = arm
         x, y = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 1, generator=g)
-        start = time.perf_counter()
+        marks = [(time.perf_counter(), time.thread_time())]
         loss = nn.functional.mse_loss(model(x).float(), y)
-        forward = time.perf_counter()
+        marks.append((time.perf_counter(), time.thread_time()))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        backward = time.perf_counter()
+        marks.append((time.perf_counter(), time.thread_time()))
         optimizer.step()
-        end = time.perf_counter()
-        for i, t in enumerate((forward - start, backward - forward, end - backward)):
-            phases[i] += t
+        marks.append((time.perf_counter(), time.thread_time()))
+        for clock in (0, 1):
+            for i in range(3):
+                phases[3 * clock + i] += marks[i + 1][clock] - marks[i][clock]
 
     def steps_of(arm: tuple[Any, Any]) -> tuple[float, list[float]]:
-        phases = [0.0, 0.0, 0.0]
+        phases = [0.0] * 6
         dist.barrier()
         for _ in range(steps):
             step(arm, phases)
-        return sum(phases) / steps, [p / steps for p in phases]
+        return sum(phases[:3]) / steps, [p / steps for p in phases]
 
     device = torch.device("cpu")
     generic = generic_work()
-    scratch = [0.0, 0.0, 0.0]
+    scratch = [0.0] * 6
     for arm in (one, two):
         steps_of(arm)  # warm: the first steps allocate and build FSDP's buffers
     out: dict[str, list[Any]] = {"probe": [], "job": [], "n1": [], "n2": []}
@@ -127,8 +133,11 @@ def rank_side(rounds: int, steps: int) -> None:
             return statistics.median(p.slowdown for p in out[key])
 
         def phases(key: str) -> str:
-            mid = [statistics.median(s[1][i] for s in out[key]) * 1e3 for i in range(3)]
-            return "forward {:.1f}, backward {:.1f}, optimizer {:.1f} ms".format(*mid)
+            mid = [statistics.median(s[1][i] for s in out[key]) * 1e3 for i in range(6)]
+            return (
+                "wall: forward {:.1f}, backward {:.1f}, optimizer {:.1f} ms; main thread's "
+                "CPU: forward {:.1f}, backward {:.1f}, optimizer {:.1f} ms".format(*mid)
+            )
 
         alone = statistics.median(p.alone.median for p in out["job"]) * 1e3
         sharded = [a[0] / b[0] for a, b in zip(out["n2"], out["n1"], strict=True)]
