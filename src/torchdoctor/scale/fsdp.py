@@ -28,6 +28,7 @@ out, on the host link rather than the network).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from torchdoctor.analyze import DEFAULT_PREFETCH, Moments, rank_memory
@@ -35,7 +36,7 @@ from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.records import SubRecord
 from torchdoctor.core.shard_memory import ModelShape, StrategyCost
 from torchdoctor.scale.fit import AlphaBetaFit, bus_factor
-from torchdoctor.scale.projection import Z_95
+from torchdoctor.scale.projection import Z_95, rank_skew
 
 FsdpKind = Literal["all_gather", "reduce_scatter"]
 #: Which of a step's collectives can run under its compute (`project_fsdp`):
@@ -283,6 +284,8 @@ class FsdpProjection(SubRecord):
     exposed_s: float
     #: What runs under the compute; the assumption the hidden part rests on (`Overlap`).
     overlap: Overlap
+    #: The wait for the slowest rank (`projection.rank_skew`; 0 in an older record).
+    skew_s: float = 0.0
     step_s: float
     low_s: float
     high_s: float
@@ -308,6 +311,7 @@ def project_fsdp(
     colocation: tuple[float, float, float] = (1.0, 1.0, 1.0),
     cpu_share: float | None = None,
     busbw: float | None = None,
+    step_times: Sequence[float] = (),
 ) -> FsdpProjection:
     """The step at `world_size` from N = 1's (`step_s`, of which `optimizer_s` is the
     optimizer's), the collectives from the fits, the co-location slowdown (median, low,
@@ -320,8 +324,11 @@ def project_fsdp(
     its own synchronous collective), and of those it lets run under the compute only what
     exceeds the compute, plus, where the ranks fill the cores, `cpu_share` of the hidden
     time (the CPU the collectives' own work takes from the compute: the all-gather's CPU
-    seconds over its wall seconds, from the microbenchmark). The band: the fits' 95% band on
-    the communication and the slowdown's interval on the compute, at their ends together.
+    seconds over its wall seconds, from the microbenchmark). Plus the skew: the ranks meet in
+    every step's collectives, so the step waits for its slowest rank, drawn from N = 1's
+    `step_times` as DDP's projection draws it (`projection.rank_skew`; 0 without them). The
+    band: the fits' 95% band on the communication and the slowdown's interval on the
+    compute, at their ends together.
     """
     if step_s <= 0 or optimizer_s < 0 or optimizer_s > step_s:
         raise ScaleError(
@@ -363,6 +370,7 @@ def project_fsdp(
     high_out, _ = exposed(rest_s + Z_95 * rest_se, slow_low * base)
     optimizer = optimizer_s * shard
     exposed_s = edge_s + out
+    skew = rank_skew([t * slow for t in step_times], world_size)
     return FsdpProjection(
         world_size=world_size,
         compute_s=compute,
@@ -372,7 +380,8 @@ def project_fsdp(
         hidden_s=hidden,
         exposed_s=exposed_s,
         overlap=overlap,
-        step_s=compute + optimizer * slow + exposed_s,
-        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out,
-        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out,
+        skew_s=skew,
+        step_s=compute + optimizer * slow + exposed_s + skew,
+        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out + skew,
+        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out + skew,
     )

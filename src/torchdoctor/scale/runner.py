@@ -320,4 +320,5 @@ def fsdp_at(
         colocation=colocation,
         cpu_share=cpu_share,
         busbw=busbw,
+        step_times=base.step_times,
     )

@@ -13,7 +13,7 @@ only in what the strategy changes:
   overlapped with the backward as DDP does. The forward and backward are N = 1's, computed
   as the FSDP job computed them (its mixed-precision policy's dtype: a DDP job under autocast
   computes in the same). Both are weak-scaling projections (each rank keeps N = 1's batch, as
-  `fsdp_at` does), and DDP's is taken without its skew term, which FSDP's projection has not;
+  `fsdp_at` does), each with the same wait for the slowest rank (`projection.rank_skew`);
 - FSDP with CPU offload: the shards, their gradients and the optimizer's state in host
   memory, each unit's shard copied to the device before its all-gather and its gradient
   shard back after its reduce-scatter, the optimizer stepping on the host. On a CPU job the
@@ -114,12 +114,11 @@ def compare_steps(
     job's model under DDP (`ddp_model`)."""
     n = fsdp.world_size
     replicated = project(ddp, n, architecture="ring", busbw=busbw)
-    skew = replicated.skew_s
     ddp_step = StrategyStep(
         strategy="ddp",
-        step_s=replicated.step_s - skew,
-        low_s=max(0.0, replicated.low_s - skew),
-        high_s=replicated.high_s - skew,
+        step_s=replicated.step_s,
+        low_s=replicated.low_s,
+        high_s=replicated.high_s,
         exposed_s=replicated.exposed_s + replicated.stolen_s,
         optimizer_s=replicated.optimizer_s,
     )

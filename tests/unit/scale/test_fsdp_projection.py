@@ -16,6 +16,7 @@ from torchdoctor.scale._fsdp_units import FsdpJob, _job
 from torchdoctor.scale.collectives import CollectiveBench, point
 from torchdoctor.scale.fit import AlphaBetaFit, Collective, fit_alpha_beta
 from torchdoctor.scale.fsdp import fsdp_collectives, fsdp_communication, project_fsdp
+from torchdoctor.scale.projection import rank_skew
 from torchdoctor.scale.runner import fsdp_at, fsdp_overlap
 from torchdoctor.scale.worlds import MeasuredWorld
 
@@ -121,6 +122,16 @@ def test_with_prefetch_only_the_root_s_collectives_and_the_cpu_they_take_stay() 
     assert short.hidden_s == pytest.approx(0.0001)
     with pytest.raises(ScaleError, match="hold its optimizer"):
         _project(optimizer_s=0.07)
+
+
+def test_the_step_waits_for_its_slowest_rank_as_ddp_s_does() -> None:
+    times = [0.050, 0.055, 0.060, 0.065, 0.070]
+    p = _project(step_times=times)
+    # the median of the larger of two draws: the 1/sqrt(2) quantile, times the slowdown
+    skew = rank_skew([1.5 * t for t in times], 2)
+    assert skew > 0 and p.skew_s == pytest.approx(skew)
+    assert p.step_s == pytest.approx(_project().step_s + skew)
+    assert p.low_s == pytest.approx(_project().low_s + skew)
 
 
 def test_on_a_device_without_streams_the_reduce_scatters_stay_on_the_step() -> None:
