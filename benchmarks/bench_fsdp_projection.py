@@ -108,6 +108,12 @@ def one_round(order: list[int], args: argparse.Namespace, root: Path) -> tuple[f
         flush=True,
     )
     print(f"   measured phases ms/step (N=1 | N=2): {_phases(run_dir, 1)} | {_phases(run_dir, 2)}")
+    for c in study.strategies:
+        steps = ", ".join(
+            f"{s.strategy} {s.step_s * 1e3:.2f} ms" if s.step_s is not None else f"{s.strategy} -"
+            for s in c.steps
+        )
+        print(f"   step time at N={c.world_size}: {steps}; faster: {c.faster}")
     return ratio, study.worlds[0].step_s, run_dir
 
 
@@ -131,7 +137,8 @@ def strategies(run_dir: Path) -> None:
         f"\nunits learned from the job: {len(job.shape.units)} ({job.shape.numel / 1e6:.2f} M "
         f"parameters, gathered in {job.param_dtype_bytes} B, reduced in "
         f"{job.reduce_dtype_bytes} B, reshard after forward {job.reshard_after_forward}, "
-        f"prefetch {job.forward_prefetch}); per step at N=2:"
+        f"prefetch {job.forward_prefetch}, asynchronous unshards {job.unshard_async}); per "
+        "step at N=2:"
     )
     for kind in ("all_gather", "reduce_scatter"):
         sizes = [c.size_bytes for c in steps if c.kind == kind]

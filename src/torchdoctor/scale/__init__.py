@@ -10,6 +10,9 @@
 - `fsdp_collectives`, `fsdp_communication`, `compare_strategies`: FSDP2's all-gathers and
   reduce-scatters per step, timed at N from an all-gather fit with a band; DDP, FSDP and FSDP
   with CPU offload side by side (memory per rank, bytes per link).
+- `compare_steps`, `ddp_model`, `fsdp_pays_from` -> `StrategyComparison`: an FSDP2 job under
+  DDP, FSDP and FSDP with CPU offload in step time at N and a bandwidth, and the size from
+  which sharding pays (strategy_steps.py).
 - `check_request`, `plan_study` -> `StudyPlan`: every check a study needs before its first job,
   the backend, the threads per rank.
 - `Topology`, `torchrun_args`, `check_backend`, `check_rendezvous`: the launch and its checks.
@@ -51,6 +54,13 @@ from torchdoctor.scale.projection import (
     projections,
 )
 from torchdoctor.scale.runner import StudyPlan, build_study, run_worlds, world_dir
+from torchdoctor.scale.strategy_steps import (
+    StrategyComparison,
+    StrategyStep,
+    compare_steps,
+    ddp_model,
+    fsdp_pays_from,
+)
 from torchdoctor.scale.study import (
     COLOCATION_BAR,
     COMMUNICATION_BAR,
@@ -90,6 +100,8 @@ __all__ = [
     "ScalingMode",
     "ScalingModel",
     "ScalingStudy",
+    "StrategyComparison",
+    "StrategyStep",
     "StudyPlan",
     "Topology",
     "WorldResult",
@@ -99,12 +111,15 @@ __all__ = [
     "check_backend",
     "check_rendezvous",
     "check_request",
+    "compare_steps",
     "compare_strategies",
     "ddp_buckets",
+    "ddp_model",
     "exposed_communication",
     "fit_alpha_beta",
     "fsdp_collectives",
     "fsdp_communication",
+    "fsdp_pays_from",
     "karp_flatt",
     "measured_world",
     "parse_endpoint",

@@ -42,6 +42,10 @@ class FsdpJob(Record):
     #: Whether the job starts a unit's all-gather ahead of its use
     #: (`set_modules_to_forward_prefetch`), so it can run under the previous unit's compute.
     forward_prefetch: bool = False
+    #: Whether the units' unshards are issued asynchronously (`_set_unshard_async_op`): on a
+    #: device without streams (the CPU) a prefetched all-gather runs beside the compute only
+    #: then, in gloo's thread; a synchronous one holds the rank until it is done.
+    unshard_async: bool = False
 
 
 def _itemsize(dtype: Any, default: int) -> int:
@@ -74,6 +78,7 @@ def _job(wrapped: list[tuple[Any, dict[str, Any]]], optimizer: Any) -> FsdpJob |
         reduce_dtype_bytes=_itemsize(getattr(policy, "reduce_dtype", None), gathered),
         reshard_after_forward=bool(options.get("reshard_after_forward", True)),
         forward_prefetch=any(_prefetches(m) for m in modules),
+        unshard_async=any(_unshards_async(m) for m in units),
     )
 
 
@@ -84,6 +89,16 @@ def _prefetches(module: Any) -> bool:
         return bool(module._get_fsdp_state()._states_to_forward_prefetch)
     except AttributeError:
         return False
+
+
+def _unshards_async(module: Any) -> bool:
+    """Whether `module`'s parameter group unshards with `async_op` (torch's
+    `FSDPParamGroup.unshard_async_op`; False where this torch keeps it elsewhere)."""
+    try:
+        group = module._get_fsdp_state()._fsdp_param_group
+    except AttributeError:
+        return False
+    return bool(getattr(group, "unshard_async_op", False))
 
 
 def record_fsdp_units() -> None:

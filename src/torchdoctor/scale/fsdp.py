@@ -28,6 +28,7 @@ out, on the host link rather than the network).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from torchdoctor.analyze import DEFAULT_PREFETCH, Moments, rank_memory
@@ -35,9 +36,20 @@ from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.records import SubRecord
 from torchdoctor.core.shard_memory import ModelShape, StrategyCost
 from torchdoctor.scale.fit import AlphaBetaFit, bus_factor
-from torchdoctor.scale.projection import Z_95
+from torchdoctor.scale.projection import Z_95, rank_skew
 
 FsdpKind = Literal["all_gather", "reduce_scatter"]
+#: Which of a step's collectives can run under its compute (`project_fsdp`):
+#: - "prefetch": every one but the root's two. A device with streams (NCCL): FSDP2 issues the
+#:   all-gathers on an all-gather stream, prefetched, and the reduce-scatters on a
+#:   reduce-scatter stream, behind the next unit's backward.
+#: - "all_gather": the non-root all-gathers only. A device without streams (the CPU, gloo)
+#:   where the job prefetches its unshards and issues them asynchronously
+#:   (`_set_unshard_async_op`): gloo's thread gathers the next unit while this one computes.
+#:   FSDP2 calls each reduce-scatter without `async_op` (torch's `_fsdp_collectives.
+#:   foreach_reduce`), and a CPU "stream" is the calling thread, so the rank waits for each.
+#: - "none": every collective on the step (synchronous unshards, or no prefetch).
+Overlap = Literal["prefetch", "all_gather", "none"]
 
 
 class FsdpCollective(SubRecord):
@@ -270,11 +282,18 @@ class FsdpProjection(SubRecord):
     #: the ranks fill the cores the hidden collectives' CPU time.
     hidden_s: float
     exposed_s: float
-    #: Whether the job prefetched its all-gathers; the assumption the hidden part rests on.
-    overlap: Literal["prefetch", "none"]
+    #: What runs under the compute; the assumption the hidden part rests on (`Overlap`).
+    overlap: Overlap
+    #: The wait for the slowest rank (`projection.rank_skew`; 0 in an older record).
+    skew_s: float = 0.0
     step_s: float
     low_s: float
     high_s: float
+
+
+def _overlaps(collective: FsdpCollective, overlap: Overlap) -> bool:
+    """Whether `overlap` lets `collective` (not the root's first or last) run under compute."""
+    return overlap == "prefetch" or (overlap == "all_gather" and collective.kind == "all_gather")
 
 
 def project_fsdp(
@@ -288,10 +307,11 @@ def project_fsdp(
     param_dtype_bytes: int,
     reduce_dtype_bytes: int,
     reshard_after_forward: bool,
-    prefetch: bool,
+    overlap: Overlap,
     colocation: tuple[float, float, float] = (1.0, 1.0, 1.0),
     cpu_share: float | None = None,
     busbw: float | None = None,
+    step_times: Sequence[float] = (),
 ) -> FsdpProjection:
     """The step at `world_size` from N = 1's (`step_s`, of which `optimizer_s` is the
     optimizer's), the collectives from the fits, the co-location slowdown (median, low,
@@ -300,12 +320,15 @@ def project_fsdp(
     T(N) = s * (T1 - opt) + opt * shard + exposed, where s is the co-location slowdown and
     shard the share of the elements one rank holds. Exposed: the root's forward all-gather
     and its reduce-scatter always (the first and last collectives, with no compute beside
-    them); the others too without `prefetch` (each unit waits for its own all-gather, and
-    FSDP2 waits for a unit's reduce-scatter before the next unit's), and with it only what
+    them); of the others, those `overlap` leaves on the step (`Overlap`: each unit waits for
+    its own synchronous collective), and of those it lets run under the compute only what
     exceeds the compute, plus, where the ranks fill the cores, `cpu_share` of the hidden
     time (the CPU the collectives' own work takes from the compute: the all-gather's CPU
-    seconds over its wall seconds, from the microbenchmark). The band: the fits' 95% band on
-    the communication and the slowdown's interval on the compute, at their ends together.
+    seconds over its wall seconds, from the microbenchmark). Plus the skew: the ranks meet in
+    every step's collectives, so the step waits for its slowest rank, drawn from N = 1's
+    `step_times` as DDP's projection draws it (`projection.rank_skew`; 0 without them). The
+    band: the fits' 95% band on the communication and the slowdown's interval on the
+    compute, at their ends together.
     """
     if step_s <= 0 or optimizer_s < 0 or optimizer_s > step_s:
         raise ScaleError(
@@ -328,15 +351,17 @@ def project_fsdp(
     base = step_s - optimizer_s
     compute = slow * base
     timed = [_timed(c, fits, world_size, busbw) for c in collectives]
-    # the root's forward all-gather is first, its reduce-scatter last (fsdp_collectives)
+    # the root's forward all-gather is first, its reduce-scatter last (fsdp_collectives):
+    # with no compute beside them they are on the step, as is every collective the overlap
+    # does not let run under the compute
+    middle = list(zip(collectives[1:-1], timed[1:-1], strict=True))
     edges = [timed[0], timed[-1]] if timed else []
-    rest = timed[1:-1]
-    edge_s, edge_se = sum(t for t, _ in edges), sum(e for _, e in edges)
-    rest_s, rest_se = sum(t for t, _ in rest), sum(e for _, e in rest)
+    on_step = [*edges, *(t for c, t in middle if not _overlaps(c, overlap))]
+    under = [t for c, t in middle if _overlaps(c, overlap)]
+    edge_s, edge_se = sum(t for t, _ in on_step), sum(e for _, e in on_step)
+    rest_s, rest_se = sum(t for t, _ in under), sum(e for _, e in under)
 
     def exposed(rest_time: float, compute_time: float) -> tuple[float, float]:
-        if not prefetch:
-            return rest_time, 0.0
         hidden = min(rest_time, compute_time)
         return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
 
@@ -345,6 +370,7 @@ def project_fsdp(
     high_out, _ = exposed(rest_s + Z_95 * rest_se, slow_low * base)
     optimizer = optimizer_s * shard
     exposed_s = edge_s + out
+    skew = rank_skew([t * slow for t in step_times], world_size)
     return FsdpProjection(
         world_size=world_size,
         compute_s=compute,
@@ -353,8 +379,9 @@ def project_fsdp(
         communication=comm,
         hidden_s=hidden,
         exposed_s=exposed_s,
-        overlap="prefetch" if prefetch else "none",
-        step_s=compute + optimizer * slow + exposed_s,
-        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out,
-        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out,
+        overlap=overlap,
+        skew_s=skew,
+        step_s=compute + optimizer * slow + exposed_s + skew,
+        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out + skew,
+        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out + skew,
     )

@@ -141,7 +141,9 @@ def _stolen(
     return cpu * (comm - exposed) / comm, cpu_fit.rel_rms_residual
 
 
-def _skew(step_times: Sequence[float], world_size: int) -> float:
+def rank_skew(step_times: Sequence[float], world_size: int) -> float:
+    """The job's wait for its slowest rank per step: the median of the maximum of
+    `world_size` draws from `step_times` less their median (see the module)."""
     if world_size <= 1 or len(step_times) < 2:
         return 0.0
     times = np.asarray(step_times)
@@ -184,7 +186,7 @@ def project(
         comm_var *= (exposed / comm) ** 2 if comm > 0 else 0.0
         stolen, stolen_rel = _stolen(model, world_size, architecture, comm, exposed)
         comm_var += (stolen * stolen_rel) ** 2
-    skew = _skew([t * slow / shrink for t in base.step_times], world_size)
+    skew = rank_skew([t * slow / shrink for t in base.step_times], world_size)
     step = compute + data + optimizer + exposed + stolen + skew
     rel_base = (base.step_ci[1] - base.step_ci[0]) / 2.0 / base.step_s if base.step_s > 0 else 0
     low, high = model.colocation_ci if world_size >= 2 else (1.0, 1.0)

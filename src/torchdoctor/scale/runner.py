@@ -25,7 +25,7 @@ from torchdoctor.scale._ddp_params import read_ddp_parameters
 from torchdoctor.scale._fsdp_units import FsdpJob, read_fsdp_job
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
 from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench
-from torchdoctor.scale.fsdp import FsdpProjection, fsdp_collectives, project_fsdp
+from torchdoctor.scale.fsdp import FsdpProjection, Overlap, fsdp_collectives, project_fsdp
 from torchdoctor.scale.launch import (
     JOB_TIMEOUT_S,
     Topology,
@@ -33,6 +33,12 @@ from torchdoctor.scale.launch import (
     torchrun_args,
 )
 from torchdoctor.scale.projection import ScalingModel, projections
+from torchdoctor.scale.strategy_steps import (
+    StrategyComparison,
+    compare_steps,
+    ddp_model,
+    fsdp_pays_from,
+)
 from torchdoctor.scale.study import ScalingStudy, world_result
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, measured_world
 
@@ -230,13 +236,16 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         sizes = sorted({*worlds, *plan.project_to} - {1})
         projected = projections(model, sizes, bandwidths=[None, *plan.bandwidths])
     fsdp: list[FsdpProjection] = []
+    strategies: list[StrategyComparison] = []
     if job is not None and 1 in measured and benches:
         sizes = sorted({*(n for n in worlds if n in benches), *plan.project_to} - {1})
-        fsdp = [
-            fsdp_at(measured[1], job, benches[n if n in benches else max(benches)], n, busbw)
-            for n in sizes
-            for busbw in [None, *plan.bandwidths]
-        ]
+        for n in sizes:
+            bench = benches[n if n in benches else max(benches)]
+            replicated = ddp_model(measured[1], job, bench) if "all_reduce" in bench.fits else None
+            for busbw in [None, *plan.bandwidths]:
+                fsdp.append(fsdp_at(measured[1], job, bench, n, busbw))
+                if replicated is not None:
+                    strategies.append(compare_steps(fsdp[-1], replicated, plan.backend, busbw))
     return ScalingStudy(
         target=plan.target,
         kind="workload" if plan.workload else "script",
@@ -249,8 +258,19 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
         model=model,
         projections=projected,
         fsdp=fsdp,
+        strategies=strategies,
+        fsdp_pays_from=fsdp_pays_from(strategies),
         warnings=warnings,
     )
+
+
+def fsdp_overlap(job: FsdpJob, backend: str) -> Overlap:
+    """What of the job's communication can run under its compute (`fsdp.Overlap`): on GPUs
+    (NCCL) FSDP2's collectives run on their own streams; on the CPU (gloo) only all-gathers
+    the job prefetches and issues asynchronously."""
+    if backend == "nccl":
+        return "prefetch"
+    return "all_gather" if job.forward_prefetch and job.unshard_async else "none"
 
 
 def fsdp_at(
@@ -296,8 +316,9 @@ def fsdp_at(
         param_dtype_bytes=job.param_dtype_bytes,
         reduce_dtype_bytes=job.reduce_dtype_bytes,
         reshard_after_forward=job.reshard_after_forward,
-        prefetch=job.forward_prefetch or bench.backend == "nccl",
+        overlap=fsdp_overlap(job, bench.backend),
         colocation=colocation,
         cpu_share=cpu_share,
         busbw=busbw,
+        step_times=base.step_times,
     )

@@ -29,6 +29,7 @@ from torchdoctor.core.steps import Phase
 from torchdoctor.scale.collectives import CollectiveBench
 from torchdoctor.scale.fsdp import FsdpProjection
 from torchdoctor.scale.projection import Projection, ScalingModel, project
+from torchdoctor.scale.strategy_steps import StrategyComparison
 from torchdoctor.scale.worlds import MeasuredWorld, ScalingMode, karp_flatt, speedup
 
 #: The waterfall's bars that others read (benchmarks, the report): compute, co-location,
@@ -80,6 +81,11 @@ class ScalingStudy(Record):
     #: An FSDP2 job's steps projected from N = 1 and the all-gather/reduce-scatter fits: at
     #: each measured N with a microbenchmark, then at the sizes and bandwidths asked.
     fsdp: list[FsdpProjection] = Field(default_factory=list)
+    #: Beside each FSDP projection, the same job under DDP and under FSDP with CPU offload in
+    #: step time (`strategy_steps`); and the smallest N from which FSDP is the faster at the
+    #: measured bandwidth (None: at no size projected).
+    strategies: list[StrategyComparison] = Field(default_factory=list)
+    fsdp_pays_from: int | None = None
     warnings: list[str]
     machine_load: MachineLoad | None = None
 

@@ -16,7 +16,8 @@ from torchdoctor.scale._fsdp_units import FsdpJob, _job
 from torchdoctor.scale.collectives import CollectiveBench, point
 from torchdoctor.scale.fit import AlphaBetaFit, Collective, fit_alpha_beta
 from torchdoctor.scale.fsdp import fsdp_collectives, fsdp_communication, project_fsdp
-from torchdoctor.scale.runner import fsdp_at
+from torchdoctor.scale.projection import rank_skew
+from torchdoctor.scale.runner import fsdp_at, fsdp_overlap
 from torchdoctor.scale.worlds import MeasuredWorld
 
 
@@ -85,7 +86,7 @@ def _project(**overrides: object):
         param_dtype_bytes=2,
         reduce_dtype_bytes=2,
         reshard_after_forward=False,
-        prefetch=False,
+        overlap="none",
         colocation=(1.5, 1.4, 1.6),
     )
     kwargs.update(overrides)
@@ -105,7 +106,7 @@ def test_without_prefetch_every_collective_is_on_the_step() -> None:
 
 
 def test_with_prefetch_only_the_root_s_collectives_and_the_cpu_they_take_stay() -> None:
-    p = _project(prefetch=True, cpu_share=0.25)
+    p = _project(overlap="prefetch", cpu_share=0.25)
     ag, rs = _fit(), _fit("reduce_scatter", alpha=2e-3)
     steps = fsdp_collectives(
         _shape(), 2, param_dtype_bytes=2, reduce_dtype_bytes=2, reshard_after_forward=False
@@ -117,10 +118,53 @@ def test_with_prefetch_only_the_root_s_collectives_and_the_cpu_they_take_stay() 
     assert p.exposed_s == pytest.approx(edges + 0.25 * rest)
     assert p.step_s < _project().step_s
     # a compute shorter than the communication hides only as much as it lasts
-    short = _project(prefetch=True, step_s=0.0121, optimizer_s=0.012, colocation=(1, 1, 1))
+    short = _project(overlap="prefetch", step_s=0.0121, optimizer_s=0.012, colocation=(1, 1, 1))
     assert short.hidden_s == pytest.approx(0.0001)
     with pytest.raises(ScaleError, match="hold its optimizer"):
         _project(optimizer_s=0.07)
+
+
+def test_the_step_waits_for_its_slowest_rank_as_ddp_s_does() -> None:
+    times = [0.050, 0.055, 0.060, 0.065, 0.070]
+    p = _project(step_times=times)
+    # the median of the larger of two draws: the 1/sqrt(2) quantile, times the slowdown
+    skew = rank_skew([1.5 * t for t in times], 2)
+    assert skew > 0 and p.skew_s == pytest.approx(skew)
+    assert p.step_s == pytest.approx(_project().step_s + skew)
+    assert p.low_s == pytest.approx(_project().low_s + skew)
+
+
+def test_on_a_device_without_streams_the_reduce_scatters_stay_on_the_step() -> None:
+    gathers = _project(overlap="all_gather")
+    streams = _project(overlap="prefetch")
+    rs = _fit("reduce_scatter", alpha=2e-3)
+    steps = fsdp_collectives(
+        _shape(), 2, param_dtype_bytes=2, reduce_dtype_bytes=2, reshard_after_forward=False
+    )
+    middle_rs = sum(rs.predict(c.size_bytes) for c in steps[1:-1] if c.kind == "reduce_scatter")
+    middle_ag = sum(_fit().predict(c.size_bytes) for c in steps[1:-1] if c.kind == "all_gather")
+    # the blocks' two reduce-scatters are waited for; only their all-gathers run under compute
+    assert gathers.hidden_s == pytest.approx(middle_ag)
+    assert gathers.exposed_s == pytest.approx(streams.exposed_s + middle_rs)
+    assert streams.step_s < gathers.step_s < _project().step_s
+
+
+def test_the_overlap_follows_the_backend_and_the_job_s_unshards() -> None:
+    def job(prefetch: bool, unshard_async: bool) -> FsdpJob:
+        return FsdpJob(
+            shape=_shape(),
+            param_dtype_bytes=2,
+            reduce_dtype_bytes=2,
+            reshard_after_forward=False,
+            forward_prefetch=prefetch,
+            unshard_async=unshard_async,
+        )
+
+    assert fsdp_overlap(job(False, False), "nccl") == "prefetch"
+    assert fsdp_overlap(job(True, True), "gloo") == "all_gather"
+    # a prefetch issued synchronously holds the rank as its own unit's all-gather would
+    assert fsdp_overlap(job(True, False), "gloo") == "none"
+    assert fsdp_overlap(job(False, True), "gloo") == "none"
 
 
 def _bench(threads_per_core: float) -> CollectiveBench:
@@ -161,10 +205,11 @@ def test_a_study_projects_from_the_recorded_bench_and_units() -> None:
         reduce_dtype_bytes=2,
         reshard_after_forward=False,
         forward_prefetch=True,
+        unshard_async=True,
     )
     full = fsdp_at(base, job, _bench(threads_per_core=1.0), 2)
     spare = fsdp_at(base, job, _bench(threads_per_core=0.5), 2)
-    direct = _project(prefetch=True, colocation=(1.0, 1.0, 1.0))
+    direct = _project(overlap="all_gather", colocation=(1.0, 1.0, 1.0))
     # the points lie on their lines: the fits are the lines, and spare cores take no CPU
     assert spare.communication.seconds == pytest.approx(direct.communication.seconds, rel=1e-6)
     assert spare.step_s == pytest.approx(direct.step_s, rel=1e-6)
@@ -185,6 +230,26 @@ def test_the_units_are_read_from_the_wrapped_modules() -> None:
     assert [u.numel for u in job.shape.units] == [20, 20, 20]
     assert (job.param_dtype_bytes, job.reduce_dtype_bytes) == (2, 2)
     assert job.reshard_after_forward is False and job.forward_prefetch is False
+    assert job.unshard_async is False
+
+
+def test_asynchronous_unshards_are_read_from_the_units_fsdp_state() -> None:
+    class Unit(nn.Linear):
+        def __init__(self, unshard_async: bool) -> None:
+            super().__init__(4, 4)
+            group = type("Group", (), {"unshard_async_op": unshard_async})()
+            self._state = type("State", (), {"_fsdp_param_group": group})()
+
+        def _get_fsdp_state(self) -> object:
+            return self._state
+
+    for unshard_async in (True, False):
+        blocks = [Unit(unshard_async), Unit(unshard_async)]
+        root = nn.Sequential(*blocks)
+        wrapped: list[tuple[nn.Module, dict[str, object]]] = [(b, {}) for b in blocks]
+        wrapped.append((root, {}))
+        job = _job(wrapped, torch.optim.AdamW(root.parameters()))  # type: ignore[arg-type]
+        assert job is not None and job.unshard_async is unshard_async
 
 
 def test_the_report_shows_the_fsdp_projections() -> None:
@@ -200,7 +265,7 @@ def test_the_report_shows_the_fsdp_projections() -> None:
         worlds=[],
         benches=[],
         projections=[],
-        fsdp=[_project(), _project(prefetch=True)],
+        fsdp=[_project(), _project(overlap="prefetch")],
         warnings=[],
     )
     view = scaling_blocks(study.model_dump(mode="json"))

@@ -138,6 +138,57 @@ def _fsdp(study: JsonDict) -> Table:
     return Table(header=header, rows=rows, title="FSDP projections (all-gathers, reduce-scatters)")
 
 
+#: How each strategy is named (as in the memory section's table).
+_STRATEGIES = {"ddp": "DDP", "fsdp": "FSDP", "fsdp_offload": "FSDP, CPU offload"}
+_FASTER = {"ddp": "DDP", "fsdp": "FSDP", "neither": "neither (bands overlap)"}
+
+
+def _strategy_step(step: JsonDict | None) -> str:
+    if not step:
+        return "-"
+    if num(step, "step_s") is None:
+        return f"not projected: {text(step, 'why_not') or '-'}"
+    band = _band(num(step, "low_s"), num(step, "high_s"))
+    return f"{fmt.seconds(num(step, 'step_s'))} ({band})"
+
+
+def _strategies(study: JsonDict) -> Table:
+    rows = []
+    for c in items(study, "strategies"):
+        steps = {text(s, "strategy"): s for s in items(c, "steps") if isinstance(s, dict)}
+        bandwidth = fmt.bandwidth(num(c, "busbw_bytes_per_s"))
+        measured = c.get("measured_bandwidth") if isinstance(c, dict) else None
+        rows.append(
+            [
+                fmt.number(integer(c, "world_size")),
+                bandwidth + (" (measured)" if measured else ""),
+                _strategy_step(steps.get("ddp")),
+                _strategy_step(steps.get("fsdp")),
+                _strategy_step(steps.get("fsdp_offload")),
+                fmt.speedup(num(c, "fsdp_over_ddp")),
+                _FASTER.get(text(c, "faster") or "", "-"),
+            ]
+        )
+    header = ["N", "bus bandwidth", "DDP step (95% band)", "FSDP step (95% band)"]
+    header += [f"{_STRATEGIES['fsdp_offload']} step", "FSDP / DDP", "faster"]
+    return Table(header=header, rows=rows, title="DDP, FSDP and FSDP with CPU offload: step time")
+
+
+def _shard_answer(study: JsonDict) -> str:
+    """Should the job shard, for speed: the study's answer in one sentence."""
+    start = integer(study, "fsdp_pays_from")
+    if start is not None:
+        return (
+            f"Sharding pays in step time from N={start} at the measured bandwidth: FSDP's "
+            "step is below DDP's there and at every larger size projected."
+        )
+    return (
+        "Sharding does not pay in step time at any size projected at the measured bandwidth; "
+        "shard for memory (`torchdoctor memory WORKLOAD --nproc N` sets the three side by "
+        "side per rank)."
+    )
+
+
 def _waterfall_numbers(study: JsonDict) -> list[tuple[int, float, list[tuple[str, float]]]]:
     out = []
     for w in items(study, "worlds"):
@@ -183,11 +234,15 @@ def scaling_blocks(study: JsonDict) -> ScalingView:
         tables.append(_projections(study))
     if items(study, "fsdp"):
         tables.append(_fsdp(study))
+    notes = [str(w) for w in items(study, "warnings")]
+    if items(study, "strategies"):
+        tables.append(_strategies(study))
+        notes.insert(0, _shard_answer(study))
     return ScalingView(
         title="Scaling",
         facts=facts,
         tables=tables,
-        notes=[str(w) for w in items(study, "warnings")],
+        notes=notes,
         waterfall=_waterfall_numbers(study),
     )
 
