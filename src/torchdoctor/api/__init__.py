@@ -22,6 +22,7 @@ progress (api/progress.py). The stages behind them are imported on the first cal
 names (`from torchdoctor.tune import TuneResult`).
 """
 
+import torchdoctor
 from torchdoctor.api.command_line import (
     CLI_FLAGS,
     CLI_NEGATED_FLAGS,
@@ -46,21 +47,6 @@ from torchdoctor.api.tools import (
     workloads,
 )
 from torchdoctor.api.training import diagnose, run, tune, tune_config
-
-#: The functions of the commands, each `torchdoctor.<name>` (torchdoctor/__init__.py).
-COMMANDS = (
-    "analyze",
-    "bench",
-    "diagnose",
-    "diff",
-    "env",
-    "memory",
-    "profile",
-    "report",
-    "run",
-    "tune",
-    "workloads",
-)
 
 __all__ = [
     "CLI_FLAGS",
@@ -88,3 +74,7 @@ __all__ = [
     "workload_options",
     "workloads",
 ]
+
+#: The functions of the commands, each `torchdoctor.<name>`: the package's API names
+#: (torchdoctor/__init__.py) but `shard_memory`, which is `memory --nproc`'s.
+COMMANDS = tuple(name for name in __all__ if name in torchdoctor._API - {"shard_memory"})

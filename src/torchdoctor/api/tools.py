@@ -67,14 +67,41 @@ def bench(
         raise UsageError(f"target_rel_ci {target_rel_ci:g} must be positive", hint="e.g. 0.01")
     if vs == stmt:
         raise UsageError("vs is the same statement as stmt", hint="compare two different ones")
-    import torch
-
-    from torchdoctor.measure import Timer, compare, watch_load
-
     if device is not None:
         from torchdoctor.engine import resolve_device as check_device
 
         check_device(device)
+    return time_statements(
+        stmt,
+        setup=setup,
+        vs=vs,
+        budget_s=budget_s,
+        confidence=confidence,
+        target_rel_ci=target_rel_ci,
+        device=device,
+        globals=globals,
+    )
+
+
+def time_statements(
+    stmt: str,
+    *,
+    setup: str,
+    vs: str | None,
+    budget_s: float,
+    confidence: float,
+    target_rel_ci: float,
+    device: str | None,
+    globals: Mapping[str, Any] | None = None,
+) -> Measurement | Comparison:
+    """The timing `bench` does once its options are checked, for this API and the command:
+    `stmt` alone (a `Measurement`) or against `vs` (a `Comparison`), the machine's other load
+    recorded beside it. The statements run with torch and math already imported, as in a
+    quick REPL session, and `globals`."""
+    import torch
+
+    from torchdoctor.measure import Timer, compare, watch_load
+
     namespace: dict[str, Any] = {"torch": torch, "math": math, **dict(globals or {})}
     if vs is None:
         with watch_load() as load:
