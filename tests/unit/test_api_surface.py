@@ -134,9 +134,8 @@ CLI_ONLY: dict[str, set[str]] = {
     # job as it is (`run --recipe R --vs-baseline`) is the command's; `recipe=` takes the
     # mapping itself (a `TuneResult.best_recipe`).
     "run": {"--recipe", "--vs-baseline", "--pairs", "--out", "--force"},
-    # --check-edge: the real out-of-memory edge, probed in capped child processes;
     # --nproc and --param-dtype: the sharded estimate is `torchdoctor.shard_memory`.
-    "memory": {"--check-edge", "--force", "--nproc", "--param-dtype"},
+    "memory": {"--force", "--nproc", "--param-dtype"},
     "profile": {"--force"},
     "analyze": {"--force"},
     "diff": {"--force"},

@@ -46,6 +46,12 @@ CLI_NEGATED_FLAGS: Final[Mapping[str, str]] = {"measure_phases": "--throughput"}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class TorchDoctorWarning(UserWarning):
+    """Something the API works around and says so (the machine's ceilings not measured: a
+    profile judged without them). The commands print each as one `warning:` line on stderr
+    (cli/state.py `showing_warnings`); a program filters them with the `warnings` module."""
+
+
 def accepts_old_names(**renamed: str) -> Callable[[F], F]:
     """Let a function take a keyword by its old name (old="new") with a DeprecationWarning.
 

@@ -9,11 +9,13 @@ torchdoctor-runs/; `report=False` writes none where the command has `--no-report
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdoctor.api.command_line import assignments, resolve_device
+from torchdoctor.api.command_line import TorchDoctorWarning, assignments, resolve_device
 from torchdoctor.core.defaults import (
     ANALYZE_TOP,
     BENCH_BUDGET_S,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
     from torchdoctor.core.shard_memory import ShardPlan
     from torchdoctor.diagnose import RunDiff
+    from torchdoctor.knobs import Recipe
     from torchdoctor.measure import Comparison, Measurement
     from torchdoctor.workloads import Workload
 
@@ -156,22 +159,16 @@ def profile(
     """
     from torchdoctor.analyze import analyze_trace
     from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
-    from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import ANALYSIS, TRACE, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe
-    from torchdoctor.measure import get_ceilings
     from torchdoctor.workloads import get_workload
 
     device_name = resolve_device(device)
     job = get_workload(workload, **dict(params or {}))
     parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
-    machine = None
-    if ceilings:
-        try:
-            machine = get_ceilings(device="cuda" if device_name.startswith("cuda") else "cpu")
-        except TorchDoctorError:
-            machine = None  # judged without ceilings, as the command does (it warns)
+    machine = _ceilings(device_name) if ceilings else None
     run_dir = new_run_dir("profile", job.name, out=Path(out) if out is not None else None)
-    try:
+    with marking_outcome(run_dir):
         capture = profile_workload(
             job,
             parsed,
@@ -185,11 +182,19 @@ def profile(
         capture.write(run_dir / PROFILE_SUMMARY)
         analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
         analysis.write(run_dir / ANALYSIS)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return ProfileRun(run_dir, capture, analysis)
+
+
+def _ceilings(device: str) -> Ceilings | None:
+    """This machine's measured ceilings (cached after the first measurement), or None with a
+    `TorchDoctorWarning`: the trace is then judged without them."""
+    from torchdoctor.measure import get_ceilings
+
+    try:
+        return get_ceilings(device="cuda" if device.startswith("cuda") else "cpu")
+    except TorchDoctorError as exc:
+        warnings.warn(f"ceilings unavailable: {exc}", TorchDoctorWarning, stacklevel=3)
+        return None
 
 
 def memory(
@@ -199,6 +204,7 @@ def memory(
     batch_sizes: Sequence[int] | None = None,
     recipe: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
+    check_edge: bool = False,
     seed: int = 0,
     device: str | None = None,
     out: str | Path | None = None,
@@ -208,16 +214,17 @@ def memory(
     One steady step at each of `batch_sizes` (default: a quarter, a half and all of the
     workload's default batch), its peak split into parameters, gradients, optimizer state,
     activations, temporaries and allocator slack, fitted as fixed + per_sample * batch; with
-    `max_memory_bytes`, the largest batch predicted to fit. Returns the `MemoryPlan` (also
-    the run folder's memory.json). A script is measured by `torchdoctor memory -- python
-    train.py`.
+    `max_memory_bytes`, the largest batch predicted to fit. `check_edge` (with
+    `max_memory_bytes`, on the CPU, on Linux): the real out-of-memory edge beside the
+    prediction, bisected over batches each run in a child process capped at the budget.
+    Returns the `MemoryPlan` (also the run folder's memory.json). A script is measured by
+    `torchdoctor memory -- python train.py`.
 
     Example:
         >>> plan = torchdoctor.memory("mlp", max_memory_bytes=64 * 2**20, device="cpu")
         >>> plan.max_batch
     """
-    from torchdoctor.analyze import study_memory
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -226,23 +233,95 @@ def memory(
             "memory sets the batch size itself", hint="give the sizes as batch_sizes=[8, 16, 32]"
         )
     device_name = resolve_device(device)
+    if check_edge:
+        check_edge_usage(max_memory_bytes, device_name)
     job = get_workload(workload, **dict(params or {}))
     parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
     run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
-    try:
+    return memory_into(
+        run_dir,
+        workload,
+        job,
+        parsed,
+        batch_sizes=batch_sizes,
+        budget_bytes=max_memory_bytes,
+        device=device_name,
+        check_edge=check_edge,
+        params=params,
+        seed=seed,
+    )
+
+
+#: The real edge is searched up to this multiple of the predicted largest batch: room for a
+#: prediction twice too small, four times the claim's 10% and more.
+EDGE_SEARCH_FACTOR = 2
+
+
+def check_edge_usage(budget: int | None, device: str) -> None:
+    """The real out-of-memory edge needs a budget to cap at and a CPU on Linux to cap it on."""
+    if budget is None:
+        raise UsageError(
+            "--check-edge needs a budget to cap the probes at",
+            hint="add --max-memory, e.g. --max-memory 64MiB",
+        )
+    if not device.startswith("cpu"):
+        raise UsageError(
+            "--check-edge caps host memory: it runs on the CPU",
+            hint="add --device cpu (on a GPU, benchmarks/bench_memory_fit.py --device cuda "
+            "caps the caching allocator)",
+        )
+    if not sys.platform.startswith("linux"):
+        raise UsageError(
+            "--check-edge needs Linux: it caps the data size (RLIMIT_DATA)",
+            hint="run it on Linux",
+        )
+
+
+def memory_into(
+    run_dir: Path,
+    workload: str,
+    job: Workload,
+    recipe: Recipe,
+    *,
+    batch_sizes: Sequence[int] | None,
+    budget_bytes: int | None,
+    device: str,
+    check_edge: bool,
+    params: Mapping[str, Any] | None,
+    seed: int,
+) -> MemoryPlan:
+    """What `memory` measures once its workload and recipe are built, for this API and the
+    command: the owners at each batch, the fit, with `check_edge` the real edge (its probes
+    build `workload`, the name or file.py:factory given, with `params`), written to
+    `run_dir`'s memory.json (the folder marked complete, or failed with why)."""
+    from torchdoctor.analyze import oom_edge, study_memory
+    from torchdoctor.core.rundir import MEMORY, marking_outcome
+
+    with marking_outcome(run_dir):
         plan = study_memory(
             job,
             batch_sizes=batch_sizes,
-            budget_bytes=max_memory_bytes,
-            device=device_name,
-            recipe=parsed,
+            budget_bytes=budget_bytes,
+            device=device,
+            recipe=recipe,
             seed=seed,
         )
+        if check_edge and budget_bytes is not None and plan.max_batch is not None:
+            dataset = job.build_dataset(seed)
+            high = EDGE_SEARCH_FACTOR * plan.max_batch
+            if hasattr(dataset, "__len__"):  # a batch past the dataset measures a short one
+                high = min(high, len(dataset))
+            edge = oom_edge(
+                workload,
+                budget_bytes,
+                high=high,
+                guess=plan.max_batch,
+                params=dict(params or {}),
+                recipe=recipe.to_dict(),
+                seed=seed,
+            )
+            plan = plan.model_copy(update={"oom_edge": edge})
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return plan
 
 

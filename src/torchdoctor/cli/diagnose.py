@@ -47,6 +47,7 @@ from torchdoctor.diagnose import Diagnosis
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
 
+
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
     help="Name the bottleneck of a script (-- python train.py ...), a workload, or a trace. "

@@ -19,7 +19,6 @@ the largest batch per rank that does. Writes shard_plan.json (`ShardPlan`) and t
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,31 +69,6 @@ def parse_batch_sizes(text: str) -> list[int]:
             hint="give two or three distinct positive batch sizes, e.g. --batch-sizes 8,16,32",
         )
     return sizes
-
-
-#: The real edge is searched up to this multiple of the predicted largest batch: room for a
-#: prediction twice too small, four times the claim's 10% (issue 31) and more.
-EDGE_SEARCH_FACTOR = 2
-
-
-def check_edge_usage(budget: int | None, device: str) -> None:
-    """--check-edge needs a budget to cap at and a CPU on Linux to cap it on."""
-    if budget is None:
-        raise UsageError(
-            "--check-edge needs a budget to cap the probes at",
-            hint="add --max-memory, e.g. --max-memory 64MiB",
-        )
-    if not device.startswith("cpu"):
-        raise UsageError(
-            "--check-edge caps host memory: it runs on the CPU",
-            hint="add --device cpu (on a GPU, benchmarks/bench_memory_fit.py --device cuda "
-            "caps the caching allocator)",
-        )
-    if not sys.platform.startswith("linux"):
-        raise UsageError(
-            "--check-edge needs Linux: it caps the data size (RLIMIT_DATA)",
-            hint="run it on Linux",
-        )
 
 
 def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Path]:
@@ -261,8 +235,8 @@ def memory_command(
     refuse_given(
         ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"
     )
-    from torchdoctor.analyze import oom_edge, study_memory
-    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
+    from torchdoctor.api.tools import check_edge_usage, memory_into
+    from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -275,29 +249,22 @@ def memory_command(
     device = default_device(device)
     if check_edge:
         check_edge_usage(budget, device)
-    job = get_workload(workload, **parse_workload_params(params))
+    workload_params = parse_workload_params(params)
+    job = get_workload(workload, **workload_params)
     recipe = Recipe.parse(settings, workload=job, device=device)
     run_dir = new_run_dir("memory", job.name, out=out)
-    with marking_outcome(run_dir):
-        plan = study_memory(
-            job, batch_sizes=sizes, budget_bytes=budget, device=device, recipe=recipe, seed=seed
-        )
-        if check_edge and budget is not None and plan.max_batch is not None:
-            dataset = job.build_dataset(seed)
-            high = EDGE_SEARCH_FACTOR * plan.max_batch
-            if hasattr(dataset, "__len__"):  # a batch past the dataset measures a short one
-                high = min(high, len(dataset))
-            edge = oom_edge(
-                workload,
-                budget,
-                high=high,
-                guess=plan.max_batch,
-                params=parse_workload_params(params),
-                recipe=recipe.to_dict(),
-                seed=seed,
-            )
-            plan = plan.model_copy(update={"oom_edge": edge})
-        plan.write(run_dir / MEMORY)
+    plan = memory_into(
+        run_dir,
+        workload,
+        job,
+        recipe,
+        batch_sizes=sizes,
+        budget_bytes=budget,
+        device=device,
+        check_edge=check_edge,
+        params=workload_params,
+        seed=seed,
+    )
 
     def render(console: Console) -> None:
         render_records(console, {"memory": plan})
