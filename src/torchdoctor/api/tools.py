@@ -9,9 +9,10 @@ torchdoctor-runs/; `report=False` writes none where the command has `--no-report
 from __future__ import annotations
 
 import math
+import os
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -427,17 +428,50 @@ def analyze(
     """
     if top < 1:
         raise UsageError(f"top must be at least 1, got {top}")
+    result = _load_analyzer()(Path(trace), top=top)  # a bad trace leaves no run folder
+    if report:
+        write_analysis(result, trace, out=out, reports=_reports)
+    return result
+
+
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
+def _load_analyzer() -> Callable[..., TraceAnalysis]:
+    """`analyze_trace`, with numpy loaded on one BLAS thread if this is the first to load it.
+
+    numpy's OpenBLAS starts a worker thread per core as it loads, and they spin-wait: ~60 ms
+    of CPU (and, on a busy 2-core machine, ~70 ms of wall time) per `torchdoctor analyze`,
+    which never calls BLAS. The variable is read only when the library loads, so it is set
+    for the import and restored at once: the user's own setting, and the environment of
+    anything started later, are left alone.
+    """
+    if "numpy" not in sys.modules and BLAS_THREADS_ENV not in os.environ:
+        os.environ[BLAS_THREADS_ENV] = "1"
+        try:
+            import numpy  # noqa: F401
+        finally:
+            del os.environ[BLAS_THREADS_ENV]
     from torchdoctor.analyze import analyze_trace
 
-    result = analyze_trace(Path(trace), top=top)  # a bad trace leaves no run folder
-    if report:
-        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
+    return analyze_trace
 
-        folder = Path(out) if out is not None else None
-        run_dir = new_run_dir("analyze", str(trace), out=folder)
-        with finishing(run_dir, reports=lambda: _reports(run_dir)):
-            result.write(run_dir / ANALYSIS)
-    return result
+
+def write_analysis(
+    result: TraceAnalysis,
+    trace: str | Path,
+    *,
+    out: str | Path | None,
+    reports: Callable[[Path], object],
+) -> Path:
+    """`analyze`'s run folder: analysis.json, then `reports(run_dir)` (the folder marked
+    failed, in one line, when the disk refuses them). Returns the folder."""
+    from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
+
+    run_dir = new_run_dir("analyze", str(trace), out=Path(out) if out is not None else None)
+    with finishing(run_dir, reports=lambda: reports(run_dir)):
+        result.write(run_dir / ANALYSIS)
+    return run_dir
 
 
 def diff(
@@ -463,14 +497,27 @@ def diff(
 
     result = diff_inputs(a, b)  # bad input fails before a run folder is made
     if report:
-        from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
-
-        folder = Path(out) if out is not None else None
-        run_dir = new_run_dir("diff", f"{Path(a).name}-vs-{Path(b).name}", out=folder)
-        result.write(run_dir / DIFF)
-        finish_run_dir(run_dir)
-        _reports(run_dir)
+        write_diff(result, a, b, out=out, reports=_reports)
     return result
+
+
+def write_diff(
+    result: RunDiff,
+    a: str | Path,
+    b: str | Path,
+    *,
+    out: str | Path | None,
+    reports: Callable[[Path], object],
+) -> Path:
+    """`diff`'s run folder: diff.json, then `reports(run_dir)`. Returns the folder."""
+    from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
+
+    folder = Path(out) if out is not None else None
+    run_dir = new_run_dir("diff", f"{Path(a).name}-vs-{Path(b).name}", out=folder)
+    result.write(run_dir / DIFF)
+    finish_run_dir(run_dir)
+    reports(run_dir)
+    return run_dir
 
 
 def _reports(run_dir: Path) -> list[Path]:
