@@ -556,7 +556,12 @@ class Environment(NamedTuple):
     ceilings: Ceilings
 
 
-def env(*, refresh: bool = False, device: str | None = None) -> Environment:
+def env(
+    *,
+    refresh: bool = False,
+    device: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Environment:
     """This machine's fingerprint and measured ceilings (`torchdoctor env`).
 
     The ceilings (peak matmul FLOP/s per precision, memory bandwidth) are measured once per
@@ -572,7 +577,7 @@ def env(*, refresh: bool = False, device: str | None = None) -> Environment:
     from torchdoctor.measure import get_ceilings
 
     fp = fingerprint()
-    ceilings = get_ceilings(refresh=refresh, device=resolve_device(device))
+    ceilings = get_ceilings(refresh=refresh, device=resolve_device(device), progress=progress)
     return Environment(__version__, fp, ceilings)
 
 
