@@ -42,9 +42,16 @@ def _option_default(command: Any, option: Any) -> Any:
 
 def _same(api_default: Any, cli_default: Any, *, repeatable: bool) -> bool:
     """A repeatable option (`--set`, `--param`) given no times is what None or an empty
-    mapping is to the function: nothing."""
+    mapping is to the function: nothing. A list written as text (`--nproc 1,2`) is the
+    numbers it reads as ((1, 2); "" is ())."""
     if repeatable and api_default in (None, {}, [], ()) and not cli_default:
         return True
+    if isinstance(api_default, tuple) and isinstance(cli_default, str):
+        try:
+            listed = tuple(float(v) for v in cli_default.split(",") if v.strip())
+        except ValueError:
+            return False
+        return listed == tuple(float(v) for v in api_default)
     same_kind = isinstance(api_default, bool) == isinstance(cli_default, bool)
     return same_kind and bool(api_default == cli_default)
 
@@ -141,7 +148,26 @@ CLI_ONLY: dict[str, set[str]] = {
     "diff": {"--force"},
     # --tensorboard: `torchdoctor.integrations.write_scalars(source, log_dir)`.
     "report": {"--tensorboard"},
+    # Several machines (--nnodes, --node-rank, --rdzv-endpoint, --local-addr) are studied from
+    # the command line, one command per node, node 0 gathering; the function is one node's.
+    "scale": {"--nnodes", "--node-rank", "--rdzv-endpoint", "--local-addr", "--force"},
+    # --no-threads: --no-sweep-threads' old name.
+    "serve": {"--no-threads", "--force"},
+    "demo": {"--force"},
 }
+
+
+def test_a_list_written_as_text_is_compared_as_its_numbers() -> None:
+    assert _same((1, 2), "1,2", repeatable=False) and _same((), "", repeatable=False)
+    assert not _same((1, 2), "1,4", repeatable=False)
+    assert not _same((1, 2), "one,two", repeatable=False)
+
+
+def test_scales_job_timeout_is_the_scale_stages() -> None:
+    from torchdoctor.core.defaults import SCALE_JOB_TIMEOUT_S
+    from torchdoctor.scale.launch import JOB_TIMEOUT_S
+
+    assert SCALE_JOB_TIMEOUT_S == JOB_TIMEOUT_S
 
 
 def test_every_renamed_keyword_names_an_option_of_some_command() -> None:

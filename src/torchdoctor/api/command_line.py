@@ -38,6 +38,7 @@ CLI_FLAGS: Final[Mapping[str, str]] = {
     "joint_trials": "--joint",
     "target_rel_ci": "--target",
     "fmt": "--format",
+    "job_timeout_s": "--job-timeout",
 }
 #: Keywords whose option says the opposite (`measure_phases=True` is `run` without
 #: `--throughput`).

@@ -278,8 +278,6 @@ def tune(
         >>> t = torchdoctor.tune("mlp", budget_s=60, knobs=["threads"], device="cpu")
         >>> t.best_recipe, t.speedup, t.speedup_ci
     """
-    from torchdoctor.tune import diagnose_before_tuning
-
     config = tune_config(
         target,
         budget_s=budget_s,
@@ -302,10 +300,7 @@ def tune(
     with notebook_progress(f"tune {_shown(target)}: diagnosing") as bar:
         if config.command is None and diagnose_first and objective != "fit":
             # The memory ladder's order is its own; a script is not diagnosed first.
-            from torchdoctor.core.rundir import new_run_dir
-
-            folder = new_run_dir("tune", config.workload, out=folder)
-            prescribed = diagnose_before_tuning(
+            folder, prescribed = diagnosed_run_dir(
                 config.workload,
                 folder,
                 device=config.device,
@@ -314,6 +309,33 @@ def tune(
             )
             config = config.model_copy(update={"prescribed": prescribed})
         return _tune_study(config, folder, _ladder_progress(bar, _shown(target)))
+
+
+def diagnosed_run_dir(
+    workload: str,
+    out: Path | None,
+    *,
+    device: str,
+    settings: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[Path, list[str]]:
+    """A study's diagnosis before its ladder, for this API and the commands (`tune`, `demo`):
+    the workload diagnosed on `device` with the baseline's `settings` and its own `params`
+    into a new run folder (`out`, else one under torchdoctor-runs/), marked "interrupted" if
+    it is. Returns the folder and the prescribed knobs, largest bound first."""
+    from torchdoctor.core.rundir import marking_interruption, new_run_dir
+    from torchdoctor.tune import diagnose_before_tuning
+
+    run_dir = new_run_dir("tune", workload, out=out)
+    with marking_interruption(run_dir):
+        prescribed = diagnose_before_tuning(
+            workload,
+            run_dir,
+            device=device,
+            settings=dict(settings) if settings is not None else None,
+            params=dict(params) if params is not None else None,
+        )
+    return run_dir, prescribed
 
 
 def _tune_study(

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from torchdoctor.api.tools import analyze as analyze_api
-from torchdoctor.api.tools import write_analysis
+from torchdoctor.api import analyze as analyze_api
+from torchdoctor.api import write_analysis
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.state import emit, err_console

@@ -60,7 +60,7 @@ def bench_command(
         _check_device(device)
     if vs == stmt:
         raise UsageError("--vs is the same statement as STMT", hint="compare two different ones")
-    from torchdoctor.api.tools import time_statements
+    from torchdoctor.api import time_statements
     from torchdoctor.measure import Measurement
     from torchdoctor.report import render_comparison, render_measurement
 

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from torchdoctor.api import parse_command
-from torchdoctor.api.training import examine
+from torchdoctor.api import examine, parse_command
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     DEVICE_HELP,

@@ -52,8 +52,8 @@ def diff(
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
     check_out(out, force=force)
-    from torchdoctor.api.tools import diff as diff_api
-    from torchdoctor.api.tools import write_diff
+    from torchdoctor.api import diff as diff_api
+    from torchdoctor.api import write_diff
 
     result = diff_api(a, b, report=False)  # bad input fails before a run folder is made
 

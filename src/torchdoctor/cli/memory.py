@@ -235,7 +235,7 @@ def memory_command(
     refuse_given(
         ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"
     )
-    from torchdoctor.api.tools import check_edge_usage, memory_into
+    from torchdoctor.api import check_edge_usage, memory_into
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload

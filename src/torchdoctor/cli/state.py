@@ -55,7 +55,7 @@ def progress_enabled() -> bool:
 def showing_warnings() -> Iterator[None]:
     """The API's warnings (`TorchDoctorWarning`) printed as the commands print theirs, one
     `warning:` line on stderr as each happens; any other warning as Python shows it."""
-    from torchdoctor.api.command_line import TorchDoctorWarning
+    from torchdoctor.api import TorchDoctorWarning
 
     with warnings.catch_warnings():
         python_shows = warnings.showwarning
