@@ -81,7 +81,7 @@ def scale(
         >>> [(w.world_size, w.speedup) for w in s.worlds]
     """
     from torchdoctor.core.rundir import new_run_dir
-    from torchdoctor.scale import check_request
+    from torchdoctor.scale import check_request, plan_study
 
     if any(v <= 0 for v in bandwidth):
         shown = ",".join(f"{v:g}" for v in bandwidth)
@@ -97,8 +97,8 @@ def scale(
         nnodes=1,
         rdzv_endpoint=None,
     )
-    plan = scale_plan(
-        nproc,
+    plan = plan_study(
+        nprocs=list(nproc),
         workload=workload,
         script=script,
         mode=mode,
@@ -107,11 +107,17 @@ def scale(
         threads=threads,
         backend=backend,
         quick=quick,
-        project_to=project_to,
-        bandwidth=bandwidth,
-        bench_sizes=bench_sizes,
+        project_to=list(project_to),
+        bandwidths=[v * 1e9 for v in bandwidth],
+        nnodes=1,
+        node_rank=None,
+        rdzv_endpoint=None,
+        local_addr=None,
+        bench_sizes=list(bench_sizes),
         job_timeout_s=job_timeout_s,
     )
+    for w in plan.warnings:  # N larger than the cores: warned, not refused
+        warnings.warn(w, TorchDoctorWarning, stacklevel=2)
     run_dir = new_run_dir("scale", plan.target, out=Path(out) if out is not None else None)
     # One node: it is node 0, which gathers the study.
     return cast("ScalingStudy", scale_into(plan, run_dir, _quiet))
@@ -129,55 +135,6 @@ def scale_script(rest: list[str], module: bool) -> list[str]:
 
     check_script(rest[0])
     return rest
-
-
-def scale_plan(
-    nproc: Sequence[int],
-    *,
-    workload: str | None,
-    script: Sequence[str],
-    mode: str,
-    batch: int,
-    steps: int,
-    threads: int | None,
-    backend: str | None,
-    quick: bool,
-    project_to: Sequence[int],
-    bandwidth: Sequence[float],
-    bench_sizes: Sequence[int],
-    job_timeout_s: float,
-    nnodes: int = 1,
-    node_rank: int | None = None,
-    rdzv_endpoint: str | None = None,
-    local_addr: str | None = None,
-) -> StudyPlan:
-    """The study `scale` runs on this node, for this API and the command (the scale stage's
-    `plan_study`, `bandwidth` in GB/s); its warnings (N larger than the cores) given as
-    `TorchDoctorWarning`s: a study may want to see such an N, so it is not refused."""
-    from torchdoctor.scale import plan_study
-
-    plan = plan_study(
-        nprocs=list(nproc),
-        workload=workload,
-        script=list(script),
-        mode=mode,
-        batch=batch,
-        steps=steps,
-        threads=threads,
-        backend=backend,
-        quick=quick,
-        project_to=list(project_to),
-        bandwidths=[v * 1e9 for v in bandwidth],
-        nnodes=nnodes,
-        node_rank=node_rank,
-        rdzv_endpoint=rdzv_endpoint,
-        local_addr=local_addr,
-        bench_sizes=list(bench_sizes),
-        job_timeout_s=job_timeout_s,
-    )
-    for w in plan.warnings:  # N larger than the cores: warned, not refused
-        warnings.warn(w, TorchDoctorWarning, stacklevel=2)
-    return plan
 
 
 def scale_into(plan: StudyPlan, run_dir: Path, progress: Progress) -> ScalingStudy | None:

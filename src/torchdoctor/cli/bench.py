@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import budget_option, duration_text
@@ -74,10 +73,7 @@ def bench_command(
         device=device,
     )
 
-    def render(console: Console) -> None:
-        if isinstance(timed, Measurement):
-            render_measurement(console, timed)
-        else:
-            render_comparison(console, timed)
-
-    emit(timed, render)
+    if isinstance(timed, Measurement):
+        emit(timed, lambda console: render_measurement(console, timed))
+    else:
+        emit(timed, lambda console: render_comparison(console, timed))

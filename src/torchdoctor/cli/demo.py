@@ -10,17 +10,8 @@ from pathlib import Path
 import typer
 
 from torchdoctor.api import workload_options
+from torchdoctor.cli import options
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import (
-    budget_option,
-    check_out,
-    default_device,
-    device_option,
-    force_option,
-    out_option,
-    param_option,
-    parse_workload_params,
-)
 from torchdoctor.cli.state import err_console, settings
 from torchdoctor.cli.tune import diagnose_into_run_dir, finish_with_report, run_with_progress
 from torchdoctor.core.rundir import display_path
@@ -29,7 +20,7 @@ from torchdoctor.tune import DEFAULT_DEMO_BUDGET, QUICK_KNOBS, demo_config, demo
 
 @app.command("demo")
 def demo_command(
-    budget: float | None = budget_option(
+    budget: float | None = options.budget_option(
         None,
         f"Tuning budget (default {DEFAULT_DEMO_BUDGET}; with --quick, sized for the device).",
     ),
@@ -39,17 +30,17 @@ def demo_command(
         help=f"The whole story in about two minutes: {QUICK_KNOBS} knobs, shorter A/Bs, no "
         "batch search; wider intervals, said in the output and the report.",
     ),
-    out: Path = out_option(),
-    force: bool = force_option(),
-    device: str | None = device_option(),
-    params: list[str] = param_option(),
+    out: Path = options.out_option(),
+    force: bool = options.force_option(),
+    device: str | None = options.device_option(),
+    params: list[str] = options.param_option(),
 ) -> None:
     """Diagnose and tune a built-in workload (the cnn; GPT-2 small on a GPU); write the run
     folder and print its path."""
-    check_out(out, force=force)
-    device = default_device(device)
+    options.check_out(out, force=force)
+    device = options.default_device(device)
     workload, _, story = demo_story(device)
-    workload_params = parse_workload_params(params)
+    workload_params = options.parse_workload_params(params)
     if workload_params:  # a bad parameter is one line before the run folder exists
         from torchdoctor.workloads import get_workload
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from torchdoctor.api import parse_command, scale_into, scale_plan, scale_script
+from torchdoctor.api import parse_command, scale_into, scale_script
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
@@ -27,15 +27,8 @@ from torchdoctor.cli.options import (
     parse_int_list,
 )
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit
-from torchdoctor.core.defaults import (
-    SCALE_BATCH,
-    SCALE_JOB_TIMEOUT_S,
-    SCALE_MODE,
-    SCALE_NPROC,
-    SCALE_PROJECT_TO,
-    SCALE_STEPS,
-)
+from torchdoctor.cli.state import emit, err_console
+from torchdoctor.core import defaults
 from torchdoctor.core.errors import UsageError
 from torchdoctor.core.rundir import display_path, new_run_dir
 
@@ -75,7 +68,7 @@ def _job_timeout(text: str | float) -> float:
 
 def _bandwidths(text: str) -> list[float]:
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) * 1e9 for v in text.split(",") if v.strip()]
     except ValueError:
         raise UsageError(f"cannot read --bandwidth {text!r}", hint="GB/s, e.g. 1,10,100") from None
     if any(v <= 0 for v in values):
@@ -103,17 +96,17 @@ def scale(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name (or a script after --)."),
     nproc: str = typer.Option(
-        _listed(SCALE_NPROC), "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."
+        _listed(defaults.SCALE_NPROC), "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."
     ),
     mode: str = typer.Option(
-        SCALE_MODE,
+        defaults.SCALE_MODE,
         "--mode",
         help="weak: a batch per rank; strong: one global batch split over N (workloads).",
     ),
     batch: int = typer.Option(
-        SCALE_BATCH, "--batch", help="Samples per rank (weak) or per step (strong)."
+        defaults.SCALE_BATCH, "--batch", help="Samples per rank (weak) or per step (strong)."
     ),
-    steps: int = typer.Option(SCALE_STEPS, "--steps", help="Training steps at each N."),
+    steps: int = typer.Option(defaults.SCALE_STEPS, "--steps", help="Training steps at each N."),
     threads: int | None = typer.Option(
         None,
         "--threads",
@@ -124,7 +117,7 @@ def scale(
     ),
     quick: bool = typer.Option(False, "--quick", help="Fewer benchmark sizes and repeats."),
     project_to: str = typer.Option(
-        _listed(SCALE_PROJECT_TO), "--project-to", help="World sizes to project to."
+        _listed(defaults.SCALE_PROJECT_TO), "--project-to", help="World sizes to project to."
     ),
     bandwidth: str = typer.Option(
         "", "--bandwidth", help="Other link bandwidths to project at, GB/s (e.g. 1,10)."
@@ -150,7 +143,7 @@ def scale(
         "a slow link takes minutes over the largest).",
     ),
     job_timeout: float = typer.Option(
-        f"{SCALE_JOB_TIMEOUT_S:g}s",
+        f"{defaults.SCALE_JOB_TIMEOUT_S:g}s",
         "--job-timeout",
         parser=_job_timeout,
         metavar="DURATION",
@@ -158,7 +151,7 @@ def scale(
         f"{DURATION_HELP}",
     ),
 ) -> None:
-    from torchdoctor.scale import check_request
+    from torchdoctor.scale import check_request, plan_study
 
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
@@ -189,13 +182,15 @@ def scale(
             "--rdzv-endpoint": rdzv_endpoint,
             "--out": str(out) if out else "SHARED_FOLDER",
             "--bench-sizes": bench_sizes or None,
-            "--job-timeout": f"{job_timeout:g}" if job_timeout != SCALE_JOB_TIMEOUT_S else None,
+            "--job-timeout": f"{job_timeout:g}"
+            if job_timeout != defaults.SCALE_JOB_TIMEOUT_S
+            else None,
         }
         commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
         return
-    plan = scale_plan(
-        nprocs,
+    plan = plan_study(
+        nprocs=nprocs,
         workload=workload,
         script=script,
         mode=mode,
@@ -205,7 +200,7 @@ def scale(
         backend=backend,
         quick=quick,
         project_to=parse_int_list(project_to, "--project-to"),
-        bandwidth=_bandwidths(bandwidth),
+        bandwidths=_bandwidths(bandwidth),
         nnodes=nnodes,
         node_rank=node_rank,
         rdzv_endpoint=rdzv_endpoint,
@@ -218,6 +213,8 @@ def scale(
 
 def _run_study(plan: StudyPlan, out: Path | None) -> None:
     """Run the planned study into a new run folder; show it (node 0) or say it is done."""
+    for w in plan.warnings:  # N larger than the cores: warned, not refused
+        err_console.print(f"[yellow]warning:[/] {w}")
     nnodes, nprocs = plan.nnodes, plan.nprocs
     run_dir = new_run_dir("scale", plan.target, out=out)
     worlds = ", ".join(f"N={n * nnodes}" for n in nprocs)

@@ -9,27 +9,12 @@ import typer
 from rich.console import Console
 
 from torchdoctor.api import MIN_SERVE_BUDGET_S, serve_into, serve_options
+from torchdoctor.cli import options
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import (
-    budget_option,
-    check_out,
-    default_device,
-    device_option,
-    duration_text,
-    force_option,
-    out_option,
-    seed_option,
-)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
-from torchdoctor.core.defaults import (
-    SERVE_ARRIVALS,
-    SERVE_BUDGET_S,
-    SERVE_MAX_BATCH,
-    SERVE_MAX_DELAY_MS,
-    SERVE_SEARCH,
-)
+from torchdoctor.core import defaults
 
 if TYPE_CHECKING:
     from torchdoctor.serve import SlaSpec
@@ -46,24 +31,26 @@ def serve_command(
         None, "--sla", help="Latency objective, e.g. p99<=20ms (p50, p95 or p99; us, ms, s)."
     ),
     search: str = typer.Option(
-        SERVE_SEARCH, "--search", help="How the SLA search walks the rates: binary or sweep."
+        defaults.SERVE_SEARCH,
+        "--search",
+        help="How the SLA search walks the rates: binary or sweep.",
     ),
     arrivals: str = typer.Option(
-        SERVE_ARRIVALS,
+        defaults.SERVE_ARRIVALS,
         "--arrivals",
         help="Arrival process of the open-loop load: poisson, gamma, constant.",
     ),
     max_batch: int = typer.Option(
-        SERVE_MAX_BATCH, "--max-batch", min=1, help="Largest batch the curve tries."
+        defaults.SERVE_MAX_BATCH, "--max-batch", min=1, help="Largest batch the curve tries."
     ),
     max_delay_ms: float = typer.Option(
-        SERVE_MAX_DELAY_MS,
+        defaults.SERVE_MAX_DELAY_MS,
         "--max-delay-ms",
         min=0.0,
         help="The batcher's max queue delay (Triton's default 0).",
     ),
-    budget: float = budget_option(
-        duration_text(SERVE_BUDGET_S),
+    budget: float = options.budget_option(
+        options.duration_text(defaults.SERVE_BUDGET_S),
         f"At most this long for the batch-1 latency windows (at least {MIN_SERVE_BUDGET_S:g} s).",
     ),
     threads: bool = typer.Option(
@@ -87,10 +74,10 @@ def serve_command(
         "compile, compile_max_autotune, compile_freezing, export, torchscript, int8_dynamic, "
         "bf16_autocast, fp16_autocast, bf16, fp16, channels_last, threads:N.",
     ),
-    out: Path | None = out_option(),
-    force: bool = force_option(),
-    device: str | None = device_option(),
-    seed: int = seed_option(),
+    out: Path | None = options.out_option(),
+    force: bool = options.force_option(),
+    device: str | None = options.device_option(),
+    seed: int = options.seed_option(),
 ) -> None:
     """Serve MODEL request by request and say how fast requests are answered.
 
@@ -123,11 +110,11 @@ def serve_command(
     if no_threads:
         err_console.print("warning: --no-threads is deprecated; use --no-sweep-threads")
         threads = False
-    check_out(out, force=force)
+    options.check_out(out, force=force)
     from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.serve import load_target
 
-    device = default_device(device)
+    device = options.default_device(device)
     target = load_target(model, device=device)  # a failing factory or model stops here
     # Progress on stderr (a live view on a terminal), so that --json's stdout holds the one
     # document.
