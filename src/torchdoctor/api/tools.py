@@ -353,43 +353,48 @@ def shard_memory(
         >>> plan = torchdoctor.shard_memory("gpt", nproc=[1, 8], max_memory_bytes=80 * 2**30)
         >>> [rank.batch for rank in plan.ranks]
     """
-    plan, _ = shard_memory_run(
-        workload,
-        nproc=nproc,
-        max_memory_bytes=max_memory_bytes,
-        param_dtype=param_dtype,
-        params=params,
-        seed=seed,
-        out=out,
+    from torchdoctor.core.rundir import new_run_dir
+
+    job = shard_workload(workload, param_dtype=param_dtype, params=params)
+    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    return shard_memory_into(
+        run_dir, job, nproc, budget_bytes=max_memory_bytes, param_dtype=param_dtype, seed=seed
     )
-    return plan
 
 
-def shard_memory_run(
-    workload: str,
-    *,
-    nproc: Sequence[int],
-    max_memory_bytes: int | None = None,
-    param_dtype: str = "bf16",
-    params: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    out: str | Path | None = None,
-) -> tuple[ShardPlan, Path]:
-    """`shard_memory`, with the run folder it wrote (the command writes its reports there)."""
-    from torchdoctor.analyze import estimate_shards
-    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
-    from torchdoctor.scale import compare_strategies
+def shard_workload(
+    workload: str, *, param_dtype: str, params: Mapping[str, Any] | None
+) -> Workload:
+    """The workload `shard_memory` estimates, built with its `params` once the dtype is known
+    (the user's error, exit 2, before anything is built)."""
     from torchdoctor.workloads import get_workload
 
     if param_dtype not in SHARD_DTYPES:
         raise UsageError(
             f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
         )
-    job = get_workload(workload, **dict(params or {}))
-    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    return get_workload(workload, **dict(params or {}))
+
+
+def shard_memory_into(
+    run_dir: Path,
+    job: Workload,
+    nproc: Sequence[int],
+    *,
+    budget_bytes: int | None,
+    param_dtype: str,
+    seed: int,
+) -> ShardPlan:
+    """What `shard_memory` estimates once its workload is built, for this API and the command
+    (`memory --nproc`): each rank's memory at each world size with DDP, FSDP and offload side
+    by side, written to `run_dir`'s shard_plan.json (the folder marked complete, or failed)."""
+    from torchdoctor.analyze import estimate_shards
+    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome
+    from torchdoctor.scale import compare_strategies
+
     with marking_outcome(run_dir):
         plan = estimate_shards(
-            job, list(nproc), param_dtype=param_dtype, budget_bytes=max_memory_bytes, seed=seed
+            job, list(nproc), param_dtype=param_dtype, budget_bytes=budget_bytes, seed=seed
         )
         strategies = [
             cost
@@ -405,7 +410,7 @@ def shard_memory_run(
         ]
         plan = plan.model_copy(update={"strategies": strategies})
         plan.write(run_dir / SHARD_PLAN)
-    return plan, run_dir
+    return plan
 
 
 def analyze(

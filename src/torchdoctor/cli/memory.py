@@ -203,17 +203,16 @@ def memory_command(
             case="with --nproc",
             hint="the estimate builds nothing: drop them, or drop --nproc to measure a step",
         )
-        from torchdoctor.api import shard_memory_run
+        from torchdoctor.api import shard_memory_into, shard_workload
+        from torchdoctor.core.rundir import new_run_dir
 
         budget = options.parse_size(max_memory) if max_memory is not None else None
-        shards, run_dir = shard_memory_run(
-            workload,
-            nproc=worlds,
-            max_memory_bytes=budget,
-            param_dtype=param_dtype,
-            params=options.parse_workload_params(params),
-            seed=seed,
-            out=out,
+        job = shard_workload(
+            workload, param_dtype=param_dtype, params=options.parse_workload_params(params)
+        )
+        run_dir = new_run_dir("memory", job.name, out=out)
+        shards = shard_memory_into(
+            run_dir, job, worlds, budget_bytes=budget, param_dtype=param_dtype, seed=seed
         )
         emit(shards, lambda console: render_records(console, {"shard_plan": shards}))
         write_run_reports(run_dir)
