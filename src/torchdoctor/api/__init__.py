@@ -11,15 +11,23 @@ the record the command prints (`--json`):
     t.best_recipe, t.speedup, t.speedup_ci
     r = torchdoctor.run("cnn", recipe=t.best_recipe)                     # a RunResult
     r.samples_per_s
+    s = torchdoctor.scale("mlp", nproc=[1, 2])                            # a ScalingStudy
+    v = torchdoctor.serve("mlp", sla="p99<=5ms")                          # a ServeResult
+
+The commands are thin shells over these functions: each parses its options, calls the
+function (or the part of it the command shares, where it adds a live view or renders from the
+run folder: `examine`, `time_statements`, `memory_into`, `scale_into`, `serve_into`, the
+tune stage's `demo_config`) and renders. What the API works around it says with a
+`TorchDoctorWarning`, which the commands print as a `warning:` line.
 
 A knob mapping is `recipe=` in every function (`--set knob=value`); a keyword that names an
 option otherwise is in `CLI_FLAGS`. Each writes the run folder its command writes (`out=`,
 else a new one under torchdoctor-runs/) and raises the command's errors (`TorchDoctorError`
 subclasses) instead of exiting. In a notebook, `diagnose`, `tune` and `run` show their
 progress (api/progress.py). The stages behind them are imported on the first call, so
-`import torchdoctor` stays light. `torchdoctor.diagnose`, `tune`, `analyze`, `report` and
-`workloads` are these functions; the stage packages of those names are reached by their full
-names (`from torchdoctor.tune import TuneResult`).
+`import torchdoctor` stays light. `torchdoctor.diagnose`, `tune`, `analyze`, `report`,
+`workloads`, `scale` and `serve` are these functions; the stage packages of those names are
+reached by their full names (`from torchdoctor.tune import TuneResult`).
 """
 
 import torchdoctor
