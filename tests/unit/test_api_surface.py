@@ -192,7 +192,9 @@ def test_a_default_that_differs_from_the_commands_is_found() -> None:
     assert found == {"budget_s": False, "recipe": True, "seed": False, "search_batch": True}
 
 
-@pytest.mark.parametrize("name", ["analyze", "diagnose", "report", "tune", "workloads"])
+@pytest.mark.parametrize(
+    "name", ["analyze", "diagnose", "report", "scale", "serve", "tune", "workloads"]
+)
 def test_the_function_keeps_its_name_once_the_stage_of_that_name_is_loaded(name: str) -> None:
     stage = importlib.import_module(f"torchdoctor.{name}")
     assert inspect.ismodule(stage) and sys.modules[f"torchdoctor.{name}"] is stage
