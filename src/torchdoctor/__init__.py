@@ -6,7 +6,8 @@ Importing the top-level package stays cheap: no torch import happens here.
 
 The Python API (torchdoctor/api/): a function for each command, `torchdoctor.diagnose(...)`,
 `torchdoctor.tune(...)`, `torchdoctor.run(...)`, `bench`, `profile`, `memory`, `analyze`,
-`diff`, `report`, `env`, `workloads`, each returning the record its command prints;
+`diff`, `report`, `env`, `workloads`, `scale`, `serve`, `demo`, each returning the record its
+command prints;
 `torchdoctor.watch()` instruments a block of notebook code.
 """
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from torchdoctor.api import (
         analyze,
         bench,
+        demo,
         diagnose,
         diff,
         env,
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
         profile,
         report,
         run,
+        scale,
+        serve,
         shard_memory,
         tune,
         workloads,
@@ -41,6 +45,7 @@ __all__ = [
     "__version__",
     "analyze",
     "bench",
+    "demo",
     "diagnose",
     "diff",
     "env",
@@ -48,6 +53,8 @@ __all__ = [
     "profile",
     "report",
     "run",
+    "scale",
+    "serve",
     "shard_memory",
     "tune",
     "watch",

@@ -42,9 +42,16 @@ def _option_default(command: Any, option: Any) -> Any:
 
 def _same(api_default: Any, cli_default: Any, *, repeatable: bool) -> bool:
     """A repeatable option (`--set`, `--param`) given no times is what None or an empty
-    mapping is to the function: nothing."""
+    mapping is to the function: nothing. A list written as text (`--nproc 1,2`) is the
+    numbers it reads as ((1, 2); "" is ())."""
     if repeatable and api_default in (None, {}, [], ()) and not cli_default:
         return True
+    if isinstance(api_default, tuple) and isinstance(cli_default, str):
+        try:
+            listed = tuple(float(v) for v in cli_default.split(",") if v.strip())
+        except ValueError:
+            return False
+        return listed == tuple(float(v) for v in api_default)
     same_kind = isinstance(api_default, bool) == isinstance(cli_default, bool)
     return same_kind and bool(api_default == cli_default)
 
@@ -134,15 +141,33 @@ CLI_ONLY: dict[str, set[str]] = {
     # job as it is (`run --recipe R --vs-baseline`) is the command's; `recipe=` takes the
     # mapping itself (a `TuneResult.best_recipe`).
     "run": {"--recipe", "--vs-baseline", "--pairs", "--out", "--force"},
-    # --check-edge: the real out-of-memory edge, probed in capped child processes;
     # --nproc and --param-dtype: the sharded estimate is `torchdoctor.shard_memory`.
-    "memory": {"--check-edge", "--force", "--nproc", "--param-dtype"},
+    "memory": {"--force", "--nproc", "--param-dtype"},
     "profile": {"--force"},
     "analyze": {"--force"},
     "diff": {"--force"},
     # --tensorboard: `torchdoctor.integrations.write_scalars(source, log_dir)`.
     "report": {"--tensorboard"},
+    # Several machines (--nnodes, --node-rank, --rdzv-endpoint, --local-addr) are studied from
+    # the command line, one command per node, node 0 gathering; the function is one node's.
+    "scale": {"--nnodes", "--node-rank", "--rdzv-endpoint", "--local-addr", "--force"},
+    # --no-threads: --no-sweep-threads' old name.
+    "serve": {"--no-threads", "--force"},
+    "demo": {"--force"},
 }
+
+
+def test_a_list_written_as_text_is_compared_as_its_numbers() -> None:
+    assert _same((1, 2), "1,2", repeatable=False) and _same((), "", repeatable=False)
+    assert not _same((1, 2), "1,4", repeatable=False)
+    assert not _same((1, 2), "one,two", repeatable=False)
+
+
+def test_scales_job_timeout_is_the_scale_stages() -> None:
+    from torchdoctor.core.defaults import SCALE_JOB_TIMEOUT_S
+    from torchdoctor.scale.launch import JOB_TIMEOUT_S
+
+    assert SCALE_JOB_TIMEOUT_S == JOB_TIMEOUT_S
 
 
 def test_every_renamed_keyword_names_an_option_of_some_command() -> None:
@@ -167,7 +192,9 @@ def test_a_default_that_differs_from_the_commands_is_found() -> None:
     assert found == {"budget_s": False, "recipe": True, "seed": False, "search_batch": True}
 
 
-@pytest.mark.parametrize("name", ["analyze", "diagnose", "report", "tune", "workloads"])
+@pytest.mark.parametrize(
+    "name", ["analyze", "diagnose", "report", "scale", "serve", "tune", "workloads"]
+)
 def test_the_function_keeps_its_name_once_the_stage_of_that_name_is_loaded(name: str) -> None:
     stage = importlib.import_module(f"torchdoctor.{name}")
     assert inspect.ismodule(stage) and sys.modules[f"torchdoctor.{name}"] is stage

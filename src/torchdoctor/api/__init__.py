@@ -11,80 +11,112 @@ the record the command prints (`--json`):
     t.best_recipe, t.speedup, t.speedup_ci
     r = torchdoctor.run("cnn", recipe=t.best_recipe)                     # a RunResult
     r.samples_per_s
+    s = torchdoctor.scale("mlp", nproc=[1, 2])                            # a ScalingStudy
+    v = torchdoctor.serve("mlp", sla="p99<=5ms")                          # a ServeResult
+
+The commands are thin shells over these functions: each parses its options, calls the
+function (or the part of it the command shares, where it adds a live view or renders from the
+run folder: `examine`, `time_statements`, `memory_into`, `scale_into`, `serve_into`, the
+tune stage's `demo_config`) and renders. What the API works around it says with a
+`TorchDoctorWarning`, which the commands print as a `warning:` line.
 
 A knob mapping is `recipe=` in every function (`--set knob=value`); a keyword that names an
 option otherwise is in `CLI_FLAGS`. Each writes the run folder its command writes (`out=`,
 else a new one under torchdoctor-runs/) and raises the command's errors (`TorchDoctorError`
 subclasses) instead of exiting. In a notebook, `diagnose`, `tune` and `run` show their
 progress (api/progress.py). The stages behind them are imported on the first call, so
-`import torchdoctor` stays light. `torchdoctor.diagnose`, `tune`, `analyze`, `report` and
-`workloads` are these functions; the stage packages of those names are reached by their full
-names (`from torchdoctor.tune import TuneResult`).
+`import torchdoctor` stays light. `torchdoctor.diagnose`, `tune`, `analyze`, `report`,
+`workloads`, `scale` and `serve` are these functions; the stage packages of those names are
+reached by their full names (`from torchdoctor.tune import TuneResult`).
 """
 
+import torchdoctor
 from torchdoctor.api.command_line import (
     CLI_FLAGS,
     CLI_NEGATED_FLAGS,
     TORCHRUN_MODULE,
     Target,
+    TorchDoctorWarning,
     _command,
     parse_command,
     workload_options,
+)
+from torchdoctor.api.studies import (
+    MIN_SERVE_BUDGET_S,
+    demo,
+    scale,
+    scale_into,
+    scale_script,
+    serve,
+    serve_into,
+    serve_options,
 )
 from torchdoctor.api.tools import (
     Environment,
     ProfileRun,
     analyze,
     bench,
+    check_edge_usage,
     diff,
     env,
     memory,
+    memory_into,
     profile,
     report,
     shard_memory,
-    shard_memory_run,
+    shard_memory_into,
+    shard_workload,
+    time_statements,
     workloads,
+    write_analysis,
+    write_diff,
 )
-from torchdoctor.api.training import diagnose, run, tune, tune_config
-
-#: The functions of the commands, each `torchdoctor.<name>` (torchdoctor/__init__.py).
-COMMANDS = (
-    "analyze",
-    "bench",
-    "diagnose",
-    "diff",
-    "env",
-    "memory",
-    "profile",
-    "report",
-    "run",
-    "tune",
-    "workloads",
-)
+from torchdoctor.api.training import diagnose, diagnosed_run_dir, examine, run, tune, tune_config
 
 __all__ = [
     "CLI_FLAGS",
     "CLI_NEGATED_FLAGS",
     "COMMANDS",
+    "MIN_SERVE_BUDGET_S",
     "TORCHRUN_MODULE",
     "Environment",
     "ProfileRun",
     "Target",
+    "TorchDoctorWarning",
     "_command",
     "analyze",
     "bench",
+    "check_edge_usage",
+    "demo",
     "diagnose",
+    "diagnosed_run_dir",
     "diff",
     "env",
+    "examine",
     "memory",
+    "memory_into",
     "parse_command",
     "profile",
     "report",
     "run",
+    "scale",
+    "scale_into",
+    "scale_script",
+    "serve",
+    "serve_into",
+    "serve_options",
     "shard_memory",
-    "shard_memory_run",
+    "shard_memory_into",
+    "shard_workload",
+    "time_statements",
     "tune",
     "tune_config",
     "workload_options",
     "workloads",
+    "write_analysis",
+    "write_diff",
 ]
+
+#: The functions of the commands, each `torchdoctor.<name>`: the package's API names
+#: (torchdoctor/__init__.py) but `shard_memory`, which is `memory --nproc`'s.
+COMMANDS = tuple(name for name in __all__ if name in torchdoctor._API - {"shard_memory"})

@@ -38,12 +38,19 @@ CLI_FLAGS: Final[Mapping[str, str]] = {
     "joint_trials": "--joint",
     "target_rel_ci": "--target",
     "fmt": "--format",
+    "job_timeout_s": "--job-timeout",
 }
 #: Keywords whose option says the opposite (`measure_phases=True` is `run` without
 #: `--throughput`).
 CLI_NEGATED_FLAGS: Final[Mapping[str, str]] = {"measure_phases": "--throughput"}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TorchDoctorWarning(UserWarning):
+    """Something the API works around and says so (the machine's ceilings not measured: a
+    profile judged without them). The commands print each as one `warning:` line on stderr
+    (cli/state.py `showing_warnings`); a program filters them with the `warnings` module."""
 
 
 def accepts_old_names(**renamed: str) -> Callable[[F], F]:

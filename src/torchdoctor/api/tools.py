@@ -9,11 +9,14 @@ torchdoctor-runs/; `report=False` writes none where the command has `--no-report
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdoctor.api.command_line import assignments, resolve_device
+from torchdoctor.api.command_line import TorchDoctorWarning, assignments, resolve_device
 from torchdoctor.core.defaults import (
     ANALYZE_TOP,
     BENCH_BUDGET_S,
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
     from torchdoctor.core.shard_memory import ShardPlan
     from torchdoctor.diagnose import RunDiff
+    from torchdoctor.knobs import Recipe
     from torchdoctor.measure import Comparison, Measurement
     from torchdoctor.workloads import Workload
 
@@ -67,14 +71,41 @@ def bench(
         raise UsageError(f"target_rel_ci {target_rel_ci:g} must be positive", hint="e.g. 0.01")
     if vs == stmt:
         raise UsageError("vs is the same statement as stmt", hint="compare two different ones")
-    import torch
-
-    from torchdoctor.measure import Timer, compare, watch_load
-
     if device is not None:
         from torchdoctor.engine import resolve_device as check_device
 
         check_device(device)
+    return time_statements(
+        stmt,
+        setup=setup,
+        vs=vs,
+        budget_s=budget_s,
+        confidence=confidence,
+        target_rel_ci=target_rel_ci,
+        device=device,
+        globals=globals,
+    )
+
+
+def time_statements(
+    stmt: str,
+    *,
+    setup: str,
+    vs: str | None,
+    budget_s: float,
+    confidence: float,
+    target_rel_ci: float,
+    device: str | None,
+    globals: Mapping[str, Any] | None = None,
+) -> Measurement | Comparison:
+    """The timing `bench` does once its options are checked, for this API and the command:
+    `stmt` alone (a `Measurement`) or against `vs` (a `Comparison`), the machine's other load
+    recorded beside it. The statements run with torch and math already imported, as in a
+    quick REPL session, and `globals`."""
+    import torch
+
+    from torchdoctor.measure import Timer, compare, watch_load
+
     namespace: dict[str, Any] = {"torch": torch, "math": math, **dict(globals or {})}
     if vs is None:
         with watch_load() as load:
@@ -129,22 +160,16 @@ def profile(
     """
     from torchdoctor.analyze import analyze_trace
     from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
-    from torchdoctor.core.rundir import ANALYSIS, TRACE, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import ANALYSIS, TRACE, marking_outcome, new_run_dir
     from torchdoctor.knobs import Recipe
-    from torchdoctor.measure import get_ceilings
     from torchdoctor.workloads import get_workload
 
     device_name = resolve_device(device)
     job = get_workload(workload, **dict(params or {}))
     parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
-    machine = None
-    if ceilings:
-        try:
-            machine = get_ceilings(device="cuda" if device_name.startswith("cuda") else "cpu")
-        except TorchDoctorError:
-            machine = None  # judged without ceilings, as the command does (it warns)
+    machine = _ceilings(device_name) if ceilings else None
     run_dir = new_run_dir("profile", job.name, out=Path(out) if out is not None else None)
-    try:
+    with marking_outcome(run_dir):
         capture = profile_workload(
             job,
             parsed,
@@ -158,11 +183,19 @@ def profile(
         capture.write(run_dir / PROFILE_SUMMARY)
         analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
         analysis.write(run_dir / ANALYSIS)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return ProfileRun(run_dir, capture, analysis)
+
+
+def _ceilings(device: str) -> Ceilings | None:
+    """This machine's measured ceilings (cached after the first measurement), or None with a
+    `TorchDoctorWarning`: the trace is then judged without them."""
+    from torchdoctor.measure import get_ceilings
+
+    try:
+        return get_ceilings(device="cuda" if device.startswith("cuda") else "cpu")
+    except TorchDoctorError as exc:
+        warnings.warn(f"ceilings unavailable: {exc}", TorchDoctorWarning, stacklevel=3)
+        return None
 
 
 def memory(
@@ -172,6 +205,7 @@ def memory(
     batch_sizes: Sequence[int] | None = None,
     recipe: Mapping[str, Any] | None = None,
     params: Mapping[str, Any] | None = None,
+    check_edge: bool = False,
     seed: int = 0,
     device: str | None = None,
     out: str | Path | None = None,
@@ -181,16 +215,17 @@ def memory(
     One steady step at each of `batch_sizes` (default: a quarter, a half and all of the
     workload's default batch), its peak split into parameters, gradients, optimizer state,
     activations, temporaries and allocator slack, fitted as fixed + per_sample * batch; with
-    `max_memory_bytes`, the largest batch predicted to fit. Returns the `MemoryPlan` (also
-    the run folder's memory.json). A script is measured by `torchdoctor memory -- python
-    train.py`.
+    `max_memory_bytes`, the largest batch predicted to fit. `check_edge` (with
+    `max_memory_bytes`, on the CPU, on Linux): the real out-of-memory edge beside the
+    prediction, bisected over batches each run in a child process capped at the budget.
+    Returns the `MemoryPlan` (also the run folder's memory.json). A script is measured by
+    `torchdoctor memory -- python train.py`.
 
     Example:
         >>> plan = torchdoctor.memory("mlp", max_memory_bytes=64 * 2**20, device="cpu")
         >>> plan.max_batch
     """
-    from torchdoctor.analyze import study_memory
-    from torchdoctor.core.rundir import MEMORY, finish_run_dir, new_run_dir
+    from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -199,23 +234,95 @@ def memory(
             "memory sets the batch size itself", hint="give the sizes as batch_sizes=[8, 16, 32]"
         )
     device_name = resolve_device(device)
+    if check_edge:
+        check_edge_usage(max_memory_bytes, device_name)
     job = get_workload(workload, **dict(params or {}))
     parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
     run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
-    try:
+    return memory_into(
+        run_dir,
+        workload,
+        job,
+        parsed,
+        batch_sizes=batch_sizes,
+        budget_bytes=max_memory_bytes,
+        device=device_name,
+        check_edge=check_edge,
+        params=params,
+        seed=seed,
+    )
+
+
+#: The real edge is searched up to this multiple of the predicted largest batch: room for a
+#: prediction twice too small, four times the claim's 10% and more.
+EDGE_SEARCH_FACTOR = 2
+
+
+def check_edge_usage(budget: int | None, device: str) -> None:
+    """The real out-of-memory edge needs a budget to cap at and a CPU on Linux to cap it on."""
+    if budget is None:
+        raise UsageError(
+            "--check-edge needs a budget to cap the probes at",
+            hint="add --max-memory, e.g. --max-memory 64MiB",
+        )
+    if not device.startswith("cpu"):
+        raise UsageError(
+            "--check-edge caps host memory: it runs on the CPU",
+            hint="add --device cpu (on a GPU, benchmarks/bench_memory_fit.py --device cuda "
+            "caps the caching allocator)",
+        )
+    if not sys.platform.startswith("linux"):
+        raise UsageError(
+            "--check-edge needs Linux: it caps the data size (RLIMIT_DATA)",
+            hint="run it on Linux",
+        )
+
+
+def memory_into(
+    run_dir: Path,
+    workload: str,
+    job: Workload,
+    recipe: Recipe,
+    *,
+    batch_sizes: Sequence[int] | None,
+    budget_bytes: int | None,
+    device: str,
+    check_edge: bool,
+    params: Mapping[str, Any] | None,
+    seed: int,
+) -> MemoryPlan:
+    """What `memory` measures once its workload and recipe are built, for this API and the
+    command: the owners at each batch, the fit, with `check_edge` the real edge (its probes
+    build `workload`, the name or file.py:factory given, with `params`), written to
+    `run_dir`'s memory.json (the folder marked complete, or failed with why)."""
+    from torchdoctor.analyze import oom_edge, study_memory
+    from torchdoctor.core.rundir import MEMORY, marking_outcome
+
+    with marking_outcome(run_dir):
         plan = study_memory(
             job,
             batch_sizes=batch_sizes,
-            budget_bytes=max_memory_bytes,
-            device=device_name,
-            recipe=parsed,
+            budget_bytes=budget_bytes,
+            device=device,
+            recipe=recipe,
             seed=seed,
         )
+        if check_edge and budget_bytes is not None and plan.max_batch is not None:
+            dataset = job.build_dataset(seed)
+            high = EDGE_SEARCH_FACTOR * plan.max_batch
+            if hasattr(dataset, "__len__"):  # a batch past the dataset measures a short one
+                high = min(high, len(dataset))
+            edge = oom_edge(
+                workload,
+                budget_bytes,
+                high=high,
+                guess=plan.max_batch,
+                params=dict(params or {}),
+                recipe=recipe.to_dict(),
+                seed=seed,
+            )
+            plan = plan.model_copy(update={"oom_edge": edge})
         plan.write(run_dir / MEMORY)
-    except BaseException as exc:
-        finish_run_dir(run_dir, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
-        raise
-    finish_run_dir(run_dir)
     return plan
 
 
@@ -246,43 +353,48 @@ def shard_memory(
         >>> plan = torchdoctor.shard_memory("gpt", nproc=[1, 8], max_memory_bytes=80 * 2**30)
         >>> [rank.batch for rank in plan.ranks]
     """
-    plan, _ = shard_memory_run(
-        workload,
-        nproc=nproc,
-        max_memory_bytes=max_memory_bytes,
-        param_dtype=param_dtype,
-        params=params,
-        seed=seed,
-        out=out,
+    from torchdoctor.core.rundir import new_run_dir
+
+    job = shard_workload(workload, param_dtype=param_dtype, params=params)
+    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    return shard_memory_into(
+        run_dir, job, nproc, budget_bytes=max_memory_bytes, param_dtype=param_dtype, seed=seed
     )
-    return plan
 
 
-def shard_memory_run(
-    workload: str,
-    *,
-    nproc: Sequence[int],
-    max_memory_bytes: int | None = None,
-    param_dtype: str = "bf16",
-    params: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    out: str | Path | None = None,
-) -> tuple[ShardPlan, Path]:
-    """`shard_memory`, with the run folder it wrote (the command writes its reports there)."""
-    from torchdoctor.analyze import estimate_shards
-    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome, new_run_dir
-    from torchdoctor.scale import compare_strategies
+def shard_workload(
+    workload: str, *, param_dtype: str, params: Mapping[str, Any] | None
+) -> Workload:
+    """The workload `shard_memory` estimates, built with its `params` once the dtype is known
+    (the user's error, exit 2, before anything is built)."""
     from torchdoctor.workloads import get_workload
 
     if param_dtype not in SHARD_DTYPES:
         raise UsageError(
             f"unknown --param-dtype {param_dtype!r}", hint=f"one of {', '.join(SHARD_DTYPES)}"
         )
-    job = get_workload(workload, **dict(params or {}))
-    run_dir = new_run_dir("memory", job.name, out=Path(out) if out is not None else None)
+    return get_workload(workload, **dict(params or {}))
+
+
+def shard_memory_into(
+    run_dir: Path,
+    job: Workload,
+    nproc: Sequence[int],
+    *,
+    budget_bytes: int | None,
+    param_dtype: str,
+    seed: int,
+) -> ShardPlan:
+    """What `shard_memory` estimates once its workload is built, for this API and the command
+    (`memory --nproc`): each rank's memory at each world size with DDP, FSDP and offload side
+    by side, written to `run_dir`'s shard_plan.json (the folder marked complete, or failed)."""
+    from torchdoctor.analyze import estimate_shards
+    from torchdoctor.core.rundir import SHARD_PLAN, marking_outcome
+    from torchdoctor.scale import compare_strategies
+
     with marking_outcome(run_dir):
         plan = estimate_shards(
-            job, list(nproc), param_dtype=param_dtype, budget_bytes=max_memory_bytes, seed=seed
+            job, list(nproc), param_dtype=param_dtype, budget_bytes=budget_bytes, seed=seed
         )
         strategies = [
             cost
@@ -298,7 +410,7 @@ def shard_memory_run(
         ]
         plan = plan.model_copy(update={"strategies": strategies})
         plan.write(run_dir / SHARD_PLAN)
-    return plan, run_dir
+    return plan
 
 
 def analyze(
@@ -321,17 +433,50 @@ def analyze(
     """
     if top < 1:
         raise UsageError(f"top must be at least 1, got {top}")
+    result = _load_analyzer()(Path(trace), top=top)  # a bad trace leaves no run folder
+    if report:
+        write_analysis(result, trace, out=out, reports=_reports)
+    return result
+
+
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
+def _load_analyzer() -> Callable[..., TraceAnalysis]:
+    """`analyze_trace`, with numpy loaded on one BLAS thread if this is the first to load it.
+
+    numpy's OpenBLAS starts a worker thread per core as it loads, and they spin-wait: ~60 ms
+    of CPU (and, on a busy 2-core machine, ~70 ms of wall time) per `torchdoctor analyze`,
+    which never calls BLAS. The variable is read only when the library loads, so it is set
+    for the import and restored at once: the user's own setting, and the environment of
+    anything started later, are left alone.
+    """
+    if "numpy" not in sys.modules and BLAS_THREADS_ENV not in os.environ:
+        os.environ[BLAS_THREADS_ENV] = "1"
+        try:
+            import numpy  # noqa: F401
+        finally:
+            del os.environ[BLAS_THREADS_ENV]
     from torchdoctor.analyze import analyze_trace
 
-    result = analyze_trace(Path(trace), top=top)  # a bad trace leaves no run folder
-    if report:
-        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
+    return analyze_trace
 
-        folder = Path(out) if out is not None else None
-        run_dir = new_run_dir("analyze", str(trace), out=folder)
-        with finishing(run_dir, reports=lambda: _reports(run_dir)):
-            result.write(run_dir / ANALYSIS)
-    return result
+
+def write_analysis(
+    result: TraceAnalysis,
+    trace: str | Path,
+    *,
+    out: str | Path | None,
+    reports: Callable[[Path], object],
+) -> Path:
+    """`analyze`'s run folder: analysis.json, then `reports(run_dir)` (the folder marked
+    failed, in one line, when the disk refuses them). Returns the folder."""
+    from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
+
+    run_dir = new_run_dir("analyze", str(trace), out=Path(out) if out is not None else None)
+    with finishing(run_dir, reports=lambda: reports(run_dir)):
+        result.write(run_dir / ANALYSIS)
+    return run_dir
 
 
 def diff(
@@ -357,14 +502,27 @@ def diff(
 
     result = diff_inputs(a, b)  # bad input fails before a run folder is made
     if report:
-        from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
-
-        folder = Path(out) if out is not None else None
-        run_dir = new_run_dir("diff", f"{Path(a).name}-vs-{Path(b).name}", out=folder)
-        result.write(run_dir / DIFF)
-        finish_run_dir(run_dir)
-        _reports(run_dir)
+        write_diff(result, a, b, out=out, reports=_reports)
     return result
+
+
+def write_diff(
+    result: RunDiff,
+    a: str | Path,
+    b: str | Path,
+    *,
+    out: str | Path | None,
+    reports: Callable[[Path], object],
+) -> Path:
+    """`diff`'s run folder: diff.json, then `reports(run_dir)`. Returns the folder."""
+    from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
+
+    folder = Path(out) if out is not None else None
+    run_dir = new_run_dir("diff", f"{Path(a).name}-vs-{Path(b).name}", out=folder)
+    result.write(run_dir / DIFF)
+    finish_run_dir(run_dir)
+    reports(run_dir)
+    return run_dir
 
 
 def _reports(run_dir: Path) -> list[Path]:
@@ -403,7 +561,12 @@ class Environment(NamedTuple):
     ceilings: Ceilings
 
 
-def env(*, refresh: bool = False, device: str | None = None) -> Environment:
+def env(
+    *,
+    refresh: bool = False,
+    device: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Environment:
     """This machine's fingerprint and measured ceilings (`torchdoctor env`).
 
     The ceilings (peak matmul FLOP/s per precision, memory bandwidth) are measured once per
@@ -419,7 +582,7 @@ def env(*, refresh: bool = False, device: str | None = None) -> Environment:
     from torchdoctor.measure import get_ceilings
 
     fp = fingerprint()
-    ceilings = get_ceilings(refresh=refresh, device=resolve_device(device))
+    ceilings = get_ceilings(refresh=refresh, device=resolve_device(device), progress=progress)
     return Environment(__version__, fp, ceilings)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.api.command_line import (
     Target,
@@ -34,7 +34,7 @@ from torchdoctor.core.errors import DiagnoseError, UsageError
 
 if TYPE_CHECKING:
     from torchdoctor.core.vocabulary import Objective
-    from torchdoctor.diagnose import Diagnosis
+    from torchdoctor.diagnose import Diagnosis, Examination
     from torchdoctor.engine import RunResult
     from torchdoctor.tune import Trial, TuneConfig, Tuner, TuneResult
 
@@ -67,39 +67,86 @@ def diagnose(
         >>> d = torchdoctor.diagnose("mlp", recipe={"threads": 1}, device="cpu")
         >>> d.primary_bottleneck, [f.title for f in d.findings]
     """
-    from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
-
     folder = Path(out) if out is not None else None
-    command = _command(target)
     with notebook_progress(f"diagnose {_shown(target)}") as bar:
-        if command is not None:
-            argv, module = command
-            exam = examine_script(
-                argv,
-                module=module,
-                steps=steps,
-                warmup=warmup,
-                profile_steps=profile_steps,
-                out=folder,
-            )
-        elif Path(str(target)).exists() and not str(target).endswith(".py"):
-            exam = examine_trace(Path(str(target)), out=folder)
-        else:
-            exam = examine_workload(
-                str(target),
-                recipe_strings(recipe),
-                steps=steps or DIAGNOSE_WORKLOAD_STEPS,
-                warmup=warmup,
-                profile_steps=profile_steps,
-                out=folder,
-                device=resolve_device(device),
-                params=params,
-            )
+        exam = examine(
+            _command(target),
+            str(target),
+            settings=recipe_strings(recipe),
+            params=params,
+            steps=steps,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            device=device,
+            out=folder,
+        )
         if bar is not None:
             bar.update(1, 1, description=f"diagnosed {_shown(target)}")
     if exam.diagnosis is None:
         raise DiagnoseError(exam.error or "nothing was diagnosed", hint=f"see {exam.run_dir}")
     return exam.diagnosis
+
+
+#: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
+TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
+
+
+def looks_like_a_path(target: str) -> bool:
+    """A target that names a file (a trace ending, or a folder separator), not a workload."""
+    if ":" in target:  # path/to/file.py:factory is a user workload
+        return False
+    return target.endswith(TRACE_ENDINGS) or "/" in target or os.sep in target
+
+
+def examine(
+    command: tuple[list[str], bool] | None,
+    target: str,
+    *,
+    settings: Mapping[str, str],
+    params: Mapping[str, Any] | None,
+    steps: int | None,
+    warmup: int,
+    profile_steps: int,
+    device: str | None,
+    out: Path | None,
+    stdout_to_stderr: bool = False,
+) -> Examination:
+    """What `diagnose` runs, for this API and the command: a script's command line (`command`,
+    as `parse_command` read it), else `target`, a trace file or folder, else a workload run
+    with the knob values `settings` (`--set`) and its own `params`. A path that does not
+    exist is refused as one (it is no workload's name). `stdout_to_stderr`: the script's
+    output goes to stderr (`--json`'s stdout holds the record only)."""
+    from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
+
+    if command is not None:
+        argv, module = command
+        return examine_script(
+            argv,
+            module=module,
+            steps=steps,
+            warmup=warmup,
+            profile_steps=profile_steps,
+            out=out,
+            stdout_to_stderr=stdout_to_stderr,
+        )
+    if Path(target).exists() and not target.endswith(".py"):
+        return examine_trace(Path(target), out=out)
+    if looks_like_a_path(target):
+        raise UsageError(
+            f"no such trace file or folder: {target}",
+            hint="give an existing trace (.json, .json.gz or a folder of them), a workload "
+            "name (see `torchdoctor workloads`), or a script after `--`",
+        )
+    return examine_workload(
+        target,
+        dict(settings),
+        steps=steps or DIAGNOSE_WORKLOAD_STEPS,
+        warmup=warmup,
+        profile_steps=profile_steps,
+        out=out,
+        device=resolve_device(device),
+        params=params,
+    )
 
 
 def _shown(target: Target) -> str:
@@ -231,8 +278,6 @@ def tune(
         >>> t = torchdoctor.tune("mlp", budget_s=60, knobs=["threads"], device="cpu")
         >>> t.best_recipe, t.speedup, t.speedup_ci
     """
-    from torchdoctor.tune import diagnose_before_tuning
-
     config = tune_config(
         target,
         budget_s=budget_s,
@@ -255,10 +300,7 @@ def tune(
     with notebook_progress(f"tune {_shown(target)}: diagnosing") as bar:
         if config.command is None and diagnose_first and objective != "fit":
             # The memory ladder's order is its own; a script is not diagnosed first.
-            from torchdoctor.core.rundir import new_run_dir
-
-            folder = new_run_dir("tune", config.workload, out=folder)
-            prescribed = diagnose_before_tuning(
+            folder, prescribed = diagnosed_run_dir(
                 config.workload,
                 folder,
                 device=config.device,
@@ -267,6 +309,33 @@ def tune(
             )
             config = config.model_copy(update={"prescribed": prescribed})
         return _tune_study(config, folder, _ladder_progress(bar, _shown(target)))
+
+
+def diagnosed_run_dir(
+    workload: str,
+    out: Path | None,
+    *,
+    device: str,
+    settings: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[Path, list[str]]:
+    """A study's diagnosis before its ladder, for this API and the commands (`tune`, `demo`):
+    the workload diagnosed on `device` with the baseline's `settings` and its own `params`
+    into a new run folder (`out`, else one under torchdoctor-runs/), marked "interrupted" if
+    it is. Returns the folder and the prescribed knobs, largest bound first."""
+    from torchdoctor.core.rundir import marking_interruption, new_run_dir
+    from torchdoctor.tune import diagnose_before_tuning
+
+    run_dir = new_run_dir("tune", workload, out=out)
+    with marking_interruption(run_dir):
+        prescribed = diagnose_before_tuning(
+            workload,
+            run_dir,
+            device=device,
+            settings=dict(settings) if settings is not None else None,
+            params=dict(params) if params is not None else None,
+        )
+    return run_dir, prescribed
 
 
 def _tune_study(

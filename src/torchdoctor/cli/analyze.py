@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from torchdoctor.api import analyze as analyze_api
+from torchdoctor.api import write_analysis
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import check_out, force_option, out_option
 from torchdoctor.cli.state import emit, err_console
@@ -18,30 +17,6 @@ from torchdoctor.core.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from torchdoctor.analyze import TraceAnalysis
-
-BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
-
-
-def _load_analyzer() -> Callable[..., TraceAnalysis]:
-    """`analyze_trace`, with numpy loaded on one BLAS thread if this is the first to load it.
-
-    numpy's OpenBLAS starts a worker thread per core as it loads, and they spin-wait: ~60 ms
-    of CPU (and, on a busy 2-core machine, ~70 ms of wall time) per `torchdoctor analyze`,
-    which never calls BLAS. The variable is read only when the library loads, so it is set
-    for the import and restored at once: the user's own setting, and the environment of
-    anything started later, are left alone.
-    """
-    if "numpy" not in sys.modules and BLAS_THREADS_ENV not in os.environ:
-        os.environ[BLAS_THREADS_ENV] = "1"
-        try:
-            import numpy  # noqa: F401
-        finally:
-            del os.environ[BLAS_THREADS_ENV]
-    from torchdoctor.analyze import analyze_trace
-
-    return analyze_trace
 
 
 @app.command()
@@ -65,7 +40,7 @@ def analyze(
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
     check_out(out, force=force)
     # Analyze first: a trace that cannot be read leaves no run folder behind.
-    result = _load_analyzer()(trace, top=top)
+    result = analyze_api(trace, top=top, report=False)
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
 
@@ -77,8 +52,5 @@ def analyze(
     emit(result, render)
     if report:
         from torchdoctor.cli.reporting import write_run_reports
-        from torchdoctor.core.rundir import ANALYSIS, finishing, new_run_dir
 
-        run_dir = new_run_dir("analyze", str(trace), out=out)
-        with finishing(run_dir, reports=lambda: write_run_reports(run_dir)):
-            result.write(run_dir / ANALYSIS)
+        write_analysis(result, trace, out=out, reports=write_run_reports)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
 import typer
-from rich.console import Console
 
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import budget_option, duration_text
@@ -17,13 +14,6 @@ from torchdoctor.core.defaults import (
     BENCH_TARGET_REL_CI,
 )
 from torchdoctor.core.errors import UsageError
-
-
-def _namespace() -> dict[str, object]:
-    """Statements run with torch and math already imported, as in a quick REPL session."""
-    import torch
-
-    return {"torch": torch, "math": math}
 
 
 def _check_device(device: str) -> None:
@@ -67,34 +57,23 @@ def bench_command(
         raise UsageError(f"--target {target:g} must be positive", hint="e.g. 0.01 for ±1%")
     if device is not None:
         _check_device(device)
-    from torchdoctor.measure import Timer, compare, watch_load
-    from torchdoctor.report import render_comparison, render_measurement
-
-    namespace = _namespace()
-    if vs is None:
-        with watch_load() as load:
-            m = Timer(stmt, setup, namespace, device=device).adaptive_autorange(
-                target_rel_ci=target, budget_s=budget, confidence=confidence
-            )
-        m = m.with_load(load.reading)
-        emit(m, lambda console: render_measurement(console, m))
-        return
     if vs == stmt:
         raise UsageError("--vs is the same statement as STMT", hint="compare two different ones")
-    with watch_load() as load:
-        c = compare(
-            {stmt: stmt, vs: vs},
-            baseline=stmt,
-            setup=setup,
-            globals=namespace,
-            budget_s=budget,
-            confidence=confidence,
-            target_rel_ci=target,
-            device=device,
-        )
-    c = c.with_load(load.reading)
+    from torchdoctor.api import time_statements
+    from torchdoctor.measure import Measurement
+    from torchdoctor.report import render_comparison, render_measurement
 
-    def render(console: Console) -> None:
-        render_comparison(console, c)
+    timed = time_statements(
+        stmt,
+        setup=setup,
+        vs=vs,
+        budget_s=budget,
+        confidence=confidence,
+        target_rel_ci=target,
+        device=device,
+    )
 
-    emit(c, render)
+    if isinstance(timed, Measurement):
+        emit(timed, lambda console: render_measurement(console, timed))
+    else:
+        emit(timed, lambda console: render_comparison(console, timed))

@@ -11,14 +11,13 @@ stragglers and their cause) and one diagnosis (`--json`: one JobDiagnosis docume
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from torchdoctor.api import parse_command
+from torchdoctor.api import examine, parse_command
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     DEVICE_HELP,
@@ -39,7 +38,6 @@ from torchdoctor.cli.state import settings as cli_settings
 from torchdoctor.core.defaults import (
     DIAGNOSE_PROFILE_STEPS,
     DIAGNOSE_WARMUP,
-    DIAGNOSE_WORKLOAD_STEPS,
 )
 from torchdoctor.core.errors import DiagnoseError, ScriptExit, UsageError
 from torchdoctor.core.rundir import display_path
@@ -47,16 +45,6 @@ from torchdoctor.diagnose import Diagnosis
 
 if TYPE_CHECKING:
     from torchdoctor.core.memory_owners import MemoryPlan
-
-#: Endings of the trace files `diagnose` reads (Kineto JSON, optionally gzipped).
-TRACE_ENDINGS: Final = (".json", ".json.gz", ".gz")
-
-
-def _looks_like_a_path(target: str) -> bool:
-    """A target that names a file (a trace ending, or a folder separator), not a workload."""
-    if ":" in target:  # path/to/file.py:factory is a user workload
-        return False
-    return target.endswith(TRACE_ENDINGS) or "/" in target or os.sep in target
 
 
 @app.command(
@@ -93,8 +81,6 @@ def diagnose(
         "is split so always, at its own batch.",
     ),
 ) -> None:
-    from torchdoctor.diagnose import examine_script, examine_trace, examine_workload
-
     # Everything after `--` is positional to click: its first word lands in `target`.
     command = [target, *ctx.args] if target is not None and ctx.args else list(ctx.args)
     if target is not None and not ctx.args and target.endswith(".py"):
@@ -106,39 +92,21 @@ def diagnose(
             "--memory applies to a workload only",
             hint="torchdoctor diagnose WORKLOAD --memory, or torchdoctor memory WORKLOAD",
         )
-    if command:
-        argv, module = parse_command(command)
-        exam = examine_script(
-            argv,
-            module=module,
-            steps=steps,
-            warmup=warmup,
-            profile_steps=profile_steps,
-            out=out,
-            stdout_to_stderr=cli_settings.json,  # --json: stdout holds the record only
-        )
-    elif target is None:
+    if target is None and not command:
         raise UsageError("nothing to diagnose", hint="torchdoctor diagnose -- python train.py")
-    elif Path(target).exists() and not target.endswith(".py"):
-        exam = examine_trace(Path(target), out=out)
-    elif _looks_like_a_path(target):
-        raise UsageError(
-            f"no such trace file or folder: {target}",
-            hint="give an existing trace (.json, .json.gz or a folder of them), a workload "
-            "name (see `torchdoctor workloads`), or a script after `--`",
-        )
-    else:
-        settings = parse_settings(set_)
-        exam = examine_workload(
-            target,
-            settings,
-            steps=steps or DIAGNOSE_WORKLOAD_STEPS,
-            warmup=warmup,
-            profile_steps=profile_steps,
-            out=out,
-            device=default_device(device),
-            params=parse_workload_params(params),
-        )
+    settings = parse_settings(set_)
+    exam = examine(
+        parse_command(command) if command else None,
+        str(target),
+        settings=settings,
+        params=parse_workload_params(params),
+        steps=steps,
+        warmup=warmup,
+        profile_steps=profile_steps,
+        device=device,
+        out=out,
+        stdout_to_stderr=cli_settings.json,  # --json: stdout holds the record only
+    )
     job = exam.job
     if job is not None:  # several ranks: one diagnosis of the job, its ranks inside
 

@@ -52,9 +52,10 @@ def diff(
     if out is not None and not report:
         raise UsageError("--out writes a run folder, --no-report asks for none", hint="pick one")
     check_out(out, force=force)
-    from torchdoctor.diagnose import diff_inputs
+    from torchdoctor.api import diff as diff_api
+    from torchdoctor.api import write_diff
 
-    result = diff_inputs(a, b)  # bad input fails before a run folder is made
+    result = diff_api(a, b, report=False)  # bad input fails before a run folder is made
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_records
@@ -64,12 +65,8 @@ def diff(
     emit(result, render)
     if report:
         from torchdoctor.cli.reporting import write_run_reports
-        from torchdoctor.core.rundir import DIFF, finish_run_dir, new_run_dir
 
-        run_dir = new_run_dir("diff", f"{a.name}-vs-{b.name}", out=out)
-        result.write(run_dir / DIFF)
-        finish_run_dir(run_dir)
-        write_run_reports(run_dir)
+        write_diff(result, a, b, out=out, reports=write_run_reports)
     if result.regressed:
         err_console.print(f"regression: B is slower than A: {result.verdict}", highlight=False)
         raise typer.Exit(ExitCode.FINDINGS)

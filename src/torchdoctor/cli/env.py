@@ -5,11 +5,9 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from torchdoctor._version import __version__
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import DEVICE_HELP, default_device, device_option
+from torchdoctor.cli.options import DEVICE_HELP, device_option
 from torchdoctor.cli.state import emit, err_console, progress_enabled
-from torchdoctor.core.env import fingerprint
 
 
 @app.command("env")
@@ -18,25 +16,23 @@ def env_command(
     device: str | None = device_option(f"Device whose ceilings to show: {DEVICE_HELP}"),
 ) -> None:
     """Show this machine's fingerprint and measured ceilings (cached; --refresh re-measures)."""
-    from torchdoctor.measure import get_ceilings
-
-    fp = fingerprint()
+    from torchdoctor.api import env
 
     def say(step: str) -> None:
         if progress_enabled():
             err_console.print(f"measuring {step} ...", highlight=False)
 
-    ceilings = get_ceilings(refresh=refresh, device=default_device(device), progress=say)
+    version, fp, ceilings = env(refresh=refresh, device=device, progress=say)
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_records
 
-        console.print(f"torchdoctor {__version__}", highlight=False)
+        console.print(f"torchdoctor {version}", highlight=False)
         render_records(console, {"env": {"fingerprint": fp, "ceilings": ceilings}})
 
     emit(
         {
-            "torchdoctor": __version__,
+            "torchdoctor": version,
             "fingerprint": fp.to_json_dict(),
             "ceilings": ceilings.to_json_dict(),
         },

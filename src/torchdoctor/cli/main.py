@@ -29,7 +29,7 @@ import typer
 from rich.markup import escape
 
 from torchdoctor._version import __version__
-from torchdoctor.cli.state import err_console, settings
+from torchdoctor.cli.state import err_console, settings, showing_warnings
 from torchdoctor.core.errors import EXIT_CODE_MEANINGS, ExitCode, TorchDoctorError
 from torchdoctor.core.interrupt import Interrupted, interrupt_on_signals, interruption
 from torchdoctor.core.redact import redact_secrets
@@ -184,7 +184,8 @@ def _interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(callback)
     def command(*args: Any, **kwargs: Any) -> Any:
         try:
-            return callback(*args, **kwargs)
+            with showing_warnings():
+                return callback(*args, **kwargs)
         except KeyboardInterrupt as exc:
             raise _CarriedInterruption(Interrupted.of(exc)) from exc
 

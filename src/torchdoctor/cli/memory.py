@@ -19,28 +19,13 @@ the largest batch per rank that does. Writes shard_plan.json (`ShardPlan`) and t
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
+from torchdoctor.cli import options
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import (
-    NPROC_HELP,
-    check_out,
-    default_device,
-    device_option,
-    force_option,
-    out_option,
-    param_option,
-    parse_int_list,
-    parse_size,
-    parse_workload_params,
-    refuse_given,
-    seed_option,
-)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit
 from torchdoctor.cli.state import settings as cli_settings
@@ -70,31 +55,6 @@ def parse_batch_sizes(text: str) -> list[int]:
             hint="give two or three distinct positive batch sizes, e.g. --batch-sizes 8,16,32",
         )
     return sizes
-
-
-#: The real edge is searched up to this multiple of the predicted largest batch: room for a
-#: prediction twice too small, four times the claim's 10% (issue 31) and more.
-EDGE_SEARCH_FACTOR = 2
-
-
-def check_edge_usage(budget: int | None, device: str) -> None:
-    """--check-edge needs a budget to cap at and a CPU on Linux to cap it on."""
-    if budget is None:
-        raise UsageError(
-            "--check-edge needs a budget to cap the probes at",
-            hint="add --max-memory, e.g. --max-memory 64MiB",
-        )
-    if not device.startswith("cpu"):
-        raise UsageError(
-            "--check-edge caps host memory: it runs on the CPU",
-            hint="add --device cpu (on a GPU, benchmarks/bench_memory_fit.py --device cuda "
-            "caps the caching allocator)",
-        )
-    if not sys.platform.startswith("linux"):
-        raise UsageError(
-            "--check-edge needs Linux: it caps the data size (RLIMIT_DATA)",
-            hint="run it on Linux",
-        )
 
 
 def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Path]:
@@ -157,7 +117,7 @@ def memory_command(
     settings: list[str] = typer.Option(
         [], "--set", help="Knob setting knob=value (repeatable), e.g. --set precision=bf16."
     ),
-    params: list[str] = param_option(),
+    params: list[str] = options.param_option(),
     check_edge: bool = typer.Option(
         False,
         "--check-edge",
@@ -169,7 +129,7 @@ def memory_command(
     nproc: str | None = typer.Option(
         None,
         "--nproc",
-        help=f"{NPROC_HELP}, e.g. 8 or 1,2,8: the model sharded with FSDP2 over N ranks, "
+        help=f"{options.NPROC_HELP}, e.g. 8 or 1,2,8: the model sharded with FSDP2 over N ranks, "
         "estimated without materialising it (meta device, fake steps).",
     ),
     param_dtype: str = typer.Option(
@@ -177,10 +137,10 @@ def memory_command(
         "--param-dtype",
         help="With --nproc: the mixed-precision policy's parameter dtype (bf16, fp16, fp32).",
     ),
-    out: Path | None = out_option(),
-    force: bool = force_option(),
-    seed: int = seed_option(),
-    device: str | None = device_option(),
+    out: Path | None = options.out_option(),
+    force: bool = options.force_option(),
+    seed: int = options.seed_option(),
+    device: str | None = options.device_option(),
 ) -> None:
     """Split a step's memory into its owners and predict the largest batch that fits.
 
@@ -216,7 +176,7 @@ def memory_command(
     """
     # Everything after `--` is positional to click: its first word lands in `workload`.
     command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    check_out(out, force=force)
+    options.check_out(out, force=force)
     if command:
         if max_memory or batch_sizes or settings or params or check_edge:
             raise UsageError(
@@ -224,7 +184,7 @@ def memory_command(
                 hint="drop --max-memory, --batch-sizes, --set, --param and --check-edge "
                 "for a script",
             )
-        refuse_given(
+        options.refuse_given(
             ctx, ("seed", "device"), case="for a script", hint="its seed and device are its own"
         )
         plan, run_dir = script_memory(command, out)
@@ -236,33 +196,32 @@ def memory_command(
             "nothing to measure", hint="torchdoctor memory gpt, or memory -- python train.py"
         )
     if nproc is not None:
-        worlds = parse_int_list(nproc, "--nproc")
-        refuse_given(
+        worlds = options.parse_int_list(nproc, "--nproc")
+        options.refuse_given(
             ctx,
             ("batch_sizes", "settings", "check_edge", "device"),
             case="with --nproc",
             hint="the estimate builds nothing: drop them, or drop --nproc to measure a step",
         )
-        from torchdoctor.api import shard_memory_run
+        from torchdoctor.api import shard_memory_into, shard_workload
+        from torchdoctor.core.rundir import new_run_dir
 
-        budget = parse_size(max_memory) if max_memory is not None else None
-        shards, run_dir = shard_memory_run(
-            workload,
-            nproc=worlds,
-            max_memory_bytes=budget,
-            param_dtype=param_dtype,
-            params=parse_workload_params(params),
-            seed=seed,
-            out=out,
+        budget = options.parse_size(max_memory) if max_memory is not None else None
+        job = shard_workload(
+            workload, param_dtype=param_dtype, params=options.parse_workload_params(params)
+        )
+        run_dir = new_run_dir("memory", job.name, out=out)
+        shards = shard_memory_into(
+            run_dir, job, worlds, budget_bytes=budget, param_dtype=param_dtype, seed=seed
         )
         emit(shards, lambda console: render_records(console, {"shard_plan": shards}))
         write_run_reports(run_dir)
         return
-    refuse_given(
+    options.refuse_given(
         ctx, ("param_dtype",), case="without --nproc", hint="it is the sharded policy's dtype"
     )
-    from torchdoctor.analyze import oom_edge, study_memory
-    from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
+    from torchdoctor.api import check_edge_usage, memory_into
+    from torchdoctor.core.rundir import new_run_dir
     from torchdoctor.knobs import Recipe
     from torchdoctor.workloads import get_workload
 
@@ -270,37 +229,27 @@ def memory_command(
         raise UsageError(
             "memory sets the batch size itself", hint="give the sizes as --batch-sizes 8,16,32"
         )
-    budget = parse_size(max_memory) if max_memory is not None else None
+    budget = options.parse_size(max_memory) if max_memory is not None else None
     sizes = parse_batch_sizes(batch_sizes) if batch_sizes is not None else None
-    device = default_device(device)
+    device = options.default_device(device)
     if check_edge:
         check_edge_usage(budget, device)
-    job = get_workload(workload, **parse_workload_params(params))
+    workload_params = options.parse_workload_params(params)
+    job = get_workload(workload, **workload_params)
     recipe = Recipe.parse(settings, workload=job, device=device)
     run_dir = new_run_dir("memory", job.name, out=out)
-    with marking_outcome(run_dir):
-        plan = study_memory(
-            job, batch_sizes=sizes, budget_bytes=budget, device=device, recipe=recipe, seed=seed
-        )
-        if check_edge and budget is not None and plan.max_batch is not None:
-            dataset = job.build_dataset(seed)
-            high = EDGE_SEARCH_FACTOR * plan.max_batch
-            if hasattr(dataset, "__len__"):  # a batch past the dataset measures a short one
-                high = min(high, len(dataset))
-            edge = oom_edge(
-                workload,
-                budget,
-                high=high,
-                guess=plan.max_batch,
-                params=parse_workload_params(params),
-                recipe=recipe.to_dict(),
-                seed=seed,
-            )
-            plan = plan.model_copy(update={"oom_edge": edge})
-        plan.write(run_dir / MEMORY)
+    plan = memory_into(
+        run_dir,
+        workload,
+        job,
+        recipe,
+        batch_sizes=sizes,
+        budget_bytes=budget,
+        device=device,
+        check_edge=check_edge,
+        params=workload_params,
+        seed=seed,
+    )
 
-    def render(console: Console) -> None:
-        render_records(console, {"memory": plan})
-
-    emit(plan, render)
+    emit(plan, lambda console: render_records(console, {"memory": plan}))
     write_run_reports(run_dir)

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from torchdoctor.core.errors import UsageError
+from torchdoctor.core.errors import KnobError, UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -216,6 +216,18 @@ def parse_settings(items: list[str]) -> dict[str, str]:
             raise UsageError(f"cannot read --set {item!r}", hint="write it as knob=value")
         settings[key.strip()] = value.strip()
     return settings
+
+
+def knob_values(items: list[str]) -> dict[str, str]:
+    """`--set knob=value` (repeatable) -> {knob: value} for a command that hands its recipe to
+    the API, read as `Recipe.parse` reads the items (a malformed one refused in its words)."""
+    values: dict[str, str] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise KnobError(f"cannot read recipe setting {item!r}", hint="write it as knob=value")
+        values[name.strip()] = text
+    return values
 
 
 def parse_workload_params(items: list[str]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ report.html / report.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -17,9 +16,9 @@ from rich.console import Console
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     check_out,
-    default_device,
     device_option,
     force_option,
+    knob_values,
     out_option,
     param_option,
     parse_workload_params,
@@ -27,20 +26,8 @@ from torchdoctor.cli.options import (
     warmup_option,
 )
 from torchdoctor.cli.reporting import write_run_reports
-from torchdoctor.cli.state import emit, err_console
+from torchdoctor.cli.state import emit
 from torchdoctor.core.defaults import PROFILE_ACTIVE, PROFILE_WAIT, PROFILE_WARMUP
-from torchdoctor.core.errors import TorchDoctorError
-
-
-def _ceilings(device: str) -> Any | None:
-    """This machine's measured ceilings (cached after the first measurement), or None."""
-    from torchdoctor.measure import get_ceilings
-
-    try:
-        return get_ceilings(device="cuda" if device.startswith("cuda") else "cpu")
-    except TorchDoctorError as exc:
-        err_console.print(f"[yellow]warning:[/] ceilings unavailable: {exc}", highlight=False)
-        return None
 
 
 @app.command("profile")
@@ -70,25 +57,21 @@ def profile_command(
     ),
 ) -> None:
     """Profile a window of WORKLOAD's steps: Kineto trace, FLOPs per op/module, memory."""
-    from torchdoctor.analyze import analyze_trace
-    from torchdoctor.collect import PROFILE_SUMMARY, profile_workload
-    from torchdoctor.core.rundir import ANALYSIS, TRACE, marking_outcome, new_run_dir
-    from torchdoctor.knobs import Recipe
-    from torchdoctor.workloads import get_workload
-
     check_out(out, force=force)
-    device = default_device(device)
-    job = get_workload(workload, **parse_workload_params(params))
-    recipe = Recipe.parse(settings, workload=job, device=device)
-    machine = _ceilings(device) if ceilings else None
-    run_dir = new_run_dir("profile", job.name, out=out)
-    with marking_outcome(run_dir):
-        capture = profile_workload(
-            job, recipe, run_dir, device=device, seed=seed, wait=wait, warmup=warmup, active=active
-        )
-        capture.write(run_dir / PROFILE_SUMMARY)
-        analysis = analyze_trace(run_dir / TRACE, ceilings=machine)
-        analysis.write(run_dir / ANALYSIS)
+    from torchdoctor.api import profile
+
+    run_dir, capture, analysis = profile(
+        workload,
+        recipe=knob_values(settings),
+        params=parse_workload_params(params),
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        seed=seed,
+        device=device,
+        ceilings=ceilings,
+        out=out,
+    )
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_profile

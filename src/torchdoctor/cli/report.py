@@ -9,7 +9,6 @@ import typer
 from torchdoctor.cli.main import app
 from torchdoctor.cli.state import console, emit
 from torchdoctor.core.defaults import REPORT_FORMAT
-from torchdoctor.core.errors import UsageError
 
 
 @app.command("report")
@@ -33,12 +32,10 @@ def report_command(
     With --tensorboard LOG_DIR, the run's throughput, step times, phase shares, findings'
     bounds and the tuning ladder also go to TensorBoard event files there.
     """
+    from torchdoctor.api import report
     from torchdoctor.core.rundir import display_path
-    from torchdoctor.report import FORMATS, render_report
 
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown report format {fmt!r}", hint="use html, md or json")
-    path = render_report(source, fmt, out)
+    path = report(source, fmt=fmt, out=out)
     if tensorboard is not None:
         from torchdoctor.integrations import write_scalars
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from torchdoctor.api import parse_command
+from torchdoctor.api import parse_command, scale_into, scale_script
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
@@ -28,8 +28,9 @@ from torchdoctor.cli.options import (
 )
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
-from torchdoctor.core.errors import TorchDoctorError, UsageError
-from torchdoctor.core.rundir import SCALING, display_path, finish_run_dir, new_run_dir
+from torchdoctor.core import defaults
+from torchdoctor.core.errors import UsageError
+from torchdoctor.core.rundir import display_path, new_run_dir
 
 if TYPE_CHECKING:
     from torchdoctor.scale import StudyPlan
@@ -52,8 +53,9 @@ Several nodes: prints each node's command (one shared --out); node 0 gathers the
 """
 
 
-#: scale.launch.JOB_TIMEOUT_S (not imported: `--help` stays free of the stage's imports).
-_JOB_TIMEOUT_S = 900.0
+def _listed(values: tuple[int, ...]) -> str:
+    """A default list as the option is written: (1, 2) -> '1,2'."""
+    return ",".join(str(v) for v in values)
 
 
 def _job_timeout(text: str | float) -> float:
@@ -72,19 +74,6 @@ def _bandwidths(text: str) -> list[float]:
     if any(v <= 0 for v in values):
         raise UsageError(f"--bandwidth needs positive GB/s, got {text!r}")
     return values
-
-
-def _script(command: list[str]) -> list[str]:
-    rest, module = parse_command(command)
-    if module or not rest[0].endswith(".py"):
-        raise UsageError(
-            "scale runs a script file after --",
-            hint="torchdoctor scale --nproc 1,2 -- python train.py",
-        )
-    from torchdoctor.collect import check_script
-
-    check_script(rest[0])
-    return rest
 
 
 def _node_commands(
@@ -106,14 +95,18 @@ def _node_commands(
 def scale(
     ctx: typer.Context,
     target: str | None = typer.Argument(None, help="WORKLOAD name (or a script after --)."),
-    nproc: str = typer.Option("1,2", "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."),
+    nproc: str = typer.Option(
+        _listed(defaults.SCALE_NPROC), "--nproc", help=f"{NPROC_HELP} at each step, e.g. 1,2,4."
+    ),
     mode: str = typer.Option(
-        "weak",
+        defaults.SCALE_MODE,
         "--mode",
         help="weak: a batch per rank; strong: one global batch split over N (workloads).",
     ),
-    batch: int = typer.Option(256, "--batch", help="Samples per rank (weak) or per step (strong)."),
-    steps: int = typer.Option(30, "--steps", help="Training steps at each N."),
+    batch: int = typer.Option(
+        defaults.SCALE_BATCH, "--batch", help="Samples per rank (weak) or per step (strong)."
+    ),
+    steps: int = typer.Option(defaults.SCALE_STEPS, "--steps", help="Training steps at each N."),
     threads: int | None = typer.Option(
         None,
         "--threads",
@@ -123,7 +116,9 @@ def scale(
         None, "--backend", help="gloo (CPU) or nccl (GPU); default: nccl with a GPU."
     ),
     quick: bool = typer.Option(False, "--quick", help="Fewer benchmark sizes and repeats."),
-    project_to: str = typer.Option("4,8,16", "--project-to", help="World sizes to project to."),
+    project_to: str = typer.Option(
+        _listed(defaults.SCALE_PROJECT_TO), "--project-to", help="World sizes to project to."
+    ),
     bandwidth: str = typer.Option(
         "", "--bandwidth", help="Other link bandwidths to project at, GB/s (e.g. 1,10)."
     ),
@@ -148,7 +143,7 @@ def scale(
         "a slow link takes minutes over the largest).",
     ),
     job_timeout: float = typer.Option(
-        f"{_JOB_TIMEOUT_S:g}s",
+        f"{defaults.SCALE_JOB_TIMEOUT_S:g}s",
         "--job-timeout",
         parser=_job_timeout,
         metavar="DURATION",
@@ -165,7 +160,7 @@ def scale(
     workload = None if command else target
     if nnodes == 1:  # several nodes share one --out by design, each writing its own files
         check_out(out, force=force)
-    script = _script(command) if command else []
+    script = scale_script(*parse_command(command)) if command else []
     nprocs = parse_int_list(nproc, "--nproc")
     check_request(
         workload=workload,
@@ -187,7 +182,9 @@ def scale(
             "--rdzv-endpoint": rdzv_endpoint,
             "--out": str(out) if out else "SHARED_FOLDER",
             "--bench-sizes": bench_sizes or None,
-            "--job-timeout": f"{job_timeout:g}" if job_timeout != _JOB_TIMEOUT_S else None,
+            "--job-timeout": f"{job_timeout:g}"
+            if job_timeout != defaults.SCALE_JOB_TIMEOUT_S
+            else None,
         }
         commands = _node_commands(nnodes, [workload] if workload else [], options, script)
         emit({"nnodes": nnodes, "commands": commands}, lambda c: _print_commands(c, commands))
@@ -216,9 +213,6 @@ def scale(
 
 def _run_study(plan: StudyPlan, out: Path | None) -> None:
     """Run the planned study into a new run folder; show it (node 0) or say it is done."""
-    from torchdoctor.measure import watch_load
-    from torchdoctor.scale import build_study, run_worlds
-
     for w in plan.warnings:  # N larger than the cores: warned, not refused
         err_console.print(f"[yellow]warning:[/] {w}")
     nnodes, nprocs = plan.nnodes, plan.nprocs
@@ -229,24 +223,13 @@ def _run_study(plan: StudyPlan, out: Path | None) -> None:
         f"thread(s) per rank, {plan.backend}" + (f", {nnodes} nodes" if nnodes > 1 else ""),
         "each N >= 2: a collective microbenchmark in the same ranks, then the training job",
     ]
-    try:
-        # The other work on the machine while the jobs ran; each world size a stage.
-        with (
-            watch_load() as load,
-            stage_progress(f"scale {plan.target}", shown, expected=len(nprocs)) as progress,
-        ):
-            run_worlds(plan, run_dir, progress)
-        if plan.node_rank != 0:
-            finish_run_dir(run_dir)
-            done = {"node_rank": plan.node_rank, "run_dir": str(run_dir), "gathered_by": 0}
-            emit(done, lambda c: c.print(f"node {plan.node_rank} done; node 0 gathers the results"))
-            return
-        study = build_study(plan, run_dir).model_copy(update={"machine_load": load.reading})
-        study.write(run_dir / SCALING)
-    except TorchDoctorError as exc:
-        finish_run_dir(run_dir, error=str(exc))
-        raise
-    finish_run_dir(run_dir)
+    # Each world size a stage.
+    with stage_progress(f"scale {plan.target}", shown, expected=len(nprocs)) as progress:
+        study = scale_into(plan, run_dir, progress)
+    if study is None:
+        done = {"node_rank": plan.node_rank, "run_dir": str(run_dir), "gathered_by": 0}
+        emit(done, lambda c: c.print(f"node {plan.node_rank} done; node 0 gathers the results"))
+        return
     write_run_reports(run_dir)
 
     def render(console: Console) -> None:

@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
+from torchdoctor.api import MIN_SERVE_BUDGET_S, serve_into, serve_options
+from torchdoctor.cli import options
 from torchdoctor.cli.live import stage_progress
 from torchdoctor.cli.main import app
-from torchdoctor.cli.options import (
-    budget_option,
-    check_out,
-    default_device,
-    device_option,
-    force_option,
-    out_option,
-    seed_option,
-)
 from torchdoctor.cli.reporting import write_run_reports
 from torchdoctor.cli.state import emit, err_console
-from torchdoctor.core.errors import UsageError
+from torchdoctor.core import defaults
 
 if TYPE_CHECKING:
-    from torchdoctor.serve import InferenceTarget, Request, SlaSpec, VariantSetup
-
-SEARCHES: Final = ("binary", "sweep")
-ARRIVALS: Final = ("poisson", "gamma", "constant")
-#: The shortest --budget for the latency windows: a window of 100 requests needs some time
-#: even for a fast model, and the percentiles need several windows.
-MIN_BUDGET_S: Final = 0.5
-
-
-def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
-    if value not in allowed:
-        raise UsageError(f"{option} {value!r} is not one of {', '.join(allowed)}")
-    return value
+    from torchdoctor.serve import SlaSpec
 
 
 @app.command("serve")
@@ -52,19 +31,27 @@ def serve_command(
         None, "--sla", help="Latency objective, e.g. p99<=20ms (p50, p95 or p99; us, ms, s)."
     ),
     search: str = typer.Option(
-        "binary", "--search", help="How the SLA search walks the rates: binary or sweep."
+        defaults.SERVE_SEARCH,
+        "--search",
+        help="How the SLA search walks the rates: binary or sweep.",
     ),
     arrivals: str = typer.Option(
-        "poisson",
+        defaults.SERVE_ARRIVALS,
         "--arrivals",
         help="Arrival process of the open-loop load: poisson, gamma, constant.",
     ),
-    max_batch: int = typer.Option(64, "--max-batch", min=1, help="Largest batch the curve tries."),
-    max_delay_ms: float = typer.Option(
-        0.0, "--max-delay-ms", min=0.0, help="The batcher's max queue delay (Triton's default 0)."
+    max_batch: int = typer.Option(
+        defaults.SERVE_MAX_BATCH, "--max-batch", min=1, help="Largest batch the curve tries."
     ),
-    budget: float = budget_option(
-        "10s", f"At most this long for the batch-1 latency windows (at least {MIN_BUDGET_S:g} s)."
+    max_delay_ms: float = typer.Option(
+        defaults.SERVE_MAX_DELAY_MS,
+        "--max-delay-ms",
+        min=0.0,
+        help="The batcher's max queue delay (Triton's default 0).",
+    ),
+    budget: float = options.budget_option(
+        options.duration_text(defaults.SERVE_BUDGET_S),
+        f"At most this long for the batch-1 latency windows (at least {MIN_SERVE_BUDGET_S:g} s).",
     ),
     threads: bool = typer.Option(
         True, "--sweep-threads/--no-sweep-threads", help="Also sweep intra-op threads (CPU only)."
@@ -87,10 +74,10 @@ def serve_command(
         "compile, compile_max_autotune, compile_freezing, export, torchscript, int8_dynamic, "
         "bf16_autocast, fp16_autocast, bf16, fp16, channels_last, threads:N.",
     ),
-    out: Path | None = out_option(),
-    force: bool = force_option(),
-    device: str | None = device_option(),
-    seed: int = seed_option(),
+    out: Path | None = options.out_option(),
+    force: bool = options.force_option(),
+    device: str | None = options.device_option(),
+    seed: int = options.seed_option(),
 ) -> None:
     """Serve MODEL request by request and say how fast requests are answered.
 
@@ -117,23 +104,17 @@ def serve_command(
     A variant that does not apply here (bf16 on a device without it) or fails its accuracy
     gate is named with the reason and not timed.
     """
-    from torchdoctor.serve import parse_sla
-
-    if budget < MIN_BUDGET_S:
-        raise UsageError(f"--budget {budget:g}s is under {MIN_BUDGET_S:g} s", hint="e.g. 10s")
+    spec, names = serve_options(
+        sla, search, arrivals, variants.split(",") if variants is not None else None, budget
+    )
     if no_threads:
         err_console.print("warning: --no-threads is deprecated; use --no-sweep-threads")
         threads = False
-    check_out(out, force=force)
-    spec = parse_sla(sla) if sla is not None else None
-    _choice(search, SEARCHES, "--search")
-    _choice(arrivals, ARRIVALS, "--arrivals")
-    names = _variant_names(variants)
-    from torchdoctor.core.rundir import SERVE, finish_run_dir, new_run_dir
-    from torchdoctor.measure import watch_load
-    from torchdoctor.serve import ServePlan, load_target, serve_target
+    options.check_out(out, force=force)
+    from torchdoctor.core.rundir import new_run_dir
+    from torchdoctor.serve import load_target
 
-    device = default_device(device)
+    device = options.default_device(device)
     target = load_target(model, device=device)  # a failing factory or model stops here
     # Progress on stderr (a live view on a terminal), so that --json's stdout holds the one
     # document.
@@ -143,35 +124,21 @@ def serve_command(
         prefix=f"serve {model}: ",
         ticking=False,  # the requests are timed in this process
     ) as progress:
-        calls, setups, variant_notes = _prepare_variants(names, target, progress)
-        plan = ServePlan(
-            max_batch_size=max_batch,
-            latency_budget_s=budget,
-            threads=threads,
+        result, run_dir = serve_into(
+            lambda: new_run_dir("serve", model, out=out),
+            target,
+            spec=spec,
+            variants=names,
+            search=search,
+            arrivals=arrivals,
+            max_batch=max_batch,
+            max_delay_ms=max_delay_ms,
+            budget_s=budget,
+            sweep_threads=threads,
             instances=instances,
-            sla=spec,
-            search=search,  # type: ignore[arg-type]  # checked by _choice
-            arrivals=arrivals,  # type: ignore[arg-type]
-            max_queue_delay_s=max_delay_ms / 1e3,
             seed=seed,
-            variants=calls,
+            progress=progress,
         )
-        run_dir = new_run_dir("serve", model, out=out)
-        try:
-            with watch_load() as load:
-                result = serve_target(target, plan, progress=progress)
-            result = result.model_copy(
-                update={
-                    "machine_load": load.reading,
-                    "variant_setups": setups,
-                    "notes": [*variant_notes, *result.notes],
-                }
-            )
-            result.write(run_dir / SERVE)
-        except BaseException as exc:
-            finish_run_dir(run_dir, error=f"{type(exc).__name__}: {exc}")
-            raise
-        finish_run_dir(run_dir)
 
     def render(console: Console) -> None:
         from torchdoctor.report import render_sections
@@ -180,18 +147,6 @@ def serve_command(
 
     emit(result, render)
     write_run_reports(run_dir)
-
-
-def _variant_names(text: str | None) -> list[str]:
-    """The --variants list, each name checked before anything is built (exit 2 if unknown)."""
-    from torchdoctor.serve import variant_spec
-
-    names = [n.strip() for n in (text or "").split(",") if n.strip()]
-    if len(set(names)) != len(names):
-        raise UsageError(f"--variants names a variant twice: {text}")
-    for name in names:
-        variant_spec(name)
-    return names
 
 
 def _plan_lines(
@@ -213,31 +168,3 @@ def _plan_lines(
     if variants:
         lines.append(f"variants against eager, each gated on accuracy: {', '.join(variants)}")
     return lines
-
-
-def _prepare_variants(
-    names: list[str], target: InferenceTarget, progress: Callable[[str], None]
-) -> tuple[dict[str, Request], list[VariantSetup], list[str]]:
-    """Each variant built and gated on accuracy; only those that pass are timed."""
-    from torchdoctor.serve import VariantUnavailable, prepare_variant
-
-    calls: dict[str, Request] = {}
-    setups: list[VariantSetup] = []
-    notes: list[str] = []
-    args = target.batch(1)
-    for name in names:
-        progress(f"preparing the variant {name}")
-        try:
-            prepared = prepare_variant(name, target.model, args, device=target.device)
-        except VariantUnavailable as exc:
-            notes.append(f"{name}: not measured, it does not apply here ({exc.reason})")
-            continue
-        setups.append(prepared.record())
-        if not prepared.accuracy.passed:
-            notes.append(
-                f"{name}: not measured, it fails the accuracy gate against fp32 eager "
-                f"({prepared.accuracy.tolerance.describe()})"
-            )
-            continue
-        calls[name] = functools.partial(prepared.call, args)
-    return calls, setups, notes

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +49,30 @@ def emit(result: Record | dict[str, Any], render: Callable[[Console], None]) -> 
 def progress_enabled() -> bool:
     """Progress bars only for a person watching a terminal, never inside --json output."""
     return err_console.is_terminal and not settings.json
+
+
+@contextmanager
+def showing_warnings() -> Iterator[None]:
+    """The API's warnings (`TorchDoctorWarning`) printed as the commands print theirs, one
+    `warning:` line on stderr as each happens; any other warning as Python shows it."""
+    from torchdoctor.api import TorchDoctorWarning
+
+    with warnings.catch_warnings():
+        python_shows = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: Any = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, TorchDoctorWarning):
+                err_console.print(f"[yellow]warning:[/] {message}", highlight=False)
+            else:
+                python_shows(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", TorchDoctorWarning)
+        yield

@@ -460,14 +460,11 @@ def diagnose_into_run_dir(
 ) -> tuple[Path, list[str]]:
     """Diagnose on `device`, with the baseline's `settings` and the workload's `params`, into
     the (new) run folder; returns it and the prescribed knobs."""
-    from torchdoctor.core.rundir import marking_interruption, new_run_dir
-    from torchdoctor.tune import diagnose_before_tuning
+    from torchdoctor.api import diagnosed_run_dir
 
-    run_dir = new_run_dir("tune", workload, out=out)
-    with marking_interruption(run_dir):
-        prescribed = diagnose_before_tuning(
-            workload, run_dir, device=device, settings=settings, params=params
-        )
+    run_dir, prescribed = diagnosed_run_dir(
+        workload, out, device=device, settings=settings, params=params
+    )
     if not settings_json():
         shown = ", ".join(prescribed) or "none"
         err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)

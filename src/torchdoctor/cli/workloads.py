@@ -11,7 +11,7 @@ from torchdoctor.cli.state import emit
 @app.command("workloads")
 def workloads_command() -> None:
     """List the built-in workloads (use one with `torchdoctor run NAME`)."""
-    from torchdoctor.workloads import list_workloads
+    from torchdoctor.api import workloads
 
     rows = [
         {
@@ -23,7 +23,7 @@ def workloads_command() -> None:
             "default_batch_size": w.default_batch_size,
             "input_shapes": {k: list(v) for k, v in w.input_shapes.items()},
         }
-        for w in list_workloads()
+        for w in workloads()
     ]
 
     def render(console: Console) -> None:

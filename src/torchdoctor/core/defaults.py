@@ -59,3 +59,30 @@ ANALYZE_TOP: Final = 15
 
 #: `report --format`.
 REPORT_FORMAT: Final = "html"
+
+#: `scale --nproc`, `--mode`, `--batch`, `--steps`: the world sizes measured (one process and
+#: two: the smallest study with a speedup), samples per rank (weak scaling), steps at each N.
+SCALE_NPROC: Final = (1, 2)
+SCALE_MODE: Final = "weak"
+SCALE_BATCH: Final = 256
+SCALE_STEPS: Final = 30
+#: `scale --project-to`: the world sizes the model T(N) projects to.
+SCALE_PROJECT_TO: Final = (4, 8, 16)
+#: `scale --job-timeout`: one world size's job, ended with its ranks after this (the scale
+#: stage's own `launch.JOB_TIMEOUT_S`, tests/unit/test_api_surface.py holds them equal).
+SCALE_JOB_TIMEOUT_S: Final = 900.0
+
+#: `serve --search`, `--arrivals`, `--max-batch`, `--max-delay-ms`, `--budget`: the SLA
+#: search's walk, the open-loop arrival process, the largest batch the curve tries, the
+#: batcher's queue delay (Triton's default, 0) and the batch-1 latency windows' time.
+SERVE_SEARCH: Final = "binary"
+SERVE_ARRIVALS: Final = "poisson"
+SERVE_MAX_BATCH: Final = 64
+SERVE_MAX_DELAY_MS: Final = 0.0
+SERVE_BUDGET_S: Final = 10.0
+
+#: `demo --budget`: 8 minutes of tuning leaves two of the demo's ten for the diagnosis (10 s
+#: on a quiet 2-core machine, about a minute on a busy one), the budget's grace period (the
+#: budget is a hard stop: see torchdoctor.tune.tuner.BUDGET_GRACE_S) and writing the run
+#: folder and report. `--quick` sizes its own (tune/demo.py `quick_budget_s`).
+DEMO_BUDGET_S: Final = 480.0

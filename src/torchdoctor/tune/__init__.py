@@ -9,6 +9,7 @@ from torchdoctor.tune.api import tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.cost import study_budget_s
+from torchdoctor.tune.demo import DEFAULT_DEMO_BUDGET, QUICK_KNOBS, demo_config, demo_story
 from torchdoctor.tune.fit_decisions import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
@@ -36,6 +37,8 @@ from torchdoctor.tune.tuner import Tuner
 
 __all__ = [
     "CONFIG_FILE",
+    "DEFAULT_DEMO_BUDGET",
+    "QUICK_KNOBS",
     "TOLERANCES",
     "Confirmation",
     "FitLadder",
@@ -59,6 +62,8 @@ __all__ = [
     "check_parity",
     "check_tunable",
     "cleartext_note",
+    "demo_config",
+    "demo_story",
     "diagnose_before_tuning",
     "diagnosed_step_s",
     "is_torchrun",

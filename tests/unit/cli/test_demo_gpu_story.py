@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import torchdoctor.cli.demo as demo_mod
+import torchdoctor.tune.demo as demo_plan
 from torchdoctor.cli.main import main
 from torchdoctor.knobs import Recipe
 from torchdoctor.tune import TuneConfig
@@ -69,7 +70,7 @@ def test_on_a_cpu_the_story_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> Non
     main(["demo"])
     (config,) = configs
     assert config.workload == diagnosed[0] == "cnn" and config.device == "cpu"
-    assert config.knobs == list(demo_mod.DEMO_KNOBS) and config.notes == []
+    assert config.knobs == list(demo_plan.DEMO_KNOBS) and config.notes == []
 
 
 def test_gpt2_small_is_the_gpt_at_gpt2_smalls_shape_with_handwritten_attention() -> None:

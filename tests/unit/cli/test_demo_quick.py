@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 import torchdoctor.cli.demo as demo_mod
+import torchdoctor.tune.demo as demo_plan
 from torchdoctor.cli.main import main
+from torchdoctor.cli.options import parse_duration
 from torchdoctor.core import rundir
 from torchdoctor.knobs import COMPILE
 from torchdoctor.tune import TuneConfig, diagnosed_step_s
@@ -47,10 +49,10 @@ def test_quick_tries_three_knobs_without_compile_on_shorter_ab(
     configs = _capture(monkeypatch, ["num_workers", COMPILE.name])
     main(["demo", "--quick"])
     (config,) = configs
-    assert config.knobs is not None and len(config.knobs) == demo_mod.QUICK_KNOBS
+    assert config.knobs is not None and len(config.knobs) == demo_plan.QUICK_KNOBS
     assert config.knobs[0] == "num_workers" and COMPILE.name not in config.knobs
     assert config.prescribed == ["num_workers"]
-    assert config.budget_s == demo_mod.quick_budget_s(config.device) and not config.search_batch
+    assert config.budget_s == demo_plan.quick_budget_s(config.device) and not config.search_batch
     assert config.plan.rounds < TuneConfig(workload="cnn").plan.rounds
     # A knob is one trial where it wins: bf16 kept, fp16 is not tried against it.
     assert not config.values_after_keep
@@ -66,7 +68,7 @@ def test_the_full_demo_keeps_its_budget_and_every_knob(monkeypatch: pytest.Monke
     assert config.budget_s == 8 * 60 and config.notes == [] and config.search_batch
     assert config.values_after_keep
     assert config.knobs is not None and config.knobs[0] == COMPILE.name
-    assert set(demo_mod.DEMO_KNOBS) <= set(config.knobs)
+    assert set(demo_plan.DEMO_KNOBS) <= set(config.knobs)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -74,18 +76,18 @@ def test_quick_budget_fits_its_knobs_at_the_devices_costs(device: str) -> None:
     """Sized from the trial costs recorded for the device class: the baseline, a ladder trial
     per knob, a win's second pair and the final A/B's pairs all fit; on a GPU also the
     baseline's twin, which measures the spread between processes up front."""
-    start_s, step_s, warmup_steps = demo_mod.QUICK_COSTS[device]
-    plan = demo_mod.QUICK_PLAN
+    start_s, step_s, warmup_steps = demo_plan.QUICK_COSTS[device]
+    plan = demo_plan.QUICK_PLAN
     costs = TrialCosts.of(open_s=start_s + warmup_steps * step_s, step_s=step_s, plan=plan)
     story = story_s(
         costs,
         plan,
-        knobs=demo_mod.QUICK_KNOBS,
+        knobs=demo_plan.QUICK_KNOBS,
         reference_runs=REFERENCE_RUNS,
         twin=device == "cuda",
     )
-    budget_s = demo_mod.quick_budget_s(device)
-    assert story <= budget_s < story + demo_mod.QUICK_BUDGET_STEP_S
+    budget_s = demo_plan.quick_budget_s(device)
+    assert story <= budget_s < story + demo_plan.QUICK_BUDGET_STEP_S
     # A GPU's 10 s process starts ask for more than the 90 s that tried nothing on an H200.
     if device == "cuda":
         assert budget_s > 90
@@ -108,7 +110,7 @@ def test_quick_budget_follows_the_step_the_diagnosis_measured(
     (config,) = configs
     step_s = diagnosed_step_s(tmp_path)
     assert step_s is not None and 0.02 < step_s < 0.03
-    assert config.budget_s == demo_mod.quick_budget_s(config.device, step_s=step_s)
+    assert config.budget_s == demo_plan.quick_budget_s(config.device, step_s=step_s)
 
 
 def test_a_busy_machines_step_sizes_the_budget_up_to_the_full_demos(
@@ -124,11 +126,11 @@ def test_a_busy_machines_step_sizes_the_budget_up_to_the_full_demos(
     configs = _capture(monkeypatch, [], run_dir=tmp_path)
     main(["demo", "--quick"])
     (config,) = configs
-    assert config.budget_s == demo_mod.parse_duration(demo_mod.DEFAULT_DEMO_BUDGET)
-    assert config.budget_s > demo_mod.quick_budget_s(config.device)
+    assert config.budget_s == parse_duration(demo_plan.DEFAULT_DEMO_BUDGET)
+    assert config.budget_s > demo_plan.quick_budget_s(config.device)
 
 
 def test_quick_never_asks_for_more_than_the_full_demo() -> None:
-    full = demo_mod.parse_duration(demo_mod.DEFAULT_DEMO_BUDGET)
-    assert demo_mod.quick_budget_s("cpu", step_s=3.6) == full
-    assert demo_mod.quick_budget_s("cpu") < full
+    full = parse_duration(demo_plan.DEFAULT_DEMO_BUDGET)
+    assert demo_plan.quick_budget_s("cpu", step_s=3.6) == full
+    assert demo_plan.quick_budget_s("cpu") < full

@@ -78,7 +78,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     "batch size and thread count of a point), not the knobs",
     ("serve/variant_builds.py", "torch.autocast"): "an fp32 island turns autocast off inside a "
     "lower-precision model",
-    ("cli/demo.py", "list"): "the demo's selection of knobs for its one small network, a choice "
+    ("tune/demo.py", "list"): "the demo's selection of knobs for its one small network, a choice "
     "about the demo",
     ("tune/api.py", "list"): "the values in force when threads and num_workers are unset (this "
     "process's thread count, the workload's workers)",

@@ -4,6 +4,7 @@ fake stage events and fake runners: no job runs, no model is served."""
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Callable
 from typing import Any
@@ -105,7 +106,8 @@ def _failing_runner(stages: list[str]) -> Callable[..., Any]:
 def test_scale_reports_each_world_as_a_stage(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import torchdoctor.scale as scale
+    # By its full name: `torchdoctor.scale` on the package is the API's function.
+    scale = importlib.import_module("torchdoctor.scale")
 
     err = _console(monkeypatch, terminal=False)
     monkeypatch.setattr(scale, "run_worlds", _failing_runner(STAGES))
@@ -117,7 +119,7 @@ def test_scale_reports_each_world_as_a_stage(
 def test_serve_reports_its_stages(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import torchdoctor.serve as serve
+    serve = importlib.import_module("torchdoctor.serve")
 
     err = _console(monkeypatch, terminal=False)
     monkeypatch.setattr(serve, "serve_target", _failing_runner(["latency at batch size 1"]))

@@ -15,12 +15,12 @@ import pytest
 
 from device_costs import DeviceCostArms
 from fakes import FakeClock
-from torchdoctor.cli.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.measure import TimerKind
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune.api import chained_note
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.cost import TrialCosts, confirm_cost_s, opened_s
+from torchdoctor.tune.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import TrialResult, read_trial

@@ -16,12 +16,12 @@ import pytest
 
 from device_costs import DeviceCostArms
 from fakes import FakeClock
-from torchdoctor.cli.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.measure import MIN_REPLICATES
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import tune
 from torchdoctor.tune.budget import BUDGET_GRACE_S
 from torchdoctor.tune.cost import pair_cost_s
+from torchdoctor.tune.demo import QUICK_PLAN, quick_budget_s
 from torchdoctor.tune.ladder import ClimbOutcome, LadderPlan, climb
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.records import Confirmation, TrialResult
