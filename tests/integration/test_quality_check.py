@@ -9,7 +9,7 @@ autocast where the activations overflow fp16's range.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -87,10 +87,22 @@ def _workload(cls: type[CnnWorkload] = CnnWorkload) -> CnnWorkload:
     return cls(decode_cost_us=0.0)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """One thread: CI runs this file beside another test process on 2 cores, where a
+    two-thread step waits on OpenMP barriers whenever the other process holds a core (one run
+    of the parity window took 119 s on two threads against 16 s on one, at a load average of
+    7). The reference and every candidate train on the same thread count; the process's own
+    count is restored for the files that run after this one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module", params=SEEDS)
 def reference(request: pytest.FixtureRequest) -> tuple[int, QualityReference]:
     seed = int(request.param)
-    torch.set_num_threads(2)
     base = _losses(_workload(), {}, seed)
     replicas = [
         _losses(_workload(), {}, seed, perturbation=i) for i in range(1, REFERENCE_RUNS + 1)

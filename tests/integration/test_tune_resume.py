@@ -40,6 +40,7 @@ def _completed_keys(run: Path) -> list[str]:
 
 
 @pytest.mark.study  # a tuner in its own process, killed mid-study and resumed
+@pytest.mark.untimed  # which trials are stored and prepared, whatever their verdicts
 def test_sigkill_then_resume_loses_and_reruns_nothing(tmp_path: Path) -> None:
     log = tmp_path / "prepared.jsonl"
     config: TuneConfig = with_plan(

@@ -35,6 +35,7 @@ BUDGET = "20m"
 
 
 @pytest.mark.study
+@pytest.mark.untimed  # its one trial does not apply (no A/B): records, no timing
 @pytest.mark.timeout(1500)  # a hang fails the test instead of blocking CI
 def test_a_torchrun_job_is_tuned_as_one_arm_and_its_recipe_runs_on_every_rank(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
