@@ -44,6 +44,22 @@ PROBE_FILE: Final = "fsdp_probe.json"
 PROBE_REPEATS: Final = 7
 PROBE_WARMUP: Final = 2
 Work = Callable[[], object]
+#: The probe's update size where the optimizer's own step cannot run unhooked.
+PROBE_LR = 1e-3
+
+
+def unhooked_step(optimizer: Any) -> Callable[[], object] | None:
+    """`optimizer.step` without torch.optim's step hooks (the instrumentation's step
+    boundaries), or None where this torch does not wrap it as expected.
+
+    torch.optim wraps each optimizer class's `step` once in `Optimizer.profile_hook_step`
+    (marked `hooked`, made with functools.wraps), which runs the global and per-optimizer step
+    hooks around the class's own step; `__wrapped__` is that step, one level down."""
+    step = type(optimizer).step
+    raw = getattr(step, "__wrapped__", None)
+    if not getattr(step, "hooked", False) or raw is None:
+        return None
+    return lambda: raw(optimizer)
 
 
 class OptimizerProbe(SubRecord):
@@ -219,8 +235,6 @@ def _step_over(optimizer: Any, params: list[Any]) -> float:
     gradient), stepped without torch.optim's step hooks (the rank's instrumentation marks a
     step there)."""
     import torch
-
-    from torchdoctor.scale._rank_train import PROBE_LR, unhooked_step
 
     grads = [torch.full_like(p, 0.01) for p in params]
     for p, g in zip(params, grads, strict=True):
