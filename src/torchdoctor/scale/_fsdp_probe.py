@@ -88,23 +88,23 @@ class OptimizerProbe(SubRecord):
 
 
 class FsdpProbe(Record):
-    """FSDP2's CPU work per step at `world_size` beyond N = 1's, timed in the ranks (module)."""
+    """FSDP2's CPU work at `world_size` beyond N = 1's, timed in the ranks (module)."""
 
     schema_name: ClassVar[str] = "fsdp_probe"
 
     world_size: int
-    #: FSDP2's copies around the step's all-gathers and reduce-scatters, seconds per step,
-    #: by phase (the forward's all-gathers; the backward's all-gathers and reduce-scatters).
-    forward_copy_s: float
-    backward_copy_s: float
+    #: FSDP2's work around one all-gather and one reduce-scatter of each unit (seconds, by
+    #: the unit's name in the shape); `fsdp.project_fsdp` counts them as the step runs them.
+    gather_s: dict[str, float]
+    reduce_s: dict[str, float]
     #: Whether the all-gathers were the job's own (`FSDPModule.unshard`, main-thread CPU less a
     #: bare all-gather's) or their copies on plain tensors (`gather_copies`).
     gathers_as_run: bool = False
     optimizer: OptimizerProbe | None = None
 
-    @property
-    def copy_s(self) -> float:
-        return self.forward_copy_s + self.backward_copy_s
+    def work_s(self, unit: str, kind: str) -> float:
+        """FSDP2's work around one collective of `kind` of `unit` (0 for a unit not timed)."""
+        return (self.gather_s if kind == "all_gather" else self.reduce_s).get(unit, 0.0)
 
 
 def _median(work: Work, clock: Callable[[], float] = time.perf_counter) -> float:
@@ -177,49 +177,29 @@ def _dtypes(shape: ModelShape, param_dtype_bytes: int, reduce_dtype_bytes: int) 
     return own, gathered, by_size.get(reduce_dtype_bytes, gathered)
 
 
-def copies_per_step(
+def unit_work(
     shape: ModelShape,
     world_size: int,
     *,
     param_dtype_bytes: int,
     reduce_dtype_bytes: int,
-    reshard_after_forward: bool,
     gather_cost: UnitCost | None = None,
     reduce_cost: UnitCost | None = None,
-) -> tuple[float, float]:
-    """Seconds per step of FSDP2's work around its collectives (forward, backward): each
-    unit's all-gather (`gather_cost`; else the copies on plain tensors, `gather_copies`) and
-    reduce-scatter (`reduce_cost`; else `reduce_copies`) timed once and counted as often as
-    the step runs it (`fsdp.fsdp_collectives`)."""
-    from torchdoctor.scale.fsdp import fsdp_collectives
-
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Seconds of FSDP2's work around one all-gather and one reduce-scatter of each unit, by
+    the unit's name: `gather_cost` (else the copies on plain tensors, `gather_copies`) and
+    `reduce_cost` (else `reduce_copies`); never below 0 (a difference of two timings)."""
     own, gathered, reduced = _dtypes(shape, param_dtype_bytes, reduce_dtype_bytes)
 
     def copies_of(make: Callable[..., Work], dtype: Any) -> UnitCost:
         return lambda unit: _median(make(unit, world_size, own, dtype))
 
-    costs = {
-        "all_gather": gather_cost or copies_of(gather_copies, gathered),
-        "reduce_scatter": reduce_cost or copies_of(reduce_copies, reduced),
-    }
-    units = {u.name: u for u in shape.units}
-    timed: dict[tuple[str, str], float] = {}
-    forward = backward = 0.0
-    for c in fsdp_collectives(
-        shape,
-        world_size,
-        param_dtype_bytes=param_dtype_bytes,
-        reduce_dtype_bytes=reduce_dtype_bytes,
-        reshard_after_forward=reshard_after_forward,
-    ):
-        key = (c.unit, c.kind)
-        if key not in timed:
-            timed[key] = max(0.0, costs[c.kind](units[c.unit]))
-        if c.phase == "forward":
-            forward += timed[key]
-        else:
-            backward += timed[key]
-    return forward, backward
+    gather = gather_cost or copies_of(gather_copies, gathered)
+    reduce = reduce_cost or copies_of(reduce_copies, reduced)
+    return (
+        {u.name: max(0.0, gather(u)) for u in shape.units},
+        {u.name: max(0.0, reduce(u)) for u in shape.units},
+    )
 
 
 def _hyperparameters(optimizer: Any) -> dict[str, Any]:
@@ -327,12 +307,11 @@ def probe_job(job: Any, optimizer: Any, modules: dict[str, Any], out: Path | Non
     dist.barrier()
     real = set(modules) == {u.name for u in job.shape.units}
     _, gathered, _ = _dtypes(job.shape, job.param_dtype_bytes, job.reduce_dtype_bytes)
-    forward, backward = copies_per_step(
+    gathers, reduces = unit_work(
         job.shape,
         world,
         param_dtype_bytes=job.param_dtype_bytes,
         reduce_dtype_bytes=job.reduce_dtype_bytes,
-        reshard_after_forward=job.reshard_after_forward,
         gather_cost=_unshard_cost(modules, gathered) if real else None,
     )
     dist.barrier()
@@ -347,8 +326,8 @@ def probe_job(job: Any, optimizer: Any, modules: dict[str, Any], out: Path | Non
     if out is not None:
         FsdpProbe(
             world_size=world,
-            forward_copy_s=forward,
-            backward_copy_s=backward,
+            gather_s=gathers,
+            reduce_s=reduces,
             gathers_as_run=real,
             optimizer=opt,
         ).write(out / PROBE_FILE)

@@ -389,7 +389,8 @@ def project_fsdp(
     timed_opt = probe.optimizer if probe is not None else None
     share = timed_opt.share(shard_elements) if timed_opt is not None else shard
     optimizer = optimizer_s * share
-    copies = probe.copy_s if probe is not None and world_size > 1 else 0.0
+    # FSDP2's work around each collective, as often as the step runs it (none at N = 1)
+    copies = sum(probe.work_s(c.unit, c.kind) for c in collectives) if probe is not None else 0.0
     exposed_s = edge_s + out
     skew = rank_skew([t * slow for t in step_times], world_size)
     return FsdpProjection(

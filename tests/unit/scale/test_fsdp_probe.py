@@ -16,11 +16,11 @@ from torchdoctor.scale._fsdp_probe import (
     FsdpProbe,
     OptimizerProbe,
     _hyperparameters,
-    copies_per_step,
     gather_copies,
     probe_optimizer,
     read_fsdp_probe,
     reduce_copies,
+    unit_work,
 )
 
 
@@ -67,46 +67,24 @@ def test_the_optimizer_share_is_per_tensor_plus_per_element() -> None:
     assert _optimizer(shard_s=0.011).share(250) == pytest.approx(1.0)
 
 
-def test_each_collective_s_work_counts_as_often_as_the_step_runs_it() -> None:
+def test_each_unit_s_work_is_timed_once_and_never_below_zero() -> None:
     gathered: list[str] = []
 
     def gather(unit: ShardUnit) -> float:
         gathered.append(unit.name)
-        return 1.0
+        return 1.0 if unit.name else -1.0  # the root cheaper than a bare all-gather: noise
 
-    kept = copies_per_step(
+    gathers, reduces = unit_work(
         _shape(),
         2,
         param_dtype_bytes=2,
         reduce_dtype_bytes=2,
-        reshard_after_forward=False,
         gather_cost=gather,
         reduce_cost=lambda unit: 10.0,
     )
-    # no reshard: each unit gathered once in the forward; both reduce-scattered after
-    assert kept == (2.0, 20.0)
-    assert sorted(gathered) == ["", "b0"]  # timed once a unit
-    resharded = copies_per_step(
-        _shape(),
-        2,
-        param_dtype_bytes=2,
-        reduce_dtype_bytes=2,
-        reshard_after_forward=True,
-        gather_cost=lambda unit: 1.0,
-        reduce_cost=lambda unit: 10.0,
-    )
-    # the block gathered again in the backward (the root stays unsharded)
-    assert resharded == (2.0, 21.0)
-    negative = copies_per_step(
-        _shape(),
-        2,
-        param_dtype_bytes=2,
-        reduce_dtype_bytes=2,
-        reshard_after_forward=False,
-        gather_cost=lambda unit: -1.0,  # FSDP2 cheaper than a bare all-gather: noise
-        reduce_cost=lambda unit: 0.0,
-    )
-    assert negative == (0.0, 0.0)
+    assert gathered == ["b0", ""]
+    assert gathers == {"b0": 1.0, "": 0.0}
+    assert reduces == {"b0": 10.0, "": 10.0}
 
 
 def test_the_copies_run_at_the_units_sizes() -> None:
@@ -114,10 +92,9 @@ def test_the_copies_run_at_the_units_sizes() -> None:
     block = shape.units[0]
     gather_copies(block, 2, torch.float32, torch.bfloat16)()
     reduce_copies(block, 2, torch.float32, torch.bfloat16)()
-    forward, backward = copies_per_step(
-        shape, 2, param_dtype_bytes=2, reduce_dtype_bytes=2, reshard_after_forward=False
-    )
-    assert forward > 0 and backward > 0
+    gathers, reduces = unit_work(shape, 2, param_dtype_bytes=2, reduce_dtype_bytes=2)
+    assert set(gathers) == set(reduces) == {"b0", ""}
+    assert all(t > 0 for t in [*gathers.values(), *reduces.values()])
 
 
 def test_the_job_s_optimizer_is_rebuilt_at_both_sizes() -> None:
@@ -136,12 +113,20 @@ def test_the_job_s_optimizer_is_rebuilt_at_both_sizes() -> None:
 def test_the_projection_adds_the_probe_s_work() -> None:
     # _project's shape: 176 elements, 88 a rank at N = 2
     timed = _optimizer().model_copy(update={"full_elements": 176, "shard_elements": 88})
-    probe = FsdpProbe(world_size=2, forward_copy_s=0.003, backward_copy_s=0.002, optimizer=timed)
+    # _project's units: blocks b0, b1 and the root ""
+    work = {"b0": 0.001, "b1": 0.001, "": 0.002}
+    probe = FsdpProbe(
+        world_size=2, gather_s=work, reduce_s={"b0": 0.0005, "b1": 0.0005}, optimizer=timed
+    )
     bare = _project()
     probed = _project(probe=probe)
     assert bare.optimizer_source == "elements" and bare.copy_s == 0.0
     assert probed.optimizer_source == "probe"
+    # no reshard: each unit gathered once (4 ms), each reduce-scattered once (1 ms; the root
+    # not timed counts 0)
     assert probed.copy_s == pytest.approx(0.005)
+    # a reshard gathers the blocks again in the backward
+    assert _project(probe=probe, reshard_after_forward=True).copy_s == pytest.approx(0.007)
     share = 0.6  # the probe timed the shard's 88 elements at 6 ms of the whole's 10
     assert probed.optimizer_share == pytest.approx(share)
     assert probed.optimizer_s == pytest.approx(0.012 * share * 1.5)  # slowed as the compute
@@ -154,7 +139,9 @@ def test_the_projection_adds_the_probe_s_work() -> None:
 
 def test_the_probe_is_read_back_from_the_run_folder(tmp_path: Path) -> None:
     assert read_fsdp_probe(tmp_path) is None
-    probe = FsdpProbe(world_size=2, forward_copy_s=0.003, backward_copy_s=0.002)
+    probe = FsdpProbe(world_size=2, gather_s={"": 0.003}, reduce_s={"": 0.002})
     probe.write(tmp_path / "fsdp_probe.json")
     back = read_fsdp_probe(tmp_path)
-    assert back is not None and back.copy_s == pytest.approx(0.005)
+    assert back is not None
+    assert (back.work_s("", "all_gather"), back.work_s("", "reduce_scatter")) == (0.003, 0.002)
+    assert back.work_s("b0", "all_gather") == 0.0
