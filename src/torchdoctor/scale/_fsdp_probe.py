@@ -23,6 +23,10 @@ ranks before their training (`probe_job`, called when the job's optimizer is bui
   `OptimizerProbe.share` carries the two to any N as per-tensor + per-element (the same
   tensors at both sizes, so two sizes fix both terms).
 
+- How much one all-gather running behind the computation (prefetched, asynchronous, as the
+  job runs it on the CPU) slows that computation: gloo's threads and the sockets take cores
+  the ranks compute on (`_under_compute_cost`, behind the co-location probe's generic work).
+
 Rank 0 writes the record (`PROBE_FILE`) into the run folder; `scale/runner.py`'s `fsdp_at`
 hands it to `project_fsdp`.
 """
@@ -34,6 +38,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Final
+
+from pydantic import Field
 
 from torchdoctor.core.records import Record, SubRecord
 from torchdoctor.core.shard_memory import ModelShape, ShardUnit
@@ -97,6 +103,11 @@ class FsdpProbe(Record):
     #: the unit's name in the shape); `fsdp.project_fsdp` counts them as the step runs them.
     gather_s: dict[str, float]
     reduce_s: dict[str, float]
+    #: What one all-gather of each unit adds to the rank's computation when it runs behind it
+    #: (prefetched and asynchronous, as the job runs it), beyond `gather_s`: gloo's threads
+    #: and the socket work competing with the computation for the cores (seconds, by unit;
+    #: empty where the job's units were not at hand).
+    under_compute_s: dict[str, float] = Field(default_factory=dict)
     #: Whether the all-gathers were the job's own (`FSDPModule.unshard`, main-thread CPU less a
     #: bare all-gather's) or their copies on plain tensors (`gather_copies`).
     gathers_as_run: bool = False
@@ -295,6 +306,51 @@ def _unshard_cost(modules: dict[str, Any], dtype: Any) -> UnitCost:
     return cost
 
 
+#: A computation block behind an all-gather lasts this many times the all-gather alone, so the
+#: gather ends inside it and what is timed is the interference, not a wait for the gather.
+COVER: Final = 3.0
+#: The most calls of the work in one block (a gather long beside the work).
+MAX_CALLS: Final = 200
+
+
+def _under_compute_cost(modules: dict[str, Any], work: Work, own: dict[str, float]) -> UnitCost:
+    """A unit's all-gather issued asynchronously (`FSDPModule.unshard(async_op=True)`) and
+    waited for after a block of `work` (the job's prefetch on the CPU): the block's time with
+    the gather behind it less without, less FSDP2's own work (`own`). Every rank runs the
+    same number of calls (the largest any rank needs)."""
+    import math
+
+    import torch
+    import torch.distributed as dist
+
+    def cost(unit: ShardUnit) -> float:
+        module = modules[unit.name]
+
+        def gather() -> None:
+            module.unshard()
+            module.reshard()
+
+        one = _median(work)
+        need = min(MAX_CALLS, max(1, math.ceil(COVER * _median(gather) / max(one, 1e-9))))
+        calls = torch.tensor([need])
+        dist.all_reduce(calls, op=dist.ReduceOp.MAX)
+
+        def alone() -> None:
+            for _ in range(int(calls[0])):
+                work()
+
+        def behind() -> None:
+            handle = module.unshard(async_op=True)
+            alone()
+            if handle is not None:
+                handle.wait()
+            module.reshard()
+
+        return _median(behind) - _median(alone) - own.get(unit.name, 0.0)
+
+    return cost
+
+
 def probe_job(job: Any, optimizer: Any, modules: dict[str, Any], out: Path | None) -> None:
     """Time the probes in this rank (every rank at once, after a barrier in the job's group)
     and write the record from rank 0 (`out`: the run folder; None on the other ranks).
@@ -314,6 +370,12 @@ def probe_job(job: Any, optimizer: Any, modules: dict[str, Any], out: Path | Non
         reduce_dtype_bytes=job.reduce_dtype_bytes,
         gather_cost=_unshard_cost(modules, gathered) if real else None,
     )
+    under: dict[str, float] = {}
+    if real:
+        from torchdoctor.scale._rank_bench import generic_work
+
+        cost = _under_compute_cost(modules, generic_work(), gathers)
+        under = {u.name: max(0.0, cost(u)) for u in job.shape.units}
     dist.barrier()
     try:
         params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -328,6 +390,7 @@ def probe_job(job: Any, optimizer: Any, modules: dict[str, Any], out: Path | Non
             world_size=world,
             gather_s=gathers,
             reduce_s=reduces,
+            under_compute_s=under,
             gathers_as_run=real,
             optimizer=opt,
         ).write(out / PROBE_FILE)

@@ -293,6 +293,9 @@ class FsdpProjection(SubRecord):
     exposed_s: float
     #: What runs under the compute; the assumption the hidden part rests on (`Overlap`).
     overlap: Overlap
+    #: What the hidden collectives take from the compute (in `exposed_s`): the probe's timing
+    #: of each behind the computation ("probe"), else the all-gather's CPU share ("cpu").
+    interference_source: Literal["probe", "cpu"] = "cpu"
     #: The wait for the slowest rank (`projection.rank_skew`; 0 in an older record).
     skew_s: float = 0.0
     step_s: float
@@ -339,7 +342,9 @@ def project_fsdp(
     `step_times` as DDP's projection draws it (`projection.rank_skew`; 0 without them). With
     the ranks' `probe` (`_fsdp_probe`): FSDP2's copies around the collectives are added to the
     step as timed (the ranks ran them at once, as they run their steps, so not slowed again),
-    and the optimizer's shard share is the probe's per-tensor + per-element one. The
+    the optimizer's shard share is the probe's per-tensor + per-element one, and what the
+    hidden all-gathers take from the compute is the probe's timing of each behind a
+    computation (instead of `cpu_share`). The
     band: the fits' 95% band on the communication and the slowdown's interval on the
     compute, at their ends together.
     """
@@ -374,9 +379,20 @@ def project_fsdp(
     edge_s, edge_se = sum(t for t, _ in on_step), sum(e for _, e in on_step)
     rest_s, rest_se = sum(t for t, _ in under), sum(e for _, e in under)
 
+    # what the hidden collectives take from the compute: the probe's timing of each behind
+    # the computation where it has them, else `cpu_share` of their time
+    interference = (
+        sum(probe.under_compute_s.get(c.unit, 0.0) for c, _ in middle if _overlaps(c, overlap))
+        if probe is not None and probe.under_compute_s
+        else None
+    )
+
     def exposed(rest_time: float, compute_time: float) -> tuple[float, float]:
         hidden = min(rest_time, compute_time)
-        return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
+        if interference is None:
+            return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
+        part = hidden / rest_time if rest_time > 0 else 0.0
+        return rest_time - hidden + interference * part, hidden
 
     out, hidden = exposed(rest_s, compute)
     low_out, _ = exposed(max(0.0, rest_s - Z_95 * rest_se), slow_high * base)
@@ -400,6 +416,7 @@ def project_fsdp(
         optimizer_share=share,
         optimizer_source="probe" if timed_opt is not None else "elements",
         copy_s=copies,
+        interference_source="probe" if interference is not None else "cpu",
         colocation_slowdown=slow,
         communication=comm,
         hidden_s=hidden,

@@ -145,3 +145,18 @@ def test_the_probe_is_read_back_from_the_run_folder(tmp_path: Path) -> None:
     assert back is not None
     assert (back.work_s("", "all_gather"), back.work_s("", "reduce_scatter")) == (0.003, 0.002)
     assert back.work_s("b0", "all_gather") == 0.0
+
+
+def test_hidden_gathers_cost_what_the_probe_timed_behind_the_compute() -> None:
+    plain = FsdpProbe(world_size=2, gather_s={}, reduce_s={})
+    timed = plain.model_copy(update={"under_compute_s": {"b0": 0.002, "b1": 0.003, "": 0.5}})
+    without = _project(overlap="all_gather", probe=plain, cpu_share=0.5)
+    behind = _project(overlap="all_gather", probe=timed, cpu_share=0.5)
+    assert (without.interference_source, behind.interference_source) == ("cpu", "probe")
+    # both blocks' gathers hide under 72 ms of compute; the root's runs first, on the step, so
+    # its timing does not count
+    assert behind.hidden_s == pytest.approx(without.hidden_s)
+    assert behind.exposed_s == pytest.approx(without.exposed_s - 0.5 * without.hidden_s + 0.005)
+    # where nothing runs under the compute there is nothing to take from it
+    alone = _project(overlap="none", probe=timed)
+    assert alone.exposed_s == pytest.approx(_project(overlap="none").exposed_s)
