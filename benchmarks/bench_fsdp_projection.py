@@ -109,7 +109,9 @@ def one_round(order: list[int], args: argparse.Namespace, root: Path) -> tuple[f
         f" around its collectives {p.copy_s * 1e3:.2f} ms, rank skew {p.skew_s * 1e3:.2f} ms; "
         f"{c.collectives} collectives {c.seconds * 1e3:.2f} ms [{c.low_s * 1e3:.2f}, "
         f"{c.high_s * 1e3:.2f}] at busbw {c.busbw_bytes_per_s / 1e9:.2f} GB/s, hidden "
-        f"{p.hidden_s * 1e3:.2f} ms, exposed {p.exposed_s * 1e3:.2f} ms (overlap: {p.overlap})",
+        f"{p.hidden_s * 1e3:.2f} ms, taking {p.interference_s * 1e3:.2f} ms from the compute "
+        f"(from the {p.interference_source}), exposed {p.exposed_s * 1e3:.2f} ms (overlap: "
+        f"{p.overlap})",
         flush=True,
     )
     print(f"   measured phases ms/step (N=1 | N=2): {_phases(run_dir, 1)} | {_phases(run_dir, 2)}")

@@ -296,6 +296,7 @@ class FsdpProjection(SubRecord):
     #: What the hidden collectives take from the compute (in `exposed_s`): the probe's timing
     #: of each behind the computation ("probe"), else the all-gather's CPU share ("cpu").
     interference_source: Literal["probe", "cpu"] = "cpu"
+    interference_s: float = 0.0
     #: The wait for the slowest rank (`projection.rank_skew`; 0 in an older record).
     skew_s: float = 0.0
     step_s: float
@@ -387,12 +388,14 @@ def project_fsdp(
         else None
     )
 
+    def taken(rest_time: float, hidden: float) -> float:
+        if interference is None:
+            return (cpu_share or 0.0) * hidden
+        return interference * (hidden / rest_time if rest_time > 0 else 0.0)
+
     def exposed(rest_time: float, compute_time: float) -> tuple[float, float]:
         hidden = min(rest_time, compute_time)
-        if interference is None:
-            return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
-        part = hidden / rest_time if rest_time > 0 else 0.0
-        return rest_time - hidden + interference * part, hidden
+        return rest_time - hidden + taken(rest_time, hidden), hidden
 
     out, hidden = exposed(rest_s, compute)
     low_out, _ = exposed(max(0.0, rest_s - Z_95 * rest_se), slow_high * base)
@@ -417,6 +420,7 @@ def project_fsdp(
         optimizer_source="probe" if timed_opt is not None else "elements",
         copy_s=copies,
         interference_source="probe" if interference is not None else "cpu",
+        interference_s=taken(rest_s, hidden),
         colocation_slowdown=slow,
         communication=comm,
         hidden_s=hidden,

@@ -157,6 +157,8 @@ def test_hidden_gathers_cost_what_the_probe_timed_behind_the_compute() -> None:
     # its timing does not count
     assert behind.hidden_s == pytest.approx(without.hidden_s)
     assert behind.exposed_s == pytest.approx(without.exposed_s - 0.5 * without.hidden_s + 0.005)
+    assert behind.interference_s == pytest.approx(0.005)
+    assert without.interference_s == pytest.approx(0.5 * without.hidden_s)
     # where nothing runs under the compute there is nothing to take from it
     alone = _project(overlap="none", probe=timed)
     assert alone.exposed_s == pytest.approx(_project(overlap="none").exposed_s)
