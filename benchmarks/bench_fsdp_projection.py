@@ -8,14 +8,17 @@ forward), run with gloo on the CPU as `scale` runs a script (`scale.run_worlds`)
 steps), then N=2 (the microbenchmark in its ranks, then its steps). What the projection takes:
 from N=1 its step and the units the job sharded (recorded where `fully_shard` was called, so
 the per-unit collective sizes are the job's own); from the N=2 job's microbenchmark, before
-its training, the all-gather and reduce-scatter fits and the co-location slowdown. Nothing
+its training, the all-gather and reduce-scatter fits and the co-location slowdown, and from the
+same ranks, once the job's optimizer is built, FSDP2's work around each unit's collectives and
+the job's optimizer at full and shard size (scale/_fsdp_probe.py). Nothing
 from the N=2 training it is compared with. Rounds alternate the order of the two world sizes
 (1,2 then 2,1) so a drift of the host's speed does not always favour one side, and each round's
 projection uses that round's N=1 and microbenchmark.
 
 Printed per round: the N=2 step measured and projected with its 95% band and
 projected/measured, and the projection's terms (compute with the slowdown, the optimizer on a
-shard, the collectives' total and what stays exposed); then the per-unit collectives, the
+shard with its share of N=1's and where the share came from, FSDP2's work around its
+collectives, the collectives' total and what stays exposed); then the per-unit collectives, the
 median ratio and whether it is within 15%, and the three strategies side by side at N=2 (each
 rank's device and host memory from the shapes and fake steps, the bytes on its links).
 
@@ -101,10 +104,14 @@ def one_round(order: list[int], args: argparse.Namespace, root: Path) -> tuple[f
         f"order {order}: N=2 measured {two.step_s * 1e3:8.2f} ms, projected {p.step_s * 1e3:8.2f}"
         f" ms [{p.low_s * 1e3:.2f}, {p.high_s * 1e3:.2f}]; projected/measured {ratio:.3f}\n"
         f"   N=1 step {study.worlds[0].step_s * 1e3:.2f} ms; compute x{p.colocation_slowdown:.3f}"
-        f" {p.compute_s * 1e3:.2f} ms, optimizer on a shard {p.optimizer_s * 1e3:.2f} ms; "
+        f" {p.compute_s * 1e3:.2f} ms, optimizer on a shard {p.optimizer_s * 1e3:.2f} ms"
+        f" (x{p.optimizer_share:.3f} of N=1's, from the {p.optimizer_source}), FSDP2's work"
+        f" around its collectives {p.copy_s * 1e3:.2f} ms, rank skew {p.skew_s * 1e3:.2f} ms; "
         f"{c.collectives} collectives {c.seconds * 1e3:.2f} ms [{c.low_s * 1e3:.2f}, "
         f"{c.high_s * 1e3:.2f}] at busbw {c.busbw_bytes_per_s / 1e9:.2f} GB/s, hidden "
-        f"{p.hidden_s * 1e3:.2f} ms, exposed {p.exposed_s * 1e3:.2f} ms (overlap: {p.overlap})",
+        f"{p.hidden_s * 1e3:.2f} ms, taking {p.interference_s * 1e3:.2f} ms from the compute "
+        f"(from the {p.interference_source}), exposed {p.exposed_s * 1e3:.2f} ms (overlap: "
+        f"{p.overlap})",
         flush=True,
     )
     print(f"   measured phases ms/step (N=1 | N=2): {_phases(run_dir, 1)} | {_phases(run_dir, 2)}")

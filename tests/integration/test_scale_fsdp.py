@@ -1,5 +1,6 @@
 """A real 2-rank gloo scaling study of the zoo's FSDP2 script (studies tier): the units and
-the asynchronous unshards recorded from the job itself, the projection's overlap on the CPU,
+the asynchronous unshards recorded from the job itself, FSDP2's own work and the optimizer at
+both sizes timed in the N = 2 ranks, the projection's overlap on the CPU,
 and DDP, FSDP and FSDP with CPU offload set side by side in step time in the record and the
 report."""
 
@@ -11,6 +12,7 @@ import pytest
 
 from torchdoctor.report.adapters.scale import scaling_blocks
 from torchdoctor.scale import StudyPlan, build_study, run_worlds
+from torchdoctor.scale._fsdp_probe import read_fsdp_probe
 from torchdoctor.scale._fsdp_units import read_fsdp_job
 from torchdoctor.scale.strategy_steps import OFFLOAD_ON_CPU
 
@@ -28,6 +30,12 @@ def test_an_fsdp2_study_compares_the_strategies_in_step_time(tmp_path: Path) -> 
     study = build_study(plan, tmp_path)
     assert {p.world_size for p in study.fsdp} == {2, 4}
     assert {p.overlap for p in study.fsdp} == {"all_gather"}  # gloo: the gathers only
+    # the N = 2 ranks timed FSDP2's own work and the optimizer at both sizes before training
+    probe = read_fsdp_probe(tmp_path / "n2")
+    assert probe is not None and probe.gathers_as_run and probe.optimizer is not None
+    assert set(probe.gather_s) == {u.name for u in job.shape.units}
+    assert probe.optimizer.tensors == job.shape.parameter_count
+    assert {p.optimizer_source for p in study.fsdp} == {"probe"}
     assert [c.world_size for c in study.strategies] == [2, 4]
     for c in study.strategies:
         ddp, fsdp, offload = c.steps

@@ -21,6 +21,8 @@ from torchdoctor.core.errors import UsageError
 from torchdoctor.core.records import Record
 from torchdoctor.core.shard_memory import ModelShape
 from torchdoctor.scale._ddp_params import OUT_ENV
+from torchdoctor.scale._fsdp_probe import probe_job
+from torchdoctor.scale.collectives import BENCH_ENV
 
 UNITS_FILE: Final = "fsdp_units.json"
 
@@ -82,6 +84,20 @@ def _job(wrapped: list[tuple[Any, dict[str, Any]]], optimizer: Any) -> FsdpJob |
     )
 
 
+def _units_by_name(wrapped: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """The wrapped modules by their names under the root ("" the root), as the shape names
+    its units."""
+    modules = [m for m, _ in wrapped]
+    roots = [
+        m
+        for m in modules
+        if not any(o is not m and any(s is m for s in o.modules()) for o in modules)
+    ]
+    if not roots:
+        return {}
+    return {n: m for n, m in roots[0].named_modules() if any(m is w for w in modules)}
+
+
 def _prefetches(module: Any) -> bool:
     """Whether `module`'s FSDP state gathers another unit ahead of its own forward (torch's
     `FSDPState._states_to_forward_prefetch`; False where this torch keeps it elsewhere)."""
@@ -103,9 +119,13 @@ def _unshards_async(module: Any) -> bool:
 
 def record_fsdp_units() -> None:
     """Patch `fully_shard` and the optimizer in this process (a rank); rank 0 writes the job's
-    shape when its first optimizer is built after a `fully_shard`."""
+    shape when its first optimizer is built after a `fully_shard`. Where the study asked for
+    the microbenchmark (N >= 2, `BENCH_ENV`), every rank then times FSDP2's CPU work at the
+    job's sizes before the first step (`_fsdp_probe.probe_job`)."""
     out = os.environ.get(OUT_ENV)
-    if not out or os.environ.get("RANK", "0") != "0":
+    first = os.environ.get("RANK", "0") == "0"
+    probe = bool(os.environ.get(BENCH_ENV))
+    if not out or not (first or probe):
         return
     import torch
     import torch.distributed.fsdp as fsdp
@@ -131,8 +151,10 @@ def record_fsdp_units() -> None:
                 job = _job(wrapped, self)
             except UsageError:  # an optimizer whose state the arithmetic does not know
                 job = None
-            if job is not None:
+            if job is not None and first:
                 job.write(Path(out, UNITS_FILE))
+            if job is not None and probe:
+                probe_job(job, self, _units_by_name(wrapped), Path(out) if first else None)
 
     fsdp.fully_shard = fully_shard
     torch.optim.Optimizer.__init__ = init  # type: ignore[method-assign]

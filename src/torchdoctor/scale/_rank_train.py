@@ -19,25 +19,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 from torchdoctor.scale._ddp_params import record_ddp_parameters
+from torchdoctor.scale._fsdp_probe import PROBE_LR, unhooked_step
 from torchdoctor.scale._rank_bench import bench_if_asked
 from torchdoctor.workloads import get_workload, move_to_device
-
-#: The probe's update size where the optimizer's own step cannot run unhooked.
-PROBE_LR = 1e-3
-
-
-def unhooked_step(optimizer: torch.optim.Optimizer) -> Callable[[], object] | None:
-    """`optimizer.step` without torch.optim's step hooks (the instrumentation's step
-    boundaries), or None where this torch does not wrap it as expected.
-
-    torch.optim wraps each optimizer class's `step` once in `Optimizer.profile_hook_step`
-    (marked `hooked`, made with functools.wraps), which runs the global and per-optimizer step
-    hooks around the class's own step; `__wrapped__` is that step, one level down."""
-    step = type(optimizer).step
-    raw = getattr(step, "__wrapped__", None)
-    if not getattr(step, "hooked", False) or raw is None:
-        return None
-    return lambda: raw(optimizer)
 
 
 def whole_step(args: argparse.Namespace) -> Callable[[], None]:

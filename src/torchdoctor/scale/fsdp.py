@@ -35,6 +35,7 @@ from torchdoctor.analyze import DEFAULT_PREFETCH, Moments, rank_memory
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.records import SubRecord
 from torchdoctor.core.shard_memory import ModelShape, StrategyCost
+from torchdoctor.scale._fsdp_probe import FsdpProbe
 from torchdoctor.scale.fit import AlphaBetaFit, bus_factor
 from torchdoctor.scale.projection import Z_95, rank_skew
 
@@ -272,8 +273,16 @@ class FsdpProjection(SubRecord):
     world_size: int
     #: N = 1's step less its optimizer, times the co-location slowdown.
     compute_s: float
-    #: N = 1's optimizer times the share of the elements a rank holds (it steps its shard).
+    #: N = 1's optimizer times the share a shard's step takes of the whole's: from the ranks'
+    #: probe of the job's optimizer at both sizes (`_fsdp_probe.OptimizerProbe.share`), else
+    #: the share of the elements a rank holds.
     optimizer_s: float
+    #: That share, and whether the probe gave it ("probe") or the elements did ("elements").
+    optimizer_share: float = 1.0
+    optimizer_source: Literal["probe", "elements"] = "elements"
+    #: FSDP2's copies around its collectives on the rank's CPU, which N = 1 does not run,
+    #: timed in the ranks at the job's unit sizes (`_fsdp_probe.FsdpProbe`; 0 without one).
+    copy_s: float = 0.0
     colocation_slowdown: float
     communication: FsdpCommunication
     #: Communication under the compute (prefetched all-gathers, reduce-scatters behind the
@@ -284,6 +293,10 @@ class FsdpProjection(SubRecord):
     exposed_s: float
     #: What runs under the compute; the assumption the hidden part rests on (`Overlap`).
     overlap: Overlap
+    #: What the hidden collectives take from the compute (in `exposed_s`): the probe's timing
+    #: of each behind the computation ("probe"), else the all-gather's CPU share ("cpu").
+    interference_source: Literal["probe", "cpu"] = "cpu"
+    interference_s: float = 0.0
     #: The wait for the slowest rank (`projection.rank_skew`; 0 in an older record).
     skew_s: float = 0.0
     step_s: float
@@ -312,6 +325,7 @@ def project_fsdp(
     cpu_share: float | None = None,
     busbw: float | None = None,
     step_times: Sequence[float] = (),
+    probe: FsdpProbe | None = None,
 ) -> FsdpProjection:
     """The step at `world_size` from N = 1's (`step_s`, of which `optimizer_s` is the
     optimizer's), the collectives from the fits, the co-location slowdown (median, low,
@@ -326,7 +340,12 @@ def project_fsdp(
     time (the CPU the collectives' own work takes from the compute: the all-gather's CPU
     seconds over its wall seconds, from the microbenchmark). Plus the skew: the ranks meet in
     every step's collectives, so the step waits for its slowest rank, drawn from N = 1's
-    `step_times` as DDP's projection draws it (`projection.rank_skew`; 0 without them). The
+    `step_times` as DDP's projection draws it (`projection.rank_skew`; 0 without them). With
+    the ranks' `probe` (`_fsdp_probe`): FSDP2's copies around the collectives are added to the
+    step as timed (the ranks ran them at once, as they run their steps, so not slowed again),
+    the optimizer's shard share is the probe's per-tensor + per-element one, and what the
+    hidden all-gathers take from the compute is the probe's timing of each behind a
+    computation (instead of `cpu_share`). The
     band: the fits' 95% band on the communication and the slowdown's interval on the
     compute, at their ends together.
     """
@@ -361,27 +380,58 @@ def project_fsdp(
     edge_s, edge_se = sum(t for t, _ in on_step), sum(e for _, e in on_step)
     rest_s, rest_se = sum(t for t, _ in under), sum(e for _, e in under)
 
+    # what the hidden collectives take from the compute: the probe's timing of each behind
+    # the computation where it has them, else `cpu_share` of their time
+    interference = (
+        sum(probe.under_compute_s.get(c.unit, 0.0) for c, _ in middle if _overlaps(c, overlap))
+        if probe is not None and probe.under_compute_s
+        else None
+    )
+
+    def taken(rest_time: float, hidden: float) -> float:
+        if interference is None:
+            return (cpu_share or 0.0) * hidden
+        return interference * (hidden / rest_time if rest_time > 0 else 0.0)
+
     def exposed(rest_time: float, compute_time: float) -> tuple[float, float]:
         hidden = min(rest_time, compute_time)
-        return rest_time - hidden + (cpu_share or 0.0) * hidden, hidden
+        return rest_time - hidden + taken(rest_time, hidden), hidden
 
     out, hidden = exposed(rest_s, compute)
     low_out, _ = exposed(max(0.0, rest_s - Z_95 * rest_se), slow_high * base)
     high_out, _ = exposed(rest_s + Z_95 * rest_se, slow_low * base)
-    optimizer = optimizer_s * shard
+    shard_elements = sum(
+        -(-p.rows // world_size) * (p.numel // max(1, p.rows))
+        for u in shape.units
+        for p in u.parameters
+    )
+    timed_opt = probe.optimizer if probe is not None else None
+    share = timed_opt.share(shard_elements) if timed_opt is not None else shard
+    optimizer = optimizer_s * share
+    # FSDP2's work around each collective, as often as the step runs it (none at N = 1)
+    copies = sum(probe.work_s(c.unit, c.kind) for c in collectives) if probe is not None else 0.0
     exposed_s = edge_s + out
     skew = rank_skew([t * slow for t in step_times], world_size)
     return FsdpProjection(
         world_size=world_size,
         compute_s=compute,
         optimizer_s=optimizer * slow,
+        optimizer_share=share,
+        optimizer_source="probe" if timed_opt is not None else "elements",
+        copy_s=copies,
+        interference_source="probe" if interference is not None else "cpu",
+        interference_s=taken(rest_s, hidden),
         colocation_slowdown=slow,
         communication=comm,
         hidden_s=hidden,
         exposed_s=exposed_s,
         overlap=overlap,
         skew_s=skew,
-        step_s=compute + optimizer * slow + exposed_s + skew,
-        low_s=slow_low * (base + optimizer) + max(0.0, edge_s - Z_95 * edge_se) + low_out + skew,
-        high_s=slow_high * (base + optimizer) + edge_s + Z_95 * edge_se + high_out + skew,
+        step_s=compute + optimizer * slow + copies + exposed_s + skew,
+        low_s=slow_low * (base + optimizer)
+        + copies
+        + max(0.0, edge_s - Z_95 * edge_se)
+        + low_out
+        + skew,
+        high_s=slow_high * (base + optimizer) + copies + edge_s + Z_95 * edge_se + high_out + skew,
     )

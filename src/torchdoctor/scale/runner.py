@@ -22,6 +22,7 @@ from torchdoctor.collect import ScriptProfile, read_profiles
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.procs import run_script
 from torchdoctor.scale._ddp_params import read_ddp_parameters
+from torchdoctor.scale._fsdp_probe import FsdpProbe, read_fsdp_probe
 from torchdoctor.scale._fsdp_units import FsdpJob, read_fsdp_job
 from torchdoctor.scale.buckets import DEFAULT_BUCKET_CAP_MB, ddp_buckets
 from torchdoctor.scale.collectives import BENCH_ENV, BENCH_FILE, CollectiveBench
@@ -240,10 +241,12 @@ def build_study(plan: StudyPlan, run_dir: Path) -> ScalingStudy:
     if job is not None and 1 in measured and benches:
         sizes = sorted({*(n for n in worlds if n in benches), *plan.project_to} - {1})
         for n in sizes:
-            bench = benches[n if n in benches else max(benches)]
+            at = n if n in benches else max(benches)
+            bench = benches[at]
+            probe = read_fsdp_probe(world_dir(run_dir, at))
             replicated = ddp_model(measured[1], job, bench) if "all_reduce" in bench.fits else None
             for busbw in [None, *plan.bandwidths]:
-                fsdp.append(fsdp_at(measured[1], job, bench, n, busbw))
+                fsdp.append(fsdp_at(measured[1], job, bench, n, busbw, probe))
                 if replicated is not None:
                     strategies.append(compare_steps(fsdp[-1], replicated, plan.backend, busbw))
     return ScalingStudy(
@@ -279,11 +282,13 @@ def fsdp_at(
     bench: CollectiveBench,
     world_size: int,
     busbw: float | None = None,
+    probe: FsdpProbe | None = None,
 ) -> FsdpProjection:
     """An FSDP2 job's step at `world_size` from its N = 1 steps and the microbenchmark of
     `bench`: the all-gather and reduce-scatter fitted around the step's own sizes (at the
     bench's N), the co-location slowdown, and, where the ranks fill the cores, the share of an
-    all-gather's time its CPU work takes (what a hidden collective takes from the compute)."""
+    all-gather's time its CPU work takes (what a hidden collective takes from the compute);
+    and `probe`, FSDP2's own CPU work timed in the same ranks (`_fsdp_probe`)."""
     collectives = fsdp_collectives(
         job.shape,
         bench.world_size,
@@ -301,8 +306,8 @@ def fsdp_at(
     cpu = bench.cpu_fit_near("all_gather", gathers)
     if cpu is not None and (bench.threads_per_core or 0.0) >= 1.0:
         cpu_share = min(1.0, sum(map(cpu.predict, gathers)) / sum(map(all_gather.predict, gathers)))
-    probe = bench.colocation
-    colocation = (probe.slowdown, *probe.slowdown_ci) if probe is not None else (1.0, 1.0, 1.0)
+    co = bench.colocation
+    colocation = (co.slowdown, *co.slowdown_ci) if co is not None else (1.0, 1.0, 1.0)
     total = sum(base.phases.values())
     return project_fsdp(
         step_s=base.step_s,
@@ -321,4 +326,5 @@ def fsdp_at(
         cpu_share=cpu_share,
         busbw=busbw,
         step_times=base.step_times,
+        probe=probe,
     )
