@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchdoctor.cli.serve import _prepare_variants, _variant_names
+from torchdoctor.api.studies import _prepare_variants, serve_options
 from torchdoctor.core.errors import TorchDoctorError, UsageError
 from torchdoctor.report.adapters.serve import _variant_setup_table
 from torchdoctor.serve import InferenceTarget
@@ -16,6 +16,12 @@ def _target() -> InferenceTarget:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     return InferenceTarget("tiny", model.eval(), torch.randn(3, 8), "cpu")
+
+
+def _variant_names(text: str | None) -> list[str]:
+    """The names `serve --variants TEXT` goes on with (the command splits at commas)."""
+    split = text.split(",") if text is not None else None
+    return serve_options(None, "binary", "constant", split, 30.0)[1]
 
 
 def test_variant_names_are_checked_before_anything_is_built() -> None:
