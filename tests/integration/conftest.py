@@ -21,7 +21,10 @@ def _reset_cli_settings() -> None:
 
 #: The shaped loopback's rate: at 1 Gbit/s the zoo job's fp32 gradients (~19 MB reduced per
 #: step) take ~0.2 s a step on the link, several times a block's compute, while a traced step
-#: stays under two seconds on a 2-core host.
+#: stays under two seconds on a 2-core host. Measured on such a host (two ranks, one thread
+#: each, the median of ten steps): the unplanted zoo job's step 383 ms under the link against
+#: 218 ms on an unshaped loopback; its planted fp32 reduce 508 ms and its planted reshard
+#: 488 ms under the link, each cured by its knob (bf16 reduce; no reshard) back to 383 ms.
 SLOW_LINK_MBIT = 1000
 
 
