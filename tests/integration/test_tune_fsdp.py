@@ -3,7 +3,12 @@ a real 2-rank gloo FSDP2 job (tests/scripts/fsdp2_blocks.py) tuned as one arm, t
 injected at both ranks' `fully_shard` calls and judged to a verdict like any other: its
 quality against the baseline's six references, its speed by the interleaved A/B (and a fresh
 pair where it wins). A study: every arm is a torchrun job (the baseline's seven launches and
-the candidate's, minutes on a 2-core host)."""
+the candidate's, minutes on a 2-core host).
+
+Under a loopback made slow with a network namespace and tbf (conftest.slow_loopback), the
+zoo's planted reshard (tests/zoo/fsdp2_train.py --plant reshard: every block gathered again in
+backward) is cured by the knob diagnose prescribes for it, reshard_after_forward=False, and
+the claim holds when `run --recipe RUN --vs-baseline -- torchrun ...` re-measures it."""
 
 from __future__ import annotations
 
