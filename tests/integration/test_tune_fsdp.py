@@ -112,7 +112,7 @@ def test_a_planted_reshard_under_a_slow_link_is_cured_and_its_claim_holds(
     )  # fmt: skip
     assert claim["best_recipe"] == {RESHARD_AFTER_FORWARD.name: False}, claim.get("notes")
     confirm = read_trial(sorted((run / "trials").iterdir())[-1])
-    assert isinstance(confirm, Confirmation) and confirm.outcome is Outcome.KEPT
+    assert isinstance(confirm, Confirmation) and confirm.outcome is Outcome.MEASURED
     low, high = claim["speedup_ci"]
     assert low > 1  # kept: faster than the job as it is at the A/B's confidence
     # the claim re-measured the way a user would check it: fresh pairs of whole jobs
