@@ -98,6 +98,8 @@ def _cli_in(netns: str, *args: str) -> dict[str, Any]:
 
 
 @pytest.mark.study  # timed: the kept knob and the re-measure rest on the A/B's timing
+# About 18 minutes on a shared 2-core host (the tune 761 s: the baseline and its six quality
+# references, two candidates, three fresh pairs; the re-measure's three pairs 276 s).
 @pytest.mark.timeout(3000)  # a hang fails the test instead of blocking CI
 def test_a_planted_reshard_under_a_slow_link_is_cured_and_its_claim_holds(
     tmp_path: Path, slow_loopback: str
