@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,17 @@ JOB = [str(ZOO), "--steps", "100000"]
 TORCHRUN = ["torchrun", "--nproc_per_node", "2"]
 
 
-def _cli(*args: str) -> dict[str, Any]:
-    """One `torchdoctor --json ...` command; its JSON document (exit 0 asked)."""
+def _cli(
+    *args: str, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """One `torchdoctor --json ...` command, run after `prefix` (e.g. `ip netns exec NAME`)
+    with `env` (default: this process's); its JSON document (exit 0 asked)."""
     done = subprocess.run(
-        [sys.executable, "-m", "torchdoctor", "--json", *args],
+        [*prefix, sys.executable, "-m", "torchdoctor", "--json", *args],
         capture_output=True,
         text=True,
         check=False,
+        env=None if env is None else dict(env),
     )
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["(no stderr)"]

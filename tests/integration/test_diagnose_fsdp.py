@@ -6,12 +6,10 @@ the fp32 reduce is the job's largest bound."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,46 +79,6 @@ def test_a_script_mixing_fsdp1_and_fsdp2_is_refused_before_it_runs(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mixes FSDP1" in err[0] and "fully_shard only" in err[0]
     assert not out.exists()  # nothing half-written
-
-
-#: The shaped loopback's rate: at 1 Gbit/s the zoo job's fp32 gradients (~19 MB reduced per
-#: step) take ~0.2 s a step on the link, several times a block's compute, while a traced step
-#: stays under two seconds on a 2-core host.
-SLOW_LINK_MBIT = 1000
-
-
-@pytest.fixture
-def slow_loopback() -> Iterator[str]:
-    """A network namespace whose loopback is shaped by tbf to `SLOW_LINK_MBIT` (the rule of
-    scale/netns.py: an MTU under tbf's bucket, the bucket from `_burst_bytes`); every process
-    left inside is ended and the namespace deleted on the way out."""
-    import uuid
-
-    import psutil
-
-    from torchdoctor.scale.netns import LINK_MTU, _burst_bytes, unavailable
-
-    why = unavailable()
-    if why:
-        pytest.skip(f"no network namespace here: {why}")
-    name = f"tdfsdp{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        inside = ["ip", "netns", "exec", name]
-        rate = SLOW_LINK_MBIT * 1e6
-        tbf = ["tbf", "rate", f"{rate:.0f}bit", "burst", str(_burst_bytes(rate))]
-        for command in (
-            ["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"],
-            ["tc", "qdisc", "add", "dev", "lo", "root", *tbf, "latency", "1000ms"],
-        ):
-            subprocess.run([*inside, *command], check=True)
-        yield name
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-        for pid in pids.stdout.split():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                psutil.Process(int(pid)).kill()
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 @pytest.mark.study

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
 from torchdoctor.tune.batch import search_batch_size
 from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.confirm import confirm_against_baseline
@@ -148,9 +149,11 @@ def _one_pass(
                 continue
             result = tuner.try_change(change, kind="ladder", safety=spec.safety)
             if result.outcome is Outcome.NOT_APPLICABLE:
+                why = result.reason.split(": ", 2)[-1].split("; ")[0]
+                if ALREADY_RUNS_WITH in why:
+                    continue  # this value is the script's own: the knob's others still act
                 # The knob cannot reach this script's code: its other values cannot either.
                 # Reported once, with the injection's reason (after "knob=value: ").
-                why = result.reason.split(": ", 2)[-1].split("; ")[0]
                 outcome.skipped.setdefault(why, []).append(spec.name)
                 break
             if result.outcome is Outcome.KEPT:

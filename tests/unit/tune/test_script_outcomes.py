@@ -16,13 +16,14 @@ tests/integration/test_tune_script.py.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import torchdoctor.tune.api as api
+from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import Confirmation, TuneConfig, TuneResult, tune
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout
@@ -77,12 +78,35 @@ class LoaderlessArms(WorkloadArms):
         return arm
 
 
+#: What the injection says of a value the script's own call already passes (the first
+#: num_workers value tried, in `OwnValueArms`).
+OWN_VALUE = f"the script's DataLoader {ALREADY_RUNS_WITH} num_workers={{}}"
+
+
+@dataclass(frozen=True)
+class OwnValueArms(WorkloadArms):
+    """Simulated arms of a script whose own call already passes the first num_workers value the
+    ladder tries (as a script's fully_shard passes reshard_after_forward=True): that value is
+    said not to act; the knob's other values act."""
+
+    own: list[object] = field(default_factory=list)
+
+    def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
+        arm = super().prepare(recipe, timeout=timeout, log_path=log_path)
+        if "num_workers" in recipe and not self.own:
+            self.own.append(recipe["num_workers"])
+        if "num_workers" in recipe and recipe["num_workers"] in self.own:
+            arm.not_applied = {"num_workers": OWN_VALUE.format(recipe["num_workers"])}
+        return arm
+
+
 def _tune_script(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     *,
     knobs: list[str] = KNOBS,
     loader: bool = True,
+    arm_kind: type[WorkloadArms] | None = None,
     replicate_wins: bool = True,
     **model: Any,
 ) -> TuneResult:
@@ -101,7 +125,7 @@ def _tune_script(
     def simulated_arms(config: TuneConfig, settings: TuneSettings) -> ArmSource:
         assert config.command == ["train.py"]  # the script path of tune() asks for them
         spec = SessionSpec("sim", {}, factory=SIMULATED_FACTORY, options=options)
-        arms = WorkloadArms if loader else LoaderlessArms
+        arms = arm_kind or (WorkloadArms if loader else LoaderlessArms)
         return arms(spec, settings.plan, settings.objective, isolate=False)
 
     monkeypatch.setattr(api, "_arm_source", simulated_arms)
@@ -255,3 +279,26 @@ def test_loader_workers_in_a_script_without_a_dataloader_are_tried_once_and_said
     assert note == f"not tried, they do not apply here: num_workers ({NO_LOADER})"
     assert result.best_recipe == {} and result.speedup == 1.0, story
     assert _confirmations(run) == [] and _complete(run)
+
+
+def test_a_value_the_script_already_runs_with_moves_the_ladder_to_the_knobs_next_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The script's own call passes the first num_workers value tried: that candidate ends as
+    # "does not apply", and the knob's other values are still tried (the knob reaches the
+    # script; only that value is the script's own), with no note that the knob cannot act.
+    (spec,) = [s for s in catalogue_space("cpu") if s.name == "num_workers"]
+    faster = {str(v): 0.5 for v in spec.values}  # each value twice as fast as the baseline
+    result = _tune_script(
+        tmp_path, monkeypatch, knobs=["num_workers"], arm_kind=OwnValueArms,
+        effects={"num_workers": faster},
+    )  # fmt: skip
+    run = Path(result.run_dir)
+    story = study_story(run)
+    tried = [t for t in _trials(run) if t.kind == "ladder" and "num_workers" in t.change]
+    assert len(tried) >= 2, story
+    first, second, *_ = tried
+    assert first.reason.startswith("does not apply") and ALREADY_RUNS_WITH in first.reason
+    assert second.change != first.change and not second.reason.startswith("does not apply")
+    assert not [n for n in result.notes if "do not apply here" in n], result.notes
+    assert result.best_recipe == second.change, story

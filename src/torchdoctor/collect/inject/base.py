@@ -9,6 +9,12 @@ from typing import Any, Protocol
 from torchdoctor.collect.inject.record import MAX_APPLIED_AT, KnobOutcome, KnobStatus
 from torchdoctor.collect.probes import ProbeSite
 
+#: How a knob's not-applied reason begins its tail when the script's own call already passes
+#: the recipe's value (`the script's fully_shard already runs with reshard_after_forward=True`):
+#: that value alone is the script's, and the knob's other values still reach the call
+#: (tune/ladder.py tries them).
+ALREADY_RUNS_WITH = "already runs with"
+
 KnobValue = int | bool | str | None
 
 

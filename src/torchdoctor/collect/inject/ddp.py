@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.collect.inject.base import (
+    ALREADY_RUNS_WITH,
+    InjectSite,
+    KnobValue,
+    Ledger,
+    describe,
+    where,
+)
 from torchdoctor.collect.probes import ddp as ddp_probe
 from torchdoctor.knobs import DDP_DEFAULT_BUCKET_MB, DDPArgument, get_knob
 
@@ -58,7 +65,7 @@ class DDPInjector:
                 if own == value:
                     ledger.skipped(
                         knob,
-                        f"the script's DistributedDataParallel already runs with "
+                        f"the script's DistributedDataParallel {ALREADY_RUNS_WITH} "
                         f"{keyword}={describe(value)}",
                     )
                     continue

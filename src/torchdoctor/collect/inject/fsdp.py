@@ -34,7 +34,14 @@ from types import ModuleType
 from typing import Any
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
+from torchdoctor.collect.inject.base import (
+    ALREADY_RUNS_WITH,
+    InjectSite,
+    KnobValue,
+    Ledger,
+    describe,
+    where,
+)
 from torchdoctor.knobs import FSDPArgument, get_knob
 
 #: Why a knob did not act when the script never called fully_shard.
@@ -180,7 +187,7 @@ class FSDPInjector:
                     own = part.block_default  # FSDP's own for a block
                 if own == wanted:
                     self.ledger.skipped(
-                        knob, f"the script's fully_shard already runs with {keyword}={own!r}"
+                        knob, f"the script's fully_shard {ALREADY_RUNS_WITH} {keyword}={own!r}"
                     )
                     continue
                 bound.arguments[keyword] = wanted
