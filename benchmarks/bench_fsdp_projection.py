@@ -115,12 +115,12 @@ def one_round(order: list[int], args: argparse.Namespace, root: Path) -> tuple[f
         flush=True,
     )
     print(f"   measured phases ms/step (N=1 | N=2): {_phases(run_dir, 1)} | {_phases(run_dir, 2)}")
-    for c in study.strategies:
+    for compared in study.strategies:
         steps = ", ".join(
             f"{s.strategy} {s.step_s * 1e3:.2f} ms" if s.step_s is not None else f"{s.strategy} -"
-            for s in c.steps
+            for s in compared.steps
         )
-        print(f"   step time at N={c.world_size}: {steps}; faster: {c.faster}")
+        print(f"   step time at N={compared.world_size}: {steps}; faster: {compared.faster}")
     return ratio, study.worlds[0].step_s, run_dir
 
 

@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -155,4 +154,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
