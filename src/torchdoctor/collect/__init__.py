@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect.fsdp_source import refuse_mixed_fsdp
     from torchdoctor.collect.hooks import CollectConfig, Instrumentation
     from torchdoctor.collect.inject import install_recipe
+    from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
     from torchdoctor.collect.launcher import (
@@ -84,6 +85,7 @@ _EXPORTS = {
     "child_command": "torchdoctor.collect.launcher",
     "INJECTION_STEM": "torchdoctor.collect.inject.record",
     "NOT_INJECTABLE": "torchdoctor.collect.inject.coordinator",
+    "ALREADY_RUNS_WITH": "torchdoctor.collect.inject.base",
     "InjectionRecord": "torchdoctor.collect.inject.record",
     "PROFILE_SUMMARY": "torchdoctor.collect.profile",
     "LiveTensorBytes": "torchdoctor.collect.memory_owners",
@@ -112,6 +114,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ALREADY_RUNS_WITH",
     "CONTROL_AUTHKEY_ENV",
     "INJECTION_STEM",
     "NOT_INJECTABLE",

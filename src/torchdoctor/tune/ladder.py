@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
+from torchdoctor.collect import ALREADY_RUNS_WITH
 from torchdoctor.tune.batch import search_batch_size
 from torchdoctor.tune.budget import BudgetExhausted
 from torchdoctor.tune.confirm import confirm_against_baseline
