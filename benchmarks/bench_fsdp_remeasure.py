@@ -33,18 +33,14 @@ made (as bench_scale_tbf.py does).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import subprocess
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 from bench_ddp_remeasure import _cli, _ratios
 from torchdoctor.measure import replicates_agree
-from torchdoctor.scale.netns import LINK_MTU, TBF_LATENCY_MS, _burst_bytes, unavailable
+from torchdoctor.scale.netns import shaped_loopback, unavailable
 from torchdoctor.tune import Confirmation
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import read_trial
@@ -60,30 +56,6 @@ CURES = {"fp32-reduce": "fsdp_mixed_precision", "reshard": "reshard_after_forwar
 #: 383 ms, reshard 488 ms against 383 ms) and the unplanted job's 1.8x its step on an
 #: unshaped loopback (383 ms against 218 ms): the link, not the compute, bounds the step.
 RATE_MBIT = 1000
-
-
-@contextlib.contextmanager
-def slow_loopback(rate_mbit: float) -> Iterator[str]:
-    """A network namespace whose loopback tbf shapes to `rate_mbit`; deleted on the way out
-    with every process left inside it ended."""
-    name = f"tdbench{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        inside = ["ip", "netns", "exec", name]
-        rate = rate_mbit * 1e6
-        tbf = ["tbf", "rate", f"{rate:.0f}bit", "burst", str(_burst_bytes(rate))]
-        for command in (
-            ["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"],
-            ["tc", "qdisc", "add", "dev", "lo", "root", *tbf, "latency", f"{TBF_LATENCY_MS}ms"],
-        ):
-            subprocess.run([*inside, *command], check=True)
-        yield name
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-        for pid in pids.stdout.split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), 9)
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def remeasure(plant: str, args: argparse.Namespace, netns: str, base: Path) -> None:
@@ -148,7 +120,7 @@ def main() -> None:
         return
     base = args.out or Path(tempfile.mkdtemp(prefix="bench-fsdp-remeasure-"))
     print(f"loopback shaped to {args.rate_mbit:g} Mbit/s by tbf; run folders under {base}")
-    with slow_loopback(args.rate_mbit) as netns:
+    with shaped_loopback(args.rate_mbit) as netns:
         for plant in args.plant or sorted(CURES):
             remeasure(plant, args, netns, base)
 

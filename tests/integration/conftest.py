@@ -3,8 +3,6 @@ with a network namespace and tbf that the FSDP studies run their torchrun jobs u
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -30,33 +28,13 @@ SLOW_LINK_MBIT = 1000
 
 @pytest.fixture
 def slow_loopback() -> Iterator[str]:
-    """A network namespace whose loopback is shaped by tbf to `SLOW_LINK_MBIT` (the rule of
-    scale/netns.py: an MTU under tbf's bucket, the bucket from `_burst_bytes`); every process
-    left inside is ended and the namespace deleted on the way out."""
-    import uuid
-
-    import psutil
-
-    from torchdoctor.scale.netns import LINK_MTU, _burst_bytes, unavailable
+    """A network namespace whose loopback is shaped by tbf to `SLOW_LINK_MBIT`
+    (`scale.netns.shaped_loopback`); every process left inside is ended and the namespace
+    deleted on the way out."""
+    from torchdoctor.scale.netns import shaped_loopback, unavailable
 
     why = unavailable()
     if why:
         pytest.skip(f"no network namespace here: {why}")
-    name = f"tdfsdp{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        inside = ["ip", "netns", "exec", name]
-        rate = SLOW_LINK_MBIT * 1e6
-        tbf = ["tbf", "rate", f"{rate:.0f}bit", "burst", str(_burst_bytes(rate))]
-        for command in (
-            ["ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up"],
-            ["tc", "qdisc", "add", "dev", "lo", "root", *tbf, "latency", "1000ms"],
-        ):
-            subprocess.run([*inside, *command], check=True)
+    with shaped_loopback(SLOW_LINK_MBIT) as name:
         yield name
-    finally:
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-        for pid in pids.stdout.split():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                psutil.Process(int(pid)).kill()
-        subprocess.run(["ip", "netns", "del", name], check=False)

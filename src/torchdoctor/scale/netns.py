@@ -20,7 +20,7 @@ import shutil
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Final
@@ -114,8 +114,12 @@ def end_processes_inside(hosts: TwoHosts, grace_s: float = END_GRACE_S) -> list[
     """End every process inside the namespaces (`ip netns pids`) as a tree is ended
     (`procs.end_processes`: SIGCONT, SIGTERM, SIGKILL those left after `grace_s`); the pids
     found."""
+    return _end_inside(hosts.names, grace_s)
+
+
+def _end_inside(names: Sequence[str], grace_s: float) -> list[int]:
     found: list[int] = []
-    for name in hosts.names:
+    for name in names:
         listed = run_command(["ip", "netns", "pids", name])
         found += [int(pid) for pid in listed.stdout.split() if pid.isdigit()]
     processes = []
@@ -168,6 +172,34 @@ def two_hosts(rate_mbit: float | None = None) -> Iterator[TwoHosts]:
         for name in hosts.names:  # deleting a namespace deletes the veth end inside it
             run_command(["ip", "netns", "del", name])
         run_command(["ip", "link", "del", f"td{tag}0"])
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def shaped_loopback(rate_mbit: float) -> Iterator[str]:
+    """One namespace whose loopback tbf shapes to `rate_mbit` megabits per second (an MTU under
+    tbf's bucket, the bucket and queue as `shape`'s): the ranks of a one-machine job started
+    inside it (`ip netns exec NAME ...`) talk over a link of that rate. Yields its name; every
+    process left inside is ended and the namespace deleted on the way out."""
+    why = unavailable()
+    if why:
+        raise ScaleError(f"cannot make a network namespace: {why}")
+    name = f"tdlo{uuid.uuid4().hex[:6]}"
+    rate_bits = rate_mbit * 1e6
+    previous = _exit_on_sigterm()  # as `two_hosts`: a SIGTERM unwinds through the cleanup
+    try:
+        _ip("ip", "netns", "add", name)
+        _ip("ip", "netns", "exec", name, "ip", "link", "set", "lo", "mtu", str(LINK_MTU), "up")
+        _ip(
+            "ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root",
+            "tbf", "rate", f"{rate_bits:.0f}bit", "burst", str(_burst_bytes(rate_bits)),
+            "latency", f"{TBF_LATENCY_MS}ms",
+        )  # fmt: skip
+        yield name
+    finally:
+        _end_inside([name], END_GRACE_S)
+        run_command(["ip", "netns", "del", name])
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -11,7 +11,13 @@ import psutil
 import pytest
 
 from torchdoctor.core.errors import ScaleError
-from torchdoctor.scale.netns import TBF_MIN_BURST_PACKETS, _burst_bytes, two_hosts, unavailable
+from torchdoctor.scale.netns import (
+    TBF_MIN_BURST_PACKETS,
+    _burst_bytes,
+    shaped_loopback,
+    two_hosts,
+    unavailable,
+)
 
 WHY = unavailable()
 needs_namespaces = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
@@ -124,3 +130,31 @@ def test_the_bucket_is_a_quarter_millisecond_of_the_rate_and_never_under_four_fr
     assert _burst_bytes(100e6) == TBF_MIN_BURST_PACKETS * 1514
     # small beside a gradient bucket: mlp's 0.6 MB all-reduce
     assert _burst_bytes(400e6) < 0.025 * 603_176
+
+
+@needs_namespaces
+def test_a_shaped_loopback_carries_its_rate_and_goes_away_with_what_ran_inside() -> None:
+    before = _namespaces()
+    with shaped_loopback(RATE_MBIT) as name:
+        assert name in _namespaces()
+        shown = subprocess.run(
+            ["ip", "netns", "exec", name, "tc", "qdisc", "show", "dev", "lo"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "tbf" in shown and f"rate {RATE_MBIT:g}Mbit" in shown, shown
+        # a process still inside when the body ends is ended with the namespace
+        sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "60"])
+        deadline = time.monotonic() + 10
+        while str(sleeper.pid) not in _pids_inside(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert str(sleeper.pid) in _pids_inside(name)
+    # ended (and reaped by the clean-up, so its exit status is not this handle's), not slept out
+    assert sleeper.poll() is not None and not psutil.pid_exists(sleeper.pid)
+    assert _namespaces() == before
+
+
+def _pids_inside(name: str) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+    return listed.stdout.split()
