@@ -18,7 +18,7 @@ import torchdoctor.procs as procs_mod
 from torchdoctor.api import TorchDoctorWarning
 from torchdoctor.collect import ScriptProfile, ScriptRun
 from torchdoctor.core.defaults import DEFAULT_REPLICATES
-from torchdoctor.core.errors import KnobError, UsageError
+from torchdoctor.core.errors import KnobError, TuneError, UsageError
 from torchdoctor.core.steps import StepTiming
 from torchdoctor.tune import Confirmation, TuneConfig
 from torchdoctor.tune.outcome import Outcome
@@ -220,15 +220,16 @@ def test_recheck_a_torchrun_job_tuned_at_another_world_size_warns(
 
 
 @pytest.mark.parametrize(
-    ("job", "keywords", "said"),
+    ("job", "keywords", "error", "said"),
     [
         (
             ["torchrun", "--nproc_per_node", "2", "--master_port", "29511"],
             {},
+            TuneError,
             "pins its rendezvous",
         ),
-        (["python"], {"device": "cpu"}, "device= cannot be honoured for a script"),
-        (["python", "missing.py"], {}, "script 'missing.py' not found"),
+        (["python"], {"device": "cpu"}, UsageError, "device= cannot be honoured for a script"),
+        (["python", "missing.py"], {}, UsageError, "script 'missing.py' not found"),
     ],
 )
 def test_recheck_refuses_what_it_cannot_run_before_a_folder_is_made(
@@ -236,12 +237,13 @@ def test_recheck_refuses_what_it_cannot_run_before_a_folder_is_made(
     monkeypatch: pytest.MonkeyPatch,
     job: list[str],
     keywords: dict[str, Any],
+    error: type[Exception],
     said: str,
 ) -> None:
     monkeypatch.setattr(tune_mod, "recheck_script", _never)
     monkeypatch.chdir(tmp_path)
     script = [] if job[-1] == "missing.py" else [str(_script(tmp_path))]
-    with pytest.raises(UsageError, match=said):
+    with pytest.raises(error, match=said):
         torchdoctor.recheck([*job, *script], recipe={"num_workers": 2}, out=tmp_path / "ab",
                             **keywords)  # fmt: skip
     assert not (tmp_path / "ab").exists()
