@@ -48,6 +48,7 @@ from torchdoctor.api.command_line import (
     load_recipe_file,
     parse_command,
     read_recipe,
+    recipe_folder,
     workload_options,
 )
 from torchdoctor.api.script_run import run_script_into, script_error
@@ -82,13 +83,20 @@ from torchdoctor.api.tools import (
     write_diff,
 )
 from torchdoctor.api.training import diagnose, diagnosed_run_dir, examine, run, tune, tune_config
-from torchdoctor.api.vs_baseline import RecheckPlan, plan_recheck, recheck, recheck_into
+from torchdoctor.api.vs_baseline import (
+    RECHECK_LOGS,
+    RecheckPlan,
+    plan_recheck,
+    recheck,
+    recheck_into,
+)
 
 __all__ = [
     "CLI_FLAGS",
     "CLI_NEGATED_FLAGS",
     "COMMANDS",
     "MIN_SERVE_BUDGET_S",
+    "RECHECK_LOGS",
     "TORCHRUN_MODULE",
     "Environment",
     "ProfileRun",
@@ -115,6 +123,7 @@ __all__ = [
     "read_recipe",
     "recheck",
     "recheck_into",
+    "recipe_folder",
     "report",
     "run",
     "run_script_into",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from torchdoctor.tune import Confirmation
 
 VS_BASELINE: Final = "vs_baseline.json"
-LOGS_SUBDIR: Final = "logs"
+RECHECK_LOGS: Final = "logs"
 
 #: Where a remark goes (the command: a line on stderr; the API: nowhere, or a warning).
 Say = Callable[[str], None]
@@ -179,7 +179,7 @@ def recheck_into(plan: RecheckPlan, out: Path | None, progress: Say) -> tuple[Co
     from torchdoctor.core import rundir
 
     run_dir = rundir.new_run_dir("run", plan.target, out=out)
-    logs = run_dir / LOGS_SUBDIR
+    logs = run_dir / RECHECK_LOGS
     logs.mkdir(exist_ok=True)
     progress(
         f"{plan.shown}: {plan.pairs} fresh process pairs, the recipe against it as it is (each "

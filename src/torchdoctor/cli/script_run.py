@@ -34,8 +34,7 @@ def run_script_with_recipe(
 ) -> None:
     """`run [--recipe R] -- python train.py`: the run's record, then the script's own exit
     code when it failed (`ScriptExit`)."""
-    from torchdoctor.api import parse_command, run_script_into, script_error
-    from torchdoctor.api.command_line import recipe_folder
+    from torchdoctor.api import parse_command, recipe_folder, run_script_into, script_error
 
     # No recipe: the script as it is, measured by the same rule (nothing injected).
     recipe = load_recipe_file(recipe_path) if recipe_path is not None else {}
@@ -75,8 +74,7 @@ def recheck(
 ) -> None:
     """`run --recipe R --vs-baseline` (a script's command line, or a workload with its
     recipe): the ratio and its interval, then `MeasureError` when the A/B gave none."""
-    from torchdoctor.api import plan_recheck, recheck_into
-    from torchdoctor.api.vs_baseline import LOGS_SUBDIR
+    from torchdoctor.api import RECHECK_LOGS, plan_recheck, recheck_into
 
     plan = plan_recheck(
         target, recipe, pairs=pairs, steps=steps, device=device, seed=seed, note=_note
@@ -93,7 +91,7 @@ def recheck(
     if not check.ok:
         raise MeasureError(
             f"the A/B gave no interval: {check.reason or check.status}",
-            hint=f"each launch's output is in {display_path(run_dir / LOGS_SUBDIR)}",
+            hint=f"each launch's output is in {display_path(run_dir / RECHECK_LOGS)}",
         )
 
 
