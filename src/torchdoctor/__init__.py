@@ -5,9 +5,10 @@ measure -> engine -> collect -> analyze -> diagnose -> tune -> report.
 Importing the top-level package stays cheap: no torch import happens here.
 
 The Python API (torchdoctor/api/): a function for each command, `torchdoctor.diagnose(...)`,
-`torchdoctor.tune(...)`, `torchdoctor.run(...)`, `bench`, `profile`, `memory`, `analyze`,
-`diff`, `report`, `env`, `workloads`, `scale`, `serve`, `demo`, each returning the record its
-command prints;
+`torchdoctor.tune(...)`, `torchdoctor.run(...)` (a workload or a script), `bench`, `profile`,
+`memory`, `analyze`, `diff`, `report`, `env`, `workloads`, `scale`, `serve`, `demo`, each
+returning the record its command prints, and `torchdoctor.recheck(...)`, a recipe against the
+job as it is (`run --vs-baseline`);
 `torchdoctor.watch()` instruments a block of notebook code.
 """
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         env,
         memory,
         profile,
+        recheck,
         report,
         run,
         scale,
@@ -51,6 +53,7 @@ __all__ = [
     "env",
     "memory",
     "profile",
+    "recheck",
     "report",
     "run",
     "scale",

@@ -110,14 +110,17 @@ def test_tune_builds_the_config_the_command_builds(
     assert not (tmp_path / "fit").exists()
 
 
-def test_run_returns_a_run_result_and_refuses_a_script() -> None:
+def test_run_returns_a_run_result_and_reads_a_recipe_file(tmp_path: Path) -> None:
+    recipe = tmp_path / "best_recipe.json"
+    recipe.write_text('{"threads": 1}')
     result = torchdoctor.run(
-        "mlp", recipe={"threads": 1}, steps=4, warmup=1, device="cpu", measure_phases=False
+        "mlp", recipe=recipe, steps=4, warmup=1, device="cpu", measure_phases=False
     )
     assert isinstance(result, RunResult) and result.recipe == {"threads": 1}
     assert len(result.steps) >= 4 and result.samples_per_s > 0
-    with pytest.raises(UsageError, match="runs a workload"):
-        torchdoctor.run("python train.py")
+    # A script is run too (tests/unit/test_api_run_recheck.py); a workload's keyword is refused.
+    with pytest.raises(UsageError, match="device= cannot be honoured for a script"):
+        torchdoctor.run("python train.py", device="cpu")
 
 
 def test_settings_is_the_old_name_of_recipe(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import importlib
 import inspect
 import pydoc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -57,10 +57,11 @@ def _same(api_default: Any, cli_default: Any, *, repeatable: bool) -> bool:
 
 
 def shared_options(
-    function: Callable[..., Any], command: Any
+    function: Callable[..., Any], command: Any, also: Mapping[str, str] | None = None
 ) -> Iterator[tuple[str, str, Any, Any, bool]]:
     """(keyword, flag, the function's default, the command's, equal?) for every keyword of
-    `function` that is an option of `command`."""
+    `function` that is an option of `command`; `also`: a second option a keyword stands for
+    (keyword -> flag)."""
     options = {
         flag: param
         for param in command.params
@@ -72,19 +73,21 @@ def shared_options(
             continue
         negated = name in CLI_NEGATED_FLAGS
         flag = CLI_NEGATED_FLAGS.get(name) or CLI_FLAGS.get(name, f"--{name.replace('_', '-')}")
-        option = options.get(flag)
-        if option is None:
-            continue
-        cli = _option_default(command, option)
-        if negated:
-            cli = not cli
-        yield (
-            name,
-            flag,
-            parameter.default,
-            cli,
-            _same(parameter.default, cli, repeatable=bool(option.multiple)),
-        )
+        flags = [flag, *([also[name]] if also and name in also else [])]
+        for flag in flags:
+            option = options.get(flag)
+            if option is None:
+                continue
+            cli = _option_default(command, option)
+            if negated:
+                cli = not cli
+            yield (
+                name,
+                flag,
+                parameter.default,
+                cli,
+                _same(parameter.default, cli, repeatable=bool(option.multiple)),
+            )
 
 
 @pytest.mark.parametrize("name", _functions())
@@ -117,7 +120,13 @@ def test_a_commands_function_takes_its_options_by_keyword_and_shows_an_example(
 @pytest.mark.parametrize("name", COMMANDS)
 def test_an_option_shared_with_the_command_has_the_commands_default(name: str) -> None:
     command = _commands()[name]
-    shared = list(shared_options(getattr(torchdoctor, name), command))
+    functions = [name, *COMPANIONS.get(name, ())]
+    also = ALSO_FLAGS.get(name)
+    shared = [
+        option
+        for function in functions
+        for option in shared_options(getattr(torchdoctor, function), command, also)
+    ]
     assert [(k, flag, api, cli) for k, flag, api, cli, same in shared if not same] == []
     flags = {
         next(o for o in p.opts if o.startswith("--"))
@@ -129,6 +138,13 @@ def test_an_option_shared_with_the_command_has_the_commands_default(name: str) -
     assert flags - {flag for _, flag, *_ in shared} == CLI_ONLY.get(name, set())
 
 
+#: Functions that take a command's options beside its own: `torchdoctor.recheck` is `run
+#: --recipe R --vs-baseline`.
+COMPANIONS: dict[str, tuple[str, ...]] = {"run": ("recheck",)}
+#: A keyword that stands for a second option of a command: `run --recipe FILE` is `recipe=`
+#: given the file's path (`recipe=` is `--set`'s mapping everywhere).
+ALSO_FLAGS: dict[str, dict[str, str]] = {"run": {"recipe": "--recipe"}}
+
 #: Options a command has and its function does not, each with why.
 CLI_ONLY: dict[str, set[str]] = {
     # --force: a function writes into the `out` given (a notebook reruns its cells);
@@ -137,10 +153,8 @@ CLI_ONLY: dict[str, set[str]] = {
     # --resume and --force: a study is resumed from the command line, where its stored
     # settings are checked against what is given again; --final-pairs is --pairs' old name.
     "tune": {"--resume", "--force", "--final-pairs"},
-    # --recipe FILE, --vs-baseline, --pairs, --out, --force: a recipe's re-measure against the
-    # job as it is (`run --recipe R --vs-baseline`) is the command's; `recipe=` takes the
-    # mapping itself (a `TuneResult.best_recipe`).
-    "run": {"--recipe", "--vs-baseline", "--pairs", "--out", "--force"},
+    # --vs-baseline: the function is another, `torchdoctor.recheck` (COMPANIONS).
+    "run": {"--vs-baseline", "--force"},
     # --nproc and --param-dtype: the sharded estimate is `torchdoctor.shard_memory`.
     "memory": {"--force", "--nproc", "--param-dtype"},
     "profile": {"--force"},
@@ -155,6 +169,17 @@ CLI_ONLY: dict[str, set[str]] = {
     "serve": {"--no-threads", "--force"},
     "demo": {"--force"},
 }
+
+
+def test_every_option_of_recheck_is_one_of_run_with_its_default() -> None:
+    # `torchdoctor.recheck` is not a command of its own: each keyword is `run`'s option.
+    command = _commands()["run"]
+    shared = {k: same for k, _, _, _, same in shared_options(torchdoctor.recheck, command)}
+    parameters = inspect.signature(torchdoctor.recheck).parameters.values()
+    keywords = {p.name for p in parameters if p.default is not p.empty}
+    assert set(shared) == keywords and all(shared.values())
+    assert "Example:" in (inspect.getdoc(torchdoctor.recheck) or "")
+    assert "torchdoctor run --recipe R --vs-baseline" in (inspect.getdoc(torchdoctor.recheck) or "")
 
 
 def test_a_list_written_as_text_is_compared_as_its_numbers() -> None:

@@ -9,6 +9,7 @@ in the API, as a `Recipe` is in the docs and the tuner's result (`TuneResult.bes
 from __future__ import annotations
 
 import functools
+import json
 import shlex
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,13 @@ from torchdoctor.core.errors import UsageError
 #: What a command runs: a command line (`["python", "train.py"]`, "python train.py", a .py
 #: path), a workload's name (`"cnn"`, `"path/to/file.py:factory"`) or a trace's path.
 Target = str | Path | Sequence[str]
+
+#: A knob mapping, or where one is written: a JSON file of knob values (tune's
+#: best_recipe.json), a tune result (tune.json) or a tune run folder (`run --recipe R`).
+RecipeSource = Mapping[str, Any] | str | Path
+
+#: File a recipe is read from when a tune run folder is given.
+TUNE_BEST = "best_recipe.json"
 
 #: The module a torchrun launch becomes (`torchrun ARGS` is `python -m torch.distributed.run
 #: ARGS`): the job is launched as that module, each rank inside (tune/torchrun.py reads it).
@@ -146,6 +154,56 @@ def recipe_strings(recipe: Mapping[str, Any] | None) -> dict[str, str]:
 def assignments(recipe: Mapping[str, Any] | None) -> list[str]:
     """A knob mapping as `--set` items (`knob=value`), what `Recipe.parse` reads."""
     return [f"{k}={v}" for k, v in recipe_strings(recipe).items()]
+
+
+def load_recipe_file(path: Path) -> dict[str, Any]:
+    """The knob dict in `path`: a bare {knob: value} (tune's best_recipe.json), a tune result
+    (tune.json: its best_recipe), any record with a `recipe`, or a tune run folder.
+
+    Raises UsageError (unreadable) or KnobError (unknown knob, bad value).
+    """
+    from torchdoctor.knobs import Recipe
+
+    if path.is_dir():
+        path = path / TUNE_BEST
+    if not path.is_file():
+        raise UsageError(
+            f"recipe file {str(path)!r} not found",
+            hint="pass a JSON file of knob values, e.g. best_recipe.json written by tune",
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"recipe file {str(path)!r} is not readable JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("best_recipe"), dict):
+        data = data["best_recipe"]
+    elif isinstance(data, dict) and isinstance(data.get("recipe"), dict):
+        data = data["recipe"]
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"recipe file {str(path)!r} holds no knob values",
+            hint='write it as {"knob": value, ...}, e.g. {"num_workers": 2}',
+        )
+    return Recipe.from_dict(data).to_dict()
+
+
+def read_recipe(recipe: RecipeSource | None) -> dict[str, Any]:
+    """`recipe=` as a knob mapping: the mapping itself, or the one a path names
+    (`load_recipe_file`); nothing is {}."""
+    if recipe is None:
+        return {}
+    if isinstance(recipe, str | Path):
+        return load_recipe_file(Path(recipe))
+    return dict(recipe)
+
+
+def recipe_folder(recipe: RecipeSource | None) -> Path | None:
+    """The folder a recipe was read from (a tune run folder, or a file's folder), where its
+    study's config says how it was tuned; None for a mapping."""
+    if not isinstance(recipe, str | Path):
+        return None
+    path = Path(recipe)
+    return path if path.is_dir() else path.parent
 
 
 def resolve_device(device: str | None) -> str:

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from torchdoctor.api.command_line import (
+    RecipeSource,
     Target,
     _command,
     accepts_old_names,
     assignments,
+    read_recipe,
     recipe_strings,
     resolve_device,
     workload_options,
@@ -33,6 +35,7 @@ from torchdoctor.core.defaults import (
 from torchdoctor.core.errors import DiagnoseError, UsageError
 
 if TYPE_CHECKING:
+    from torchdoctor.collect import ScriptRun
     from torchdoctor.core.vocabulary import Objective
     from torchdoctor.diagnose import Diagnosis, Examination
     from torchdoctor.engine import RunResult
@@ -374,9 +377,9 @@ def _ladder_progress(
 
 @accepts_old_names(settings="recipe")
 def run(
-    target: str,
+    target: Target,
     *,
-    recipe: Mapping[str, Any] | None = None,
+    recipe: RecipeSource | None = None,
     params: Mapping[str, Any] | None = None,
     steps: int | None = None,
     warmup: int = MIN_WARMUP_STEPS,
@@ -384,35 +387,64 @@ def run(
     seed: int = 0,
     measure_phases: bool = True,
     progress: Callable[[int, int], None] | None = None,
-) -> RunResult:
-    """Train a workload under a recipe and time it (`torchdoctor run WORKLOAD`).
+    out: str | Path | None = None,
+) -> RunResult | ScriptRun:
+    """Train a workload under a recipe and time it (`torchdoctor run WORKLOAD`), or run a
+    script unmodified, as it is or with the recipe injected (`torchdoctor run -- python
+    train.py`).
 
-    `target`: a built-in workload or `path/to/file.py:factory`; `recipe`: knob -> value
-    (`--set`, e.g. a `TuneResult.best_recipe`); `params`: the workload's own parameters.
-    Returns the `RunResult`: steady throughput (the number the tuner measures for the same
-    recipe), the phase split (unless `measure_phases=False`, `--throughput`), peak memory,
-    the loss at every step. `progress(done, total)` is called as steps complete (in a
-    notebook, a bar is drawn when none is given). A script is run with a recipe by
-    `torchdoctor run --recipe R -- python train.py`.
+    `target`: a built-in workload or `path/to/file.py:factory`, or a script's command line
+    (`["python", "train.py", "--epochs", "1"]`, `"python -m pkg.train"`, a torchrun job).
+    `recipe`: knob -> value (`--set`, e.g. a `TuneResult.best_recipe`), or the path of a
+    recipe file (best_recipe.json, tune.json) or a tune run folder (`--recipe`).
+
+    A workload returns the `RunResult`: steady throughput (the number the tuner measures for
+    the same recipe), the phase split (unless `measure_phases=False`, `--throughput`), peak
+    memory, the loss at every step; `params` are its own parameters, `device` and `seed` its
+    own, and `progress(done, total)` is called as steps complete (in a notebook, a bar is
+    drawn when none is given). It writes no run folder.
+
+    A script returns the `ScriptRun`: its steady step time and throughput by the tuner's
+    rule, and which knobs applied; `steps` ends it after that many steps, `warmup` is the
+    least before timing, and the run folder is `out`, else a new one under
+    torchdoctor-runs/. A script that fails is recorded (its `exit_code` and `error`), not
+    raised. To measure the recipe against the job as it is, `torchdoctor.recheck`.
 
     Example:
         >>> r = torchdoctor.run("mlp", recipe={"threads": 1}, steps=30, device="cpu")
         >>> r.samples_per_s, r.peak_memory_bytes
+        >>> s = torchdoctor.run(["python", "train.py"], recipe="runs/tune/best_recipe.json")
+        >>> s.samples_per_s, [k.status for k in s.injection.knobs]
     """
-    if _command(target) is not None:
+    command = _command(target)
+    if command is not None:
+        from torchdoctor.api.script_run import script_run
+
+        return script_run(
+            command,
+            recipe,
+            params=params,
+            steps=steps,
+            warmup=warmup,
+            device=device,
+            measure_phases=measure_phases,
+            out=out,
+        )
+    if out is not None:
         raise UsageError(
-            "torchdoctor.run() runs a workload",
-            hint="run a script with a recipe by `torchdoctor run --recipe R -- python train.py`",
+            "out= cannot be honoured for a workload's run",
+            hint="it writes no run folder: its record is the RunResult returned",
         )
     from torchdoctor.engine import run_workload
     from torchdoctor.knobs import Recipe
     from torchdoctor.measure import watch_load
     from torchdoctor.workloads import get_workload
 
+    workload = str(target)
     device_name = resolve_device(device)
-    job = get_workload(target, **dict(params or {}))
-    parsed = Recipe.parse(assignments(recipe), workload=job, device=device_name)
-    with notebook_progress(f"run {target}") as bar:
+    job = get_workload(workload, **dict(params or {}))
+    parsed = Recipe.parse(assignments(read_recipe(recipe)), workload=job, device=device_name)
+    with notebook_progress(f"run {workload}") as bar:
         report = progress
         if report is None and bar is not None:
             report = bar.update

@@ -4,14 +4,16 @@ in fresh process pairs.
 
 `torchdoctor run [--recipe R] -- python train.py ARGS`: run a script unmodified, as it is or
 with the recipe injected; with `--vs-baseline`, the recipe against the script as it is in
-fresh process pairs (cli/script_run.py).
+fresh process pairs (cli/script_run.py). Each calls its API function (`torchdoctor.run`,
+or the steps `run_script_into` and `recheck_into` it shares with `torchdoctor.run` and
+`torchdoctor.recheck`) and renders.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from rich.console import Console
@@ -41,6 +43,9 @@ from torchdoctor.measure import (
     MIN_STEADY_S,
     MIN_WARMUP_STEPS,
 )
+
+if TYPE_CHECKING:
+    from torchdoctor.engine import RunResult
 
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -143,25 +148,25 @@ def run_command(
             hint="torchdoctor run --recipe best_recipe.json --vs-baseline -- python train.py",
         )
     if command:
-        from torchdoctor.cli.script_run import recheck_recipe, run_script_with_recipe
+        from torchdoctor.cli.script_run import recheck, run_script_with_recipe
 
         check_out(out, force=force)
-        if vs_baseline:
-            recheck_recipe(command, recipe_file, pairs=pairs, steps=steps, out=out)
+        if vs_baseline and recipe_file is not None:  # refused above without it
+            recheck(command, recipe_file, pairs=pairs, steps=steps, out=out)
             return
         run_script_with_recipe(command, recipe_file, steps=steps, warmup=warmup, out=out)
         return
     if workload is None:
         raise UsageError("nothing to run", hint="torchdoctor run WORKLOAD, or -- python train.py")
-    from torchdoctor.cli.script_run import load_recipe_file
+    from torchdoctor.api import load_recipe_file
 
     recipe = load_recipe_file(recipe_file) if recipe_file is not None else {}
     recipe.update(parse_settings(settings))
     if vs_baseline:
-        from torchdoctor.cli.script_run import recheck_workload_recipe
+        from torchdoctor.cli.script_run import recheck
 
         check_out(out, force=force)
-        recheck_workload_recipe(
+        recheck(
             workload,
             recipe,
             pairs=pairs,
@@ -243,16 +248,20 @@ def _run_workload(
             bar.update(task, completed=done, total=total)
 
     with bar if bar is not None else nullcontext():
-        result = run(
-            workload,
-            recipe=recipe,
-            params=params,
-            steps=steps,
-            warmup=warmup,
-            measure_phases=measure_phases,
-            device=device,
-            seed=seed,
-            progress=progress,
+        # A workload's name (a command line went to cli/script_run.py): its run's RunResult.
+        result = cast(
+            "RunResult",
+            run(
+                workload,
+                recipe=recipe,
+                params=params,
+                steps=steps,
+                warmup=warmup,
+                measure_phases=measure_phases,
+                device=device,
+                seed=seed,
+                progress=progress,
+            ),
         )
 
     def render(console: Console) -> None:
