@@ -60,6 +60,29 @@ def _ratios(rates: object, baseline: object) -> list[float]:
     return [float(r) / float(b) for r, b in zip(rates, baseline, strict=True)]
 
 
+def _judged(
+    confirm: Confirmation,
+    again: dict[str, Any],
+    interval: tuple[float, float],
+    claimed_speedup: float | None = None,
+) -> str:
+    """The re-measure `again` (`run --vs-baseline`'s JSON) against the tune's final A/B
+    `confirm` and its `interval`, as the re-measure benchmarks print it: the speedup and its
+    pairs, the ratio to `claimed_speedup` where given, inside or outside the interval, and
+    Welch's test of the two sets of pair ratios at the A/B's confidence."""
+    claimed = _ratios(confirm.rates, confirm.baseline_rates)
+    remeasured = _ratios(again["rates"], again["baseline_rates"])
+    speedup = float(again["speedup"])
+    agree = replicates_agree(claimed, remeasured, confidence=MeasurePlan().confidence)
+    ratio = f"re-measure / claim {speedup / claimed_speedup:.3f}; " if claimed_speedup else ""
+    low, high = interval
+    return (
+        f"{speedup:.3f}x (pairs {', '.join(f'{r:.3f}' for r in remeasured)}); {ratio}"
+        f"{'inside' if low <= speedup <= high else 'OUTSIDE'} the claim's interval; Welch's "
+        f"test on the pairs' log ratios: {'agree' if agree else 'DIFFER'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", default="20m", help="the tune's budget (default 20m)")
@@ -96,16 +119,9 @@ def main() -> None:
         "run", "--recipe", str(tune_dir), "--vs-baseline", "--pairs", str(args.pairs),
         "--steps", str(confirm.steps), "--out", str(again_dir), "--", *TORCHRUN, *JOB,
     )  # fmt: skip
-    claimed = _ratios(confirm.rates, confirm.baseline_rates)
-    remeasured = _ratios(again["rates"], again["baseline_rates"])
-    speedup = float(again["speedup"])
-    inside = low <= speedup <= high
-    agree = replicates_agree(claimed, remeasured, confidence=MeasurePlan().confidence)
     print(
-        f"  run --vs-baseline, {args.pairs} fresh pairs: {speedup:.3f}x "
-        f"(pairs {', '.join(f'{r:.3f}' for r in remeasured)}); "
-        f"{'inside' if inside else 'OUTSIDE'} the claim's interval; Welch's test on the "
-        f"pairs' log ratios: {'agree' if agree else 'DIFFER'}; {time.monotonic() - began:.0f} s",
+        f"  run --vs-baseline, {args.pairs} fresh pairs: "
+        f"{_judged(confirm, again, (low, high))}; {time.monotonic() - began:.0f} s",
         flush=True,
     )
     print(f"run folders: {tune_dir}, {again_dir}")

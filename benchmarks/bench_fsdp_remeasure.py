@@ -5,7 +5,7 @@ Each plant of tests/zoo/fsdp2_train.py whose cure can win on 2-rank CPU gloo is 
 a network namespace whose loopback is shaped by tbf (the rule of scale/netns.py: an MTU under
 tbf's bucket, the bucket from `_burst_bytes`), then the kept recipe is re-run against the job
 as it is with `torchdoctor run --recipe RUN --vs-baseline -- torchrun ...` in the same
-namespace, as bench_ddp_remeasure.py does for DDP (its `_cli` and `_ratios` are used here).
+namespace, as bench_ddp_remeasure.py does for DDP (its `_cli` and `_judged` are used here).
 Prints, per plant, the claim, its interval, the re-measured speedup, their ratio, whether the
 re-measure lies inside the interval, and Welch's test of the two sets of pair ratios.
 
@@ -38,11 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_ddp_remeasure import _cli, _ratios
-from torchdoctor.measure import replicates_agree
+from bench_ddp_remeasure import _cli, _judged
 from torchdoctor.scale.netns import shaped_loopback, unavailable
 from torchdoctor.tune import Confirmation
-from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import read_trial
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,16 +89,9 @@ def remeasure(plant: str, args: argparse.Namespace, netns: str, base: Path) -> N
         "--steps", str(confirm.steps), "--out", str(again_dir), "--", *TORCHRUN, *job,
         prefix=prefix, env=env,
     )  # fmt: skip
-    claimed = _ratios(confirm.rates, confirm.baseline_rates)
-    remeasured = _ratios(again["rates"], again["baseline_rates"])
-    speedup = float(again["speedup"])
-    agree = replicates_agree(claimed, remeasured, confidence=MeasurePlan().confidence)
     print(
-        f"  run --vs-baseline, {args.pairs} fresh pairs: {speedup:.3f}x "
-        f"(pairs {', '.join(f'{r:.3f}' for r in remeasured)}); re-measure / claim "
-        f"{speedup / float(claim['speedup']):.3f}; "
-        f"{'inside' if low <= speedup <= high else 'OUTSIDE'} the claim's interval; Welch's "
-        f"test on the pairs' log ratios: {'agree' if agree else 'DIFFER'}; "
+        f"  run --vs-baseline, {args.pairs} fresh pairs: "
+        f"{_judged(confirm, again, (low, high), float(claim['speedup']))}; "
         f"{time.monotonic() - began:.0f} s",
         flush=True,
     )

@@ -22,10 +22,8 @@ import time
 from pathlib import Path
 
 # The same `torchdoctor --json` call and pair ratios as the torchrun job's re-measure.
-from bench_ddp_remeasure import _cli, _ratios
-from torchdoctor.measure import replicates_agree
+from bench_ddp_remeasure import _cli, _judged
 from torchdoctor.tune import Confirmation
-from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.records import read_trial
 
 
@@ -80,16 +78,9 @@ def main() -> None:
         "--pairs", str(args.pairs), "--steps", str(confirm.steps), "--out", str(again_dir),
         *where,
     )  # fmt: skip
-    claimed = _ratios(confirm.rates, confirm.baseline_rates)
-    remeasured = _ratios(again["rates"], again["baseline_rates"])
-    speedup = float(again["speedup"])
-    inside = low <= speedup <= high
-    agree = replicates_agree(claimed, remeasured, confidence=MeasurePlan().confidence)
     print(
         f"  run {args.workload} --recipe RUN --vs-baseline, {args.pairs} fresh pairs: "
-        f"{speedup:.3f}x (pairs {', '.join(f'{r:.3f}' for r in remeasured)}); "
-        f"{'inside' if inside else 'OUTSIDE'} the claim's interval; Welch's test on the "
-        f"pairs' log ratios: {'agree' if agree else 'DIFFER'}; {time.monotonic() - began:.0f} s",
+        f"{_judged(confirm, again, (low, high))}; {time.monotonic() - began:.0f} s",
         flush=True,
     )
     print(f"run folders: {tune_dir}, {again_dir}")
