@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from fsdp_shapes import blocks_and_root
 from torchdoctor.core.errors import ScaleError
 from torchdoctor.core.memory_owners import LinearFit
-from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardUnit
+from torchdoctor.core.shard_memory import ModelShape
 from torchdoctor.scale.fit import AlphaBetaFit
 from torchdoctor.scale.fsdp import compare_strategies, fsdp_collectives, fsdp_communication
 
 
 def _shape() -> ModelShape:
-    def block(name: str) -> ShardUnit:
-        return ShardUnit(name=name, parameters=[ShardedParameter(name="w", rows=8, numel=80)])
-
-    root = ShardUnit(name="", parameters=[ShardedParameter(name="emb", rows=4, numel=16)])
-    return ModelShape(
-        units=[block("b0"), block("b1"), root],
-        parameter_bytes=4,
-        buffers_bytes=0,
-        optimizer="AdamW",
-        states_per_element=2,
-        state_bytes=4,
-        scalar_states_per_parameter=1,
-    )
+    return blocks_and_root(2, 8, 80, root="emb", root_rows=4, root_numel=16)
 
 
 def _fit(alpha: float = 1e-4, beta: float = 1e-9, world: int = 2) -> AlphaBetaFit:

@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from fsdp_shapes import blocks_and_root
 from torchdoctor.core.errors import ScaleError
-from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardUnit
+from torchdoctor.core.shard_memory import ModelShape
 from torchdoctor.measure import summarize
 from torchdoctor.scale._fsdp_units import FsdpJob, _job
 from torchdoctor.scale.collectives import CollectiveBench, point
@@ -22,19 +23,7 @@ from torchdoctor.scale.worlds import MeasuredWorld
 
 
 def _shape() -> ModelShape:
-    def block(name: str) -> ShardUnit:
-        return ShardUnit(name=name, parameters=[ShardedParameter(name="w", rows=8, numel=80)])
-
-    root = ShardUnit(name="", parameters=[ShardedParameter(name="emb", rows=4, numel=16)])
-    return ModelShape(
-        units=[block("b0"), block("b1"), root],
-        parameter_bytes=4,
-        buffers_bytes=0,
-        optimizer="AdamW",
-        states_per_element=2,
-        state_bytes=4,
-        scalar_states_per_parameter=1,
-    )
+    return blocks_and_root(2, 8, 80, root="emb", root_rows=4, root_numel=16)
 
 
 def _fit(collective: Collective = "all_gather", alpha: float = 1e-3, beta: float = 1e-6):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchdoctor.core.shard_memory import ModelShape, ShardedParameter, ShardUnit
+from fsdp_shapes import blocks_and_root
 from torchdoctor.measure import summarize
 from torchdoctor.scale._fsdp_units import FsdpJob
 from torchdoctor.scale.buckets import FIRST_BUCKET_BYTES
@@ -30,19 +30,8 @@ _MIB = 1024 * 1024
 def _job(block_rows: int = 512) -> FsdpJob:
     """Four blocks of `block_rows` x 1024 fp32 parameters and a small root, gathered in bf16."""
 
-    def block(name: str) -> ShardUnit:
-        w = ShardedParameter(name="w", rows=block_rows, numel=block_rows * 1024)
-        return ShardUnit(name=name, parameters=[w])
-
-    root = ShardUnit(name="", parameters=[ShardedParameter(name="head", rows=4, numel=4096)])
-    shape = ModelShape(
-        units=[*(block(f"b{i}") for i in range(4)), root],
-        parameter_bytes=4,
-        buffers_bytes=0,
-        optimizer="AdamW",
-        states_per_element=2,
-        state_bytes=4,
-        scalar_states_per_parameter=1,
+    shape = blocks_and_root(
+        4, block_rows, block_rows * 1024, root="head", root_rows=4, root_numel=4096
     )
     return FsdpJob(
         shape=shape,
