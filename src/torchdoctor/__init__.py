@@ -1,7 +1,8 @@
 """torchdoctor: find out why a PyTorch job is slow, prove the cure, hand back the recipe.
 
-The package is a pipeline of stages (see docs/DESIGN in the repository):
-measure -> engine -> collect -> analyze -> diagnose -> tune -> report.
+The package is a pipeline of stages, each importing only those before it (docs/DESIGN.md in
+the repository draws the order the architecture test checks): measure a step, collect it from
+a script, analyze the trace, diagnose the bound, tune the cure, report it.
 Importing the top-level package stays cheap: no torch import happens here.
 
 The Python API (torchdoctor/api/): a function for each command, `torchdoctor.diagnose(...)`,

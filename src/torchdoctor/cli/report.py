@@ -24,7 +24,7 @@ def report_command(
         None,
         "--tensorboard",
         help="Also write the run's figures as TensorBoard scalars under this folder "
-        "(`tensorboard --logdir` it; needs the [tensorboard] extra).",
+        "(`tensorboard --logdir` it; needs the \\[tensorboard] extra).",
     ),
 ) -> None:
     """Render the report of a run: one self-contained HTML page (or Markdown, or JSON).
