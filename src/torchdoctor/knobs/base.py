@@ -258,9 +258,3 @@ def needs_compile(ctx: ApplicabilityContext) -> str | None:
     if ctx.settings.get("compile", "off") == "off":
         return "it only matters with torch.compile; set compile=default (or another mode)"
     return None
-
-
-def is_cuda_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
