@@ -241,6 +241,18 @@ def cuda_only(ctx: ApplicabilityContext) -> str | None:
     return None
 
 
+def torchrun_only(taker: str) -> Callable[[ApplicabilityContext], str | None]:
+    """The check of a knob only `taker`, in a user's torchrun job, takes: a built-in workload
+    runs in one process, so it is refused there."""
+
+    def check(ctx: ApplicabilityContext) -> str | None:
+        if ctx.workload_kind is not None or ctx.workload_name is not None:
+            return f"only {taker} takes it, and a built-in workload runs in one process"
+        return None
+
+    return check
+
+
 def before_ampere(ctx: ApplicabilityContext) -> tuple[int, int] | None:
     """The CUDA device's capability when it is known and older than Ampere, else None."""
     return older_than_ampere(ctx.device, ctx.cuda_capability)
