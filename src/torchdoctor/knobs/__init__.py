@@ -25,6 +25,7 @@ from torchdoctor.knobs.base import (
     Safety,
     cpu_count,
     cuda_capability_of,
+    show_value,
 )
 from torchdoctor.knobs.batching import BATCH_SIZE, GRAD_ACCUM
 from torchdoctor.knobs.catalogue import (
@@ -232,5 +233,6 @@ __all__ = [
     "restore_cuda_flags",
     "scales_loss",
     "served",
+    "show_value",
     "workload_under",
 ]

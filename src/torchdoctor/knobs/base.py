@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from torchdoctor.core.errors import KnobError, KnobNotApplicable
 from torchdoctor.core.gpu import older_than_ampere
 from torchdoctor.core.vocabulary import Safety
-from torchdoctor.knobs.parts import AppliesTo, Ladder, Script, Serving, WriteBack
-
-KnobValue = int | bool | str | None
+from torchdoctor.knobs.parts import AppliesTo, KnobValue, Ladder, Script, Serving, WriteBack
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
@@ -102,7 +100,7 @@ class Choice:
         return any(type(value) is type(v) and value == v for v in self.values)
 
     def describe(self) -> str:
-        return "{" + ", ".join(_show(v) for v in self.values) + "}"
+        return "{" + ", ".join(show_value(v) for v in self.values) + "}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,8 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def _show(value: KnobValue) -> str:
+def show_value(value: KnobValue) -> str:
+    """A knob value as a recipe or a message writes it (a bool in lower case)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -223,14 +222,14 @@ class Knob:
     def refusal(self, value: KnobValue, reason: str) -> KnobNotApplicable:
         """The error that says setting this knob to `value` does not apply here, and why."""
         return KnobNotApplicable(
-            f"knob '{self.name}={_show(value)}' does not apply here: {reason}",
+            f"knob '{self.name}={show_value(value)}' does not apply here: {reason}",
             knob=self.name,
             reason=reason,
             hint=f"remove '{self.name}' from the recipe",
         )
 
     def show(self, value: KnobValue) -> str:
-        return _show(value)
+        return show_value(value)
 
 
 # Applicability helpers shared by the families.
@@ -240,6 +239,18 @@ def cuda_only(ctx: ApplicabilityContext) -> str | None:
     if ctx.device_type != "cuda":
         return f"it only acts on CUDA devices and the device is '{ctx.device}'"
     return None
+
+
+def torchrun_only(taker: str) -> Callable[[ApplicabilityContext], str | None]:
+    """The check of a knob only `taker`, in a user's torchrun job, takes: a built-in workload
+    runs in one process, so it is refused there."""
+
+    def check(ctx: ApplicabilityContext) -> str | None:
+        if ctx.workload_kind is not None or ctx.workload_name is not None:
+            return f"only {taker} takes it, and a built-in workload runs in one process"
+        return None
+
+    return check
 
 
 def before_ampere(ctx: ApplicabilityContext) -> tuple[int, int] | None:
@@ -258,9 +269,3 @@ def needs_compile(ctx: ApplicabilityContext) -> str | None:
     if ctx.settings.get("compile", "off") == "off":
         return "it only matters with torch.compile; set compile=default (or another mode)"
     return None
-
-
-def is_cuda_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from torchdoctor.knobs.base import IntRange, Knob
 from torchdoctor.knobs.parts import (
+    NOT_IN_SCRIPTS,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
-    NotWritten,
     Script,
     ScriptSite,
     StepSetting,
@@ -42,7 +42,7 @@ GRAD_ACCUM = Knob(
     domain=IntRange(1, MAX_GRAD_ACCUM),
     default=1,
     applies_to=StepSetting("micro-batches whose gradients each optimizer step sums"),
-    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    write_back=NOT_IN_SCRIPTS,
     ladder=Ladder(gpu=None, batch_search=True),
     script=Script(
         not_injectable="it changes the training loop (several backward passes per optimizer "

@@ -18,9 +18,9 @@ from torchdoctor.knobs.base import (
 )
 from torchdoctor.knobs.checkpointing import GRAPHS_VS_CHECKPOINTING
 from torchdoctor.knobs.parts import (
+    NOT_IN_SCRIPTS,
     Ladder,
     ModelTransform,
-    NotWritten,
     ProcessSetting,
     Script,
     ScriptSite,
@@ -124,7 +124,7 @@ CUDA_GRAPHS = Knob(
     default=False,
     not_applicable=_graphs_apply,
     applies_to=ModelTransform("called", order=1, apply=lambda m, v, ctx: _graph(m, v, ctx)),
-    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    write_back=NOT_IN_SCRIPTS,
     ladder=Ladder(gpu=70),
     script=Script(
         not_injectable="it needs the forward and backward captured with sample inputs ahead of "

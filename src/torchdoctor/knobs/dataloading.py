@@ -8,7 +8,6 @@ not silently ignored; a tuner then never spends a trial on a no-op.
 from __future__ import annotations
 
 from torchdoctor.knobs.base import (
-    ApplicabilityContext,
     Choice,
     IntRange,
     Knob,
@@ -16,10 +15,10 @@ from torchdoctor.knobs.base import (
     needs_workers,
 )
 from torchdoctor.knobs.parts import (
+    NOT_IN_SCRIPTS,
     Ladder,
     LoaderArgument,
     LoaderKeywordEdit,
-    NotWritten,
     Script,
     ScriptSite,
     StepSetting,
@@ -47,10 +46,6 @@ NUM_WORKERS = Knob(
 )
 
 
-def _pin_applies(ctx: ApplicabilityContext) -> str | None:
-    return cuda_only(ctx)
-
-
 PIN_MEMORY = Knob(
     name="pin_memory",
     family="dataloading",
@@ -59,7 +54,7 @@ PIN_MEMORY = Knob(
     safety="exact",
     domain=Choice((False, True)),
     default=False,
-    not_applicable=_pin_applies,
+    not_applicable=cuda_only,
     applies_to=LoaderArgument("pin_memory", order=1, position=7, fallback=False),
     write_back=LoaderKeywordEdit(),
     ladder=Ladder(gpu=90),
@@ -108,7 +103,7 @@ NON_BLOCKING = Knob(
     default=False,
     not_applicable=cuda_only,
     applies_to=StepSetting("the batch's copies to the device"),
-    write_back=NotWritten("a script cannot take it, so no run of one records where it goes"),
+    write_back=NOT_IN_SCRIPTS,
     ladder=Ladder(gpu=100),
     script=Script(not_injectable="it changes the script's own .to(device) calls; not injected"),
 )

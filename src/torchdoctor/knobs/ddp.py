@@ -31,7 +31,14 @@ the others change how the same bytes move.
 
 from __future__ import annotations
 
-from torchdoctor.knobs.base import ApplicabilityContext, Choice, IntRange, Knob, KnobValue
+from torchdoctor.knobs.base import (
+    ApplicabilityContext,
+    Choice,
+    IntRange,
+    Knob,
+    KnobValue,
+    torchrun_only,
+)
 from torchdoctor.knobs.parts import DDPArgument, Ladder, Script, ScriptSite, Snippet
 
 #: DDP's own bucket size in MB (`DistributedDataParallel(bucket_cap_mb=None)` means 25).
@@ -43,13 +50,7 @@ MAX_BUCKET_MB = 1024
 _AT_DDP = "in the DistributedDataParallel(...) call"
 
 
-def _only_ddp(ctx: ApplicabilityContext) -> str | None:
-    if ctx.workload_kind is not None or ctx.workload_name is not None:
-        return (
-            "only a torchrun job's DistributedDataParallel takes it, and a built-in workload "
-            "runs in one process"
-        )
-    return None
+_only_ddp = torchrun_only("a torchrun job's DistributedDataParallel")
 
 
 def _keyword_line(keyword: str) -> Snippet:

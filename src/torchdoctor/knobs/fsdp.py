@@ -49,6 +49,7 @@ from torchdoctor.knobs.base import (
     Knob,
     KnobValue,
     cuda_only,
+    torchrun_only,
 )
 from torchdoctor.knobs.checkpointing import repeated_blocks
 from torchdoctor.knobs.parts import (
@@ -79,13 +80,7 @@ PRECISIONS: dict[str, tuple[str, str]] = {
 }
 
 
-def _only_fsdp(ctx: ApplicabilityContext) -> str | None:
-    if ctx.workload_kind is not None or ctx.workload_name is not None:
-        return (
-            "only a torchrun job that shards its model with fully_shard takes it, and a "
-            "built-in workload runs in one process"
-        )
-    return None
+_only_fsdp = torchrun_only("a torchrun job that shards its model with fully_shard")
 
 
 def _fsdp_on_cuda(ctx: ApplicabilityContext) -> str | None:

@@ -219,6 +219,11 @@ class NotWritten:
     reason: str
 
 
+#: The write-back of a knob an unmodified script cannot take (`Script.not_injectable`): no run
+#: of a script records where it acted, so there is no place to write it.
+NOT_IN_SCRIPTS = NotWritten("a script cannot take it, so no run of one records where it goes")
+
+
 WriteBack = LoaderKeywordEdit | CallEdit | ModelLine | TopLine | Snippet | WrittenWith | NotWritten
 
 # ---- serving: the knob as an inference variant ------------------------------------------------

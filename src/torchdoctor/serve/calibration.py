@@ -74,16 +74,25 @@ def _quantiles(values: np.ndarray) -> list[float]:
     return [float(v) for v in np.quantile(values, np.linspace(0.0, 1.0, QUANTILE_POINTS))]
 
 
+def quantile_at(values: Sequence[float], u: float) -> float:
+    """The quantile at u in [0, 1) of the distribution whose evenly spaced quantiles (or, for
+    an empirical distribution, sorted values) are `values`, linear between them (plain Python:
+    the simulations draw a few times per batch)."""
+    if len(values) == 1:
+        return float(values[0])
+    position = u * (len(values) - 1)
+    index = min(int(position), len(values) - 2)
+    low, high = values[index], values[index + 1]
+    return float(low + (high - low) * (position - index))
+
+
 def _draw(quantiles: Sequence[float], rng: np.random.Generator) -> float:
     """One draw from the distribution whose evenly spaced quantiles are `quantiles`: the
-    quantile function at a uniform draw, linear between the kept quantiles (plain Python:
-    the simulation draws a few times per batch)."""
+    quantile function at a uniform draw. A single value (what the calibration run never saw)
+    takes no draw, so it leaves the generator's sequence to the others."""
     if len(quantiles) == 1:
         return float(quantiles[0])
-    position = rng.random() * (len(quantiles) - 1)
-    index = min(int(position), len(quantiles) - 2)
-    low, high = quantiles[index], quantiles[index + 1]
-    return float(low + (high - low) * (position - index))
+    return quantile_at(quantiles, rng.random())
 
 
 def idle_bin(idle_s: float) -> int:
@@ -268,6 +277,7 @@ __all__ = [
     "calibration_requests",
     "calibration_run",
     "idle_bin",
+    "quantile_at",
     "simulate_calibrated",
     "slept",
 ]

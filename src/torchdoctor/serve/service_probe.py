@@ -36,7 +36,7 @@ import numpy as np
 
 from torchdoctor.core.errors import MeasureError
 from torchdoctor.serve.batcher import BatchPolicy, LoadTrace, run_batcher
-from torchdoctor.serve.calibration import idle_bin
+from torchdoctor.serve.calibration import idle_bin, quantile_at
 from torchdoctor.serve.clock import ServeClock, VirtualClock
 
 #: Idle gaps slept before a probed call: none (back to back, as a busy batcher serves), and
@@ -148,17 +148,6 @@ def merged(samples: Iterable[ServiceSamples]) -> ServiceSamples:
     )
 
 
-def _quantile(sorted_values: Sequence[float], u: float) -> float:
-    """The empirical distribution's quantile at u in [0, 1), linear between order statistics
-    (plain Python: the simulation draws once per batch)."""
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    position = u * (len(sorted_values) - 1)
-    index = min(int(position), len(sorted_values) - 2)
-    low, high = sorted_values[index], sorted_values[index + 1]
-    return low + (high - low) * (position - index)
-
-
 class _Draws:
     """Service-time draws by batch size and idle time from `ServiceSamples`: the median of the
     size's calls after a like idle time, times a ratio drawn from the calls' ratios to their
@@ -218,7 +207,7 @@ class _Draws:
         if found is None:  # looked up once per (size, bin): the simulation draws per batch
             ratios = self._ratios[self._nearest(self._ratios, key[1])]
             found = self._found[key] = (self.median(b, idle_s), ratios)
-        return found[0] * _quantile(found[1], u)
+        return found[0] * quantile_at(found[1], u)
 
 
 class _ProbedClock(VirtualClock):
@@ -236,7 +225,7 @@ class _ProbedClock(VirtualClock):
     def sleep_until(self, when: float) -> None:
         self.advance(self._loop_s)
         if when > self.now():
-            super().sleep_until(when + _quantile(self._overshoot, self._rng.random()))
+            super().sleep_until(when + quantile_at(self._overshoot, self._rng.random()))
 
 
 def simulate_sampled(

@@ -21,8 +21,9 @@ does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from torchdoctor.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from torchdoctor.collect.inject.coordinator import Injection, injection_path, install_recipe
@@ -46,8 +47,4 @@ __all__ = [
     "install_recipe",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from torchdoctor.collect.inject.record import MAX_APPLIED_AT, KnobOutcome, KnobStatus
 from torchdoctor.collect.probes import ProbeSite
+from torchdoctor.knobs import KnobValue
 
 #: How a knob's not-applied reason begins its tail when the script's own call already passes
 #: the recipe's value (`the script's fully_shard already runs with reshard_after_forward=True`):
 #: that value alone is the script's, and the knob's other values still reach the call
 #: (tune/ladder.py tries them).
 ALREADY_RUNS_WITH = "already runs with"
-
-KnobValue = int | bool | str | None
 
 
 @dataclass
@@ -116,9 +115,3 @@ class Injector(Protocol):
 def where(site: str | None, what: str) -> str:
     """`what at file:line`, or just `what` when the caller's line is unknown."""
     return f"{what} at {site}" if site else what
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

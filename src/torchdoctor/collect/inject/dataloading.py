@@ -14,8 +14,8 @@ from typing import Any
 import torch.utils.data.dataloader as dl_mod
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import BATCH_SIZE, loader_arguments
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, where
+from torchdoctor.knobs import BATCH_SIZE, loader_arguments, show_value
 
 _UNREACHED = "the script built no torch DataLoader"
 
@@ -49,7 +49,7 @@ class DataLoaderInjector:
             old = arguments.get(keyword, _DEFAULTS.get(keyword))
             arguments[keyword] = value
             ledger.applied(
-                knob, where(site, f"DataLoader {keyword} {describe(old)} -> {describe(value)}")
+                knob, where(site, f"DataLoader {keyword} {show_value(old)} -> {show_value(value)}")
             )
 
         # In the order the knobs declare (`LoaderArgument.order`): the worker count is set

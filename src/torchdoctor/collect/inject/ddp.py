@@ -20,11 +20,10 @@ from torchdoctor.collect.inject.base import (
     InjectSite,
     KnobValue,
     Ledger,
-    describe,
     where,
 )
 from torchdoctor.collect.probes import ddp as ddp_probe
-from torchdoctor.knobs import DDP_DEFAULT_BUCKET_MB, DDPArgument, get_knob
+from torchdoctor.knobs import DDP_DEFAULT_BUCKET_MB, DDPArgument, get_knob, show_value
 
 
 class DDPInjector:
@@ -66,11 +65,11 @@ class DDPInjector:
                     ledger.skipped(
                         knob,
                         f"the script's DistributedDataParallel {ALREADY_RUNS_WITH} "
-                        f"{keyword}={describe(value)}",
+                        f"{keyword}={show_value(value)}",
                     )
                     continue
                 bound.arguments[keyword] = value
-                acted.append((knob, f"{keyword}={describe(value)} (was {describe(own)})"))
+                acted.append((knob, f"{keyword}={show_value(value)} (was {show_value(own)})"))
             original(*bound.args, **bound.kwargs)
             for knob, what in acted:
                 ledger.applied(knob, where(at, f"DistributedDataParallel({what})"))
@@ -81,7 +80,9 @@ class DDPInjector:
                     # torch refuses it here (bf16 wants NCCL 2.10+ on CUDA): the job runs as is
                     ledger.skipped(knob, f"torch refused {hook}: {exc}")
                     continue
-                ledger.applied(knob, where(at, f"register_comm_hook({hook}) for {describe(value)}"))
+                ledger.applied(
+                    knob, where(at, f"register_comm_hook({hook}) for {show_value(value)}")
+                )
 
         return __init__
 

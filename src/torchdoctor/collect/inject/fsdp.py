@@ -39,10 +39,9 @@ from torchdoctor.collect.inject.base import (
     InjectSite,
     KnobValue,
     Ledger,
-    describe,
     where,
 )
-from torchdoctor.knobs import FSDPArgument, get_knob
+from torchdoctor.knobs import FSDPArgument, get_knob, show_value
 
 #: Why a knob did not act when the script never called fully_shard.
 NO_FULLY_SHARD = "the script sharded no module with torch.distributed.fsdp.fully_shard"
@@ -191,7 +190,7 @@ class FSDPInjector:
                     )
                     continue
                 bound.arguments[keyword] = wanted
-                acted.append((knob, f"{keyword}={describe(value)} (was {_shown(own)})"))
+                acted.append((knob, f"{keyword}={show_value(value)} (was {_shown(own)})"))
         return acted
 
     def _prefetch(self, at: str | None) -> None:
@@ -228,4 +227,4 @@ def _shard_ranks(mesh: Any) -> int:
 def _shown(value: Any) -> str:
     """A policy by its class name and fields (dataclass repr), a plain value as the record
     shows values."""
-    return repr(value) if hasattr(value, "__dataclass_fields__") else describe(value)
+    return repr(value) if hasattr(value, "__dataclass_fields__") else show_value(value)

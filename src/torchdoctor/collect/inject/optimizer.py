@@ -18,8 +18,8 @@ import torch
 import torch.optim.optimizer as optim_mod
 
 from torchdoctor.collect._patching import user_site
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe, where
-from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE, OptimizerArgument
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, where
+from torchdoctor.knobs import OPTIMIZER_IMPL, SET_TO_NONE, OptimizerArgument, show_value
 
 
 def impl_classes() -> list[type[torch.optim.Optimizer]]:
@@ -102,7 +102,7 @@ class OptimizerInjector:
                 return None
             finally:
                 building.discard(id(opt))
-            shown = ", ".join(f"{k}={describe(v)}" for k, v in script.items())
+            shown = ", ".join(f"{k}={show_value(v)}" for k, v in script.items())
             ledger.applied(OPTIMIZER_IMPL.name, where(site, f"{cls.__name__}({shown}) -> {impl}"))
             return None
 
@@ -121,7 +121,7 @@ class OptimizerInjector:
                     SET_TO_NONE.name,
                     where(
                         user_site(2),
-                        f"zero_grad(set_to_none={describe(script)}) -> {describe(value)}",
+                        f"zero_grad(set_to_none={show_value(script)}) -> {show_value(value)}",
                     ),
                 )
             return original(obj, set_to_none=value)

@@ -8,8 +8,8 @@ kind is injected into scripts with no code here.
 
 from __future__ import annotations
 
-from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger, describe
-from torchdoctor.knobs import ProcessSetting, get_knob
+from torchdoctor.collect.inject.base import InjectSite, KnobValue, Ledger
+from torchdoctor.knobs import ProcessSetting, get_knob, show_value
 
 
 class ProcessInjector:
@@ -24,4 +24,4 @@ class ProcessInjector:
             part = get_knob(name).applies_to
             assert isinstance(part, ProcessSetting)  # the catalogue test holds it to that
             site.undo.append(part.apply(value))
-            self.ledger.applied(name, part.shown or f"{name}={describe(value)} at start")
+            self.ledger.applied(name, part.shown or f"{name}={show_value(value)} at start")
