@@ -520,8 +520,14 @@ def _finish(
         ),
     )
     if config.is_script:
-        arms = tuner.arms
-        recorded = arms.injection_of(result.best_recipe) if isinstance(arms, ScriptArms) else None
+        # A torchrun job's arms report rank 0's record only: its patch comes from a recording
+        # run of the whole job, as before.
+        arms, torchrun = tuner.arms, is_torchrun(list(config.command or []), config.module)
+        recorded = (
+            arms.injection_of(result.best_recipe)
+            if isinstance(arms, ScriptArms) and not torchrun
+            else None
+        )
         _write_script_changes(config, run_dir, result, recorded)
     return result
 
