@@ -520,8 +520,8 @@ def _finish(
         ),
     )
     if config.is_script:
-        # A torchrun job's arms report rank 0's record only: its patch comes from a recording
-        # run of the whole job, as before.
+        # A torchrun job's arms report rank 0's record, not every rank's: its patch is left to
+        # the recording run, as before.
         arms, torchrun = tuner.arms, is_torchrun(list(config.command or []), config.module)
         recorded = (
             arms.injection_of(result.best_recipe)
@@ -546,7 +546,7 @@ def _write_script_changes(
     """The best recipe as changes to the user's own files, beside best_recipe.json: a patch
     (`best_recipe.patch`, for `patch -p1` in the folder the command ran in) and snippets for
     what has no line to edit (`tune.cure`), from `recorded`, the injection record of an arm
-    that ran the recipe (no launch more), else from a short recording run."""
+    that ran the recipe (no further launch), else from a short recording run."""
     from torchdoctor.tune.cure import write_script_cure
 
     write_script_cure(
