@@ -77,7 +77,7 @@ def test_patch_from_a_recorded_run_applies_and_sets_num_workers(
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="the patch binary is not installed")
 def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What `tune -- python train.py` writes beside best_recipe.json once it keeps a change.
     root = tmp_path / "project"
@@ -102,5 +102,30 @@ def test_a_script_study_writes_its_recipe_as_a_patch_that_applies(
     assert [s.knob for s in cure.snippets] == ["precision"]  # autocast has no line to edit
     assert "torch.autocast" in (run_dir / BEST_RECIPE_SNIPPETS).read_text()
     patch = (run_dir / BEST_RECIPE_PATCH).read_text()
+    recorded = json.loads((run_dir / "cure" / "injection.json").read_text())
+
+    # A study hands over the injection record of an arm that ran the recipe: the same patch
+    # and snippets, and no launch of the script.
+    def no_launch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the script was launched again")
+
+    monkeypatch.setattr("torchdoctor.procs.run_script", no_launch)
+    again = tmp_path / "run_again"
+    again.mkdir()
+    cure_again = write_script_cure(
+        ["train_copy.py", *ARGS],
+        module=False,
+        cwd=root,
+        recipe=recipe,
+        run_dir=again,
+        recorded=recorded,
+    )
+    assert cure_again is not None and cure_again.edits == cure.edits
+    assert (again / BEST_RECIPE_PATCH).read_text() == patch
+    snippets = (run_dir / BEST_RECIPE_SNIPPETS).read_text()
+    assert (again / BEST_RECIPE_SNIPPETS).read_text() == snippets
+    assert json.loads((again / "cure" / "injection.json").read_text()) == recorded
+    assert not (again / "cure" / "script.log").exists()
+
     subprocess.run(["patch", "-p1"], input=patch, text=True, cwd=root, check=True)
     assert "num_workers=2" in (root / "train_copy.py").read_text().replace(" ", "")

@@ -35,6 +35,13 @@ SHUTDOWN_SLACK_S = 5.0
 
 
 @pytest.mark.study  # it runs for its whole budget, by design
+# Its simulated steps sleep and its hung trial waits (about 14 s of CPU in 80 s), and what it
+# asserts is the deadline's: the fast change kept (its steps sleep half as long), the budget
+# a hard stop with the final A/B in its reserve, sized from pairs measured on the same host.
+# Beside a 2-rank FSDP tune study the fast change was kept 10 s into the 75 s budget (its
+# trial and the reserve fit while some 30 s are left) and the study ended at 77.9 s of the
+# 85 s allowed: it runs with the untimed studies.
+@pytest.mark.untimed
 def test_budget_is_a_hard_stop_and_the_final_ab_still_runs(tmp_path: Path) -> None:
     config = sim_config(
         [FAST_KNOB, HANG_KNOB],

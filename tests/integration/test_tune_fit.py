@@ -21,8 +21,10 @@ from torchdoctor.tune import FitLadder, MeasurePlan, TuneConfig, tune
 #: A real tuning run of a worker process per trial (the baseline, then one per step until it
 #: fits, two or three): about 12 s on an idle 2-core host by its parts (process start and
 #: import about 2 s each, some 40 steps of 30-50 ms, the baseline's six reference sessions);
-#: measured 19 s at a load average of 5 on 2 cores, 73-103 s at 15.
-pytestmark = pytest.mark.study
+#: measured 19 s at a load average of 5 on 2 cores, 73-103 s at 15. The memory ladder is no
+#: A/B (tune/fit.py): its decisions rest on each process's own peak memory and on the losses,
+#: never on timing, so these run with the untimed studies.
+pytestmark = [pytest.mark.study, pytest.mark.untimed]
 
 WORKLOAD = Path(__file__).parents[1] / "data" / "workloads" / "wide_blocks.py"
 SMALLEST_PLAN = MeasurePlan(

@@ -100,6 +100,11 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     # The script's own num_workers=0 is not tried again.
     assert {"num_workers": 0} not in [t.change for t in trials if t.kind == "ladder"]
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    # The patch sets the kept workers in the script's own DataLoader call, from where an arm
+    # of the recipe saw the knob act: no further launch of the script records it.
+    patch = (run / "best_recipe.patch").read_text()
+    assert f"num_workers={best['num_workers']}" in patch, patch
+    assert not (run / "cure" / "script.log").exists()
     snippet = (run / "best_recipe.py").read_text()
     compile(snippet, "best_recipe.py", "exec")
     assert "torchdoctor run --recipe best_recipe.json -- python" in snippet

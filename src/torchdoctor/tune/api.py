@@ -520,7 +520,15 @@ def _finish(
         ),
     )
     if config.is_script:
-        _write_script_changes(config, run_dir, result)
+        # A torchrun job's arms report rank 0's record, not every rank's: its patch is left to
+        # the recording run, as before.
+        arms, torchrun = tuner.arms, is_torchrun(list(config.command or []), config.module)
+        recorded = (
+            arms.injection_of(result.best_recipe)
+            if isinstance(arms, ScriptArms) and not torchrun
+            else None
+        )
+        _write_script_changes(config, run_dir, result, recorded)
     return result
 
 
@@ -532,10 +540,13 @@ def _command_text(config: TuneConfig) -> str:
     return shlex.join(["python", *(["-m"] if config.module else []), *argv])
 
 
-def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult) -> None:
+def _write_script_changes(
+    config: TuneConfig, run_dir: Path, result: TuneResult, recorded: dict[str, Any] | None
+) -> None:
     """The best recipe as changes to the user's own files, beside best_recipe.json: a patch
     (`best_recipe.patch`, for `patch -p1` in the folder the command ran in) and snippets for
-    what has no line to edit (`tune.cure`)."""
+    what has no line to edit (`tune.cure`), from `recorded`, the injection record of an arm
+    that ran the recipe (no further launch), else from a short recording run."""
     from torchdoctor.tune.cure import write_script_cure
 
     write_script_cure(
@@ -544,6 +555,7 @@ def _write_script_changes(config: TuneConfig, run_dir: Path, result: TuneResult)
         cwd=Path(config.cwd or "."),
         recipe=dict(result.best_recipe),
         run_dir=run_dir,
+        recorded=recorded,
     )
 
 

@@ -39,6 +39,7 @@ from torchdoctor.procs import (
     start_worker,
 )
 from torchdoctor.tune.arms import Arm, MeasurePlan, Timeout, warm_arm
+from torchdoctor.tune.records import recipe_key
 from torchdoctor.tune.torchrun import arm_argv, is_torchrun
 from torchdoctor.tune.turns import DeviceTurns
 
@@ -211,9 +212,17 @@ class ScriptArms(ArmSource):
     seed: int | None = 0
     memory_cap_bytes: int | None = None
     turns: DeviceTurns = field(default_factory=DeviceTurns, compare=False, repr=False)
+    #: recipe key -> the injection record of that recipe's first arm (`Prepared.injection`,
+    #: after the script's first whole iteration): where each knob acted, which the study's
+    #: patch is built from (`tune.cure`) without launching the script once more
+    injections: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         return self._launch(recipe, 0, timeout=timeout, log_path=log_path)
+
+    def injection_of(self, recipe: dict[str, Any]) -> dict[str, Any] | None:
+        """The injection record of an arm that ran `recipe` unperturbed, if one was opened."""
+        return self.injections.get(recipe_key(recipe))
 
     def prepare_reference(
         self, recipe: dict[str, Any], perturbation: int, *, timeout: Timeout, log_path: Path | None
@@ -263,4 +272,6 @@ class ScriptArms(ArmSource):
         )
         arm.not_applied = not_applied_of(reply.injection)
         arm.own_settings = own_settings_of(reply.loaders)
+        if perturbation == 0 and reply.injection is not None:
+            self.injections.setdefault(recipe_key(recipe), dict(reply.injection))
         return arm
