@@ -126,6 +126,15 @@ def _command(target: Target) -> tuple[list[str], bool] | None:
     `["torchrun", "--nproc_per_node", "2", "train.py"]`); a string is one when it names a .py
     file or starts with `python` or `torchrun`.
     """
+    words = command_words(target)
+    if not words:
+        return None
+    return parse_command(words)
+
+
+def command_words(target: Target) -> list[str] | None:
+    """The words of `target` when it is a script's command line (`_command`'s rule), not yet
+    read: what a check that comes before the reading (`tune`'s) looks at."""
     if isinstance(target, Path):
         words = [str(target)] if target.suffix == ".py" else []
     elif isinstance(target, str):
@@ -135,9 +144,7 @@ def _command(target: Target) -> tuple[list[str], bool] | None:
         words = split if is_script else []
     else:
         words = [str(w) for w in target]
-    if not words:
-        return None
-    return parse_command(words)
+    return words or None
 
 
 def workload_options(params: Mapping[str, Any] | None) -> dict[str, Any]:
