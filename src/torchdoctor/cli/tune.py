@@ -222,30 +222,67 @@ def tune_command(
 ) -> None:
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
     wins, hand back the recipe."""
+    # Refused here: what only the command line can tell (an option given that this case
+    # cannot honour, --force's rule, a malformed value); the rest, by `torchdoctor.api.tune`.
     with reporting_interruption():
-        _tune(
-            ctx,
-            workload=workload,
-            budget=budget,
-            objective=objective,
-            max_memory=max_memory,
-            storage=storage,
-            resume=resume,
-            out=out,
-            force=force,
-            settings=settings,
-            params=params,
-            knobs=knobs,
-            joint=joint,
-            hold_effective_batch=hold_effective_batch,
-            batch_search=batch_search,
-            min_gain=min_gain,
-            pairs=pairs,
-            final_pairs=final_pairs,
+        # Everything after `--` is positional to click: its first word lands in `workload`.
+        command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+        if workload is not None and not ctx.args and workload.endswith(".py"):
+            command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
+        target = command or workload
+        if resume is not None:
+            refuse_given(
+                ctx,
+                RESUME_REFUSES,
+                case="with --resume",
+                hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
+                "with --out to change them",
+            )
+            finish_with_report(
+                tune(target, resume=resume, storage=storage, progress=watched_progress())
+            )
+            return
+        if final_pairs is not None:
+            if given(ctx, "pairs"):
+                raise UsageError(
+                    "--final-pairs is the old name of --pairs", hint="give --pairs only"
+                )
+            err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
+            pairs = final_pairs
+        # The API refuses these too; here first, so that --force's rule comes after them.
+        check_objective(objective, capped=bool(max_memory))
+        check_study_out(out)
+        check_out(out, force=force)
+        if command:
+            refuse_given(
+                ctx,
+                SCRIPT_REFUSES,
+                case="for a script",
+                hint="a script is not diagnosed first, and its batch and parameters are its own",
+            )
+        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
+        result = tune(
+            target,
+            budget_s=budget,
+            recipe=parse_settings(settings),
+            params=parse_workload_params(params),
+            knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             device=device,
             seed=seed,
-            diagnose=diagnose,
+            min_gain=min_gain,
+            pairs=pairs,
+            joint_trials=joint,
+            hold_effective_batch=hold_effective_batch,
+            search_batch=batch_search,
+            diagnose_first=diagnose,
+            objective=cast(Objective, objective),  # checked by check_objective
+            max_memory_bytes=max_memory_bytes,
+            max_memory_fraction=max_memory_fraction,
+            storage=storage,
+            out=out,
+            progress=watched_progress(),
         )
+        finish_with_report(result)
 
 
 @contextlib.contextmanager
@@ -271,91 +308,6 @@ def reporting_interruption() -> Iterator[None]:
                     highlight=False,
                 )
         raise stopped from None
-
-
-def _tune(
-    ctx: typer.Context,
-    *,
-    workload: str | None,
-    budget: float,
-    objective: str,
-    max_memory: str | None,
-    storage: str | None,
-    resume: Path | None,
-    out: Path | None,
-    force: bool,
-    settings: list[str],
-    params: list[str],
-    knobs: str | None,
-    joint: int,
-    hold_effective_batch: bool,
-    batch_search: bool,
-    min_gain: float,
-    pairs: int,
-    final_pairs: int | None,
-    device: str | None,
-    seed: int,
-    diagnose: bool,
-) -> None:
-    """Read the options, refuse what the command line alone can tell (an option given that
-    this case cannot honour, --force's rule, a malformed value), then `torchdoctor.api.tune`
-    (its own refusals are the API's) and render."""
-    # Everything after `--` is positional to click: its first word lands in `workload`.
-    command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    if workload is not None and not ctx.args and workload.endswith(".py"):
-        command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
-    target = command or workload
-    if resume is not None:
-        refuse_given(
-            ctx,
-            RESUME_REFUSES,
-            case="with --resume",
-            hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
-            "with --out to change them",
-        )
-        finish_with_report(
-            tune(target, resume=resume, storage=storage, progress=watched_progress())
-        )
-        return
-    if final_pairs is not None:
-        if given(ctx, "pairs"):
-            raise UsageError("--final-pairs is the old name of --pairs", hint="give --pairs only")
-        err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
-        pairs = final_pairs
-    # The API refuses these too; here first, so that --force's rule comes after them.
-    check_objective(objective, capped=bool(max_memory))
-    check_study_out(out)
-    check_out(out, force=force)
-    if command:
-        refuse_given(
-            ctx,
-            SCRIPT_REFUSES,
-            case="for a script",
-            hint="a script is not diagnosed first, and its batch and parameters are its own",
-        )
-    max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
-    result = tune(
-        target,
-        budget_s=budget,
-        recipe=parse_settings(settings),
-        params=parse_workload_params(params),
-        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-        device=device,
-        seed=seed,
-        min_gain=min_gain,
-        pairs=pairs,
-        joint_trials=joint,
-        hold_effective_batch=hold_effective_batch,
-        search_batch=batch_search,
-        diagnose_first=diagnose,
-        objective=cast(Objective, objective),  # checked by check_objective
-        max_memory_bytes=max_memory_bytes,
-        max_memory_fraction=max_memory_fraction,
-        storage=storage,
-        out=out,
-        progress=watched_progress(),
-    )
-    finish_with_report(result)
 
 
 def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | None]:
