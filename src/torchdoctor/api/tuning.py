@@ -98,6 +98,19 @@ def check_study_out(out: Path | None) -> None:
         )
 
 
+def check_target(target: Target | None, objective: str) -> Target:
+    """Something to tune, and the memory ladder for a workload only (a script's batch is its
+    own); returns `target`."""
+    if target is None:
+        raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
+    if command_words(target) and objective == "fit":
+        raise UsageError(
+            "--objective fit tunes a workload, not a script",
+            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
+        )
+    return target
+
+
 def open_storage(storage: str | None, note: Callable[[str], None]) -> StorageURL | None:
     """A shared study's storage URL, opened once: a URL that does not parse or a database
     that refuses fails at once, before any folder exists (the password, if the URL has one,
@@ -114,6 +127,13 @@ def open_storage(storage: str | None, note: Callable[[str], None]) -> StorageURL
         note(said)
     Study(url, shared=True).close()
     return url
+
+
+def _opened(storage: str | StorageURL | None, progress: TuneProgress | None) -> StorageURL | None:
+    """`storage` opened (`open_storage`), unless the caller opened it already."""
+    if storage is None or not isinstance(storage, str):
+        return storage
+    return open_storage(storage, (progress or TuneProgress()).note)
 
 
 def _refuse(given: Mapping[str, bool], *, case: str, hint: str) -> None:
@@ -221,7 +241,7 @@ def tune(
     objective: Objective = "throughput",
     max_memory_bytes: int | None = None,
     max_memory_fraction: float | None = None,
-    storage: str | None = None,
+    storage: str | StorageURL | None = None,
     resume: str | Path | None = None,
     out: str | Path | None = None,
     progress: TuneProgress | None = None,
@@ -243,7 +263,8 @@ def tune(
     `max_memory_fraction` of the baseline's peak (its result's `fit` holds the ladder); a
     `batch_size` in `recipe` is the batch to fit, else the largest batch that fits is
     searched. `joint_trials`: Optuna trials after the ladder; `storage`: a shared study's
-    database URL (a password in it is used, with a warning, never written). `resume`: the
+    database URL (a password in it is used, with a warning, never written), or one opened
+    already (`open_storage`). `resume`: the
     run folder of a study to continue, `target` given again (None for a built-in workload)
     and checked against it; the folder keeps the other settings. `progress`: what to tell as
     the study goes (in a notebook, a bar is drawn when none is given). The run folder is
@@ -282,7 +303,7 @@ def tune(
             hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
             "with out= to change them",
         )
-        shared = open_storage(storage, (progress or TuneProgress()).note)
+        shared = _opened(storage, progress)
         command = parse_command(words) if words else None
         with _drawn(progress, f"--resume {resume}") as said:
             return tune_into(
@@ -298,8 +319,6 @@ def tune(
         objective, capped=max_memory_bytes is not None or max_memory_fraction is not None
     )
     check_study_out(folder)
-    if target is None:
-        raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
     if words:
         _refuse(
             {
@@ -311,12 +330,8 @@ def tune(
             case="for a script",
             hint="a script is not diagnosed first, and its batch and parameters are its own",
         )
-        if objective == "fit":
-            raise UsageError(
-                "--objective fit tunes a workload, not a script",
-                hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
-            )
-    shared = open_storage(storage, (progress or TuneProgress()).note)
+    target = check_target(target, objective)
+    shared = _opened(storage, progress)
     config = tune_config(
         target,
         budget_s=budget_s,

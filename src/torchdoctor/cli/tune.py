@@ -22,7 +22,9 @@ from torchdoctor.api import (
     TuneProgress,
     check_objective,
     check_study_out,
+    check_target,
     diagnosed_run_dir,
+    open_storage,
     tune,
     tune_into,
 )
@@ -222,8 +224,6 @@ def tune_command(
 ) -> None:
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
     wins, hand back the recipe."""
-    # Refused here: what only the command line can tell (an option given that this case
-    # cannot honour, --force's rule, a malformed value); the rest, by `torchdoctor.api.tune`.
     with reporting_interruption():
         # Everything after `--` is positional to click: its first word lands in `workload`.
         command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
@@ -249,7 +249,10 @@ def tune_command(
                 )
             err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
             pairs = final_pairs
-        # The API refuses these too; here first, so that --force's rule comes after them.
+        # The API's checks, called in turn with the command line's own (--force's rule, an
+        # option given that a script cannot honour, a malformed value), so that the first
+        # refusal is the one the command has always given; `tune` checks them again and
+        # takes the storage as opened here.
         check_objective(objective, capped=bool(max_memory))
         check_study_out(out)
         check_out(out, force=force)
@@ -260,6 +263,8 @@ def tune_command(
                 case="for a script",
                 hint="a script is not diagnosed first, and its batch and parameters are its own",
             )
+        check_target(target, objective)
+        shared = open_storage(storage, _warn)
         max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
         result = tune(
             target,
@@ -278,7 +283,7 @@ def tune_command(
             objective=cast(Objective, objective),  # checked by check_objective
             max_memory_bytes=max_memory_bytes,
             max_memory_fraction=max_memory_fraction,
-            storage=storage,
+            storage=shared,
             out=out,
             progress=watched_progress(),
         )
