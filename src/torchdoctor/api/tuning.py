@@ -1,12 +1,14 @@
 """`torchdoctor.tune`: the Python API of `torchdoctor tune`, and the steps the command shares.
 
-`tune` checks what it is given, opens a shared study's storage, builds the study
-(`tune_config`), diagnoses a workload first (`diagnosed_run_dir`) and runs the study
+`tune` checks what it is given (`check_objective`, `check_study_out`, `check_target`), opens
+a shared study's storage (`open_storage`), builds the study (`tune_config`), diagnoses a
+workload first (`diagnosed_run_dir`) and runs the study, or continues a stored one
 (`tune_into`), telling a `TuneProgress` as it goes. The command calls `tune` with its own
 `TuneProgress` (the live view, or a plain line per event on stderr) and renders the result;
 `torchdoctor demo` shares `diagnosed_run_dir` and `tune_into`. What either refuses is refused
-here (`check_objective`, `check_study_out`, the checks in `tune`), in the command's words,
-before anything is written.
+by these checks, in the command's words, before anything is written; the command calls them
+first, in turn with what only its command line can tell (an option given that the case
+cannot honour, `--force`), so that an input with two faults is told the first.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@
 user's unmodified script the same way: each recipe's knobs injected into the script, the
 script driven at its step boundaries: optimizer steps, or backward calls when it has no
 torch.optim optimizer (tune/sources.py).
+
+The command reads its options, refuses what only its command line can tell, calls
+`torchdoctor.api.tune` with its live view (`watched_progress`, a `TuneProgress`) and renders
+the result and the run folder's report; `demo` shares the live view, its diagnosis line and
+the report (`run_with_progress`, `diagnose_into_run_dir`, `finish_with_report`).
 """
 
 from __future__ import annotations
