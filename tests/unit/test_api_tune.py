@@ -146,3 +146,15 @@ def test_a_password_in_the_storage_url_is_said_and_never_recorded(
         assert call["config"].storage == "postgresql+psycopg://td@db.example.org/studies"
         assert call["storage"].carries_password  # the password stays in memory
     assert asked[0]["config"] == asked[1]["config"]
+
+
+def test_a_torchrun_job_is_one_study_from_the_command_and_the_function(
+    asked: list[dict[str, Any]],
+) -> None:
+    job = ["torchrun", "--nproc_per_node", "2", "train.py", "--lr", "1"]
+    assert main(["tune", "--budget", "90", "--", *job]) == 0
+    torchdoctor.tune(job, budget_s=90)
+    cli, api = asked
+    assert cli["config"] == api["config"]
+    assert cli["config"].command == ["torch.distributed.run", *job[1:]]
+    assert cli["config"].module and cli["config"].prescribed == []  # a script is not diagnosed
