@@ -158,3 +158,14 @@ def test_a_torchrun_job_is_one_study_from_the_command_and_the_function(
     assert cli["config"] == api["config"]
     assert cli["config"].command == ["torch.distributed.run", *job[1:]]
     assert cli["config"].module and cli["config"].prescribed == []  # a script is not diagnosed
+
+
+def test_a_workload_file_is_resumed_as_a_workload_whatever_its_name(
+    asked: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    # `file.py:factory` names a workload even when the file's name starts with "python".
+    factory = "python_models.py:make"
+    assert main(["tune", "--resume", str(tmp_path), factory]) == 0
+    torchdoctor.tune(factory, resume=tmp_path)
+    assert [call["workload"] for call in asked] == [factory, factory]
+    assert all("command" not in call for call in asked)

@@ -124,7 +124,7 @@ def _command(target: Target) -> tuple[list[str], bool] | None:
 
     A sequence is a command line (`["python", "train.py", ...]`, `["-m", "pkg.train"]`,
     `["torchrun", "--nproc_per_node", "2", "train.py"]`); a string is one when it names a .py
-    file or starts with `python` or `torchrun`.
+    file or starts with `python` or `torchrun` (not `file.py:factory`, a workload).
     """
     words = command_words(target)
     if not words:
@@ -141,7 +141,8 @@ def command_words(target: Target) -> list[str] | None:
         split = shlex.split(target)
         first = split[0] if split else ""
         is_script = first.endswith(".py") or first.startswith(("python", "torchrun"))
-        words = split if is_script else []
+        # path/to/file.py:factory is a user workload, whatever its file is named.
+        words = split if is_script and ":" not in first else []
     else:
         words = [str(w) for w in target]
     return words or None
