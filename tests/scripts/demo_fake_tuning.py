@@ -58,9 +58,12 @@ def tune(*, config: TuneConfig, out: Path, on_start: Any, on_trial: Any) -> Tune
 
 
 def _run_with_progress(**kwargs: Any) -> TuneResult:
+    import importlib
+
     import torchdoctor.cli.tune as tune_cli
 
-    tune_cli.tune = tune  # type: ignore[assignment]
+    # By its full name: `torchdoctor.tune` on the package is the Python API's function.
+    importlib.import_module("torchdoctor.tune").tune = tune
     return tune_cli.run_with_progress(**kwargs)
 
 

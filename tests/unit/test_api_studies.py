@@ -103,9 +103,6 @@ def test_demo_tunes_the_study_the_command_tunes(
 
     monkeypatch.setattr(TUNE, "diagnose_before_tuning", lambda *a, **k: ["num_workers"])
     monkeypatch.setattr(TUNE, "tune", tune)
-    import torchdoctor.cli.tune as tune_cli
-
-    monkeypatch.setattr(tune_cli, "tune", tune)
     with pytest.raises(TuneError):
         torchdoctor.demo(quick=True, device="cpu", out=tmp_path / "api")
     assert main(["demo", "--quick", "--device", "cpu", "--out", str(tmp_path / "cli")]) == 2

@@ -150,9 +150,8 @@ CLI_ONLY: dict[str, set[str]] = {
     # --force: a function writes into the `out` given (a notebook reruns its cells);
     # diagnose --memory: `torchdoctor.memory` is the function for a step's owners.
     "diagnose": {"--force", "--memory"},
-    # --resume and --force: a study is resumed from the command line, where its stored
-    # settings are checked against what is given again; --final-pairs is --pairs' old name.
-    "tune": {"--resume", "--force", "--final-pairs"},
+    # --final-pairs: --pairs' old name.
+    "tune": {"--force", "--final-pairs"},
     # --vs-baseline: the function is another, `torchdoctor.recheck` (COMPANIONS).
     "run": {"--vs-baseline", "--force"},
     # --nproc and --param-dtype: the sharded estimate is `torchdoctor.shard_memory`.

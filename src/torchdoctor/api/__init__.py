@@ -20,7 +20,8 @@ the record the command prints (`--json`):
 The commands are thin shells over these functions: each parses its options, calls the
 function (or the part of it the command shares, where it adds a live view or renders from the
 run folder: `examine`, `run_script_into`, `recheck_into`, `time_statements`, `memory_into`,
-`scale_into`, `serve_into`, the tune stage's `demo_config`) and renders. `torchdoctor.recheck`
+`scale_into`, `serve_into`, `tune_into`, the tune stage's `demo_config`) and renders; `tune`
+takes the command's live view as a `TuneProgress`. `torchdoctor.recheck`
 is `run --recipe R --vs-baseline`'s function, as `shard_memory` is `memory --nproc`'s. What
 the API works around it says with a `TorchDoctorWarning`, which the commands print as a
 `warning:` line.
@@ -82,7 +83,18 @@ from torchdoctor.api.tools import (
     write_analysis,
     write_diff,
 )
-from torchdoctor.api.training import diagnose, diagnosed_run_dir, examine, run, tune, tune_config
+from torchdoctor.api.training import diagnose, examine, run
+from torchdoctor.api.tuning import (
+    TuneProgress,
+    check_objective,
+    check_study_out,
+    check_target,
+    diagnosed_run_dir,
+    open_storage,
+    tune,
+    tune_config,
+    tune_into,
+)
 from torchdoctor.api.vs_baseline import (
     RECHECK_LOGS,
     RecheckPlan,
@@ -104,10 +116,14 @@ __all__ = [
     "RecipeSource",
     "Target",
     "TorchDoctorWarning",
+    "TuneProgress",
     "_command",
     "analyze",
     "bench",
     "check_edge_usage",
+    "check_objective",
+    "check_study_out",
+    "check_target",
     "demo",
     "diagnose",
     "diagnosed_run_dir",
@@ -117,6 +133,7 @@ __all__ = [
     "load_recipe_file",
     "memory",
     "memory_into",
+    "open_storage",
     "parse_command",
     "plan_recheck",
     "profile",
@@ -140,6 +157,7 @@ __all__ = [
     "time_statements",
     "tune",
     "tune_config",
+    "tune_into",
     "workload_options",
     "workloads",
     "write_analysis",

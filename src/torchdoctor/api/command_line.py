@@ -124,20 +124,28 @@ def _command(target: Target) -> tuple[list[str], bool] | None:
 
     A sequence is a command line (`["python", "train.py", ...]`, `["-m", "pkg.train"]`,
     `["torchrun", "--nproc_per_node", "2", "train.py"]`); a string is one when it names a .py
-    file or starts with `python` or `torchrun`.
+    file or starts with `python` or `torchrun` (not `file.py:factory`, a workload).
     """
+    words = command_words(target)
+    if not words:
+        return None
+    return parse_command(words)
+
+
+def command_words(target: Target) -> list[str] | None:
+    """The words of `target` when it is a script's command line (`_command`'s rule), not yet
+    read: what a check that comes before the reading (`tune`'s) looks at."""
     if isinstance(target, Path):
         words = [str(target)] if target.suffix == ".py" else []
     elif isinstance(target, str):
         split = shlex.split(target)
         first = split[0] if split else ""
         is_script = first.endswith(".py") or first.startswith(("python", "torchrun"))
-        words = split if is_script else []
+        # path/to/file.py:factory is a user workload, whatever its file is named.
+        words = split if is_script and ":" not in first else []
     else:
         words = [str(w) for w in target]
-    if not words:
-        return None
-    return parse_command(words)
+    return words or None
 
 
 def workload_options(params: Mapping[str, Any] | None) -> dict[str, Any]:

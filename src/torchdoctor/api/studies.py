@@ -364,7 +364,7 @@ def demo(
     """
     from torchdoctor.api.command_line import workload_options
     from torchdoctor.api.progress import notebook_progress
-    from torchdoctor.api.training import _ladder_progress, _tune_study, diagnosed_run_dir
+    from torchdoctor.api.tuning import diagnosed_run_dir, ladder_progress, tune_into
     from torchdoctor.tune import demo_config, demo_story
 
     device_name = resolve_device(device)
@@ -388,4 +388,4 @@ def demo(
             quick=quick,
             factory_options=workload_options(params),
         )
-        return _tune_study(config, run_dir, _ladder_progress(bar, f"demo {workload}"))
+        return tune_into(config, run_dir, ladder_progress(bar, f"tune demo {workload}"))

@@ -4,6 +4,11 @@
 user's unmodified script the same way: each recipe's knobs injected into the script, the
 script driven at its step boundaries: optimizer steps, or backward calls when it has no
 torch.optim optimizer (tune/sources.py).
+
+The command reads its options, refuses what only its command line can tell, calls
+`torchdoctor.api.tune` with its live view (`watched_progress`, a `TuneProgress`) and renders
+the result and the run folder's report; `demo` shares the live view, its diagnosis line and
+the report (`run_with_progress`, `diagnose_into_run_dir`, `finish_with_report`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from torchdoctor.api import parse_command, tune_config
+from torchdoctor.api import (
+    TuneProgress,
+    check_objective,
+    check_study_out,
+    check_target,
+    diagnosed_run_dir,
+    open_storage,
+    tune,
+    tune_into,
+)
 from torchdoctor.cli.main import app
 from torchdoctor.cli.options import (
     budget_option,
     check_out,
-    default_device,
     device_option,
     duration_text,
     force_option,
@@ -45,19 +58,7 @@ from torchdoctor.core.rundir import display_path
 from torchdoctor.core.vocabulary import Objective
 from torchdoctor.measure import DEFAULT_REPLICATES, MIN_REPLICATES
 from torchdoctor.report import render_records
-from torchdoctor.tune import (
-    StorageURL,
-    Study,
-    Trial,
-    Tuner,
-    TuneResult,
-    cleartext_note,
-    tune,
-)
-
-#: Files of a stored study in a run folder (tune/config.py's CONFIG_FILE and STUDY_FILE):
-#: `--out` naming such a folder would reopen the study, which is `--resume`'s to do.
-STORED_STUDY_FILES = ("tune_config.json", "study.db")
+from torchdoctor.tune import Trial, TuneConfig, Tuner, TuneResult
 
 #: Options a script's study cannot honour, with why (`tune -- python train.py`).
 SCRIPT_REFUSES = ("diagnose", "batch_search", "hold_effective_batch", "params")
@@ -69,20 +70,20 @@ RESUME_REFUSES = (
 )  # fmt: skip
 
 
-def run_with_progress(**kwargs: Any) -> TuneResult:
-    """Call `tune()` and show it as it goes (report/terminal/live.py's `TuneWatch`).
+def watched_progress() -> TuneProgress:
+    """What `tune` and `demo` show as a study goes (report/terminal/live.py's `TuneWatch`).
 
-    On a terminal: a live view on stderr, the diagnosis table first, then the ladder filling
-    in as trials are decided, the current trial and the budget left. Without one: one plain
-    line per event on stderr, which a log keeps. With --json: nothing (stdout holds the
-    record only).
+    On a terminal: a live view on stderr while the study runs, the diagnosis table first,
+    then the ladder filling in as trials are decided, the current trial and the budget left.
+    Without one: one plain line per event on stderr, which a log keeps. With --json: only the
+    notes (stdout holds the record only). Notes are `warning:` lines.
     """
     from torchdoctor.report import TuneWatch
 
     if settings_json():
-        return tune(**kwargs)
+        return TuneProgress(note=_warn)
     live_view = progress_enabled()
-    state: dict[str, TuneWatch] = {}
+    state: dict[str, Any] = {}
 
     def on_start(tuner: Tuner, planned: int) -> None:
         watch = TuneWatch(budget_s=tuner.settings.budget_s)
@@ -92,7 +93,7 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         tuner.on_look = watch.look
         state["watch"] = watch
         if live_view:
-            live.update(watch, refresh=True)
+            state["live"].update(watch, refresh=True)
 
     def say(line: str) -> None:
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -102,7 +103,7 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
         first = not watch.rows
         row = watch.decided(result, tuner.budget.elapsed_s())
         if live_view:
-            live.refresh()
+            state["live"].refresh()
             return
         if first:
             # Said with the first decided trial, not at the start: a baseline that fails
@@ -111,14 +112,32 @@ def run_with_progress(**kwargs: Any) -> TuneResult:
                 say(line)
         say(watch.line_of(row))
 
-    if not live_view:
-        return tune(on_start=on_start, on_trial=on_trial, **kwargs)
-    with Live(
-        Text("tuning: measuring the baseline first"),
-        console=err_console,
-        refresh_per_second=LIVE_REFRESH_PER_S,
-    ) as live:
-        return tune(on_start=on_start, on_trial=on_trial, **kwargs)
+    @contextlib.contextmanager
+    def watching() -> Iterator[None]:
+        if not live_view:
+            yield
+            return
+        with Live(
+            Text("tuning: measuring the baseline first"),
+            console=err_console,
+            refresh_per_second=LIVE_REFRESH_PER_S,
+        ) as live:
+            state["live"] = live
+            yield
+
+    return TuneProgress(
+        note=_warn,
+        diagnosed=_say_prescribed,
+        started=on_start,
+        decided=on_trial,
+        watching=watching,
+    )
+
+
+def run_with_progress(config: TuneConfig, out: Path | None) -> TuneResult:
+    """The study `config` run into `out` (`torchdoctor.api.tune_into`), shown as it goes
+    (`watched_progress`): `demo`'s study."""
+    return tune_into(config, out, watched_progress())
 
 
 #: Redraws of the live view per second: the clock and the current trial's time tick.
@@ -211,29 +230,69 @@ def tune_command(
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
     wins, hand back the recipe."""
     with reporting_interruption():
-        _tune(
-            ctx,
-            workload=workload,
-            budget=budget,
-            objective=objective,
-            max_memory=max_memory,
-            storage=storage,
-            resume=resume,
-            out=out,
-            force=force,
-            settings=settings,
-            params=params,
-            knobs=knobs,
-            joint=joint,
-            hold_effective_batch=hold_effective_batch,
-            batch_search=batch_search,
-            min_gain=min_gain,
-            pairs=pairs,
-            final_pairs=final_pairs,
+        # Everything after `--` is positional to click: its first word lands in `workload`.
+        command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
+        if workload is not None and not ctx.args and workload.endswith(".py"):
+            command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
+        target = command or workload
+        if resume is not None:
+            refuse_given(
+                ctx,
+                RESUME_REFUSES,
+                case="with --resume",
+                hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
+                "with --out to change them",
+            )
+            finish_with_report(
+                tune(target, resume=resume, storage=storage, progress=watched_progress())
+            )
+            return
+        if final_pairs is not None:
+            if given(ctx, "pairs"):
+                raise UsageError(
+                    "--final-pairs is the old name of --pairs", hint="give --pairs only"
+                )
+            err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
+            pairs = final_pairs
+        # The API's checks, called in turn with the command line's own (--force's rule, an
+        # option given that a script cannot honour, a malformed value), so that the first
+        # refusal is the one the command has always given; `tune` checks them again and
+        # takes the storage as opened here.
+        check_objective(objective, capped=bool(max_memory))
+        check_study_out(out)
+        check_out(out, force=force)
+        if command:
+            refuse_given(
+                ctx,
+                SCRIPT_REFUSES,
+                case="for a script",
+                hint="a script is not diagnosed first, and its batch and parameters are its own",
+            )
+        check_target(target, objective)
+        shared = open_storage(storage, _warn)
+        max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
+        result = tune(
+            target,
+            budget_s=budget,
+            recipe=parse_settings(settings),
+            params=parse_workload_params(params),
+            knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
             device=device,
             seed=seed,
-            diagnose=diagnose,
+            min_gain=min_gain,
+            pairs=pairs,
+            joint_trials=joint,
+            hold_effective_batch=hold_effective_batch,
+            search_batch=batch_search,
+            diagnose_first=diagnose,
+            objective=cast(Objective, objective),  # checked by check_objective
+            max_memory_bytes=max_memory_bytes,
+            max_memory_fraction=max_memory_fraction,
+            storage=shared,
+            out=out,
+            progress=watched_progress(),
         )
+        finish_with_report(result)
 
 
 @contextlib.contextmanager
@@ -261,115 +320,6 @@ def reporting_interruption() -> Iterator[None]:
         raise stopped from None
 
 
-def _tune(
-    ctx: typer.Context,
-    *,
-    workload: str | None,
-    budget: float,
-    objective: str,
-    max_memory: str | None,
-    storage: str | None,
-    resume: Path | None,
-    out: Path | None,
-    force: bool,
-    settings: list[str],
-    params: list[str],
-    knobs: str | None,
-    joint: int,
-    hold_effective_batch: bool,
-    batch_search: bool,
-    min_gain: float,
-    pairs: int,
-    final_pairs: int | None,
-    device: str | None,
-    seed: int,
-    diagnose: bool,
-) -> None:
-    # Everything after `--` is positional to click: its first word lands in `workload`.
-    command = [workload, *ctx.args] if workload is not None and ctx.args else list(ctx.args)
-    if workload is not None and not ctx.args and workload.endswith(".py"):
-        command = [workload]  # `torchdoctor tune -- train.py`: a script without arguments
-    if resume is not None:
-        refuse_given(
-            ctx,
-            RESUME_REFUSES,
-            case="with --resume",
-            hint=f"a resumed study keeps the settings stored in {resume}; start a new study "
-            "with --out to change them",
-        )
-        shared = _open_storage(storage)
-        parsed = parse_command(command) if command else None
-        if parsed is None:
-            result = run_with_progress(workload=workload, resume=resume, storage=shared)
-        else:
-            result = run_with_progress(resume=resume, command=parsed, storage=shared)
-        finish_with_report(result)
-        return
-    if final_pairs is not None:
-        if given(ctx, "pairs"):
-            raise UsageError("--final-pairs is the old name of --pairs", hint="give --pairs only")
-        err_console.print("warning: --final-pairs is deprecated; use --pairs", highlight=False)
-        pairs = final_pairs
-    _check_objective(objective, max_memory)
-    check_study_out(out, force=force)
-    if command:
-        refuse_given(
-            ctx,
-            SCRIPT_REFUSES,
-            case="for a script",
-            hint="a script is not diagnosed first, and its batch and parameters are its own",
-        )
-        if objective == "fit":
-            raise UsageError(
-                "--objective fit tunes a workload, not a script",
-                hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
-            )
-    elif workload is None:
-        raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
-    shared = _open_storage(storage)
-    max_memory_bytes, max_memory_fraction = _memory_cap(max_memory, objective)
-    device = default_device(device)
-    baseline, workload_params = parse_settings(settings), parse_workload_params(params)
-    config = tune_config(
-        command or str(workload),
-        budget_s=budget,
-        recipe=baseline,
-        knobs=[k.strip() for k in knobs.split(",") if k.strip()] if knobs else None,
-        device=device,
-        seed=seed,
-        min_gain=min_gain,
-        objective=cast(Objective, objective),  # checked by _check_objective
-        max_memory_bytes=max_memory_bytes,
-        max_memory_fraction=max_memory_fraction,
-        params=workload_params,
-        pairs=pairs,
-        joint_trials=joint,
-        hold_effective_batch=hold_effective_batch,
-        search_batch=batch_search,
-        storage=shared.public if shared else None,
-    )
-    if config.command is None and diagnose and objective != "fit":
-        # The memory ladder's order is its own; a script is not diagnosed first.
-        out, prescribed = diagnose_into_run_dir(
-            config.workload, out, device=device, settings=baseline, params=workload_params
-        )
-        config = config.model_copy(update={"prescribed": prescribed})
-    result = run_with_progress(config=config, out=out, storage=shared)
-    finish_with_report(result)
-
-
-def check_study_out(out: Path | None, *, force: bool) -> None:
-    """`--out` by the rule of every command (cli/options.py `check_out`), and never a folder
-    that holds a stored study: opening it would continue that study, which `--resume` says
-    out loud."""
-    if out is not None and any((out / name).exists() for name in STORED_STUDY_FILES):
-        raise UsageError(
-            f"--out {out} holds a stored study",
-            hint=f"continue it with --resume {out}, or pass a new folder",
-        )
-    check_out(out, force=force)
-
-
 def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | None]:
     """--max-memory as (bytes, None), or with --objective fit as (None, fraction) for a
     percentage of the baseline's peak ('75%')."""
@@ -392,38 +342,13 @@ def _memory_cap(text: str | None, objective: str) -> tuple[int | None, float | N
     return None, percent / 100
 
 
-def _check_objective(objective: str, max_memory: str | None) -> None:
-    if objective not in ("throughput", "latency", "fit"):
-        raise UsageError(f"unknown objective {objective!r}", hint="use throughput, latency or fit")
-    if objective == "fit" and not max_memory:
-        raise UsageError(
-            "--objective fit needs the memory cap to fit under",
-            hint="give --max-memory, e.g. --max-memory 4GiB",
-        )
-
-
-def _open_storage(storage: str | None) -> StorageURL | None:
-    """The shared study's storage URL, opened once here: a URL that does not parse or a
-    database that refuses fails at once, before any folder exists (the password, if the URL
-    has one, stays in memory: tune/storage.py)."""
-    if not storage:
-        return None
-    url = StorageURL.parse(storage)
-    if url.carries_password:
-        _warn(
-            "the --storage URL carries a password, which any user of this machine can read in "
-            "the command line (/proc/PID/cmdline); give it in PGPASSWORD, a password file "
-            "(~/.pgpass or PGPASSFILE) or a service file (PGSERVICEFILE) instead"
-        )
-    note = cleartext_note(url)
-    if note is not None:
-        _warn(note)
-    Study(url, shared=True).close()
-    return url
-
-
 def _warn(line: str) -> None:
     err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _say_prescribed(prescribed: list[str]) -> None:
+    shown = ", ".join(prescribed) or "none"
+    err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
 
 
 def finish_with_report(result: TuneResult) -> None:
@@ -459,15 +384,13 @@ def diagnose_into_run_dir(
     params: dict[str, Any] | None = None,
 ) -> tuple[Path, list[str]]:
     """Diagnose on `device`, with the baseline's `settings` and the workload's `params`, into
-    the (new) run folder; returns it and the prescribed knobs."""
-    from torchdoctor.api import diagnosed_run_dir
-
+    the (new) run folder (`torchdoctor.api.diagnosed_run_dir`), and say what it prescribed;
+    returns the folder and the prescribed knobs: `demo`'s diagnosis."""
     run_dir, prescribed = diagnosed_run_dir(
         workload, out, device=device, settings=settings, params=params
     )
     if not settings_json():
-        shown = ", ".join(prescribed) or "none"
-        err_console.print(f"diagnosis: prescribed knobs in order: {shown}", highlight=False)
+        _say_prescribed(prescribed)
     return run_dir, prescribed
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import torchdoctor.api.tuning as tuning
 import torchdoctor.cli.demo as demo_mod
 import torchdoctor.cli.tune as tune_cli
 from cli_output import one_error_line
@@ -98,14 +99,16 @@ def _capture_tune(monkeypatch: pytest.MonkeyPatch) -> tuple[list[TuneConfig], li
         diagnosed.append(kw.get("params"))
         return Path("run"), []
 
-    def run(*, config: TuneConfig, out: Any, storage: Any = None) -> SimpleNamespace:
+    def run(*, config: TuneConfig, out: Any, **kw: Any) -> SimpleNamespace:
         configs.append(config)
         return SimpleNamespace(run_dir="run")
 
-    for module in (tune_cli, demo_mod):
-        monkeypatch.setattr(module, "diagnose_into_run_dir", diagnose)
-        monkeypatch.setattr(module, "run_with_progress", run)
-        monkeypatch.setattr(module, "finish_with_report", lambda result: None)
+    # `tune` reaches the stage through `torchdoctor.api.tune`; `demo` through its own steps.
+    monkeypatch.setattr(tuning, "diagnosed_run_dir", diagnose)
+    monkeypatch.setattr(tune_mod, "tune", run)
+    monkeypatch.setattr(tune_cli, "finish_with_report", lambda result: None)
+    monkeypatch.setattr(demo_mod, "diagnose_into_run_dir", diagnose)
+    monkeypatch.setattr(demo_mod, "finish_with_report", lambda result: None)
     monkeypatch.setattr(demo_mod, "display_path", str)
     return configs, diagnosed
 

@@ -4,6 +4,7 @@ fake tuner's event stream: no tuning runs."""
 
 from __future__ import annotations
 
+import importlib
 import io
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,9 +18,13 @@ from rich.live import Live
 import torchdoctor.cli.tune as tune_cli
 from torchdoctor.core import rundir
 from torchdoctor.report.terminal.live import TuneWatch
-from torchdoctor.tune import Trial
+from torchdoctor.tune import Trial, TuneConfig
+
+# By its full name: `torchdoctor.tune` on the package is the Python API's function.
+tune_stage = importlib.import_module("torchdoctor.tune")
 
 PLANNED = ["num_workers", "compile", "channels_last", "precision"]
+CONFIG = TuneConfig(workload="mlp", knobs=PLANNED)
 
 
 class FakeClock:
@@ -103,11 +108,11 @@ def test_without_a_terminal_each_event_is_one_plain_line(
     run_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     err = io.StringIO()
-    monkeypatch.setattr(tune_cli, "tune", _fake_tune(run_folder))
+    monkeypatch.setattr(tune_stage, "tune", _fake_tune(run_folder))
     monkeypatch.setattr(tune_cli, "err_console", Console(file=err, width=200))
     monkeypatch.setattr(tune_cli, "progress_enabled", lambda: False)
     monkeypatch.setattr(tune_cli, "settings_json", lambda: False)
-    assert tune_cli.run_with_progress(out=run_folder) == "result"
+    assert tune_cli.run_with_progress(CONFIG, run_folder) == "result"
     lines = err.getvalue().splitlines()
     assert lines[0].startswith("diagnosis: primary bottleneck")
     assert any(line.startswith("ladder order: num_workers, compile") for line in lines)
@@ -125,8 +130,8 @@ def test_with_json_nothing_is_printed(run_folder: Path, monkeypatch: pytest.Monk
         calls.append(kwargs)
         return "result"
 
-    monkeypatch.setattr(tune_cli, "tune", tune)
+    monkeypatch.setattr(tune_stage, "tune", tune)
     monkeypatch.setattr(tune_cli, "err_console", Console(file=err))
     monkeypatch.setattr(tune_cli, "settings_json", lambda: True)
-    assert tune_cli.run_with_progress(out=run_folder) == "result"
+    assert tune_cli.run_with_progress(CONFIG, run_folder) == "result"
     assert err.getvalue() == "" and "on_trial" not in calls[0]
