@@ -84,12 +84,19 @@ def run_script_into(
     at which world size it was tuned (a different one is told to `note`).
     `stdout_to_stderr`: the script's output goes to stderr (`--json`'s stdout holds the record
     only)."""
-    from torchdoctor.collect import INJECTION_STEM, InjectionRecord, ScriptRun, check_ranks_agree
+    from torchdoctor.collect import (
+        INJECTION_STEM,
+        InjectionRecord,
+        ScriptRun,
+        check_command,
+        check_ranks_agree,
+    )
     from torchdoctor.core import rundir
     from torchdoctor.measure import steady_rate, warmup_length
     from torchdoctor.procs import run_script
 
     argv, module = command
+    check_command(argv, module)  # a script that cannot start leaves no run folder
     target = argv[0] if argv else "script"
     run_dir = rundir.new_run_dir("run", target, out=out)
     collect_dir = run_dir / COLLECT_SUBDIR

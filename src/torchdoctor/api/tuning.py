@@ -175,9 +175,11 @@ def tune_config(
         >>> torchdoctor.api.tune_config("mlp", budget_s=60, knobs=["threads"]).budget_s
         60.0
     """
-    from torchdoctor.knobs import Recipe
+    from torchdoctor.knobs import Recipe, get_knob
     from torchdoctor.tune import TuneConfig
 
+    for name in knobs or ():
+        get_knob(name)  # KnobError: a knob to try that does not exist is refused, not skipped
     device_name = resolve_device(device)
     common: dict[str, Any] = {
         "device": device_name,

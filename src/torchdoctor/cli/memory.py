@@ -62,11 +62,12 @@ def script_memory(command: list[str], out: Path | None) -> tuple[MemoryPlan, Pat
     written to a new run folder's memory.json."""
     from torchdoctor.analyze import owners_plan
     from torchdoctor.api import parse_command
-    from torchdoctor.collect import read_profiles
+    from torchdoctor.collect import check_command, read_profiles
     from torchdoctor.core.rundir import MEMORY, marking_outcome, new_run_dir
     from torchdoctor.procs import run_script
 
     argv, module = parse_command(command)
+    check_command(argv, module)  # a script that cannot start leaves no run folder
     run_dir = new_run_dir("memory", argv[-1] if module else " ".join(argv), out=out)
     collect = run_dir / "collect"
     with marking_outcome(run_dir):

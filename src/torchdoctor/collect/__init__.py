@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from torchdoctor.collect.inject.coordinator import NOT_INJECTABLE
     from torchdoctor.collect.inject.record import INJECTION_STEM, InjectionRecord, ScriptRun
     from torchdoctor.collect.launcher import (
+        check_command,
         check_script,
         child_command,
         launch_profile,
@@ -80,6 +81,7 @@ _EXPORTS = {
     "ScriptReady": "torchdoctor.collect._channel",
     "CONTROL_AUTHKEY_ENV": "torchdoctor.collect.control",
     "LaunchConfig": "torchdoctor.collect._target",
+    "check_command": "torchdoctor.collect.launcher",
     "check_script": "torchdoctor.collect.launcher",
     "check_ranks_agree": "torchdoctor.collect.rank_agreement",
     "child_command": "torchdoctor.collect.launcher",
@@ -139,6 +141,7 @@ __all__ = [
     "ScriptProfile",
     "ScriptReady",
     "ScriptRun",
+    "check_command",
     "check_ranks_agree",
     "check_script",
     "child_command",

@@ -52,8 +52,7 @@ def prepare_launch(
         raise CollectError(f"steps must be at least 1, got {steps}")
     if warmup < 0 or profile_steps < 0:
         raise CollectError(f"warmup ({warmup}) and profile_steps ({profile_steps}) must be >= 0")
-    if not module:
-        check_script(argv[0])
+    check_command(argv, module)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_previous(out_dir)
@@ -88,6 +87,13 @@ def child_command(
     )
     cmd = [python, "-m", "torchdoctor.collect._child", str(config_path), "--", *argv]
     return cmd, child_env
+
+
+def check_command(argv: list[str], module: bool) -> None:
+    """Raise `CollectError` if a plain script's file (`argv[0]`) cannot start (`check_script`):
+    what every command taking a script calls before its run folder exists."""
+    if not module and argv:
+        check_script(argv[0])
 
 
 def check_script(path: str) -> None:

@@ -78,10 +78,12 @@ def examine_script(
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
     """
-    from torchdoctor.collect import read_profiles, refuse_mixed_fsdp
+    from torchdoctor.collect import check_command, read_profiles, refuse_mixed_fsdp
     from torchdoctor.procs import run_script
 
-    refuse_mixed_fsdp(argv, module)  # before the run folder: bad input leaves nothing behind
+    # Before the run folder: bad input (a missing script, mixed FSDP) leaves nothing behind.
+    check_command(argv, module)
+    refuse_mixed_fsdp(argv, module)
     target = " ".join(argv) if argv else "script"
     run_dir = rundir.new_run_dir("diagnose", argv[-1] if module and argv else target, out=out)
     with rundir.marking_interruption(run_dir):

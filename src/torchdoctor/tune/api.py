@@ -184,6 +184,9 @@ def _check_script(config: TuneConfig) -> None:
             f"script {config.command[0]!r} not found",
             hint="give the path of a training script, e.g. -- python train.py",
         )
+    from torchdoctor.collect import check_script
+
+    check_script(str(script))  # CollectError: one that does not compile is said before a launch
 
 
 def _arm_source(config: TuneConfig, settings: TuneSettings) -> ArmSource | None:
@@ -264,6 +267,8 @@ def _tune(
 ) -> TuneResult:
     if resume is not None:
         config = open_resume(resume, workload, command, given=config, storage=storage)
+        if config.is_script:
+            _check_script(config)
         run_dir = resume
         study = _open_study(config, run_dir, storage)
     else:
@@ -275,6 +280,8 @@ def _tune(
             config = config.model_copy(update={"storage": storage.public})
         _check_workload(config)
         check_fit_config(config)
+        if config.is_script:
+            _check_script(config)  # a missing script is bad input: said before any folder
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
         early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)
@@ -318,8 +325,6 @@ def _run(
 ) -> TuneResult:
     trials_dir = run_dir / TRIALS
     (run_dir / LOGS).mkdir(parents=True, exist_ok=True)
-    if config.is_script:
-        _check_script(config)
     space = _space(config)
     if config.space is None:
         # The diagnosis's own values among the candidates (its loader workers, ...).

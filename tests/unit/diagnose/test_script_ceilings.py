@@ -56,6 +56,13 @@ def _fake_machine(monkeypatch: pytest.MonkeyPatch, trace: Path, gpu: Ceilings | 
     return asked
 
 
+def _script(folder: Path) -> str:
+    """A script file the stubbed run stands in for (the command checks it exists)."""
+    path = folder / "train.py"
+    path.write_text("pass\n")
+    return str(path)
+
+
 def test_gpu_job_uses_this_machines_gpu_ceilings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -63,7 +70,7 @@ def test_gpu_job_uses_this_machines_gpu_ceilings(
 
     trace = write_v100_trace(tmp_path / "t.json.gz", "new")
     asked = _fake_machine(monkeypatch, trace, LOCAL_V100)
-    exam = examine.examine_script(["train.py"], out=tmp_path / "run")
+    exam = examine.examine_script([_script(tmp_path)], out=tmp_path / "run")
     d = exam.diagnosis
     assert d is not None and asked == ["cuda"]
     assert d.ceilings is not None and d.ceilings.device == "cuda"
@@ -78,7 +85,7 @@ def test_gpu_job_without_gpu_ceilings_uses_the_datasheet(
 
     trace = write_v100_trace(tmp_path / "t.json.gz", "new")
     _fake_machine(monkeypatch, trace, None)
-    d = examine.examine_script(["train.py"], out=tmp_path / "run").diagnosis
+    d = examine.examine_script([_script(tmp_path)], out=tmp_path / "run").diagnosis
     assert d is not None and d.ceilings is not None
     assert (d.ceilings.device, d.ceilings.source) == ("cuda", "datasheet")
     assert d.ceilings.peak_flops["float16"] == 125e12  # V100 SXM2 datasheet
