@@ -96,14 +96,17 @@ def test_tune_builds_the_config_the_command_builds(
     seen: list[TuneConfig] = []
     stage = importlib.import_module("torchdoctor.tune")  # the package's `tune` is the function
     monkeypatch.setattr(stage, "tune", lambda *, config, out: seen.append(config))
-    torchdoctor.tune(["python", "train.py", "--lr", "1"], budget_s=60, recipe={"threads": 1})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("pass\n")  # the study checks its script exists
+    script = ["python", "train.py", "--lr", "1"]
+    torchdoctor.tune(script, budget_s=60, recipe={"threads": 1}, diagnose_first=False)
     torchdoctor.tune("mlp", budget_s=90, knobs=["threads"], diagnose_first=False)
     # The memory objective: no diagnosis first (its ladder's order is its own), the cap kept.
     torchdoctor.tune("mlp", objective="fit", max_memory_fraction=0.75, out=tmp_path / "fit")
-    script, workload, fit = seen
-    assert script.command == ["train.py", "--lr", "1"] and script.workload == "script:train"
-    assert script.budget_s == 60 and script.baseline_recipe == {"threads": 1}
-    assert not script.search_batch
+    scripted, workload, fit = seen
+    assert scripted.command == ["train.py", "--lr", "1"] and scripted.workload == "script:train"
+    assert scripted.budget_s == 60 and scripted.baseline_recipe == {"threads": 1}
+    assert not scripted.search_batch
     assert workload.workload == "mlp" and workload.knobs == ["threads"]
     assert workload.objective == "throughput" and workload.max_memory_bytes is None
     assert fit.objective == "fit" and fit.max_memory_fraction == 0.75 and fit.prescribed == []

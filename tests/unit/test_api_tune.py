@@ -97,8 +97,8 @@ def test_resume_reaches_the_stage_with_what_is_given_again(
         ({"resume": "run", "budget_s": 60}, "budget_s= cannot be honoured with resume="),
         ({"resume": "run", "out": "x"}, "out= cannot be honoured with resume="),
         (
-            {"target": ["python", "t.py"], "params": {"rows": 8}, "diagnose_first": False},
-            "params=, diagnose_first= cannot be honoured for a script",
+            {"target": ["python", "t.py"], "params": {"rows": 8}, "search_batch": False},
+            "params=, search_batch= cannot be honoured for a script",
         ),
         (
             {"target": ["python", "t.py"], "objective": "fit", "max_memory_bytes": 2**30},
@@ -149,15 +149,22 @@ def test_a_password_in_the_storage_url_is_said_and_never_recorded(
 
 
 def test_a_torchrun_job_is_one_study_from_the_command_and_the_function(
-    asked: list[dict[str, Any]],
+    asked: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("pass\n")  # the study checks its job's script exists
     job = ["torchrun", "--nproc_per_node", "2", "train.py", "--lr", "1"]
     assert main(["tune", "--budget", "90", "--", *job]) == 0
     torchdoctor.tune(job, budget_s=90)
-    cli, api = asked
-    assert cli["config"] == api["config"]
+    # With the knobs named, nothing is left for a diagnosis to order: the job is not run for one.
+    assert main(["tune", "--budget", "90", "--knobs", "compile", "--", *job]) == 0
+    torchdoctor.tune(job, budget_s=90, knobs=["compile"])
+    cli, api, cli_named, api_named = asked
+    assert cli["config"] == api["config"] and cli_named["config"] == api_named["config"]
     assert cli["config"].command == ["torch.distributed.run", *job[1:]]
-    assert cli["config"].module and cli["config"].prescribed == []  # a script is not diagnosed
+    # Diagnosed first (the fixture's diagnosis prescribes threads), unless the knobs are named.
+    assert cli["config"].module and cli["config"].prescribed == ["threads"]
+    assert cli_named["config"].prescribed == []
 
 
 def test_a_workload_file_is_resumed_as_a_workload_whatever_its_name(

@@ -261,9 +261,10 @@ def tune(
 
     `recipe`: the baseline's knob values (`--set`); `knobs`: only these knobs are tried;
     `params`: a workload's own parameters, with which every trial builds it;
-    `diagnose_first`: a workload is diagnosed first and the prescribed knobs lead the ladder
-    (`--no-diagnose` turns it off; a script is not diagnosed, and its batch and parameters
-    are its own). `objective="fit"`: the memory ladder under `max_memory_bytes`, or
+    `diagnose_first`: the job is diagnosed first and the prescribed knobs lead the ladder
+    (`--no-diagnose` turns it off; a script or torchrun job only when `knobs` is not given,
+    since each diagnosis is a run of it; its batch and parameters are its own).
+    `objective="fit"`: the memory ladder under `max_memory_bytes`, or
     `max_memory_fraction` of the baseline's peak (its result's `fit` holds the ladder); a
     `batch_size` in `recipe` is the batch to fit, else the largest batch that fits is
     searched. `joint_trials`: Optuna trials after the ladder; `storage`: a shared study's
@@ -329,10 +330,9 @@ def tune(
                 "params": bool(params),
                 "hold_effective_batch": hold_effective_batch,
                 "search_batch": not search_batch,
-                "diagnose_first": not diagnose_first,
             },
             case="for a script",
-            hint="a script is not diagnosed first, and its batch and parameters are its own",
+            hint="a script's batch and parameters are its own",
         )
     target = check_target(target, objective)
     shared = _opened(storage, progress)
@@ -355,14 +355,19 @@ def tune(
         storage=shared.public if shared is not None else None,
     )
     with _drawn(progress, _shown(target)) as said:
-        if config.command is None and diagnose_first and objective != "fit":
-            # The memory ladder's order is its own; a script is not diagnosed first.
+        # The memory ladder's order is its own. A script or torchrun job is diagnosed first
+        # when the diagnosis chooses what to try (no `knobs`): each diagnosis is a run of it.
+        script = config.command is not None
+        if script:
+            importlib.import_module("torchdoctor.tune").check_script_job(config)
+        if diagnose_first and objective != "fit" and not (script and knobs is not None):
             folder, prescribed = diagnosed_run_dir(
                 config.workload,
                 folder,
                 device=config.device,
                 settings=recipe_strings(recipe),
                 params=dict(params or {}),
+                command=(config.command, config.module) if config.command is not None else None,
             )
             if said.diagnosed is not None:
                 said.diagnosed(prescribed)
@@ -377,23 +382,28 @@ def diagnosed_run_dir(
     device: str,
     settings: Mapping[str, str] | None = None,
     params: Mapping[str, Any] | None = None,
+    command: tuple[list[str], bool] | None = None,
 ) -> tuple[Path, list[str]]:
     """A study's diagnosis before its ladder, for this API and the commands (`tune`, `demo`):
     the workload diagnosed on `device` with the baseline's `settings` and its own `params`
-    into a new run folder (`out`, else one under torchdoctor-runs/), marked "interrupted" if
-    it is. Returns the folder and the prescribed knobs, largest bound first."""
+    (or a script's `command`, argv and module, as it is) into a new run folder (`out`, else
+    one under torchdoctor-runs/), marked "interrupted" if it is. Returns the folder and the
+    prescribed knobs, largest bound first."""
     from torchdoctor.core.rundir import marking_interruption, new_run_dir
-    from torchdoctor.tune import diagnose_before_tuning
+    from torchdoctor.tune import diagnose_before_tuning, diagnose_script_before_tuning
 
     run_dir = new_run_dir("tune", workload, out=out)
     with marking_interruption(run_dir):
-        prescribed = diagnose_before_tuning(
-            workload,
-            run_dir,
-            device=device,
-            settings=dict(settings) if settings is not None else None,
-            params=dict(params) if params is not None else None,
-        )
+        if command is not None:
+            prescribed = diagnose_script_before_tuning(command, run_dir)
+        else:
+            prescribed = diagnose_before_tuning(
+                workload,
+                run_dir,
+                device=device,
+                settings=dict(settings) if settings is not None else None,
+                params=dict(params) if params is not None else None,
+            )
     return run_dir, prescribed
 
 

@@ -61,7 +61,7 @@ from torchdoctor.report import render_records
 from torchdoctor.tune import Trial, TuneConfig, Tuner, TuneResult
 
 #: Options a script's study cannot honour, with why (`tune -- python train.py`).
-SCRIPT_REFUSES = ("diagnose", "batch_search", "hold_effective_batch", "params")
+SCRIPT_REFUSES = ("batch_search", "hold_effective_batch", "params")
 #: Options a resumed study cannot honour: its stored config decides them.
 RESUME_REFUSES = (
     "budget", "objective", "max_memory", "out", "force", "settings", "params", "knobs", "joint",
@@ -224,7 +224,10 @@ def tune_command(
     device: str | None = device_option(),
     seed: int = seed_option(),
     diagnose: bool = typer.Option(
-        True, "--diagnose/--no-diagnose", help="Diagnose first; try its prescriptions first."
+        True,
+        "--diagnose/--no-diagnose",
+        help="Diagnose first; try its prescriptions first (a script after --: when no --knobs "
+        "names what to try).",
     ),
 ) -> None:
     """Tune WORKLOAD (or a script after --): prove each change by interleaved A/B, keep the
@@ -266,7 +269,7 @@ def tune_command(
                 ctx,
                 SCRIPT_REFUSES,
                 case="for a script",
-                hint="a script is not diagnosed first, and its batch and parameters are its own",
+                hint="a script's batch and parameters are its own",
             )
         check_target(target, objective)
         shared = open_storage(storage, _warn)

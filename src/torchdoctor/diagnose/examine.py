@@ -73,10 +73,13 @@ def examine_script(
     out: Path | None = None,
     ceilings: Any | None = None,
     stdout_to_stderr: bool = False,
+    output: str | None = None,
 ) -> Examination:
     """Run an unmodified script under instrumentation and diagnose every process that trained.
 
     `stdout_to_stderr`: the script's prints go to stderr (`--json` keeps stdout for the record).
+    `output`: the script's own stdout and stderr go to this file in the run folder instead (a
+    diagnosis the user did not ask to watch, as the one before a tune).
     """
     from torchdoctor.collect import check_command, read_profiles, refuse_mixed_fsdp
     from torchdoctor.procs import run_script
@@ -99,6 +102,7 @@ def examine_script(
                     profile_steps=profile_steps,
                     out_dir=collect_dir,
                     stdout_to_stderr=stdout_to_stderr,
+                    output=run_dir / output if output is not None else None,
                     memory_owners=True,
                 )
         except TorchDoctorError as exc:

@@ -5,7 +5,7 @@ quality parity and persistent, resumable studies (see docs/DESIGN.md).
 change with its own measured gain.
 """
 
-from torchdoctor.tune.api import tune
+from torchdoctor.tune.api import check_script_job, tune
 from torchdoctor.tune.arms import MeasurePlan
 from torchdoctor.tune.config import CONFIG_FILE, TuneConfig
 from torchdoctor.tune.cost import study_budget_s
@@ -13,7 +13,11 @@ from torchdoctor.tune.demo import DEFAULT_DEMO_BUDGET, QUICK_KNOBS, demo_config,
 from torchdoctor.tune.fit_decisions import PeakMemory
 from torchdoctor.tune.outcome import Outcome
 from torchdoctor.tune.parity import TOLERANCES, check_parity
-from torchdoctor.tune.prescriptions import diagnose_before_tuning, diagnosed_step_s
+from torchdoctor.tune.prescriptions import (
+    diagnose_before_tuning,
+    diagnose_script_before_tuning,
+    diagnosed_step_s,
+)
 from torchdoctor.tune.recheck import recheck_script, recheck_workload
 from torchdoctor.tune.records import (
     Confirmation,
@@ -60,11 +64,13 @@ __all__ = [
     "TuneResult",
     "Tuner",
     "check_parity",
+    "check_script_job",
     "check_tunable",
     "cleartext_note",
     "demo_config",
     "demo_story",
     "diagnose_before_tuning",
+    "diagnose_script_before_tuning",
     "diagnosed_step_s",
     "is_torchrun",
     "job_world_size",

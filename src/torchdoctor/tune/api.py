@@ -163,8 +163,10 @@ def script_not_injectable(config: TuneConfig) -> dict[str, list[str]]:
     return skipped
 
 
-def _check_script(config: TuneConfig) -> None:
-    """A script path that does not exist is bad input, said before any launch."""
+def check_script_job(config: TuneConfig) -> None:
+    """A script's or torchrun job's study that cannot run is bad input, said before any launch
+    or run folder: a script that does not exist or compile, a job that cannot be tuned, an
+    FSDP knob for a job without `fully_shard`."""
     assert config.command is not None
     check_fsdp_knobs(config.knobs, config.command, config.module, config.cwd)
     if is_torchrun(config.command, config.module):
@@ -268,7 +270,7 @@ def _tune(
     if resume is not None:
         config = open_resume(resume, workload, command, given=config, storage=storage)
         if config.is_script:
-            _check_script(config)
+            check_script_job(config)
         run_dir = resume
         study = _open_study(config, run_dir, storage)
     else:
@@ -281,7 +283,7 @@ def _tune(
         _check_workload(config)
         check_fit_config(config)
         if config.is_script:
-            _check_script(config)  # a missing script is bad input: said before any folder
+            check_script_job(config)  # a missing script is bad input: said before any folder
         # An explicit storage is opened before the run folder exists: a bad URL leaves nothing.
         early = _open_study(config, Path(), storage) if config.storage else None
         run_dir = new_run_dir("tune", config.workload, out=out)

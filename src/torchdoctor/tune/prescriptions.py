@@ -99,6 +99,41 @@ def diagnosed_bounds(run_dir: Path) -> dict[str, float]:
     return bounds
 
 
+def diagnose_script_before_tuning(command: tuple[list[str], bool], run_dir: Path) -> list[str]:
+    """Diagnose a script's or a torchrun job's command (argv, module) into RUN_DIR/diagnosis/
+    (and RUN_DIR/diagnosis.json), as `diagnose_before_tuning` does a workload: the same short
+    run, ended after `DIAGNOSIS_STEPS` steps, its prints in RUN_DIR/diagnosis/script.log.
+    Returns rank 0's prescribed knobs."""
+    from torchdoctor.diagnose import examine_script
+
+    argv, module = command
+    exam = examine_script(
+        list(argv),
+        module=module,
+        steps=DIAGNOSIS_STEPS,
+        warmup=DIAGNOSIS_WARMUP,
+        profile_steps=DIAGNOSIS_PROFILE_STEPS,
+        out=run_dir / DIAGNOSIS_SUBDIR,
+        output=SCRIPT_DIAGNOSIS_LOG,
+    )
+    return _prescribed_into(run_dir, exam.diagnosis)
+
+
+#: The script's own output while it is diagnosed before a tune, in RUN_DIR/diagnosis/.
+SCRIPT_DIAGNOSIS_LOG: Final = "script.log"
+
+
+def _prescribed_into(run_dir: Path, diagnosis: Any) -> list[str]:
+    """The diagnosis run's record copied up into the tune's run folder (what the ladder's
+    values and bounds are read from); its prescribed knobs, or none without a diagnosis."""
+    if diagnosis is None:
+        return []
+    source = run_dir / DIAGNOSIS_SUBDIR / rundir.DIAGNOSIS
+    if source.is_file():
+        shutil.copyfile(source, run_dir / rundir.DIAGNOSIS)
+    return prescribed_knobs(diagnosis)
+
+
 def diagnose_before_tuning(
     workload: str,
     run_dir: Path,
@@ -127,9 +162,4 @@ def diagnose_before_tuning(
         device=device,
         params=params,
     )
-    if not exam.diagnoses:
-        return []
-    source = run_dir / DIAGNOSIS_SUBDIR / rundir.DIAGNOSIS
-    if source.is_file():
-        shutil.copyfile(source, run_dir / rundir.DIAGNOSIS)
-    return prescribed_knobs(exam.diagnoses[-1])
+    return _prescribed_into(run_dir, exam.diagnoses[-1] if exam.diagnoses else None)

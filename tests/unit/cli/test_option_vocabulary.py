@@ -137,7 +137,6 @@ REFUSED = [
     (["run", "--throughput", "--", "python", "SCRIPT"], "--throughput"),
     (["run", "--pairs", "4", "--", "python", "SCRIPT"], "--pairs"),
     (["run", "mlp", "--out", "OUT"], "--out"),
-    (["tune", "--no-diagnose", "--", "python", "SCRIPT"], "--no-diagnose"),
     (["tune", "--batch-search", "--", "python", "SCRIPT"], "--batch-search"),
     (["tune", "--no-batch-search", "--", "python", "SCRIPT"], "--no-batch-search"),
     (["tune", "--hold-effective-batch", "--", "python", "SCRIPT"], "--hold-effective-batch"),

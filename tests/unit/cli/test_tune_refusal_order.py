@@ -27,8 +27,17 @@ from torchdoctor.cli.main import main
         (["tune", "mlp", "--objective", "fit", "--out", "full"], "needs the memory cap"),
         (["tune", "--out", "stored", "--", "python", "t.py"], "holds a stored study"),
         (
-            ["tune", "--no-diagnose", "--objective", "fit", "--max-memory", "1GiB", "--", "t.py"],
-            "--no-diagnose cannot be honoured for a script",
+            [
+                "tune",
+                "--no-batch-search",
+                "--objective",
+                "fit",
+                "--max-memory",
+                "1GiB",
+                "--",
+                "t.py",
+            ],
+            "--no-batch-search cannot be honoured for a script",
         ),
     ],
 )

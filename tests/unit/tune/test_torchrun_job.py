@@ -130,7 +130,7 @@ def test_a_recipe_run_at_another_world_size_gets_the_learning_rate_note(tmp_path
 
 
 def test_a_missing_script_is_one_line_before_any_launch(tmp_path: Path) -> None:
-    from torchdoctor.tune.api import _check_script
+    from torchdoctor.tune.api import check_script_job
 
     argv, module = parse_command(["torchrun", "--nproc_per_node", "2", "nowhere.py"])
     config = TuneConfig(
@@ -141,6 +141,6 @@ def test_a_missing_script_is_one_line_before_any_launch(tmp_path: Path) -> None:
         search_batch=False,
     )
     with pytest.raises(TuneError, match=r"script 'nowhere\.py' not found"):
-        _check_script(config)
+        check_script_job(config)
     (tmp_path / "nowhere.py").write_text("")
-    _check_script(config)
+    check_script_job(config)
