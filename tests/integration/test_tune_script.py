@@ -248,7 +248,9 @@ def test_a_script_that_cannot_be_tuned_is_one_line_and_exit_2(
     if source is not None:
         script.write_text(source)
     run = tmp_path / "tune"
-    code = main(["tune", "--budget", "60s", "--out", str(run), "--", "python", str(script)])
+    # The study's own refusal, alone on stderr: no diagnosis first (its line would precede it).
+    argv = ["tune", "--budget", "60s", "--no-diagnose", "--out", str(run)]
+    code = main([*argv, "--", "python", str(script)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 2
     assert expected in line
