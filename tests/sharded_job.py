@@ -5,8 +5,9 @@ function through `spawn_ranks` and read what rank 0 saved."""
 
 from __future__ import annotations
 
+import gc
 import os
-import socket
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -51,25 +52,27 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tens
     return float(loss.detach())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _run(rank: int, fn: Callable[..., None], port: int, args: tuple[Any, ...]) -> None:
+def _run(
+    rank: int, fn: Callable[..., None], world: int, rendezvous: str, args: tuple[Any, ...]
+) -> None:
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    # A file rendezvous (torch.distributed's FileStore): no port is chosen here and bound
+    # later, which another process on a busy host can take in between.
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
         fn(rank, *args)
+        # FSDP's modules and meshes sit in reference cycles: freed now, while the
+        # interpreter is whole, not during its shutdown.
+        gc.collect()
     finally:
         dist.destroy_process_group()
 
 
-def spawn_ranks(fn: Callable[..., None], *args: Any) -> None:
-    """Run `fn(rank, *args)` on each rank of a gloo job (a module-level function: spawn
-    imports it by name in each process)."""
-    mp.spawn(_run, args=(fn, _free_port(), args), nprocs=WORLD, join=True)
+def spawn_ranks(fn: Callable[..., None], *args: Any, world: int = WORLD) -> None:
+    """Run `fn(rank, *args)` on each of `world` ranks of a gloo job (a module-level function:
+    spawn imports it by name in each process)."""
+    with tempfile.TemporaryDirectory() as folder:
+        rendezvous = os.path.join(folder, "rendezvous")
+        mp.spawn(_run, args=(fn, world, rendezvous, args), nprocs=world, join=True)

@@ -5,15 +5,13 @@ loaded 2-core machine)."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
+from sharded_job import spawn_ranks
 from torchdoctor.analyze import estimate_shards
 from torchdoctor.workloads import get_workload
 
@@ -27,32 +25,18 @@ BATCH = 4
 TOLERANCE = 0.10
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rank(rank: int, world: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
+def _rank(rank: int, out: str) -> None:
     from torchdoctor.collect.shard_memory import measure_sharded_step
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        peak = measure_sharded_step(get_workload("gpt", **GPT), BATCH)
-        Path(f"{out}.{rank}").write_text(json.dumps(peak))
-    finally:
-        dist.destroy_process_group()
+    peak = measure_sharded_step(get_workload("gpt", **GPT), BATCH)
+    Path(f"{out}.{rank}").write_text(json.dumps(peak))
 
 
 @pytest.mark.study
 @pytest.mark.untimed  # holds a memory count to arithmetic, no timing
 def test_two_ranks_peak_where_the_estimate_says(tmp_path: Path) -> None:
     out = str(tmp_path / "peak")
-    mp.spawn(_rank, args=(2, _free_port(), out), nprocs=2, join=True)
+    spawn_ranks(_rank, out)
     peaks: list[dict[str, Any]] = [json.loads(Path(f"{out}.{r}").read_text()) for r in (0, 1)]
     plan = estimate_shards(get_workload("gpt", **GPT), [2], batch=BATCH)
     rank = plan.ranks[0]

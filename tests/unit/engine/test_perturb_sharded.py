@@ -7,14 +7,11 @@ give, gathered, exactly the weights the same model gets unsharded.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 from torch import nn
 
+from sharded_job import spawn_ranks
 from torchdoctor.engine.perturb import perturb_weights
 
 # Two gloo ranks spawned for every test: a process-launching check, in the untimed studies
@@ -33,35 +30,23 @@ def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 3))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rank(rank: int, world: int, port: int, out: str) -> None:
-    import torch.distributed as dist
+def _rank(rank: int, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        model = _model()
-        for layer in model:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer)
-        fully_shard(model)
-        perturb_weights(model, 3)
-        full = {name: p.full_tensor() for name, p in model.named_parameters()}
-        if rank == 0:
-            torch.save(full, out)
-    finally:
-        dist.destroy_process_group()
+    model = _model()
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    perturb_weights(model, 3)
+    full = {name: p.full_tensor() for name, p in model.named_parameters()}
+    if rank == 0:
+        torch.save(full, out)
 
 
 def test_a_sharded_model_is_perturbed_as_the_same_model_unsharded(tmp_path) -> None:
     out = str(tmp_path / "sharded.pt")
-    mp.spawn(_rank, args=(2, _free_port(), out), nprocs=2, join=True)
+    spawn_ranks(_rank, out)
     sharded = torch.load(out)
     plain = _model()
     before = {name: p.detach().clone() for name, p in plain.named_parameters()}
