@@ -30,7 +30,9 @@ from tune_sim import study_story
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 #: Budget of the zoo studies: the baseline with its six reference launches (~40 s here) and
-#: two or three A/B trials of a few seconds of steps each, plus the final A/B (fresh pairs).
+#: two or three A/B trials of a few seconds of steps each, plus the final A/B (fresh pairs)
+#: where it still fits after the last keep. In the bf16 study on a 2-core EPYC (2026-11-29) it
+#: did not: 2 of its 3 pairs fit (47 s), and the headline was the ladder's chained interval.
 SCRIPT_BUDGET = "150s"
 #: Fresh process pairs of the studies' final A/B (`tune --pairs`): the fewest that give
 #: an interval (`measure.MIN_REPLICATES`), the pairs the ladder holds its reserve for, one
@@ -94,7 +96,9 @@ def test_data_loading_script_keeps_workers_and_its_recipe_runs(
     assert data["workload"] == "script:data_loading_argparse"
     best = _best_recipe(run)
     assert best.get("num_workers", 0) > 0, study_story(run)
-    assert data["speedup_ci"][0] > 1.0  # the final A/B of fresh process pairs proves it
+    # The headline's interval lies above 1: the final A/B's fresh process pairs', or the
+    # ladder's chained one where the budget dropped the final A/B (its notes say which).
+    assert data["speedup_ci"][0] > 1.0, study_story(run)
     trials = _trials(run)
     assert trials[0].kind == "baseline" and len(trials[0].reference_losses) == 6
     # The script's own num_workers=0 is not tried again.
@@ -138,8 +142,9 @@ def test_manual_sgd_script_is_driven_at_its_backward_calls_and_compile_cures_it(
     trials = _trials(run)
     first = next(t for t in trials if t.kind == "ladder")
     assert first.change == {"compile": "default"} and first.decision == "kept"
-    # ... and the final A/B of fresh process pairs proves it.
-    assert data["speedup_ci"][0] > 1.0
+    # ... and the headline's interval lies above 1 (the final A/B's, or the ladder's chained
+    # one where the budget dropped the final A/B: its notes say which).
+    assert data["speedup_ci"][0] > 1.0, study_story(run)
 
 
 @pytest.mark.study
