@@ -48,7 +48,7 @@ from torchdoctor.tune.joint import refine_jointly
 from torchdoctor.tune.ladder import LadderPlan, climb
 from torchdoctor.tune.parity import quality_bands, quality_notes
 from torchdoctor.tune.prescriptions import diagnosed_bounds, diagnosed_values
-from torchdoctor.tune.records import Ladder, Trial, TuneResult
+from torchdoctor.tune.records import Ladder, SpeedupFrom, Trial, TuneResult
 from torchdoctor.tune.resume import open_resume, secrets_held
 from torchdoctor.tune.snippet import recipe_snippet
 from torchdoctor.tune.sources import ArmSource, ScriptArms, ScriptCommand
@@ -458,7 +458,9 @@ def _finish(
             "per knob where it wins)"
         )
     best_recipe = dict(tuner.best_recipe)
+    source: SpeedupFrom = "none" if len(tuner.rungs) <= 1 else "ladder"
     if confirm is not None and confirm.ok and confirm.speedup is not None:
+        source = "final_ab"
         speedup = confirm.speedup
         ci = confirm.speedup_ci or (speedup, speedup)
         best_sps = baseline.samples_per_s * speedup
@@ -475,6 +477,7 @@ def _finish(
         else:
             notes.append(unconfirmed_note(changed, speedup, ci))
             best_recipe = dict(config.baseline_recipe)
+            source = "none"
             speedup, ci, best_sps = 1.0, (1.0, 1.0), baseline.samples_per_s
     else:
         speedup, ci = last.speedup_vs_baseline, last.speedup_vs_baseline_ci
@@ -502,6 +505,7 @@ def _finish(
         best_samples_per_s=best_sps,
         speedup=speedup,
         speedup_ci=ci,
+        speedup_from=source,
         ladder=Ladder(rungs=tuner.rungs, rejected=tuner.rejected),
         pareto_front=pareto,
         n_trials=len(tuner.trials),

@@ -440,12 +440,20 @@ class ParetoPoint(Record):
     peak_memory_bytes: int
 
 
+#: Where a study's headline speedup comes from: "final_ab", the final A/B's fresh process
+#: pairs of the best and the baseline (`tune.confirm`); "ladder", the ladder's step ratios
+#: chained, where no final A/B gave an interval (the budget dropped or cut it, or the memory
+#: ladder of `--objective fit`); "none", no change is recommended (none was kept, or the final
+#: A/B refuted the ladder's best) and the speedup is 1.0.
+SpeedupFrom = Literal["final_ab", "ladder", "none"]
+
+
 class TuneResult(Record):
     """What `torchdoctor tune` hands back (also its `--json` output)."""
 
     schema_name: ClassVar[str] = "tune_result"
-    # 2: quality_bands. Older records still read.
-    schema_version: ClassVar[int] = 2
+    # 2: quality_bands. 3: speedup_from. Older records still read.
+    schema_version: ClassVar[int] = 3
 
     workload: str
     objective: Objective
@@ -457,6 +465,9 @@ class TuneResult(Record):
     best_samples_per_s: float
     speedup: float
     speedup_ci: tuple[float, float]
+    #: Where `speedup` and `speedup_ci` come from (`SpeedupFrom`), for a job that gates on
+    #: them; None in records written before it was kept.
+    speedup_from: SpeedupFrom | None = None
     ladder: Ladder
     pareto_front: list[ParetoPoint] = Field(default_factory=list)
     n_trials: int

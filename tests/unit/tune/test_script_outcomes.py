@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import torchdoctor.tune.api as api
+import torchdoctor.tune.confirm as confirm_module
 from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import Confirmation, TuneConfig, TuneResult, tune
@@ -171,6 +172,7 @@ def test_no_knob_helps_the_script_keeps_its_own_recipe(
     assert all(t.decision == "rejected" for t in ladder), story
     assert result.best_recipe == result.baseline_recipe == {}
     assert result.speedup == 1.0 and tuple(result.speedup_ci) == (1.0, 1.0)
+    assert result.speedup_from == "none"
     assert [r.change for r in result.ladder.rungs] == [{}]
     # Nothing to confirm: no final A/B, and no note speaks of one.
     assert _confirmations(run) == []
@@ -195,6 +197,7 @@ def test_a_change_the_fresh_pairs_confirm_is_kept_with_its_figure_and_patch(
     (confirm,) = _confirmations(run)
     assert confirm.ok and len(confirm.rates) == CONFIRM_PAIRS, story
     # The headline is the fresh pairs' figure, and it proves the gain.
+    assert result.speedup_from == "final_ab"
     assert result.speedup == pytest.approx(confirm.speedup)
     assert 1.0 < result.speedup_ci[0] <= 1.3 <= result.speedup_ci[1], story
     assert any(
@@ -205,6 +208,30 @@ def test_a_change_the_fresh_pairs_confirm_is_kept_with_its_figure_and_patch(
     patch = (run / "best_recipe.patch").read_text()
     assert "-    opt.zero_grad()" in patch and "set_to_none=False" in patch, patch
     assert _complete(run)
+
+
+def test_a_final_ab_the_budget_cuts_leaves_the_ladders_chained_figure_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget has room for one fresh pair after the first: fewer than an interval needs.
+    monkeypatch.setattr(confirm_module, "_next_pair_fits", lambda budget, *, took_s, pairs: False)
+    effects = {"set_to_none": {"False": 1 / 1.3}, "threads": _threads_cost(4.0)}
+    result = _tune_script(tmp_path, monkeypatch, effects=effects)
+    run = Path(result.run_dir)
+    story = study_story(run)
+
+    assert result.best_recipe == SET_TO_NONE_OFF, story
+    (confirm,) = _confirmations(run)
+    assert not confirm.ok and "an interval needs" in confirm.reason, story
+    # The headline is the kept rung's, from the ladder's step ratios, and says so.
+    assert result.speedup_from == "ladder"
+    (rung,) = result.ladder.rungs[1:]
+    assert result.speedup == rung.speedup_vs_baseline
+    assert tuple(result.speedup_ci) == tuple(rung.speedup_vs_baseline_ci)
+    (note,) = [n for n in result.notes if n.startswith("speedup chained from the ladder")]
+    assert confirm.reason in note
+    # The --json document carries it for a job that gates on the headline.
+    assert json.loads((run / "tune.json").read_text())["speedup_from"] == "ladder"
 
 
 def test_a_change_the_fresh_pairs_cannot_tell_from_no_gain_is_kept_and_said(
@@ -227,6 +254,7 @@ def test_a_change_the_fresh_pairs_cannot_tell_from_no_gain_is_kept_and_said(
     assert result.best_recipe == SET_TO_NONE_OFF, story
     (confirm,) = _confirmations(run)
     assert confirm.ok, story
+    assert result.speedup_from == "final_ab"  # the pairs' figure, its interval holding 1.0
     assert result.speedup_ci[0] <= 1.0 <= result.speedup_ci[1], story
     (note,) = [n for n in result.notes if n.startswith("not confirmed end to end")]
     assert "set_to_none=False" in note and "the recipe stands" in note
@@ -251,6 +279,7 @@ def test_a_change_the_fresh_pairs_refute_is_not_recommended(
     kept = [r.change for r in result.ladder.rungs][1:]
     assert kept, story  # kept on the ladder ...
     assert result.best_recipe == {} and result.speedup == 1.0, story  # ... not recommended
+    assert result.speedup_from == "none"
     (confirm,) = _confirmations(run)
     assert confirm.ok and confirm.speedup_ci is not None and confirm.speedup_ci[0] <= 1.0, story
     (note,) = [n for n in result.notes if n.startswith("the final A/B did not confirm")]
