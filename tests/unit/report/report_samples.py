@@ -333,6 +333,7 @@ def tune_record(run_dir: Path) -> TuneResult:
         best_samples_per_s=330.0,
         speedup=3.3,
         speedup_ci=(3.0, 3.5),
+        speedup_from="final_ab",
         ladder=Ladder(rungs=rungs, rejected=rejected),
         pareto_front=[
             ParetoPoint(

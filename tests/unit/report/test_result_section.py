@@ -182,3 +182,49 @@ def test_an_interrupted_tune_says_so_and_how_to_resume(killed_run_dir: Path) -> 
     assert "The run was interrupted: KeyboardInterrupt" in page
     hint = f"torchdoctor tune --resume {killed_run_dir}"
     assert hint in text and hint in page
+
+
+def _retold(run_dir: Path, **update: object) -> dict[str, str]:
+    """The sample tune's forms with `update` applied to its tune.json."""
+    record = tune_record(run_dir).model_copy(update=update)
+    record.write(run_dir / "tune.json")
+    out = StringIO()
+    render_result(record, Console(file=out, width=200, color_system=None))
+    return {**_forms(run_dir), "terminal": out.getvalue()}
+
+
+CHAINED_NOTE = (
+    "speedup chained from the ladder's step ratios (no final A/B: the budget left time for 2 "
+    "fresh process pairs; an interval needs 3)"
+)
+
+
+def test_a_headline_chained_from_the_ladder_is_not_called_the_final_ab(run_dir: Path) -> None:
+    forms = _retold(run_dir, speedup_from="ladder", notes=[CHAINED_NOTE])
+    for form in ("terminal", "md"):
+        text = forms[form]
+        assert "chained from the ladder's rungs (no final A/B)" in text, form
+        assert "from the final A/B in fresh process pairs" not in text, form
+        assert "the budget left no room for the final A/B" in text, form
+    assert "speedup (ladder's rungs chained, no final A/B)" in forms["md"]
+
+
+def test_an_older_record_with_the_chained_note_reads_as_chained(run_dir: Path) -> None:
+    # Written before tune.json kept speedup_from: its note says where the headline came from.
+    forms = _retold(run_dir, speedup_from=None, notes=[CHAINED_NOTE])
+    assert "chained from the ladder's rungs (no final A/B)" in forms["md"]
+
+
+def test_a_ladder_the_final_ab_refuted_recommends_the_baseline_in_words(run_dir: Path) -> None:
+    forms = _retold(
+        run_dir,
+        speedup_from="none",
+        best_recipe={"batch_size": 32},
+        speedup=1.0,
+        speedup_ci=(1.0, 1.0),
+        best_samples_per_s=100.0,
+    )
+    for form in ("terminal", "md"):
+        text = forms[form]
+        assert "did not confirm a gain over the baseline" in text, form
+        assert "made it" not in text.split("Ladder")[0], form

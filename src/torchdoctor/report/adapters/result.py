@@ -26,6 +26,18 @@ SPEEDUPS = (
     "speed drifts. They measure the same recipe two ways and need not agree; the headline "
     "is the claim."
 )
+#: The same where the budget left no room for the final A/B: the headline is the ladder's.
+CHAINED = (
+    "One speedup: the budget left no room for the final A/B (the notes say why), so the "
+    "headline is the ladder's last row, the product of its rungs, each an A/B against the "
+    "best of its time. The re-check below measures the recipe end to end."
+)
+#: Where the final A/B refuted the ladder's best: the baseline is recommended.
+REFUTED = (
+    "The ladder's last row is the product of its rungs, each an A/B against the best of its "
+    "time; the final A/B, the best recipe against the baseline in fresh process pairs, did "
+    "not find that gain, so the baseline recipe is recommended and the headline is 1.00x."
+)
 #: A script's command where the tune was of a built-in workload (--vs-baseline runs scripts).
 SCRIPT_PLACEHOLDER = "python train.py ARGS"
 
@@ -92,6 +104,20 @@ def _fit_result(tune: JsonDict, fit: JsonDict) -> ResultView:
     )
 
 
+def speedup_from(tune: JsonDict) -> str:
+    """Where the headline comes from (`TuneResult.speedup_from`): "final_ab", "ladder" or
+    "none"; read from the notes in a record written before the field was kept."""
+    said = text(tune, "speedup_from")
+    if said:
+        return said
+    notes = [str(n) for n in items(tune, "notes")]
+    if any(n.startswith("speedup chained from the ladder") for n in notes):
+        return "ladder"
+    if any(n.startswith("the final A/B did not confirm") for n in notes):
+        return "none"
+    return "final_ab"
+
+
 def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultView:
     fit = get(tune, "fit")
     if isinstance(fit, dict):
@@ -110,10 +136,22 @@ def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultV
     )
     workload = text(tune, "workload") or fmt.NA
     quality = _quality(last if kept else None)
-    if kept:
+    source = speedup_from(tune)
+    measured_by = (
+        "chained from the ladder's rungs (no final A/B)"
+        if source == "ladder"
+        else "from the final A/B in fresh process pairs"
+    )
+    if kept and source == "none":
+        sentence = (
+            f"The ladder kept {'; '.join(kept)} for {workload}, but the final A/B in fresh "
+            "process pairs did not confirm a gain over the baseline: the baseline recipe is "
+            "recommended."
+        )
+    elif kept:
         sentence = (
             f"Tuning {workload} with {'; '.join(kept)} made it {headline} faster ({rates}), "
-            f"{interval} from the final A/B in fresh process pairs; quality: {quality}."
+            f"{interval} {measured_by}; quality: {quality}."
         )
     else:
         base = fmt.rate(num(tune, "baseline_samples_per_s"))
@@ -134,10 +172,15 @@ def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultV
         f"{fmt.seconds(num(tune, 'budget_s'))} budget"
         + (", budget exhausted" if get(tune, "budget_exhausted") is True else "")
     )
+    by, by_long = (
+        ("ladder", "ladder's rungs chained, no final A/B")
+        if source == "ladder"
+        else ("final A/B", "final A/B, fresh process pairs")
+    )
     rows = [
         KeyValue("change", "; ".join(kept) or "none kept"),
-        KeyValue("throughput, baseline \u2192 best (final A/B)", rates),
-        KeyValue("speedup (final A/B, fresh process pairs)", f"{headline} {interval}"),
+        KeyValue(f"throughput, baseline \u2192 best ({by})", rates),
+        KeyValue(f"speedup ({by_long})", f"{headline} {interval}"),
         KeyValue("speedup (ladder's last row: product of its rungs)", ladder_last),
         KeyValue("quality", quality),
         KeyValue(
@@ -149,7 +192,7 @@ def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultV
     return ResultView(
         sentence=sentence,
         rows=rows,
-        speedups=SPEEDUPS,
+        speedups={"ladder": CHAINED, "none": REFUTED}.get(source, SPEEDUPS) if kept else SPEEDUPS,
         legend=_legend(confidence),
         notes=[str(n) for n in items(tune, "notes")],
         recheck=recheck_commands(config, run) if kept else [],
