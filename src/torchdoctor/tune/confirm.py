@@ -76,8 +76,12 @@ def confirmation_verdict(
 
 
 def _next_pair_fits(budget: Budget, *, took_s: float, pairs: int) -> bool:
-    """Whether another pair fits in what is left of the budget, at the pairs' own pace."""
-    return budget.remaining_s() + BUDGET_GRACE_S >= took_s / pairs
+    """Whether another pair is worth starting, at the pairs' own pace: below
+    `measure.MIN_REPLICATES` pairs, all the pairs still needed for an interval must fit in
+    what is left of the budget (else a pair more is spent on a record without one); from
+    there, one more pair."""
+    needed = max(1, MIN_REPLICATES - pairs)
+    return budget.remaining_s() + BUDGET_GRACE_S >= needed * took_s / pairs
 
 
 def confirmation_key(baseline_recipe: dict[str, object], best_recipe: dict[str, object]) -> str:
@@ -228,7 +232,8 @@ def measure_fresh_pairs(
         verdict = Verdict(
             "timeout",
             Outcome.BUDGET_CUT,
-            f"{BUDGET_CUT} {done} fresh process pairs; an interval needs {MIN_REPLICATES}",
+            f"{BUDGET_CUT} {done} fresh process pair{'' if done == 1 else 's'}; an interval "
+            f"needs {MIN_REPLICATES}",
         )
     record = Confirmation(
         key=key,

@@ -9,10 +9,11 @@ import pytest
 
 import torchdoctor.tune.confirm as confirm_mod
 import torchdoctor.tune.tuner as tuner_mod
-from torchdoctor.measure import replicated_speedup
+from torchdoctor.measure import MIN_REPLICATES, replicated_speedup
 from torchdoctor.report.adapters.tune import trial_view
 from torchdoctor.tune import Confirmation, TrialResult, TuneConfig, tune
 from torchdoctor.tune.arms import MeasurePlan
+from torchdoctor.tune.budget import BUDGET_GRACE_S, Budget
 from torchdoctor.tune.config import CONFIG_FILE
 from torchdoctor.tune.confirm import CONFIRM_PAIRS, confirmation_verdict
 from torchdoctor.tune.outcome import Outcome
@@ -201,6 +202,29 @@ def test_pairs_run_at_their_own_pace_when_the_estimate_overstates_them(
     assert any(n.startswith("speedup from") for n in result.notes)
 
 
+def _budget_with_left(left_s: float) -> Budget:
+    """A 100 s budget with `left_s` of it left."""
+    now = [0.0]
+    budget = Budget(100.0, trial_timeout_s=60.0, clock=lambda: now[0], confirm_cost_s=lambda: 0.0)
+    now[0] = 100.0 - left_s
+    return budget
+
+
+def test_no_pair_is_started_that_cannot_lead_to_an_interval() -> None:
+    # Pairs of 20 s each. After one, an interval needs two more (40 s): with 30 s left the
+    # next pair would be measured and then thrown away with the record's "no interval".
+    needed = MIN_REPLICATES - 1
+    assert not confirm_mod._next_pair_fits(_budget_with_left(30.0), took_s=20.0, pairs=1)
+    assert confirm_mod._next_pair_fits(
+        _budget_with_left(needed * 20.0 - BUDGET_GRACE_S), took_s=20.0, pairs=1
+    )
+    # Once an interval stands, one more pair only has to fit itself.
+    assert confirm_mod._next_pair_fits(
+        _budget_with_left(20.0 - BUDGET_GRACE_S), took_s=3 * 20.0, pairs=MIN_REPLICATES
+    )
+    assert not confirm_mod._next_pair_fits(_budget_with_left(10.0), took_s=60.0, pairs=3)
+
+
 def test_the_final_ab_runs_the_pairs_the_study_asks_for_and_its_interval_is_theirs(
     tmp_path: Path,
 ) -> None:
@@ -235,5 +259,6 @@ def test_a_confirmation_the_budget_cuts_short_says_so(
     result = tune(config=config, out=tmp_path / "run")
 
     (confirm,) = _confirmations(tmp_path / "run")
-    assert not confirm.ok and "1 fresh process pairs" in confirm.reason
+    assert not confirm.ok and "1 fresh process pair;" in confirm.reason
+    assert result.speedup_from == "ladder"
     assert any("no final A/B: the budget left time for 1" in n for n in result.notes)
