@@ -209,10 +209,19 @@ def test_a_headline_chained_from_the_ladder_is_not_called_the_final_ab(run_dir: 
     assert "speedup (ladder's rungs chained, no final A/B)" in forms["md"]
 
 
-def test_an_older_record_with_the_chained_note_reads_as_chained(run_dir: Path) -> None:
-    # Written before tune.json kept speedup_from: its note says where the headline came from.
+def test_an_older_record_says_where_its_headline_came_from_in_its_figures(run_dir: Path) -> None:
+    # Written before tune.json kept speedup_from. The sample's headline is its ladder's last
+    # row to the digit, interval and all: the ladder's figure.
     forms = _retold(run_dir, speedup_from=None, notes=[CHAINED_NOTE])
     assert "chained from the ladder's rungs (no final A/B)" in forms["md"]
+    # A headline of its own is the final A/B's.
+    forms = _retold(run_dir, speedup_from=None, speedup=3.1, speedup_ci=(2.9, 3.3))
+    assert (
+        "3.10x faster" in forms["md"] and "from the final A/B in fresh process pairs" in forms["md"]
+    )
+    # A kept ladder whose best recipe is the baseline's was refuted by the final A/B.
+    forms = _retold(run_dir, speedup_from=None, best_recipe={"batch_size": 32}, speedup=1.0)
+    assert "did not confirm a gain over the baseline" in forms["md"]
 
 
 def test_a_ladder_the_final_ab_refuted_recommends_the_baseline_in_words(run_dir: Path) -> None:

@@ -106,16 +106,20 @@ def _fit_result(tune: JsonDict, fit: JsonDict) -> ResultView:
 
 def speedup_from(tune: JsonDict) -> str:
     """Where the headline comes from (`TuneResult.speedup_from`): "final_ab", "ladder" or
-    "none"; read from the notes in a record written before the field was kept."""
+    "none". A record written before the field was kept says it in its figures: a kept ladder
+    whose best recipe is the baseline's was refuted by the final A/B, and a headline equal to
+    the ladder's last row, interval and all, is that row."""
     said = text(tune, "speedup_from")
     if said:
         return said
-    notes = [str(n) for n in items(tune, "notes")]
-    if any(n.startswith("speedup chained from the ladder") for n in notes):
-        return "ladder"
-    if any(n.startswith("the final A/B did not confirm") for n in notes):
+    rungs = [r for r in items(mapping(tune, "ladder"), "rungs") if isinstance(r, dict)]
+    if len(rungs) < 2 or mapping(tune, "best_recipe") == mapping(tune, "baseline_recipe"):
         return "none"
-    return "final_ab"
+    last = rungs[-1]
+    same = num(tune, "speedup") == num(last, "speedup_vs_baseline") and pair(
+        get(tune, "speedup_ci")
+    ) == pair(get(last, "speedup_vs_baseline_ci"))
+    return "ladder" if same else "final_ab"
 
 
 def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultView:
@@ -137,10 +141,18 @@ def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultV
     workload = text(tune, "workload") or fmt.NA
     quality = _quality(last if kept else None)
     source = speedup_from(tune)
-    measured_by = (
-        "chained from the ladder's rungs (no final A/B)"
+    measured_by, by, by_long = (
+        (
+            "chained from the ladder's rungs (no final A/B)",
+            "ladder",
+            "ladder's rungs chained, no final A/B",
+        )
         if source == "ladder"
-        else "from the final A/B in fresh process pairs"
+        else (
+            "from the final A/B in fresh process pairs",
+            "final A/B",
+            "final A/B, fresh process pairs",
+        )
     )
     if kept and source == "none":
         sentence = (
@@ -171,11 +183,6 @@ def result_section(tune: JsonDict, config: JsonDict | None, run: str) -> ResultV
         f"failed), {fmt.seconds(num(tune, 'elapsed_s'))} of a "
         f"{fmt.seconds(num(tune, 'budget_s'))} budget"
         + (", budget exhausted" if get(tune, "budget_exhausted") is True else "")
-    )
-    by, by_long = (
-        ("ladder", "ladder's rungs chained, no final A/B")
-        if source == "ladder"
-        else ("final A/B", "final A/B, fresh process pairs")
     )
     rows = [
         KeyValue("change", "; ".join(kept) or "none kept"),
