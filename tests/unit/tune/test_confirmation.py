@@ -260,5 +260,11 @@ def test_a_confirmation_the_budget_cuts_short_says_so(
 
     (confirm,) = _confirmations(tmp_path / "run")
     assert not confirm.ok and "1 fresh process pair;" in confirm.reason
-    assert result.speedup_from == "ladder"
     assert any("no final A/B: the budget left time for 1" in n for n in result.notes)
+    # The headline is the kept rung's, from the ladder's step ratios, and says so, in the
+    # --json document too for a job that gates on it.
+    assert result.speedup_from == "ladder"
+    rung = result.ladder.rungs[-1]
+    assert result.speedup == rung.speedup_vs_baseline
+    assert tuple(result.speedup_ci) == tuple(rung.speedup_vs_baseline_ci)
+    assert json.loads((tmp_path / "run" / "tune.json").read_text())["speedup_from"] == "ladder"

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 import torchdoctor.tune.api as api
-import torchdoctor.tune.confirm as confirm_module
 from torchdoctor.collect.inject.base import ALREADY_RUNS_WITH
 from torchdoctor.procs import SessionSpec
 from torchdoctor.tune import Confirmation, TuneConfig, TuneResult, tune
@@ -208,30 +207,6 @@ def test_a_change_the_fresh_pairs_confirm_is_kept_with_its_figure_and_patch(
     patch = (run / "best_recipe.patch").read_text()
     assert "-    opt.zero_grad()" in patch and "set_to_none=False" in patch, patch
     assert _complete(run)
-
-
-def test_a_final_ab_the_budget_cuts_leaves_the_ladders_chained_figure_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The budget has room for one fresh pair after the first: fewer than an interval needs.
-    monkeypatch.setattr(confirm_module, "_next_pair_fits", lambda budget, *, took_s, pairs: False)
-    effects = {"set_to_none": {"False": 1 / 1.3}, "threads": _threads_cost(4.0)}
-    result = _tune_script(tmp_path, monkeypatch, effects=effects)
-    run = Path(result.run_dir)
-    story = study_story(run)
-
-    assert result.best_recipe == SET_TO_NONE_OFF, story
-    (confirm,) = _confirmations(run)
-    assert not confirm.ok and "an interval needs" in confirm.reason, story
-    # The headline is the kept rung's, from the ladder's step ratios, and says so.
-    assert result.speedup_from == "ladder"
-    (rung,) = result.ladder.rungs[1:]
-    assert result.speedup == rung.speedup_vs_baseline
-    assert tuple(result.speedup_ci) == tuple(rung.speedup_vs_baseline_ci)
-    (note,) = [n for n in result.notes if n.startswith("speedup chained from the ladder")]
-    assert confirm.reason in note
-    # The --json document carries it for a job that gates on the headline.
-    assert json.loads((run / "tune.json").read_text())["speedup_from"] == "ladder"
 
 
 def test_a_change_the_fresh_pairs_cannot_tell_from_no_gain_is_kept_and_said(
