@@ -36,19 +36,18 @@ from torchdoctor.api.command_line import (
 )
 from torchdoctor.api.progress import notebook_progress
 from torchdoctor.api.training import _shown
+from torchdoctor.core import rundir
 from torchdoctor.core.defaults import DEFAULT_MIN_GAIN, DEFAULT_REPLICATES, TUNE_BUDGET_S
 from torchdoctor.core.errors import UsageError
+from torchdoctor.core.vocabulary import OBJECTIVES, check_fit_capped, check_fit_target
 
 if TYPE_CHECKING:
     from torchdoctor.core.vocabulary import Objective
     from torchdoctor.tune import StorageURL, Trial, TuneConfig, Tuner, TuneResult
 
-#: The objectives a study climbs its ladder for (core/vocabulary.py `Objective`).
-OBJECTIVES: Final = ("throughput", "latency", "fit")
-
-#: Files of a stored study in a run folder (tune/config.py's CONFIG_FILE and STUDY_FILE):
-#: `out` naming such a folder would reopen the study, which resuming it says out loud.
-STORED_STUDY_FILES: Final = ("tune_config.json", "study.db")
+#: Files of a stored study in a run folder: `out` naming such a folder would reopen the
+#: study, which resuming it says out loud.
+STORED_STUDY_FILES: Final = (rundir.TUNE_CONFIG, rundir.STUDY)
 
 #: What a storage URL that carries its password is told.
 PASSWORD_IN_URL: Final = (
@@ -83,11 +82,7 @@ def check_objective(objective: str, *, capped: bool) -> None:
     """An objective the ladder knows, and `fit` with the cap to fit under (`capped`)."""
     if objective not in OBJECTIVES:
         raise UsageError(f"unknown objective {objective!r}", hint="use throughput, latency or fit")
-    if objective == "fit" and not capped:
-        raise UsageError(
-            "--objective fit needs the memory cap to fit under",
-            hint="give --max-memory, e.g. --max-memory 4GiB",
-        )
+    check_fit_capped(objective, capped=capped)
 
 
 def check_study_out(out: Path | None) -> None:
@@ -105,11 +100,7 @@ def check_target(target: Target | None, objective: str) -> Target:
     own); returns `target`."""
     if target is None:
         raise UsageError("no workload to tune", hint="name one, e.g. `torchdoctor tune cnn`")
-    if command_words(target) and objective == "fit":
-        raise UsageError(
-            "--objective fit tunes a workload, not a script",
-            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
-        )
+    check_fit_target(objective, is_script=bool(command_words(target)))
     return target
 
 

@@ -63,6 +63,10 @@ ANALYSIS = "analysis.json"
 PROFILE = "profile.json"
 RUN_RESULT = "run_result.json"
 TUNE = "tune.json"
+#: A tune's stored study: its settings (what --resume continues) and its trials (Optuna's
+#: SQLite storage, unless --storage names a shared one).
+TUNE_CONFIG = "tune_config.json"
+STUDY = "study.db"
 SCALING = "scaling.json"
 SERVE = "serve.json"
 DIFF = "diff.json"

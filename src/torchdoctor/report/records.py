@@ -74,7 +74,7 @@ TUNE: Final = register_record(
 TUNE_CONFIG: Final = register_record(
     RecordType(
         key="tune_config",
-        file="tune_config.json",
+        file=rundir.TUNE_CONFIG,
         module="torchdoctor.tune.config",
         cls="TuneConfig",
         schema="tune_config",

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Final
 
 from pydantic import Field, field_validator
 
+from torchdoctor.core import rundir
 from torchdoctor.core.records import Record
 from torchdoctor.core.redact import redact_argv
 from torchdoctor.core.vocabulary import Objective, Safety
@@ -24,8 +25,8 @@ from torchdoctor.tune.turns import SharingMode
 #: The default budget of `torchdoctor tune`: ten minutes, the issue's "--budget 10m".
 DEFAULT_BUDGET_S: Final = 600.0
 
-CONFIG_FILE: Final = "tune_config.json"
-STUDY_FILE: Final = "study.db"
+CONFIG_FILE: Final = rundir.TUNE_CONFIG
+STUDY_FILE: Final = rundir.STUDY
 
 
 class KnobSpecModel(Record):

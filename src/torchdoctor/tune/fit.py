@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from torchdoctor.core.errors import TuneError
-from torchdoctor.core.vocabulary import Safety
+from torchdoctor.core.vocabulary import Safety, check_fit_capped, check_fit_target
 from torchdoctor.knobs import BATCH_SIZE, GRAD_ACCUM, IntRange, memory_steps
 from torchdoctor.procs import WorkerFailure
 from torchdoctor.tune.arms import measure_alone
@@ -130,18 +130,9 @@ class FitOutcome:
 
 def check_fit_config(config: TuneConfig) -> None:
     """A fit study names its cap, and tunes a workload (a script's batch is its own)."""
-    if config.objective != "fit":
-        return
-    if config.max_memory_bytes is None and config.max_memory_fraction is None:
-        raise TuneError(
-            "--objective fit needs the memory cap to fit under",
-            hint="give --max-memory, e.g. --max-memory 4GiB",
-        )
-    if config.is_script:
-        raise TuneError(
-            "--objective fit tunes a workload, not a script",
-            hint="a script's batch is its own; give a workload (built-in or file.py:factory)",
-        )
+    capped = config.max_memory_bytes is not None or config.max_memory_fraction is not None
+    check_fit_capped(config.objective, capped=capped)
+    check_fit_target(config.objective, is_script=config.is_script)
 
 
 def fit_plan(config: TuneConfig, validate: Validator | None, *, default_batch: int) -> FitPlan:

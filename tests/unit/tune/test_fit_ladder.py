@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from torchdoctor.core.errors import TuneError
+from torchdoctor.core.errors import TuneError, UsageError
 from torchdoctor.procs import SessionSpec
 from torchdoctor.report import render_report, render_result
 from torchdoctor.tune import Study, TuneConfig, Tuner, tune
@@ -280,7 +280,9 @@ def test_a_baseline_the_device_cannot_hold_says_where_to_start(tmp_path: Path) -
 
 
 def test_fit_needs_a_cap(tmp_path: Path) -> None:
+    # The stage refuses a hand-built config as `torchdoctor.tune` refuses the same request:
+    # bad input, in the same words (core/vocabulary.py).
     config = _fit_config(100).model_copy(update={"max_memory_bytes": None})
-    with pytest.raises(TuneError, match="--max-memory"):
+    with pytest.raises(UsageError, match="--max-memory"):
         tune(config=config, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before anything is written
