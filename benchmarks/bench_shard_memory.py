@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -59,16 +58,10 @@ MODELS: tuple[tuple[str, dict[str, Any], int, str], ...] = (
 BIG = {"layers": 32, "embd": 4096, "heads": 32, "block": 2048}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _rank(
     rank: int,
     world: int,
-    port: int,
+    rendezvous: str,
     name: str,
     params: dict[str, Any],
     batch: int,
@@ -77,9 +70,10 @@ def _rank(
 ) -> None:
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file rendezvous (torch.distributed's FileStore), as the tests' ranks meet
+    # (tests/sharded_job.py): no port picked here and bound later by the ranks.
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
         peak = measure_sharded_step(
             get_workload(name, **params), batch, param_dtype=PARAM_DTYPES[dtype]
@@ -95,7 +89,8 @@ def measured(
     """Each rank's peak snapshot of a real FSDP2 step at `world` ranks."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "peak")
-        mp.spawn(_rank, args=(world, _free_port(), name, params, batch, dtype, out), nprocs=world)
+        rendezvous = os.path.join(tmp, "rendezvous")
+        mp.spawn(_rank, args=(world, rendezvous, name, params, batch, dtype, out), nprocs=world)
         return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(world)]
 
 
