@@ -177,6 +177,36 @@ def test_cpu_threads_oversubscribed_and_underused() -> None:
     assert cpu_threads.check(evidence(steps=phases(), threads=ranks, world_size=2)) is None
 
 
+def _threads(threads: int, cores: int, workers: int, world: int = 1) -> dict[str, object] | None:
+    """cpu_threads' prescription for a process of `threads` intra-op threads and `workers`
+    loader workers, one of `world` on `cores` cores (None: no finding)."""
+    f = cpu_threads.check(
+        evidence(
+            steps=phases(),
+            world_size=world,
+            threads=ThreadEvidence(torch_threads=threads, usable_cores=cores),
+            dataloader=DataLoaderEvidence(uses_dataloader=True, num_workers=workers),
+        )
+    )
+    return None if f is None else dict(f.prescription.knobs)
+
+
+def test_cpu_threads_leaves_the_loader_workers_their_cores() -> None:
+    # Threads and workers share a process's cores: the count that fills the share beside the
+    # workers is what both branches prescribe, the summary's "threads + workers <= cores".
+    assert _threads(8, 8, 2) == {"threads": 6}
+    assert _threads(4, 8, 4) is None  # 4 + 4 fill the 8 cores: more threads would not fit
+    assert _threads(2, 8, 4) == {"threads": 4}
+    assert _threads(2, 4, 1, world=2) == {"threads": 1}
+
+
+def test_cpu_threads_prescribes_no_change_it_cannot_make() -> None:
+    # One thread already and the workers fill the cores: fewer threads do not exist, and
+    # the workers are the loader's finding (or ranks_oversubscribed's), not this one's.
+    assert _threads(1, 2, 2) is None
+    assert _threads(1, 4, 2, world=2) is None
+
+
 def test_pageable_h2d_gpu_only() -> None:
     copies = CopyEvidence(calls=10, pinned_calls=0)
     assert pageable_h2d.check(evidence(steps=phases(h2d=0.2), copies=copies)) is None  # cpu

@@ -19,6 +19,11 @@ OVERSUBSCRIPTION_SPEEDUP: Final = 1.2
 
 
 def check(ev: Evidence) -> Finding | None:
+    """Each training process has `cores // processes` cores; its intra-op threads and its
+    DataLoader workers share them. Threads above that share are oversubscription, threads
+    below it leave cores idle; both prescribe the one count that fills the share. Where the
+    workers alone fill it, one thread is all there is to give, and the rest is the loader's
+    (`ranks_oversubscribed` for a job of ranks, `dataloader_wait` where the input waits)."""
     t = ev.threads
     if t is None or t.usable_cores is None or ev.is_gpu:
         return None
@@ -26,6 +31,9 @@ def check(ev: Evidence) -> Finding | None:
     procs = max(1, ev.world_size or 1)
     fair = max(1, cores // procs)  # cores each training process may use
     workers = (ev.dataloader.num_workers or 0) if ev.dataloader else 0
+    target = max(1, fair - workers)  # intra-op threads that fill the share beside the workers
+    if target == t.torch_threads:
+        return None  # the threads are right, or as few as they go: nothing to prescribe
     base = compute_share(ev)
     if base is None:
         return None
@@ -36,7 +44,7 @@ def check(ev: Evidence) -> Finding | None:
         "dataloader_workers": workers,
         "omp_num_threads": t.omp_num_threads,
     }
-    if t.torch_threads > fair or (workers > 0 and t.torch_threads + workers > cores):
+    if t.torch_threads > target:
         return make_finding(
             rule_id=RULE_ID,
             title=TITLE,
@@ -47,29 +55,27 @@ def check(ev: Evidence) -> Finding | None:
             local_speedup=OVERSUBSCRIPTION_SPEEDUP,
             evidence=evidence,
             prescription=Prescription(
-                knobs={THREADS.name: max(1, fair - (1 if workers else 0))},
+                knobs={THREADS.name: target},
                 code_change="torch.set_num_threads(N) so threads + workers <= cores "
                 "(or set OMP_NUM_THREADS)",
             ),
             confidence=0.6,
         )
-    if t.torch_threads < fair:
-        # More intra-op threads split an op's arithmetic and memory traffic, not its
-        # dispatch: op time the roofline calls overhead-bound gains nothing from them.
-        splittable = base * (1.0 - bound_share(ev, "overhead"))
-        evidence["overhead_bound_op_share"] = round(bound_share(ev, "overhead"), 4)
-        return make_finding(
-            rule_id=RULE_ID,
-            title=TITLE,
-            summary=f"only {t.torch_threads} intra-op thread(s) on {fair} available cores "
-            "(OMP_NUM_THREADS left at a launcher's default?).",
-            bottleneck="compute",
-            share=splittable,
-            local_speedup=fair / t.torch_threads,
-            evidence=evidence,
-            prescription=Prescription(
-                knobs={THREADS.name: fair}, code_change=f"torch.set_num_threads({fair})"
-            ),
-            confidence=0.6,
-        )
-    return None
+    # More intra-op threads split an op's arithmetic and memory traffic, not its
+    # dispatch: op time the roofline calls overhead-bound gains nothing from them.
+    splittable = base * (1.0 - bound_share(ev, "overhead"))
+    evidence["overhead_bound_op_share"] = round(bound_share(ev, "overhead"), 4)
+    return make_finding(
+        rule_id=RULE_ID,
+        title=TITLE,
+        summary=f"only {t.torch_threads} intra-op thread(s) on {target} available cores "
+        "(OMP_NUM_THREADS left at a launcher's default?).",
+        bottleneck="compute",
+        share=splittable,
+        local_speedup=target / t.torch_threads,
+        evidence=evidence,
+        prescription=Prescription(
+            knobs={THREADS.name: target}, code_change=f"torch.set_num_threads({target})"
+        ),
+        confidence=0.6,
+    )
