@@ -84,8 +84,9 @@ def candidate_changes(
     """The changes of one knob still worth a trial from the current best."""
     changes = []
     current = tuner.best_recipe.get(spec.name, tuner.own_settings.get(spec.name, spec.default))
+    own = _found_own(tuner, spec.name)
     for value in spec.values:
-        if _same(value, current):
+        if _same(value, current) or any(_same(value, o) for o in own):
             continue
         change = spec.change(value)
         reason = validate({**tuner.best_recipe, **change}) if validate else None
@@ -96,6 +97,20 @@ def candidate_changes(
             continue
         changes.append(change)
     return changes
+
+
+def _found_own(tuner: Tuner, name: str) -> list[Any]:
+    """Values of knob `name` that a trial found the script already runs with (its injection
+    said so at launch; its DDP or fully_shard settings are read no earlier): a later pass does
+    not launch the script again to be told the same."""
+    return [
+        t.change[name]
+        for t in tuner.trials
+        if isinstance(t, TrialResult)
+        and t.outcome is Outcome.NOT_APPLICABLE
+        and list(t.change) == [name]
+        and ALREADY_RUNS_WITH in t.reason
+    ]
 
 
 def planned_trials(plan: LadderPlan) -> int:

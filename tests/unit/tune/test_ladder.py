@@ -137,7 +137,7 @@ def test_inapplicable_knobs_are_skipped_and_grouped_by_reason() -> None:
 
     validate = recipe_validator("cnn", "cpu")
     specs = {s.name: s for s in catalogue_space("cpu")}
-    tuner = SimpleNamespace(best_recipe={}, own_settings={})
+    tuner = SimpleNamespace(best_recipe={}, own_settings={}, trials=[])
     skipped: dict[str, list[str]] = {}
     for name in ("tf32", "cudnn_benchmark", "prefetch_factor", "channels_last"):
         changes = candidate_changes(tuner, specs[name], validate, skipped)  # type: ignore[arg-type]

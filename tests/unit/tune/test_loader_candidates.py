@@ -64,7 +64,7 @@ def test_the_ladder_tries_each_worker_count_with_persistent_workers(
     monkeypatch.setattr(space_mod, "usable_cores", lambda: 4)
     spec = next(s for s in catalogue_space("cuda") if s.name == NUM_WORKERS.name)
     spec = space_mod.replace(spec, default=0)
-    tuner = cast(Tuner, SimpleNamespace(best_recipe={}, own_settings={}))
+    tuner = cast(Tuner, SimpleNamespace(best_recipe={}, own_settings={}, trials=[]))
     skipped: dict[str, list[str]] = {}
     changes: list[dict[str, Any]] = candidate_changes(tuner, spec, None, skipped)
     assert changes == [

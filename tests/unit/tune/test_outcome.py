@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from torchdoctor.collect import ALREADY_RUNS_WITH
 from torchdoctor.core.errors import RecordError
 from torchdoctor.tune import Confirmation, TrialResult
 from torchdoctor.tune.ladder import (
@@ -208,6 +209,23 @@ def test_only_a_not_applicable_outcome_ends_a_knobs_values() -> None:
     outcome = ClimbOutcome()
     _one_pass(typed, [knob], plan, outcome)  # type: ignore[arg-type]
     assert typed.tried == [{"w": 1}] and outcome.skipped == {"no loader": ["w"]}
+
+
+def test_a_value_the_script_already_runs_with_is_not_launched_again() -> None:
+    # Its injection says so at launch (a DDP or fully_shard setting is read no earlier than
+    # that): a second pass from a new best tries the knob's other values only.
+    knob = KnobSpec("w", (0, 1, 2), "exact", 0)
+    own = f"w=1: the script's DistributedDataParallel {ALREADY_RUNS_WITH} w=1"
+    tuner = StubTuner(
+        {
+            1: _ladder_trial({"w": 1}, Outcome.NOT_APPLICABLE, own),
+            2: _ladder_trial({"w": 2}, Outcome.NOT_FASTER, "not a proven win"),
+        }
+    )
+    plan = LadderPlan(space=[knob])
+    for _ in range(2):
+        _one_pass(tuner, [knob], plan, ClimbOutcome())  # type: ignore[arg-type]
+    assert tuner.tried == [{"w": 1}, {"w": 2}, {"w": 2}]
 
 
 def test_only_a_not_reproduced_outcome_counts_as_an_unproven_win() -> None:
