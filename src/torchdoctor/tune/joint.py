@@ -15,6 +15,7 @@ storage URL split the search, and a resumed study counts the joint trials it alr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -125,14 +126,8 @@ def _measure_joint(tuner: Tuner, key: str, recipe: dict[str, Any], safety: Safet
         losses = list(arm.losses[: plan.parity_steps])
         # Measured alone, so no speed verdict: the ladder's decision on the rest.
         verdict = tuner.judging.verdict(losses, safety, speed=None, accepted=Outcome.MEASURED)
-        figures = TrialFigures(
-            samples_per_s=arm.rate(),
-            peak_memory_bytes=arm.peak_memory_bytes,
-            losses=losses,
-            compile_s=arm.compile_s,
-            warmup_s=arm.warmup_s,
-            chunk_times_s=list(arm.chunk_scores),
-        )
+        # The arm's figures as every trial records them (its chunk peaks too), and its rate.
+        figures = replace(arm.figures(losses), samples_per_s=arm.rate())
     except WorkerFailure as exc:
         verdict = Verdict.failure(exc.kind, exc.reason)
     finally:

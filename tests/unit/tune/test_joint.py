@@ -27,6 +27,10 @@ def test_joint_trials_are_stored_and_the_front_is_non_dominated(tmp_path: Path) 
     joint = [r for r in records if r.kind == "joint"]
     assert len(joint) == 5
     assert all(r.recipe.get("batch_size") for r in joint)  # the batch was part of the search
+    # A joint trial records what every trial of an arm records, its chunk peaks among them.
+    for r in joint:
+        assert r.chunk_times_s and r.chunk_peak_memory_bytes
+        assert max(r.chunk_peak_memory_bytes) == r.peak_memory_bytes
     front = result.pareto_front
     assert front
     for p in front:
