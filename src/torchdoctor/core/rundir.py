@@ -83,6 +83,20 @@ TRACE = "trace.json.gz"
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 
+
+def of_rank(record: str, rank: int) -> str:
+    """The file of one rank's `record` in a job's run folder: `diagnosis.rank1.json` for
+    `DIAGNOSIS`; the run folder's own name holds the job's (or the first rank's)."""
+    stem, dot, ext = record.partition(".")
+    return f"{stem}.rank{rank}{dot}{ext}"
+
+
+def of_ranks(record: str) -> str:
+    """A glob of every rank's `record` file (`of_rank`)."""
+    stem, dot, ext = record.partition(".")
+    return f"{stem}.rank*{dot}{ext}"
+
+
 #: Where run folders go when the user does not say (`--out`), relative to the working dir.
 DEFAULT_RUNS_ROOT = Path("torchdoctor-runs")
 #: Environment variable that moves the default runs root (CI jobs, the test suite).

@@ -148,7 +148,7 @@ def _write_memory(exam: Examination, profiles: list[Any], *, target: str) -> Non
             plan.write(exam.run_dir / rundir.MEMORY)
             exam.memory, first = plan, False
         else:
-            plan.write(exam.run_dir / f"memory.rank{prof.rank}.json")
+            plan.write(exam.run_dir / rundir.of_rank(rundir.MEMORY, prof.rank))
 
 
 def _diagnose_profiles(
@@ -173,9 +173,8 @@ def _diagnose_profiles(
         used = ceilings if ceilings is not None else _device_ceilings(prof.device, by_device)
         analysis, why = analyze_if_present(prof.trace_path, used)
         if analysis is not None:
-            analysis.write(
-                run_dir / (rundir.ANALYSIS if i == 0 else f"analysis.rank{prof.rank}.json")
-            )
+            name = rundir.ANALYSIS if i == 0 else rundir.of_rank(rundir.ANALYSIS, prof.rank)
+            analysis.write(run_dir / name)
             trace = Path(prof.trace_path) if prof.trace_path else None
             if i == 0 and trace is not None and trace != run_dir / rundir.TRACE:
                 shutil.copyfile(trace, run_dir / rundir.TRACE)
@@ -242,7 +241,8 @@ def _write_diagnoses(
         return
     exam.job = job_diagnosis(exam.diagnoses, cross, target=target, notes=[note] if note else [])
     for i, diag in enumerate(exam.diagnoses):
-        diag.write(run_dir / f"diagnosis.rank{diag.rank if diag.rank is not None else i}.json")
+        rank = diag.rank if diag.rank is not None else i
+        diag.write(run_dir / rundir.of_rank(rundir.DIAGNOSIS, rank))
     if cross is not None:
         cross.write(run_dir / rundir.CROSS_RANK)
     exam.job.job.write(run_dir / rundir.DIAGNOSIS)

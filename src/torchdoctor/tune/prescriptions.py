@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -18,22 +19,25 @@ DIAGNOSIS_WARMUP: Final = 3
 DIAGNOSIS_PROFILE_STEPS: Final = 2
 
 
-def prescribed_knobs(diagnosis: Any) -> list[str]:
-    """Knob names from the diagnosis's findings: by severity, then the Amdahl bound on gain.
+def _ranked(diagnoses: Sequence[Any]) -> list[Any]:
+    """The findings of `diagnoses`, by severity, then the Amdahl bound on gain."""
+    from torchdoctor.diagnose import SEVERITY_ORDER
+
+    findings = [f for d in diagnoses for f in d.findings]
+    return sorted(findings, key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id))
+
+
+def prescribed_knobs(*diagnoses: Any) -> list[str]:
+    """Knob names from the findings of `diagnoses` (a job's and its ranks'): by severity,
+    then the Amdahl bound on gain.
 
     Not the diagnosis's own "what to fix first" order (`diagnose.rank_findings`), which puts
     the cheap, exact fix first for a person: the ladder keeps each change that proves itself,
     and trying the largest possible gain first keeps a smaller one from locking in a worse
     local optimum (on `cnn`, bf16 before compile: 2.0x against 1.66x).
     """
-    from torchdoctor.diagnose import SEVERITY_ORDER
-
     names: list[str] = []
-    ranked = sorted(
-        diagnosis.findings,
-        key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id),
-    )
-    for finding in ranked:
+    for finding in _ranked(diagnoses):
         for knob in finding.prescription.knobs:
             if knob not in names:
                 names.append(knob)
@@ -54,6 +58,29 @@ def _read_diagnosis(run_dir: Path) -> Any:
         return None  # a diagnosis this version cannot read says nothing here
 
 
+def _read_diagnoses(run_dir: Path) -> list[Any]:
+    """The diagnosis in `run_dir` and, for a job of ranks, each rank's (the diagnosis run's
+    `diagnosis.rank<N>.json`, in RUN_DIR/diagnosis/); empty without one.
+
+    The ladder is ordered by all of them: a job's diagnosis is the one seen from the rank
+    that waits most (diagnose/ranks.py), whose own exposed communication went to the
+    straggler's finding, so a cure such as an FSDP knob can be prescribed by another rank
+    only (the 2-rank FSDP studies of tests/integration/test_diagnose_fsdp.py)."""
+    from torchdoctor.core.errors import RecordError
+    from torchdoctor.diagnose import Diagnosis
+
+    job = _read_diagnosis(run_dir)
+    if job is None:
+        return []
+    ranks = []
+    for path in sorted((run_dir / DIAGNOSIS_SUBDIR).glob(rundir.of_ranks(rundir.DIAGNOSIS))):
+        try:
+            ranks.append(Diagnosis.read(path))
+        except RecordError:
+            continue  # a rank this version cannot read says nothing here
+    return [job, *ranks]
+
+
 def diagnosed_step_s(run_dir: Path) -> float | None:
     """The median step the diagnosis in `run_dir` measured on the device the trials run on
     (None without one): a study's budget can be sized from it (`tune.study_budget_s`). On a
@@ -66,22 +93,13 @@ def diagnosed_step_s(run_dir: Path) -> float | None:
 
 
 def diagnosed_values(run_dir: Path) -> dict[str, Any]:
-    """Knob -> the value the diagnosis in `run_dir` (its `diagnosis.json`) prescribes, from
+    """Knob -> the value the diagnosis in `run_dir` (a job's: its ranks' too) prescribes, from
     the first finding to name the knob in `prescribed_knobs`' order; empty without one.
 
     The ladder tries these among its candidates: the H200's cnn diagnosis prescribed 4 loader
     workers, and a ladder that never tried 4 ran 32 instead."""
-    from torchdoctor.diagnose import SEVERITY_ORDER
-
-    diagnosis = _read_diagnosis(run_dir)
-    if diagnosis is None:
-        return {}
     values: dict[str, Any] = {}
-    ranked = sorted(
-        diagnosis.findings,
-        key=lambda f: (-SEVERITY_ORDER[f.severity], -f.amdahl_bound, f.rule_id),
-    )
-    for finding in ranked:
+    for finding in _ranked(_read_diagnoses(run_dir)):
         for knob, value in finding.prescription.knobs.items():
             if value is not None:
                 values.setdefault(knob, value)
@@ -90,10 +108,9 @@ def diagnosed_values(run_dir: Path) -> dict[str, Any]:
 
 def diagnosed_bounds(run_dir: Path) -> dict[str, float]:
     """Knob -> the largest Amdahl bound on gain among the findings of the diagnosis in
-    `run_dir` that prescribe it; empty without one."""
-    diagnosis = _read_diagnosis(run_dir)
+    `run_dir` (a job's: its ranks' too) that prescribe it; empty without one."""
     bounds: dict[str, float] = {}
-    for finding in diagnosis.findings if diagnosis is not None else ():
+    for finding in _ranked(_read_diagnoses(run_dir)):
         for knob in finding.prescription.knobs:
             bounds[knob] = max(bounds.get(knob, 1.0), float(finding.amdahl_bound))
     return bounds
@@ -103,7 +120,7 @@ def diagnose_script_before_tuning(command: tuple[list[str], bool], run_dir: Path
     """Diagnose a script's or a torchrun job's command (argv, module) into RUN_DIR/diagnosis/
     (and RUN_DIR/diagnosis.json), as `diagnose_before_tuning` does a workload: the same short
     run, ended after `DIAGNOSIS_STEPS` steps, its prints in RUN_DIR/diagnosis/script.log.
-    Returns rank 0's prescribed knobs."""
+    Returns the prescribed knobs (a job's: those of its ranks too)."""
     from torchdoctor.diagnose import examine_script
 
     argv, module = command
@@ -131,7 +148,7 @@ def _prescribed_into(run_dir: Path, diagnosis: Any) -> list[str]:
     source = run_dir / DIAGNOSIS_SUBDIR / rundir.DIAGNOSIS
     if source.is_file():
         shutil.copyfile(source, run_dir / rundir.DIAGNOSIS)
-    return prescribed_knobs(diagnosis)
+    return prescribed_knobs(*(_read_diagnoses(run_dir) or [diagnosis]))
 
 
 def diagnose_before_tuning(
