@@ -3,10 +3,10 @@
 A trial's wall time on a GPU is mostly process starts (CUDA context, kernels loaded: about 10 s
 on an H200) and little steady work (a step of a few milliseconds); on a 2-core CPU the reverse.
 `DeviceCostArms` opens simulated sessions in this process (tests/sim_session.py) and moves a
-`FakeClock` by those costs: `start_s` per arm opened, and each request's simulated step times
-(a reference run: its steps at the model's step time). A request longer than its timeout is
-cut there, as a worker's deadline cuts it. The costs are the test's inputs (read from a device's
-records), not a rule of the budget under test.
+`FakeClock` by those costs: `start_s` per arm opened, `close_s` per arm ended, and each
+request's simulated step times (a reference run: its steps at the model's step time). A request
+longer than its timeout is cut there, as a worker's deadline cuts it. The costs are the test's
+inputs (read from a device's records), not a rule of the budget under test.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from tune_sim import SIMULATED_FACTORY
 
 
 class _TimedWorker:
-    def __init__(self, inner: Any, clock: FakeClock, step_s: float) -> None:
+    def __init__(self, inner: Any, clock: FakeClock, step_s: float, close_s: float = 0.0) -> None:
         self.inner = inner
         self.clock = clock
         self.step_s = step_s
+        self.close_s = close_s
         self.peak_rss_bytes = 0
 
     def request(self, message: Request[ReplyT], *, timeout_s: float) -> ReplyT:
@@ -57,6 +58,7 @@ class _TimedWorker:
 
     def close(self) -> None:
         self.inner.close()
+        self.clock.advance(self.close_s)
 
 
 class DeviceCostArms(ArmSource):
@@ -72,6 +74,7 @@ class DeviceCostArms(ArmSource):
         effects: dict[str, dict[str, float]],
         log: Path | None = None,
         timer: TimerKind = "cuda_event",
+        close_s: float = 0.0,
     ) -> None:
         options: dict[str, Any] = {
             "base_step_s": step_s,
@@ -88,11 +91,12 @@ class DeviceCostArms(ArmSource):
         self.clock = clock
         self.start_s = start_s
         self.step_s = step_s
+        self.close_s = close_s
         self.timer: TimerKind = timer
 
     def prepare(self, recipe: dict[str, Any], *, timeout: Timeout, log_path: Path | None) -> Arm:
         arm = self.inner.prepare(recipe, timeout=timeout, log_path=log_path)
-        worker = _TimedWorker(arm.worker, self.clock, self.step_s)
+        worker = _TimedWorker(arm.worker, self.clock, self.step_s, self.close_s)
         try:
             worker._charge(self.start_s, timeout())
         except WorkerFailure:

@@ -25,14 +25,17 @@ if TYPE_CHECKING:
 
 
 class Allowance:
-    """A study's budget as its trials spend it: `budget`, the opens measured so far
-    (`opens_s`), and whether the final A/B is wanted and still fits (`confirm_dropped`)."""
+    """A study's budget as its trials spend it: `budget`, the opens and closes measured so far
+    (`opens_s`, `closes_s`), and whether the final A/B is wanted and still fits
+    (`confirm_dropped`)."""
 
     def __init__(self, budget: Budget, plan: MeasurePlan) -> None:
         self.budget = budget
         self.plan = plan
         #: Seconds each arm this tuner opened took to start and warm up (`tune.cost`).
         self.opens_s: list[float] = []
+        #: ... and to close (its process's exit, reaped).
+        self.closes_s: list[float] = []
         #: Whether the study ends with the final A/B (`plan_confirmation`), and why it was
         #: dropped when its reserve no longer fit after a keep (`hold_reserve`).
         self.confirm_wanted = False
@@ -44,7 +47,7 @@ class Allowance:
         """What a trial's parts cost here as measured so far (None before the baseline)."""
         if baseline is None:
             return None
-        return measured_costs(baseline, best_trial, self.opens_s, self.plan)
+        return measured_costs(baseline, best_trial, self.opens_s, self.plan, self.closes_s)
 
     def estimated_trial_s(
         self, baseline: TrialResult | None, best_trial: TrialResult | None, *, in_turns: bool

@@ -30,7 +30,7 @@ from pydantic import Field
 from torchdoctor import measure
 from torchdoctor.core.load import MachineLoad, combine
 from torchdoctor.core.steps import StepTiming
-from torchdoctor.core.vocabulary import Objective
+from torchdoctor.core.vocabulary import Clock, Objective
 from torchdoctor.measure import (
     CUDA_EVENT_MIN_CHUNK_S,
     MAX_EXTRA_WARMUP_STEPS,
@@ -220,6 +220,11 @@ class Arm:
     switch_s: float = 0.0
     switches: int = 0
     parked_bytes: int = 0
+    #: Told the seconds this arm's close took on `close_clock` (the process's exit, its
+    #: tree's): a part of the budget's estimates (`tune.cost`), set with the study's clock by
+    #: the arms a study opens (`LiveArms.open`)
+    on_close: Callable[[float], None] | None = field(default=None, repr=False, compare=False)
+    close_clock: Clock = field(default=time.perf_counter, repr=False, compare=False)
 
     def hold_device(self, timeout: Timeout) -> None:
         """Take the GPU's turn (tune/turns.py) before running steps; a no-op on a CPU."""
@@ -431,10 +436,13 @@ class Arm:
         is about to start: `procs.end_now`)."""
         if self.turns is not None:
             self.turns.forget(self)
+        began = self.close_clock()
         if at_once:
             end_now(self.worker)
         else:
             self.worker.close()
+        if self.on_close is not None:
+            self.on_close(self.close_clock() - began)
 
 
 def _scale(arm: Arm, steps: int) -> float:

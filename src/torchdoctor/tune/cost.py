@@ -1,13 +1,14 @@
 """What a trial's parts cost here, measured: the budget's estimates are built from them.
 
 A trial is made of parts: a fresh worker process (its start, its prepare and its warm-up,
-`open_s`), the chunks of its A/B (two per round, `chunk_s` each) and, for the final A/B, steady
-steps (`step_s` each). On a GPU a process start costs about 10 s and a step a few milliseconds
-(the H200 records: a cnn baseline of 12.6 s, of which 10.4 s before its first chunk, at 32 ms a
-step); on a 2-core CPU the start is a few seconds and the chunks are what cost. A trial's
-estimate is its parts at the prices measured here, so it follows the device, and a trial the
-deadline cut, or a win with its second pair of processes, does not make every later trial look
-as long as it was.
+`open_s`), the chunks of its A/B (two per round, `chunk_s` each), for the final A/B steady
+steps (`step_s` each), and a process's close (`close_s`: its exit, which the kernel's teardown
+of its memory makes about 0.8 s on a 2-core EPYC whether or not the interpreter tears down). On
+a GPU a process start costs about 10 s and a step a few milliseconds (the H200 records: a cnn
+baseline of 12.6 s, of which 10.4 s before its first chunk, at 32 ms a step); on a 2-core CPU
+the start is a few seconds and the chunks are what cost. A trial's estimate is its parts at the
+prices measured here, so it follows the device, and a trial the deadline cut, or a win with its
+second pair of processes, does not make every later trial look as long as it was.
 """
 
 from __future__ import annotations
@@ -31,17 +32,21 @@ class TrialCosts:
     """Seconds each part of a trial costs here.
 
     `open_s`: a fresh arm, from asking for it to warmed up (process start, prepare, warm-up);
-    `step_s`: one steady step; `chunk_s`: one arm's A/B chunk (`measure.chunk_steps` steps).
+    `step_s`: one steady step; `chunk_s`: one arm's A/B chunk (`measure.chunk_steps` steps);
+    `close_s`: an arm ended, from asking to its process reaped.
     """
 
     open_s: float
     step_s: float
     chunk_s: float
+    close_s: float = 0.0
 
     @classmethod
-    def of(cls, *, open_s: float, step_s: float, plan: MeasurePlan) -> TrialCosts:
+    def of(
+        cls, *, open_s: float, step_s: float, plan: MeasurePlan, close_s: float = 0.0
+    ) -> TrialCosts:
         steps = measure.chunk_steps(step_s, least=plan.chunk_steps, min_chunk_s=plan.min_chunk_s)
-        return cls(open_s=open_s, step_s=step_s, chunk_s=steps * step_s)
+        return cls(open_s=open_s, step_s=step_s, chunk_s=steps * step_s, close_s=close_s)
 
     def first_look_s(self, plan: MeasurePlan) -> float:
         """An A/B to its first look (its settle rounds and `min_rounds` scored ones, two
@@ -50,18 +55,20 @@ class TrialCosts:
         return rounds * 2 * self.chunk_s
 
     def ladder_trial_s(self, plan: MeasurePlan) -> float:
-        """One ladder trial: a fresh candidate against the live best, to its first look."""
-        return self.open_s + self.first_look_s(plan)
+        """One ladder trial: a fresh candidate against the live best, to its first look, and
+        one arm ended (the candidate, or the best it replaces)."""
+        return self.open_s + self.first_look_s(plan) + self.close_s
 
     def whole_run_s(self, plan: MeasurePlan) -> float:
         """One whole run of an A/B in turns (`tune.whole_runs`): a fresh process measured
-        alone, its chunks one after the other."""
+        alone, its chunks one after the other, then ended."""
         rounds = plan.settle_rounds + min(plan.min_rounds, plan.rounds)
-        return self.open_s + rounds * self.chunk_s
+        return self.open_s + rounds * self.chunk_s + self.close_s
 
     def second_pair_s(self, plan: MeasurePlan) -> float:
-        """A win's second pair of fresh processes (`Tuner._replicate`): two opens, one A/B."""
-        return 2 * self.open_s + self.first_look_s(plan)
+        """A win's second pair of fresh processes (`Tuner._replicate`): two opens, one A/B,
+        two closes."""
+        return 2 * (self.open_s + self.close_s) + self.first_look_s(plan)
 
     def baseline_s(self, plan: MeasurePlan, *, reference_runs: int) -> float:
         """The baseline: one arm, its chunks alone, and its quality yardstick's retrainings."""
@@ -72,8 +79,8 @@ class TrialCosts:
 
     def pair_s(self) -> float:
         """One fresh process pair of the final A/B: each process opened (started and warmed
-        up) and timed over `run`'s steady window (`confirm.measure_fresh_pairs`)."""
-        return 2 * (self.open_s + steady_steps(self.step_s) * self.step_s)
+        up), timed over `run`'s steady window (`confirm.measure_fresh_pairs`) and ended."""
+        return 2 * (self.open_s + steady_steps(self.step_s) * self.step_s + self.close_s)
 
     def confirm_s(self, pairs: int = MIN_REPLICATES) -> float:
         """The final A/B's `pairs` fresh process pairs."""
@@ -96,12 +103,15 @@ def measured_costs(
     best: TrialResult | None,
     opens_s: Sequence[float],
     plan: MeasurePlan,
+    closes_s: Sequence[float] = (),
 ) -> TrialCosts:
     """The parts' costs as measured so far: the median open of the arms opened (the
-    baseline's record's own when none was, a resumed study), the best recipe's step."""
+    baseline's record's own when none was, a resumed study), the median close of those ended
+    (none before the first), the best recipe's step."""
     open_s = statistics.median(opens_s) if opens_s else opened_s(baseline, plan)
+    close_s = statistics.median(closes_s) if closes_s else 0.0
     step_s = (best.step_time_s if best is not None else None) or baseline.step_time_s or 0.0
-    return TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    return TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan, close_s=close_s)
 
 
 def confirm_steps(baseline: TrialResult) -> int:
@@ -114,14 +124,15 @@ def pair_cost_s(
     baseline: TrialResult | None, best_trial: TrialResult | None, costs: TrialCosts | None
 ) -> float:
     """Seconds one fresh process pair of the final confirmation is expected to take, by its
-    parts at the costs measured here (`TrialCosts.pair_s`: two opens and two steady windows),
-    plus the best recipe's warm-up beyond the baseline's (a compiled recipe compiles again in
-    its fresh process).
+    parts at the costs measured here (`TrialCosts.pair_s`: two opens, two steady windows and
+    two closes), plus the best recipe's warm-up beyond the baseline's (a compiled recipe
+    compiles again in its fresh process).
 
     Not the baseline's whole measurement per process: that holds its chunks (settle and
     scored rounds), which a confirmation process does not run, and each open is already warmed
-    up. On a 2-core EPYC (2026-11-28) that price was about 25 s a pair where the pairs took 21-22 s,
-    and the reserve of three kept `demo --quick`'s ladder from its next knob.
+    up. On a 2-core EPYC (2026-11-28) that price was about 25 s a pair where the pairs took
+    21-22 s, and the reserve of three kept `demo --quick`'s ladder from its next knob; without
+    the closes it was 17.9 s a pair where they took 21.5 s (2026-11-29).
     """
     if baseline is None or costs is None:
         return 0.0
@@ -168,12 +179,18 @@ def story_s(
 
 
 def study_budget_s(
-    *, open_s: float, step_s: float, plan: MeasurePlan, knobs: int, twin: bool = False
+    *,
+    open_s: float,
+    step_s: float,
+    plan: MeasurePlan,
+    knobs: int,
+    twin: bool = False,
+    close_s: float = 0.0,
 ) -> float:
     """The budget a study of `knobs` ladder trials needs where a process takes `open_s` to
-    start and warm up and a step `step_s` (`story_s`: the baseline with its quality
-    yardstick, its twin on a GPU, a win's second pair, the final A/B's fewest pairs)."""
+    start and warm up, a step `step_s` and an end `close_s` (`story_s`: the baseline with its
+    quality yardstick, its twin on a GPU, a win's second pair, the final A/B's fewest pairs)."""
     from torchdoctor.tune.parity import REFERENCE_RUNS
 
-    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan)
+    costs = TrialCosts.of(open_s=open_s, step_s=step_s, plan=plan, close_s=close_s)
     return story_s(costs, plan, knobs=knobs, reference_runs=REFERENCE_RUNS, twin=twin)

@@ -107,6 +107,10 @@ QUICK_KNOBS: Final = 3
 #: (2026-11-28) spent 65.6 s on its final A/B's six processes, each 7.0 s, 0.9 s of warm-up
 #: and 3 s of steady steps.
 QUICK_COSTS: Final = {"cuda": (11.8, 0.034, 0), "cpu": (7.0, 0.1, 9)}
+#: What ending a fresh process costs (`tune.TrialCosts.close_s`): a cnn worker's close took
+#: 0.77-1.09 s on a quiet 2-core EPYC (2026-11-29), the kernel tearing down its memory. No
+#: GPU close is recorded: the CPU's figure stands in for both.
+QUICK_CLOSE_S: Final = 0.9
 #: The quick budget is rounded up to this many seconds.
 QUICK_BUDGET_STEP_S: Final = 10.0
 #: Left out of `--quick`: torch.compile's compilation takes tens of seconds per process on a
@@ -128,9 +132,9 @@ QUICK_SETTINGS: Final[dict[str, object]] = {
 def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
     """`--quick`'s tuning budget on `device`: the baseline, QUICK_KNOBS ladder trials, one
     win's second pair and the final A/B's fewest pairs at the trial costs recorded for its
-    device class (`QUICK_COSTS`: a process open is its start and its warm-up steps;
-    `tune.study_budget_s`); `step_s`, a step measured on the device, in place of the
-    recorded one."""
+    device class (`QUICK_COSTS`: a process open is its start and its warm-up steps,
+    `QUICK_CLOSE_S` its end; `tune.study_budget_s`); `step_s`, a step measured on the device,
+    in place of the recorded one."""
     on_gpu = device.split(":", 1)[0] == "cuda"
     start_s, recorded_step_s, warmup_steps = QUICK_COSTS["cuda" if on_gpu else "cpu"]
     step_s = step_s or recorded_step_s
@@ -140,6 +144,7 @@ def quick_budget_s(device: str, *, step_s: float | None = None) -> float:
         plan=QUICK_PLAN,
         knobs=QUICK_KNOBS,
         twin=on_gpu,
+        close_s=QUICK_CLOSE_S,
     )
     rounded = QUICK_BUDGET_STEP_S * math.ceil(need / QUICK_BUDGET_STEP_S)
     # Never more than the full demo's: where steps are that slow, `--quick` is not quick.

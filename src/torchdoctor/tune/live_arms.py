@@ -98,8 +98,9 @@ class LiveArms:
             give_up_above=give_up_above,
             changed=changed,
         )
-        # A part of every trial's estimate (`tune.cost`); an open the deadline cut raised.
+        # Parts of every trial's estimate (`tune.cost`); an open the deadline cut raised.
         self.allowance.opens_s.append(budget.clock() - began)
+        arm.on_close, arm.close_clock = self.allowance.closes_s.append, budget.clock
         return arm
 
     def close(self, *, at_once: bool = False) -> None:

@@ -78,7 +78,12 @@ def test_quick_budget_fits_its_knobs_at_the_devices_costs(device: str) -> None:
     baseline's twin, which measures the spread between processes up front."""
     start_s, step_s, warmup_steps = demo_plan.QUICK_COSTS[device]
     plan = demo_plan.QUICK_PLAN
-    costs = TrialCosts.of(open_s=start_s + warmup_steps * step_s, step_s=step_s, plan=plan)
+    costs = TrialCosts.of(
+        open_s=start_s + warmup_steps * step_s,
+        step_s=step_s,
+        plan=plan,
+        close_s=demo_plan.QUICK_CLOSE_S,
+    )
     story = story_s(
         costs,
         plan,
