@@ -6,8 +6,9 @@ Every record is a frozen `Record` with a versioned JSON form, so a run folder ca
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
@@ -63,8 +64,8 @@ TrialKind = Literal["baseline", "ladder", "batch", "joint", "confirm", "memory"]
 
 @dataclass(frozen=True)
 class TrialFigures:
-    """What a trial measured of its candidate, as `TrialResult` records it (each figure None
-    or empty when the trial did not get that far)."""
+    """What a trial measured of its candidate, as `TrialResult` records it under the same
+    names (each figure None or empty when the trial did not get that far)."""
 
     samples_per_s: float | None = None
     best_samples_per_s: float | None = None
@@ -186,25 +187,9 @@ class TrialResult(Record):
             outcome=verdict.outcome,
             reason=verdict.reason,
             loss_deviation=verdict.loss_deviation,
-            samples_per_s=figures.samples_per_s,
-            best_samples_per_s=figures.best_samples_per_s,
-            step_time_s=figures.step_time_s,
-            speedup_vs_best=figures.speedup_vs_best,
-            speedup_vs_best_ci=figures.speedup_vs_best_ci,
-            replicate_speedup_vs_best=figures.replicate_speedup_vs_best,
-            replicate_speedup_vs_best_ci=figures.replicate_speedup_vs_best_ci,
-            peak_memory_bytes=figures.peak_memory_bytes,
-            chunk_peak_memory_bytes=list(figures.chunk_peak_memory_bytes),
-            losses=list(figures.losses),
-            compile_s=figures.compile_s,
-            warmup_s=figures.warmup_s,
-            chunk_times_s=list(figures.chunk_times_s),
-            best_chunk_times_s=list(figures.best_chunk_times_s),
-            machine_load=figures.machine_load,
-            remeasured=figures.remeasured,
-            device_switch_s=figures.device_switch_s,
-            sharing_mode=figures.sharing_mode,
             wall_s=wall_s,
+            # Every figure under its own name (copied: the record owns its lists).
+            **{f.name: copy.copy(getattr(figures, f.name)) for f in fields(TrialFigures)},
         )
 
     @property

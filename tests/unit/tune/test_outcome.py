@@ -3,6 +3,7 @@ checked against the status and decision, and what the ladder decides by (never t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from torchdoctor.collect import ALREADY_RUNS_WITH
 from torchdoctor.core.errors import RecordError
+from torchdoctor.core.load import MachineLoad
 from torchdoctor.tune import Confirmation, TrialResult
 from torchdoctor.tune.ladder import (
     ClimbOutcome,
@@ -248,3 +250,27 @@ def test_a_confirmation_is_measured_or_says_why_not() -> None:
     for status, outcome in (("ok", Outcome.KEPT), ("crash", Outcome.BUDGET_CUT)):
         with pytest.raises(ValueError, match=r"confirmation|status"):
             Confirmation(**common, status=status, outcome=outcome)
+
+
+def test_a_trial_records_every_figure_it_measured_under_its_own_name() -> None:
+    # Each figure set to a value of its type that is not its default: none may be dropped or
+    # crossed on the way into the record, and the record owns its lists.
+    values: dict[str, Any] = {
+        "samples_per_s": 101.0, "best_samples_per_s": 99.0, "step_time_s": 0.3,
+        "speedup_vs_best": 1.02, "speedup_vs_best_ci": (1.01, 1.03),
+        "replicate_speedup_vs_best": 1.04, "replicate_speedup_vs_best_ci": (1.0, 1.05),
+        "peak_memory_bytes": 7, "chunk_peak_memory_bytes": [5, 7], "losses": [2.0, None],
+        "compile_s": 1.5, "warmup_s": 2.5, "chunk_times_s": [0.1, 0.2],
+        "best_chunk_times_s": [0.3],
+        "machine_load": MachineLoad(interval_s=1.0, cores=2, own_cpu_s=1.0, other_cpu_s=0.5,
+                                    other_cores=0.5),
+        "remeasured": 2, "device_switch_s": 0.25, "sharing_mode": "turns",
+    }  # fmt: skip
+    assert set(values) == {f.name for f in dataclasses.fields(TrialFigures)}
+    figures = TrialFigures(**values)
+    record = TrialResult.of(
+        key="k", kind="ladder", step=1, recipe={"a": 1},
+        verdict=Verdict("ok", Outcome.KEPT, "kept"), figures=figures, wall_s=3.0,
+    )  # fmt: skip
+    assert {name: getattr(record, name) for name in values} == values
+    assert record.losses is not figures.losses
