@@ -110,7 +110,7 @@ def diagnosed_bounds(run_dir: Path) -> dict[str, float]:
     """Knob -> the largest Amdahl bound on gain among the findings of the diagnosis in
     `run_dir` (a job's: its ranks' too) that prescribe it; empty without one."""
     bounds: dict[str, float] = {}
-    for finding in _ranked(_read_diagnoses(run_dir)):
+    for finding in (f for d in _read_diagnoses(run_dir) for f in d.findings):
         for knob in finding.prescription.knobs:
             bounds[knob] = max(bounds.get(knob, 1.0), float(finding.amdahl_bound))
     return bounds
